@@ -1,0 +1,84 @@
+package driver
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// ProviderSpecPath is the field path of a class's provider spec in error messages.
+var ProviderSpecPath = field.NewPath("providerSpec")
+
+// CheckProvider returns InvalidArgument unless class.provider names the driver called name
+// (case-insensitively, so "OpenStack" matches "openstack").
+func CheckProvider(class *v1alpha1.MachineClass, name string) error {
+	if class == nil {
+		return Error(InvalidArgument, "machineClass is missing from the request")
+	}
+	if !strings.EqualFold(class.Provider, name) {
+		return Errorf(InvalidArgument,
+			"machineClass %q: provider is %q but this is the %s driver: set provider: %s or use a class of provider %q",
+			class.Name, class.Provider, name, name, class.Provider)
+	}
+	return nil
+}
+
+// DecodeProviderSpec decodes class.providerSpec into out strictly: an unknown field, a duplicate
+// field or a value of the wrong type is InvalidArgument naming the field.
+func DecodeProviderSpec(class *v1alpha1.MachineClass, out any) error {
+	if class == nil {
+		return Error(InvalidArgument, "machineClass is missing from the request")
+	}
+	raw := class.ProviderSpec.Raw
+	if len(raw) == 0 {
+		return Errorf(InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
+	}
+	return DecodeStrict(raw, out, "machineClass "+quote(class.Name)+": providerSpec")
+}
+
+// DecodeStrict decodes JSON into out strictly and names what is wrong relative to path.
+func DecodeStrict(data []byte, out any, path string) error {
+	strict, err := sigsjson.UnmarshalStrict(data, out, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		return Errorf(InvalidArgument, "%s: %s: fix the value", path, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(strict) > 0 {
+		msgs := make([]string, 0, len(strict))
+		for _, e := range strict {
+			msgs = append(msgs, e.Error())
+		}
+		return Errorf(InvalidArgument, "%s: %s: remove or rename the field (see the provider's README for the spec fields)", path, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// Invalid turns a validation result into InvalidArgument naming every bad field, or nil when the
+// list is empty. Field paths are relative to the class (providerSpec.flavorName).
+func Invalid(class *v1alpha1.MachineClass, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	name := ""
+	if class != nil {
+		name = class.Name
+	}
+	return Errorf(InvalidArgument, "machineClass %q is invalid: %s", name, errs.ToAggregate().Error())
+}
+
+// SecretValue returns the value of key in secret's data, or "" when the secret or key is absent.
+func SecretValue(secret *corev1.Secret, key string) string {
+	if secret == nil {
+		return ""
+	}
+	if v, ok := secret.Data[key]; ok {
+		return string(v)
+	}
+	return secret.StringData[key]
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }
