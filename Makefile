@@ -12,7 +12,7 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 PROVIDERS := $(sort $(notdir $(patsubst %/register.go,%,$(wildcard providers/*/register.go))))
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/machinist-io/machinist/cmd/machinist/version.Version=$(VERSION)
+LDFLAGS   := -X github.com/machinist-io/machinist/internal/version.Version=$(VERSION)
 KUBE_VERSION := v1.36.3
 
 export PATH := $(BIN):$(PATH)
