@@ -1,0 +1,169 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// named is a driver that knows where it came from, so resolution order is observable.
+type named struct {
+	driver.UnimplementedDriver
+	from string
+}
+
+func (n *named) ListMachines(context.Context, *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
+	return &driver.ListMachinesResponse{MachineList: map[string]string{n.from: n.from}}, nil
+}
+
+func register(t *testing.T, name string, opens *int) {
+	t.Helper()
+	Register(Registration{Name: name, Description: "test", New: func(Env) (driver.Driver, error) {
+		if opens != nil {
+			*opens++
+		}
+		return &named{from: "compiled"}, nil
+	}})
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s: Register did not panic", what)
+		}
+	}()
+	f()
+}
+
+func TestRegisterRejectsBadRegistrations(t *testing.T) {
+	ok := func(Env) (driver.Driver, error) { return &named{}, nil }
+	mustPanic(t, "empty name", func() { Register(Registration{Name: "", New: ok}) })
+	mustPanic(t, "upper case", func() { Register(Registration{Name: "OpenStack", New: ok}) })
+	mustPanic(t, "dash", func() { Register(Registration{Name: "my-cloud", New: ok}) })
+	mustPanic(t, "leading digit", func() { Register(Registration{Name: "9cloud", New: ok}) })
+	mustPanic(t, "nil factory", func() { Register(Registration{Name: "nilfactory"}) })
+	register(t, "dupcloud", nil)
+	mustPanic(t, "duplicate", func() { register(t, "dupcloud", nil) })
+}
+
+func TestLookupIsCaseInsensitiveAndNamesSorted(t *testing.T) {
+	register(t, "zetacloud", nil)
+	register(t, "alphacloud", nil)
+	if _, ok := Lookup("  ZetaCloud "); !ok {
+		t.Fatal("Lookup must match case-insensitively and ignore surrounding space")
+	}
+	names := Names()
+	for i := 1; i < len(names); i++ {
+		if names[i-1] > names[i] {
+			t.Fatalf("Names() not sorted: %v", names)
+		}
+	}
+	if len(All()) != len(names) {
+		t.Fatal("All and Names disagree")
+	}
+}
+
+func TestUnknownProviderNamesTheFixes(t *testing.T) {
+	_, err := Open("nosuchcloud", Env{})
+	if !errors.Is(err, ErrUnknownProvider) {
+		t.Fatalf("errors.Is(ErrUnknownProvider) = false: %v", err)
+	}
+	if driver.CodeOf(err) != driver.FailedPrecondition {
+		t.Fatalf("code = %v", driver.CodeOf(err))
+	}
+	msg := driver.MessageOf(err)
+	for _, want := range []string{`"nosuchcloud"`, "-tags provider_nosuchcloud", "--driver-endpoint nosuchcloud=", "dial in"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q does not mention %q", msg, want)
+		}
+	}
+	if !strings.Contains(driver.MessageOf(UnknownProvider("")), "provider is empty") {
+		t.Error("an empty provider must say so")
+	}
+}
+
+func TestOpenWrapsFactoryErrors(t *testing.T) {
+	boom := driver.Error(driver.Internal, "no state dir")
+	Register(Registration{Name: "brokencloud", New: func(Env) (driver.Driver, error) { return nil, boom }})
+	_, err := Open("brokencloud", Env{})
+	if driver.CodeOf(err) != driver.Internal || !strings.Contains(err.Error(), "brokencloud") {
+		t.Fatalf("Open = %v", err)
+	}
+}
+
+type source map[string]driver.Driver
+
+func (s source) Driver(name string) (driver.Driver, bool) { d, ok := s[name]; return d, ok }
+
+func from(t *testing.T, d driver.Driver) string {
+	t.Helper()
+	resp, err := d.ListMachines(context.Background(), &driver.ListMachinesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range resp.MachineList {
+		return k
+	}
+	return ""
+}
+
+func TestResolverOrder(t *testing.T) {
+	opens := 0
+	register(t, "ordercloud", &opens)
+	class := &v1alpha1.MachineClass{Provider: "OrderCloud"}
+
+	r := &Resolver{
+		Endpoints: source{"ordercloud": &named{from: "endpoint"}},
+		Remote:    source{"ordercloud": &named{from: "remote"}, "onlyremote": &named{from: "remote"}},
+	}
+	d, err := r.ForClass(class)
+	if err != nil || from(t, d) != "endpoint" {
+		t.Fatalf("a configured endpoint must win: %v", err)
+	}
+
+	r.Endpoints = nil
+	for i := 0; i < 3; i++ {
+		d, err = r.ForClass(class)
+		if err != nil || from(t, d) != "compiled" {
+			t.Fatalf("compiled-in must come before dialled-in: %v", err)
+		}
+	}
+	if opens != 1 {
+		t.Fatalf("compiled-in driver opened %d times, want once", opens)
+	}
+
+	d, err = r.Resolve("OnlyRemote")
+	if err != nil || from(t, d) != "remote" {
+		t.Fatalf("a dialled-in provider must be the fallback: %v", err)
+	}
+	if _, err := r.Resolve("nowhere"); !errors.Is(err, ErrUnknownProvider) {
+		t.Fatalf("unresolvable: %v", err)
+	}
+	if _, err := r.ForClass(nil); driver.CodeOf(err) != driver.InvalidArgument {
+		t.Fatalf("nil class: %v", err)
+	}
+}
+
+type closer struct {
+	named
+	closed int
+}
+
+func (c *closer) Close() error { c.closed++; return nil }
+
+func TestResolverCloseClosesOpenedDrivers(t *testing.T) {
+	c := &closer{}
+	Register(Registration{Name: "closecloud", New: func(Env) (driver.Driver, error) { return c, nil }})
+	r := &Resolver{}
+	if _, err := r.Resolve("closecloud"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil || c.closed != 1 {
+		t.Fatalf("Close: %v, closed %d times", err, c.closed)
+	}
+}
