@@ -1,0 +1,195 @@
+package machine
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Defaults of the flags of `machinist run` that configure the Machine controller. They are
+// Gardener MCM's defaults where MCM has the flag (reference §4.1).
+const (
+	DefaultCreationTimeout        = 20 * time.Minute
+	DefaultHealthTimeout          = 10 * time.Minute
+	DefaultDrainTimeout           = 2 * time.Hour
+	DefaultPVDetachTimeout        = 2 * time.Minute
+	DefaultPVReattachTimeout      = 90 * time.Second
+	DefaultMaxEvictRetries        = 360
+	DefaultResourceExhaustedRetry = 10 * time.Minute
+	DefaultConcurrentSyncs        = 50
+	DefaultShortRetry             = 5 * time.Second
+	DefaultMediumRetry            = 3 * time.Minute
+	DefaultLongRetry              = 10 * time.Minute
+	DefaultEvictRetryInterval     = 20 * time.Second
+	DefaultDrainPollInterval      = 5 * time.Second
+	DefaultForceDrainNotReady     = 5 * time.Minute
+)
+
+// DefaultNodeConditions are the node condition types that make a machine unhealthy when True
+// (--node-conditions).
+var DefaultNodeConditions = []string{"KernelDeadlock", "ReadonlyFilesystem", "DiskPressure", "NetworkUnavailable"}
+
+// FreezeGate tells the controller whether the control plane is unreachable. While Frozen reports
+// true, machines that are not being deleted are left alone: no creation and, above all, no
+// Unknown → Failed transition, so an outage of the API server does not replace healthy machines.
+// *safety.Controller implements it.
+type FreezeGate interface {
+	Frozen() bool
+}
+
+// Options configure the Machine controller. A zero field takes its default (see DefaultOptions),
+// so a caller sets only what its flags changed. Per-machine overrides in
+// Machine.spec (drainTimeout, healthTimeout, creationTimeout, maxEvictRetries, nodeConditions)
+// and the node.machine.sapcloud.io/effective-creation-timeout annotation win over these.
+type Options struct {
+	// Namespace of the Machine, MachineClass and Secret objects in the control cluster
+	// (--namespace). "" watches what the manager's cache holds.
+	Namespace string
+
+	// CreationTimeout is how long a machine may take from creation until its node is healthy
+	// before it is Failed (--machine-creation-timeout, 20m). The bootstrap token expires with it.
+	CreationTimeout time.Duration
+	// HealthTimeout is how long a machine may stay Unknown before it is Failed and replaced
+	// (--machine-health-timeout, 10m).
+	HealthTimeout time.Duration
+	// DrainTimeout bounds the graceful drain of a node; after it the drain turns forceful
+	// (--machine-drain-timeout, 2h).
+	DrainTimeout time.Duration
+	// PVDetachTimeout bounds the wait for the volumes of one evicted pod to detach
+	// (--machine-pv-detach-timeout, 2m).
+	PVDetachTimeout time.Duration
+	// PVReattachTimeout bounds the wait for those volumes to attach elsewhere; running out is not
+	// an error (--machine-pv-reattach-timeout, 90s).
+	PVReattachTimeout time.Duration
+	// MaxEvictRetries bounds eviction retries of a pod blocked by a PodDisruptionBudget
+	// (--machine-max-evict-retries, 360).
+	MaxEvictRetries int32
+	// NodeConditions are node condition types that make a machine unhealthy when True
+	// (--node-conditions, KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable).
+	NodeConditions []string
+	// ResourceExhaustedRetry is the first wait after a ResourceExhausted (quota, capacity) error;
+	// later retries back off exponentially from it (--resource-exhausted-retry, 10m).
+	ResourceExhaustedRetry time.Duration
+	// BootstrapTokenAuthExtraGroups are extra groups (comma-separated) of the bootstrap tokens
+	// (--bootstrap-token-auth-extra-groups).
+	BootstrapTokenAuthExtraGroups string
+	// ConcurrentSyncs is the number of machines reconciled in parallel, for creation and for
+	// deletion each (--concurrent-syncs, 50).
+	ConcurrentSyncs int
+	// MaxReplacements limits how many machines of one MachineDeployment (label "name") may be
+	// replaced at a time after failing their health check: a count ("1") or a percentage of the
+	// deployment's machines ("10%", rounded down). The first replacement is never blocked, so 0
+	// behaves like 1 (--max-replacements-per-deployment, 1).
+	MaxReplacements intstr.IntOrString
+
+	// ShortRetry is the first wait after a transient driver error (Unknown, DeadlineExceeded,
+	// Aborted, Unavailable) and the step period of deletion (5s).
+	ShortRetry time.Duration
+	// MediumRetry is the first wait after an error that needs a change to succeed
+	// (InvalidArgument, PermissionDenied, ...) (3m).
+	MediumRetry time.Duration
+	// LongRetry is the period of the steady-state resync and the cap of backoffs (10m).
+	LongRetry time.Duration
+	// EvictRetryInterval is the wait between evictions refused by a PodDisruptionBudget (20s).
+	EvictRetryInterval time.Duration
+	// DrainPollInterval is how often the drain checks pod deletion and volume detachment (5s).
+	DrainPollInterval time.Duration
+	// ForceDrainNotReadyAfter: a node NotReady for longer than this is drained forcefully (5m).
+	ForceDrainNotReadyAfter time.Duration
+
+	// Freeze is consulted before acting on machines that are not being deleted; nil means never
+	// frozen. Pass the *safety.Controller returned by safety.Setup.
+	Freeze FreezeGate
+	// Log is the controller's logger; nil means slog.Default().
+	Log *slog.Logger
+}
+
+// DefaultOptions returns the defaults of every option.
+func DefaultOptions() Options {
+	return Options{
+		CreationTimeout:         DefaultCreationTimeout,
+		HealthTimeout:           DefaultHealthTimeout,
+		DrainTimeout:            DefaultDrainTimeout,
+		PVDetachTimeout:         DefaultPVDetachTimeout,
+		PVReattachTimeout:       DefaultPVReattachTimeout,
+		MaxEvictRetries:         DefaultMaxEvictRetries,
+		NodeConditions:          append([]string(nil), DefaultNodeConditions...),
+		ResourceExhaustedRetry:  DefaultResourceExhaustedRetry,
+		ConcurrentSyncs:         DefaultConcurrentSyncs,
+		MaxReplacements:         intstr.FromInt32(1),
+		ShortRetry:              DefaultShortRetry,
+		MediumRetry:             DefaultMediumRetry,
+		LongRetry:               DefaultLongRetry,
+		EvictRetryInterval:      DefaultEvictRetryInterval,
+		DrainPollInterval:       DefaultDrainPollInterval,
+		ForceDrainNotReadyAfter: DefaultForceDrainNotReady,
+	}
+}
+
+// withDefaults fills zero fields with their defaults.
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setDur(&o.CreationTimeout, d.CreationTimeout)
+	setDur(&o.HealthTimeout, d.HealthTimeout)
+	setDur(&o.DrainTimeout, d.DrainTimeout)
+	setDur(&o.PVDetachTimeout, d.PVDetachTimeout)
+	setDur(&o.PVReattachTimeout, d.PVReattachTimeout)
+	setDur(&o.ResourceExhaustedRetry, d.ResourceExhaustedRetry)
+	setDur(&o.ShortRetry, d.ShortRetry)
+	setDur(&o.MediumRetry, d.MediumRetry)
+	setDur(&o.LongRetry, d.LongRetry)
+	setDur(&o.EvictRetryInterval, d.EvictRetryInterval)
+	setDur(&o.DrainPollInterval, d.DrainPollInterval)
+	setDur(&o.ForceDrainNotReadyAfter, d.ForceDrainNotReadyAfter)
+	if o.MaxEvictRetries <= 0 {
+		o.MaxEvictRetries = d.MaxEvictRetries
+	}
+	if o.NodeConditions == nil {
+		o.NodeConditions = d.NodeConditions
+	}
+	if o.ConcurrentSyncs <= 0 {
+		o.ConcurrentSyncs = d.ConcurrentSyncs
+	}
+	if o.MaxReplacements.Type == intstr.String && o.MaxReplacements.StrVal == "" {
+		o.MaxReplacements = d.MaxReplacements
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+// validate reports options that cannot work, naming the flag.
+func (o Options) validate() error {
+	if _, err := intstr.GetScaledValueFromIntOrPercent(&o.MaxReplacements, 100, false); err != nil {
+		return fmt.Errorf("machine: --max-replacements-per-deployment %q: %v: use a count like 1 or a percentage like 10%%", o.MaxReplacements.String(), err)
+	}
+	if o.MaxReplacements.Type == intstr.Int && o.MaxReplacements.IntVal < 0 {
+		return fmt.Errorf("machine: --max-replacements-per-deployment %d is negative: use a count ≥ 0 or a percentage", o.MaxReplacements.IntVal)
+	}
+	for _, c := range o.NodeConditions {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("machine: --node-conditions %q has an empty entry: use a comma-separated list of condition types", strings.Join(o.NodeConditions, ","))
+		}
+	}
+	return nil
+}
+
+// ParseNodeConditions splits a --node-conditions value ("A,B, C") into condition types.
+func ParseNodeConditions(s string) []string {
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package machineset
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// expectations remember, per MachineSet, the machines this controller created or deleted that
+// its informer cache has not shown yet. While any are outstanding the set is not scaled again:
+// a stale cache would otherwise make it create (or delete) the same machines twice. An
+// expectation is forgotten after a TTL so a lost watch event cannot block a set forever.
+type expectations struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu   sync.Mutex
+	sets map[types.NamespacedName]*pending
+}
+
+type pending struct {
+	creates map[string]time.Time    // machine name -> when created
+	deletes map[types.UID]time.Time // machine UID -> when deleted
+}
+
+func newExpectations(ttl time.Duration, now func() time.Time) *expectations {
+	return &expectations{ttl: ttl, now: now, sets: map[types.NamespacedName]*pending{}}
+}
+
+func (e *expectations) get(key types.NamespacedName) *pending {
+	p := e.sets[key]
+	if p == nil {
+		p = &pending{creates: map[string]time.Time{}, deletes: map[types.UID]time.Time{}}
+		e.sets[key] = p
+	}
+	return p
+}
+
+// created records that a machine was created for the set.
+func (e *expectations) created(key types.NamespacedName, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.get(key).creates[name] = e.now()
+}
+
+// deleted records that a machine of the set was deleted.
+func (e *expectations) deleted(key types.NamespacedName, uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.get(key).deletes[uid] = e.now()
+}
+
+// cacheView is what the cache shows of a set's machines.
+type cacheView struct {
+	names map[string]bool // every machine name listed
+	live  map[types.UID]bool
+}
+
+// satisfied drops the expectations the cache now shows (created machines listed, deleted ones
+// gone or terminating) or that outlived the TTL, and reports whether none remain. When some
+// remain it also returns how long until the oldest expires.
+func (e *expectations) satisfied(key types.NamespacedName, view cacheView) (bool, time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.sets[key]
+	if p == nil {
+		return true, 0
+	}
+	now := e.now()
+	var wait time.Duration
+	note := func(at time.Time) bool {
+		left := e.ttl - now.Sub(at)
+		if left <= 0 {
+			return false
+		}
+		if wait == 0 || left < wait {
+			wait = left
+		}
+		return true
+	}
+	for name, at := range p.creates {
+		if view.names[name] || !note(at) {
+			delete(p.creates, name)
+		}
+	}
+	for uid, at := range p.deletes {
+		if !view.live[uid] || !note(at) {
+			delete(p.deletes, uid)
+		}
+	}
+	if len(p.creates) == 0 && len(p.deletes) == 0 {
+		delete(e.sets, key)
+		return true, 0
+	}
+	return false, wait
+}
+
+// forget drops everything expected of a set (it was deleted).
+func (e *expectations) forget(key types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.sets, key)
+}

@@ -1,0 +1,490 @@
+// Package machineset is the MachineSet controller: it keeps spec.replicas machines of a set
+// alive, like a ReplicaSet keeps pods, with MCM's semantics (reference/mcm-contract.md §4.10):
+// machines are created in slow-start batches and owned by the set; surplus machines are deleted
+// in MCM's order (priority annotation first, then marked-for-deletion time, phase, age); Failed
+// machines are deleted so they are replaced; a frozen set creates nothing. Expectations keep a
+// stale cache from creating or deleting the same machines twice.
+package machineset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// ControllerName names the controller in logs, metrics and events.
+const ControllerName = "machineset"
+
+// Options configure the MachineSet controller.
+type Options struct {
+	// ConcurrentSyncs is how many MachineSets are reconciled at once (MCM: --concurrent-syncs).
+	ConcurrentSyncs int
+	// BurstReplicas caps the machines created or deleted in one pass (MCM: 100).
+	BurstReplicas int
+	// ExpectationsTTL is how long a created or deleted machine the cache has not shown yet holds
+	// the set back (MCM: 5m).
+	ExpectationsTTL time.Duration
+	// ResyncPeriod re-reconciles every set this often even without events (MCM: 10m).
+	ResyncPeriod time.Duration
+}
+
+// DefaultOptions returns MCM's defaults.
+func DefaultOptions() Options {
+	return Options{ConcurrentSyncs: 10, BurstReplicas: 100, ExpectationsTTL: 5 * time.Minute, ResyncPeriod: 10 * time.Minute}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.ConcurrentSyncs <= 0 {
+		o.ConcurrentSyncs = d.ConcurrentSyncs
+	}
+	if o.BurstReplicas <= 0 {
+		o.BurstReplicas = d.BurstReplicas
+	}
+	if o.ExpectationsTTL <= 0 {
+		o.ExpectationsTTL = d.ExpectationsTTL
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = d.ResyncPeriod
+	}
+	return o
+}
+
+var (
+	errCreate = errors.New("create machines")
+	errDelete = errors.New("delete machines")
+)
+
+// Reconciler reconciles MachineSets.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader // uncached, for adoption re-checks
+	recorder events.EventRecorder
+	opts     Options
+	exp      *expectations
+	now      func() time.Time
+}
+
+// Setup registers the MachineSet controller with mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	r := &Reconciler{
+		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorder(ControllerName),
+		opts:     opts,
+		now:      time.Now,
+	}
+	r.exp = newExpectations(opts.ExpectationsTTL, r.now)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.MachineSet{}).
+		Owns(&v1alpha1.Machine{}).
+		// Machines nobody controls may be adopted by a set whose selector matches them.
+		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
+		Complete(r)
+}
+
+// setsForOrphan maps a machine without a controller to the sets whose selector matches it.
+func (r *Reconciler) setsForOrphan(ctx context.Context, obj client.Object) []reconcile.Request {
+	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	var sets v1alpha1.MachineSetList
+	if err := r.client.List(ctx, &sets, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range sets.Items {
+		s := &sets.Items[i]
+		sel, err := selectorOf(s)
+		if err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
+	}
+	return reqs
+}
+
+// selectorOf returns a set's selector; an empty selector is an error, since it would select
+// every machine in the namespace.
+func selectorOf(ms *v1alpha1.MachineSet) (labels.Selector, error) {
+	if ms.Spec.Selector == nil || (len(ms.Spec.Selector.MatchLabels) == 0 && len(ms.Spec.Selector.MatchExpressions) == 0) {
+		return nil, errors.New("spec.selector is empty: set spec.selector.matchLabels to labels of spec.template.metadata.labels")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ms.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector is invalid: %w", err)
+	}
+	return sel, nil
+}
+
+// Reconcile brings one MachineSet towards its desired replicas and records its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ms := &v1alpha1.MachineSet{}
+	if err := r.client.Get(ctx, req.NamespacedName, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.exp.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if ms.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, ms)
+	}
+	if !controllerutil.ContainsFinalizer(ms, v1alpha1.FinalizerMachineControllerManager) {
+		controllerutil.AddFinalizer(ms, v1alpha1.FinalizerMachineControllerManager)
+		// The update's watch event brings the set back with the finalizer in place.
+		return reconcile.Result{}, r.client.Update(ctx, ms)
+	}
+
+	sel, err := selectorOf(ms)
+	if err == nil && !sel.Matches(labels.Set(ms.Spec.Template.Labels)) {
+		err = fmt.Errorf("spec.template.metadata.labels %v do not match spec.selector %s: make the template carry the selected labels", ms.Spec.Template.Labels, sel)
+	}
+	if err != nil {
+		r.recorder.Eventf(ms, nil, "Warning", "InvalidSpec", "Validate", "%v", err)
+		return reconcile.Result{}, r.updateStatus(ctx, ms, nil, nil, err)
+	}
+
+	machines, err := r.claimMachines(ctx, ms, sel)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	view := cacheView{names: map[string]bool{}, live: map[types.UID]bool{}}
+	for _, m := range machines {
+		view.names[m.Name] = true
+		if m.DeletionTimestamp == nil {
+			view.live[m.UID] = true
+		}
+	}
+	ok, wait := r.exp.satisfied(req.NamespacedName, view)
+	var manageErr error
+	if ok {
+		manageErr = r.manageReplicas(ctx, ms, machines)
+	}
+	res := reconcile.Result{RequeueAfter: r.opts.ResyncPeriod}
+	if !ok && wait < res.RequeueAfter {
+		// Watch events normally satisfy the expectations sooner; this bounds the wait if they never come.
+		res.RequeueAfter = wait
+	}
+	if next := r.nextAvailableCheck(ms, machines); next > 0 && next < res.RequeueAfter {
+		res.RequeueAfter = next
+	}
+	if err := r.updateStatus(ctx, ms, machines, sel, manageErr); err != nil {
+		return reconcile.Result{}, err
+	}
+	if manageErr != nil {
+		return reconcile.Result{}, manageErr
+	}
+	return res, nil
+}
+
+// claimMachines lists the machines the set controls, adopting orphans that match its selector
+// and releasing controlled machines that no longer match (as a ReplicaSet does).
+func (r *Reconciler) claimMachines(ctx context.Context, ms *v1alpha1.MachineSet, sel labels.Selector) ([]*v1alpha1.Machine, error) {
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(ms.Namespace)); err != nil {
+		return nil, fmt.Errorf("machineset: list machines: %w", err)
+	}
+	var owned []*v1alpha1.Machine
+	var adoptChecked, canAdopt bool
+	for i := range list.Items {
+		m := &list.Items[i]
+		ref := metav1.GetControllerOf(m)
+		matches := sel.Matches(labels.Set(m.Labels))
+		switch {
+		case ref != nil && ref.UID == ms.UID:
+			if !matches && m.DeletionTimestamp == nil {
+				if err := r.release(ctx, ms, m); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			owned = append(owned, m)
+		case ref == nil && matches && m.DeletionTimestamp == nil:
+			if !adoptChecked {
+				adoptChecked = true
+				canAdopt = r.canAdopt(ctx, ms)
+			}
+			if !canAdopt {
+				continue
+			}
+			if err := r.adopt(ctx, ms, m); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, err
+			}
+			owned = append(owned, m)
+		}
+	}
+	return owned, nil
+}
+
+// canAdopt re-reads the set from the API server: a set already being deleted must not adopt.
+func (r *Reconciler) canAdopt(ctx context.Context, ms *v1alpha1.MachineSet) bool {
+	fresh := &v1alpha1.MachineSet{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(ms), fresh); err != nil {
+		return false
+	}
+	return fresh.UID == ms.UID && fresh.DeletionTimestamp == nil
+}
+
+func (r *Reconciler) adopt(ctx context.Context, ms *v1alpha1.MachineSet, m *v1alpha1.Machine) error {
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if err := controllerutil.SetControllerReference(ms, m, r.client.Scheme(), controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+		return fmt.Errorf("machineset: adopt machine %s: %w", m.Name, err)
+	}
+	if err := r.client.Patch(ctx, m, patch); err != nil {
+		return fmt.Errorf("machineset: adopt machine %s: %w", m.Name, err)
+	}
+	r.recorder.Eventf(ms, m, "Normal", "Adopted", "Adopt", "Adopted machine %s", m.Name)
+	return nil
+}
+
+func (r *Reconciler) release(ctx context.Context, ms *v1alpha1.MachineSet, m *v1alpha1.Machine) error {
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	refs := m.OwnerReferences[:0:0]
+	for _, ref := range m.OwnerReferences {
+		if ref.UID != ms.UID {
+			refs = append(refs, ref)
+		}
+	}
+	m.OwnerReferences = refs
+	if err := r.client.Patch(ctx, m, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("machineset: release machine %s: %w", m.Name, err)
+	}
+	r.recorder.Eventf(ms, m, "Normal", "Released", "Release", "Released machine %s: its labels no longer match the selector", m.Name)
+	return nil
+}
+
+// Frozen reports whether the safety controller froze the set (label freeze=True or condition
+// Frozen=True); a frozen set creates no machines.
+func Frozen(ms *v1alpha1.MachineSet) bool {
+	if ms.Labels[v1alpha1.LabelFreeze] == "True" {
+		return true
+	}
+	for _, c := range ms.Status.Conditions {
+		if c.Type == v1alpha1.MachineSetFrozen && c.Status == v1alpha1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// manageReplicas deletes Failed machines (they are replaced) and surplus machines, or creates
+// missing ones, at most BurstReplicas per pass.
+func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
+	now := r.now()
+	var active, failed []*v1alpha1.Machine
+	for _, m := range machines {
+		switch {
+		case m.DeletionTimestamp != nil:
+		case m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && !Preserved(m, now):
+			failed = append(failed, m)
+		default:
+			active = append(active, m)
+		}
+	}
+	budget := r.opts.BurstReplicas
+	var errs []error
+	if len(failed) > 0 {
+		if len(failed) > budget {
+			failed = failed[:budget]
+		}
+		budget -= len(failed)
+		errs = append(errs, r.deleteMachines(ctx, ms, failed, "replacing failed machine"))
+	}
+
+	diff := len(active) - int(ms.Spec.Replicas)
+	switch {
+	case diff < 0 && budget > 0:
+		if Frozen(ms) {
+			log.FromContext(ctx).V(1).Info("set is frozen: not creating machines", "missing", -diff)
+			break
+		}
+		if _, ok := ms.Labels[v1alpha1.LabelScaleUpDisabled]; ok {
+			break
+		}
+		errs = append(errs, r.createMachines(ctx, ms, min(-diff, budget)))
+	case diff > 0 && budget > 0:
+		SortForDeletion(active, now)
+		errs = append(errs, r.deleteMachines(ctx, ms, active[:min(diff, budget)], "scaling down"))
+	}
+	return errors.Join(errs...)
+}
+
+// createMachines creates n machines in slow-start batches (1, 2, 4, ...), stopping at the first
+// batch with a failure so a broken template or quota does not produce a storm of errors.
+func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet, n int) error {
+	key := client.ObjectKeyFromObject(ms)
+	created := 0
+	for batch := 1; created < n; batch *= 2 {
+		size := min(batch, n-created)
+		var wg sync.WaitGroup
+		errCh := make(chan error, size)
+		for range size {
+			wg.Go(func() {
+				m := newMachine(ms)
+				err := r.client.Create(ctx, m)
+				if apierrors.IsAlreadyExists(err) && m.GenerateName != "" {
+					// The API server's generated name collided: try one more name.
+					m = newMachine(ms)
+					err = r.client.Create(ctx, m)
+				}
+				if err != nil {
+					errCh <- err
+					return
+				}
+				r.exp.created(key, m.Name)
+			})
+		}
+		wg.Wait()
+		close(errCh)
+		var errs []error
+		for err := range errCh {
+			errs = append(errs, err)
+		}
+		created += size - len(errs)
+		if len(errs) > 0 {
+			err := fmt.Errorf("machineset: %w: %w", errCreate, errors.Join(errs...))
+			r.recorder.Eventf(ms, nil, "Warning", "FailedCreate", "Create", "Created %d of %d machines: %v", created, n, errs[0])
+			return err
+		}
+	}
+	r.recorder.Eventf(ms, nil, "Normal", "SuccessfulCreate", "Create", "Created %d machines", n)
+	return nil
+}
+
+// newMachine builds a machine of the set from its template.
+func newMachine(ms *v1alpha1.MachineSet) *v1alpha1.Machine {
+	t := ms.Spec.Template.DeepCopy()
+	m := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: ms.Name + "-",
+			Namespace:    ms.Namespace,
+			Labels:       t.Labels,
+			Annotations:  t.Annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         v1alpha1.SchemeGroupVersion.String(),
+				Kind:               "MachineSet",
+				Name:               ms.Name,
+				UID:                ms.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: t.Spec,
+	}
+	if m.Spec.Class.Name == "" {
+		m.Spec.Class = ms.Spec.MachineClass
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	if _, ok := m.Annotations[v1alpha1.AnnotationMachinePriority]; !ok {
+		m.Annotations[v1alpha1.AnnotationMachinePriority] = v1alpha1.DefaultMachinePriority
+	}
+	if v, ok := ms.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout]; ok {
+		if _, set := m.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout]; !set {
+			m.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout] = v
+		}
+	}
+	return m
+}
+
+// deleteMachines deletes machines (by UID, so a re-created namesake is never hit), in parallel.
+func (r *Reconciler) deleteMachines(ctx context.Context, ms *v1alpha1.MachineSet, machines []*v1alpha1.Machine, why string) error {
+	if len(machines) == 0 {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(ms)
+	var mu sync.Mutex
+	var errs []error
+	var names []string
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, m := range machines {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := r.client.Delete(ctx, m, client.Preconditions{UID: &m.UID})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete machine %s: %w", m.Name, err))
+				return
+			}
+			r.exp.deleted(key, m.UID)
+			names = append(names, m.Name)
+		})
+	}
+	wg.Wait()
+	if len(names) > 0 {
+		r.recorder.Eventf(ms, nil, "Normal", "SuccessfulDelete", "Delete", "Deleted machines %s: %s", strings.Join(names, ", "), why)
+	}
+	if len(errs) > 0 {
+		err := fmt.Errorf("machineset: %w: %w", errDelete, errors.Join(errs...))
+		r.recorder.Eventf(ms, nil, "Warning", "FailedDelete", "Delete", "%v", errs[0])
+		return err
+	}
+	return nil
+}
+
+// reconcileDelete deletes the machines of a set being deleted and lifts its finalizer once they
+// are gone. No garbage collector is assumed: the control cluster need not run one.
+func (r *Reconciler) reconcileDelete(ctx context.Context, ms *v1alpha1.MachineSet) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(ms, v1alpha1.FinalizerMachineControllerManager) {
+		return reconcile.Result{}, nil
+	}
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(ms.Namespace)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("machineset: list machines: %w", err)
+	}
+	var remaining, live []*v1alpha1.Machine
+	for i := range list.Items {
+		m := &list.Items[i]
+		if ref := metav1.GetControllerOf(m); ref == nil || ref.UID != ms.UID {
+			continue
+		}
+		remaining = append(remaining, m)
+		if m.DeletionTimestamp == nil {
+			live = append(live, m)
+		}
+	}
+	if len(remaining) > 0 {
+		if err := r.deleteMachines(ctx, ms, live, "machine set is being deleted"); err != nil {
+			return reconcile.Result{}, err
+		}
+		// Machine events bring the set back; this bounds the wait for the last one.
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(ms, v1alpha1.FinalizerMachineControllerManager)
+	if err := r.client.Update(ctx, ms); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	r.exp.forget(client.ObjectKeyFromObject(ms))
+	return reconcile.Result{}, nil
+}
