@@ -1,0 +1,135 @@
+package testenv
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// Scheme holds the Kubernetes core types, apiextensions v1 and machine.sapcloud.io/v1alpha1.
+var Scheme = newScheme()
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// Env is a control plane owned by one test.
+type Env struct {
+	// Config reaches the API server as a cluster admin, with raised QPS and burst.
+	Config *rest.Config
+	// KubeconfigPath is a kubeconfig file for Config.
+	KubeconfigPath string
+	// ControlPlane is the running control plane.
+	ControlPlane *ControlPlane
+
+	t         testing.TB
+	once      sync.Once
+	client    client.Client
+	clientset kubernetes.Interface
+}
+
+// Option changes the Options of Start.
+type Option func(*Options)
+
+// WithCRDDirs installs the CRDs of dirs instead of the repository's kubernetes/crds.
+func WithCRDDirs(dirs ...string) Option {
+	return func(o *Options) { o.CRDDirs = append([]string{}, dirs...) }
+}
+
+// WithAPIServerArgs adds kube-apiserver flags ("--flag=value").
+func WithAPIServerArgs(args ...string) Option {
+	return func(o *Options) { o.APIServerArgs = append(o.APIServerArgs, args...) }
+}
+
+// WithDir keeps the control plane's data in dir (reused if it already holds one).
+func WithDir(dir string) Option { return func(o *Options) { o.Dir = dir } }
+
+// WithQPS sets the QPS and burst of Env.Config.
+func WithQPS(qps float32, burst int) Option {
+	return func(o *Options) { o.QPS, o.Burst = qps, burst }
+}
+
+// Start starts a control plane for t and stops it when t ends. It fails t (saying to run
+// `make tools`) when the etcd and kube-apiserver binaries are missing.
+func Start(t testing.TB, opts ...Option) *Env {
+	t.Helper()
+	o := Options{Log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cp, err := StartControlPlane(ctx, o)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Errorf("testenv: stop: %v", err)
+		}
+	})
+	t.Logf("testenv: control plane at %s ready in %s (dir %s)", cp.Config.Host, time.Since(start).Round(time.Millisecond), cp.Dir)
+	return &Env{Config: cp.Config, KubeconfigPath: cp.KubeconfigPath, ControlPlane: cp, t: t}
+}
+
+// Client returns a client for Config with Scheme (core, apiextensions and machine v1alpha1
+// types). It reads straight from the API server (no cache).
+func (e *Env) Client() client.Client {
+	e.init()
+	return e.client
+}
+
+// Clientset returns a typed client-go clientset for Config.
+func (e *Env) Clientset() kubernetes.Interface {
+	e.init()
+	return e.clientset
+}
+
+func (e *Env) init() {
+	e.once.Do(func() {
+		var err error
+		if e.client, err = client.New(rest.CopyConfig(e.Config), client.Options{Scheme: Scheme}); err != nil {
+			e.t.Fatalf("testenv: client: %v", err)
+		}
+		if e.clientset, err = kubernetes.NewForConfig(rest.CopyConfig(e.Config)); err != nil {
+			e.t.Fatalf("testenv: clientset: %v", err)
+		}
+	})
+}
+
+// StopAPIServer stops kube-apiserver (etcd keeps running): the API becomes unreachable until
+// StartAPIServer. Call it from the test goroutine; it fails the test on error.
+func (e *Env) StopAPIServer() {
+	e.t.Helper()
+	if err := e.ControlPlane.StopAPIServer(); err != nil {
+		e.t.Fatalf("%v", err)
+	}
+}
+
+// StartAPIServer brings kube-apiserver back on the same port with the same data and waits until
+// it is ready. Call it from the test goroutine; it fails the test on error.
+func (e *Env) StartAPIServer() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := e.ControlPlane.StartAPIServer(ctx); err != nil {
+		e.t.Fatalf("%v", err)
+	}
+}

@@ -1,0 +1,117 @@
+package testenv_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/testenv"
+)
+
+// One control plane serves every check below: starting one costs seconds on a busy machine.
+func TestControlPlane(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	t.Run("version", func(t *testing.T) {
+		v, err := env.Clientset().Discovery().ServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.GitVersion != "v1.36.3" {
+			t.Fatalf("/version reports %q, want v1.36.3 (the pin of build/tools)", v.GitVersion)
+		}
+	})
+
+	t.Run("crds established", func(t *testing.T) {
+		for _, name := range []string{"machines", "machineclasses", "machinesets", "machinedeployments"} {
+			var crd apiextensionsv1.CustomResourceDefinition
+			if err := env.Client().Get(ctx, client.ObjectKey{Name: name + ".machine.sapcloud.io"}, &crd); err != nil {
+				t.Fatalf("CRD %s: %v", name, err)
+			}
+			ok := false
+			for _, c := range crd.Status.Conditions {
+				ok = ok || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+			}
+			if !ok {
+				t.Fatalf("CRD %s is not Established: %+v", name, crd.Status.Conditions)
+			}
+		}
+		// The typed client works right away.
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "default"}}
+		if err := env.Client().Create(ctx, m); err != nil {
+			t.Fatalf("create machine: %v", err)
+		}
+	})
+
+	t.Run("kubeconfig", func(t *testing.T) {
+		if _, err := os.Stat(env.KubeconfigPath); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", env.KubeconfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Host != env.Config.Host {
+			t.Fatalf("kubeconfig server %q, want %q", cfg.Host, env.Config.Host)
+		}
+		if env.Config.QPS < 500 || env.Config.Burst < 1000 {
+			t.Fatalf("QPS/burst %v/%d not raised", env.Config.QPS, env.Config.Burst)
+		}
+	})
+
+	t.Run("kube-node-lease exists", func(t *testing.T) {
+		// The API server creates it itself; the local provider's agents renew leases there.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var ns corev1.Namespace
+			err := env.Client().Get(ctx, client.ObjectKey{Name: corev1.NamespaceNodeLease}, &ns)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace %s: %v", corev1.NamespaceNodeLease, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+
+	t.Run("stop and start the API server", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survives", Namespace: "default"}, Data: map[string]string{"k": "v"}}
+		if err := env.Client().Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		env.StopAPIServer()
+		if _, err := env.Clientset().Discovery().ServerVersion(); err == nil {
+			t.Fatal("the API server still answers after StopAPIServer")
+		}
+		env.StartAPIServer()
+		var got corev1.ConfigMap
+		if err := env.Client().Get(ctx, client.ObjectKeyFromObject(cm), &got); err != nil {
+			t.Fatalf("after restart: %v", err)
+		}
+		if got.Data["k"] != "v" {
+			t.Fatalf("after restart the data is %v", got.Data)
+		}
+	})
+}
+
+func TestMissingBinariesSayMakeTools(t *testing.T) {
+	_, err := testenv.StartControlPlane(context.Background(), testenv.Options{BinDir: t.TempDir()})
+	if err == nil {
+		t.Fatal("started without binaries")
+	}
+	if want := "make tools"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+}
