@@ -1,0 +1,430 @@
+// Package machinedeployment is the MachineDeployment controller: it rolls a deployment's machine
+// template out as MachineSets the way the Kubernetes Deployment controller rolls out ReplicaSets,
+// with MCM's semantics (reference/mcm-contract.md §4.11): RollingUpdate (maxSurge rounded up,
+// maxUnavailable rounded down, both 0 → 1 unavailable) and Recreate, pause, revision history,
+// proportional scaling during a rollout, status conditions (Available, Progressing,
+// ReplicaFailure, Frozen), and the Cluster Autoscaler contract: machines named in the
+// trigger-deletion annotation are marked to be deleted first, and the marks are visible before
+// any MachineSet is scaled down.
+//
+// Surge is counted in machines, not in MachineSet replicas: a machine that is still terminating
+// still has a VM, so a new machine is created only when the deployment's machines, terminating
+// ones included, stay within replicas + maxSurge.
+package machinedeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// ControllerName names the controller in logs, metrics and events.
+const ControllerName = "machinedeployment"
+
+// Options configure the MachineDeployment controller.
+type Options struct {
+	// ConcurrentSyncs is how many MachineDeployments are reconciled at once (MCM: --concurrent-syncs).
+	ConcurrentSyncs int
+	// ResyncPeriod re-reconciles every deployment this often even without events.
+	ResyncPeriod time.Duration
+	// DefaultRevisionHistoryLimit applies when spec.revisionHistoryLimit is unset; negative keeps
+	// every old MachineSet (MCM's behaviour for an unset limit).
+	DefaultRevisionHistoryLimit int32
+}
+
+// DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
+// revisionHistoryLimit keeping every old set, as MCM does.
+func DefaultOptions() Options {
+	return Options{ConcurrentSyncs: 10, ResyncPeriod: 10 * time.Minute, DefaultRevisionHistoryLimit: -1}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.ConcurrentSyncs <= 0 {
+		o.ConcurrentSyncs = d.ConcurrentSyncs
+	}
+	if o.ResyncPeriod <= 0 {
+		o.ResyncPeriod = d.ResyncPeriod
+	}
+	return o
+}
+
+// Reconciler reconciles MachineDeployments.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader // uncached, for adoption re-checks and hash collisions
+	recorder events.EventRecorder
+	opts     Options
+	writes   *writes
+	now      func() time.Time
+}
+
+// Setup registers the MachineDeployment controller with mgr.
+func Setup(mgr manager.Manager, opts Options) error {
+	opts = opts.withDefaults()
+	r := &Reconciler{
+		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
+		recorder: mgr.GetEventRecorder(ControllerName),
+		opts:     opts,
+		writes:   newWrites(),
+		now:      time.Now,
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&v1alpha1.MachineDeployment{}).
+		Owns(&v1alpha1.MachineSet{}).
+		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsForOrphan)).
+		// Machines matter too: a terminating machine still counts against maxSurge until it is
+		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
+		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.deploymentOfMachine)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
+		Complete(r)
+}
+
+// deploymentOfMachine maps a machine to the deployment owning its MachineSet.
+func (r *Reconciler) deploymentOfMachine(ctx context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "MachineSet" {
+		return nil
+	}
+	ms := &v1alpha1.MachineSet{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, ms, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	dref := metav1.GetControllerOf(ms)
+	if dref == nil || dref.Kind != "MachineDeployment" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: dref.Name}}}
+}
+
+// deploymentsForOrphan maps a MachineSet nobody controls to the deployments selecting it.
+func (r *Reconciler) deploymentsForOrphan(ctx context.Context, obj client.Object) []reconcile.Request {
+	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	var list v1alpha1.MachineDeploymentList
+	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		d := &list.Items[i]
+		sel, err := selectorOf(d)
+		if err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(d)})
+	}
+	return reqs
+}
+
+// selectorOf returns a deployment's selector; an empty selector is an error, since it would
+// select every MachineSet in the namespace.
+func selectorOf(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
+	if d.Spec.Selector == nil || (len(d.Spec.Selector.MatchLabels) == 0 && len(d.Spec.Selector.MatchExpressions) == 0) {
+		return nil, errors.New("spec.selector is empty: set spec.selector.matchLabels to labels of spec.template.metadata.labels")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("spec.selector is invalid: %w", err)
+	}
+	return sel, nil
+}
+
+// validate checks what the API server's schema cannot.
+func validate(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
+	sel, err := selectorOf(d)
+	if err != nil {
+		return nil, err
+	}
+	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		return nil, fmt.Errorf("spec.template.metadata.labels %v do not match spec.selector %s: make the template carry the selected labels", d.Spec.Template.Labels, sel)
+	}
+	if d.Spec.Template.Spec.Class.Name == "" {
+		return nil, errors.New("spec.template.spec.class.name is empty: name the MachineClass of the machines")
+	}
+	if d.Spec.Replicas < 0 {
+		return nil, errors.New("spec.replicas is negative")
+	}
+	if _, _, err := fenceposts(d); err != nil && isRollingUpdate(d) {
+		return nil, err
+	}
+	switch d.Spec.Strategy.Type {
+	case "", v1alpha1.RollingUpdateMachineDeploymentStrategyType, v1alpha1.RecreateMachineDeploymentStrategyType:
+	default:
+		return nil, fmt.Errorf("spec.strategy.type %q is not supported: use RollingUpdate or Recreate", d.Spec.Strategy.Type)
+	}
+	return sel, nil
+}
+
+// Reconcile rolls one MachineDeployment forward and records its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	d := &v1alpha1.MachineDeployment{}
+	if err := r.client.Get(ctx, req.NamespacedName, d); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.writes.forget(req.NamespacedName)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if d.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, d)
+	}
+	if !controllerutil.ContainsFinalizer(d, v1alpha1.FinalizerMachineControllerManager) {
+		controllerutil.AddFinalizer(d, v1alpha1.FinalizerMachineControllerManager)
+		return reconcile.Result{}, r.client.Update(ctx, d)
+	}
+
+	sel, err := validate(d)
+	if err != nil {
+		r.recorder.Eventf(d, nil, "Warning", "InvalidSpec", "Validate", "%v", err)
+		return reconcile.Result{}, r.writeInvalidStatus(ctx, d, err)
+	}
+	sets, err := r.claimSets(ctx, d, sel)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !r.writes.seen(req.NamespacedName, sets, r.now()) {
+		// Our last writes to these sets are not in the cache yet; deciding on older data could
+		// scale twice. The watch event of the write brings us back; this bounds the wait.
+		return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+	}
+	machines, err := r.machinesBySet(ctx, d, sets)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ro := &rollout{r: r, d: d, sets: sets, machines: machines}
+
+	marksVisible, err := r.markTriggeredMachines(ctx, ro)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !marksVisible {
+		// Marked machines must be seen as marked by the MachineSet controller before any set is
+		// scaled down, or it could delete other machines. The marks' watch events bring us back.
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+
+	res := reconcile.Result{RequeueAfter: r.opts.ResyncPeriod}
+	switch {
+	case d.Spec.Paused:
+		err = ro.sync(ctx)
+	case ro.isScalingEvent():
+		err = ro.sync(ctx)
+	case d.Spec.Strategy.Type == v1alpha1.RecreateMachineDeploymentStrategyType:
+		err = ro.rolloutRecreate(ctx)
+	default:
+		err = ro.rolloutRolling(ctx)
+	}
+	if err != nil {
+		if apierrors.IsConflict(err) {
+			// Another writer (a scaler, the MachineSet controller) got there first: retry on fresh data.
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if after := ro.requeueAfter; after > 0 && after < res.RequeueAfter {
+		res.RequeueAfter = after
+	}
+	return res, nil
+}
+
+// claimSets lists the MachineSets the deployment controls, adopting orphans its selector matches
+// and releasing controlled sets that no longer match.
+func (r *Reconciler) claimSets(ctx context.Context, d *v1alpha1.MachineDeployment, sel labels.Selector) ([]*v1alpha1.MachineSet, error) {
+	var list v1alpha1.MachineSetList
+	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+		return nil, fmt.Errorf("machinedeployment: list machine sets: %w", err)
+	}
+	var owned []*v1alpha1.MachineSet
+	var checked, canAdopt bool
+	for i := range list.Items {
+		ms := &list.Items[i]
+		ref := metav1.GetControllerOf(ms)
+		matches := sel.Matches(labels.Set(ms.Labels))
+		switch {
+		case ref != nil && ref.UID == d.UID:
+			if !matches && ms.DeletionTimestamp == nil {
+				patch := client.MergeFromWithOptions(ms.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				if err := controllerutil.RemoveControllerReference(d, ms, r.client.Scheme()); err != nil {
+					return nil, fmt.Errorf("machinedeployment: release machine set %s: %w", ms.Name, err)
+				}
+				if err := r.client.Patch(ctx, ms, patch); err != nil && !apierrors.IsNotFound(err) {
+					return nil, fmt.Errorf("machinedeployment: release machine set %s: %w", ms.Name, err)
+				}
+				continue
+			}
+			owned = append(owned, ms)
+		case ref == nil && matches && ms.DeletionTimestamp == nil:
+			if !checked {
+				checked = true
+				fresh := &v1alpha1.MachineDeployment{}
+				canAdopt = r.reader.Get(ctx, client.ObjectKeyFromObject(d), fresh) == nil && fresh.UID == d.UID && fresh.DeletionTimestamp == nil
+			}
+			if !canAdopt {
+				continue
+			}
+			patch := client.MergeFromWithOptions(ms.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			if err := controllerutil.SetControllerReference(d, ms, r.client.Scheme(), controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+				return nil, fmt.Errorf("machinedeployment: adopt machine set %s: %w", ms.Name, err)
+			}
+			if err := r.client.Patch(ctx, ms, patch); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return nil, fmt.Errorf("machinedeployment: adopt machine set %s: %w", ms.Name, err)
+			}
+			r.recorder.Eventf(d, ms, "Normal", "Adopted", "Adopt", "Adopted machine set %s", ms.Name)
+			owned = append(owned, ms)
+		}
+	}
+	return owned, nil
+}
+
+// machinesBySet lists the machines of each set (terminating ones included), keyed by set UID.
+// The machines are the cache's own objects: read them, never modify them.
+func (r *Reconciler) machinesBySet(ctx context.Context, d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet) (map[types.UID][]*v1alpha1.Machine, error) {
+	out := make(map[types.UID][]*v1alpha1.Machine, len(sets))
+	if len(sets) == 0 {
+		return out, nil
+	}
+	want := make(map[types.UID]bool, len(sets))
+	for _, ms := range sets {
+		want[ms.UID] = true
+	}
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("machinedeployment: list machines: %w", err)
+	}
+	for i := range list.Items {
+		m := &list.Items[i]
+		if ref := metav1.GetControllerOf(m); ref != nil && want[ref.UID] {
+			out[ref.UID] = append(out[ref.UID], m)
+		}
+	}
+	return out, nil
+}
+
+// reconcileDelete deletes the sets of a deployment being deleted (their controller deletes the
+// machines) and lifts the finalizer once they are gone. No garbage collector is assumed.
+func (r *Reconciler) reconcileDelete(ctx context.Context, d *v1alpha1.MachineDeployment) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(d, v1alpha1.FinalizerMachineControllerManager) {
+		return reconcile.Result{}, nil
+	}
+	var list v1alpha1.MachineSetList
+	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("machinedeployment: list machine sets: %w", err)
+	}
+	remaining := 0
+	for i := range list.Items {
+		ms := &list.Items[i]
+		if ref := metav1.GetControllerOf(ms); ref == nil || ref.UID != d.UID {
+			continue
+		}
+		remaining++
+		if ms.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.client.Delete(ctx, ms, client.Preconditions{UID: &ms.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("machinedeployment: delete machine set %s: %w", ms.Name, err)
+		}
+		r.recorder.Eventf(d, ms, "Normal", "DeletingMachineSet", "Delete", "Deleting machine set %s: the deployment is being deleted", ms.Name)
+	}
+	if remaining > 0 {
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
+	controllerutil.RemoveFinalizer(d, v1alpha1.FinalizerMachineControllerManager)
+	if err := r.client.Update(ctx, d); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+	r.writes.forget(client.ObjectKeyFromObject(d))
+	return reconcile.Result{}, nil
+}
+
+// writes remembers, per deployment, the MachineSet generations this controller wrote and the
+// sets it created, until the informer cache shows them (read-your-writes across reconciles).
+type writes struct {
+	mu      sync.Mutex
+	gens    map[types.NamespacedName]map[types.UID]int64
+	created map[types.NamespacedName]map[string]time.Time
+}
+
+func newWrites() *writes {
+	return &writes{gens: map[types.NamespacedName]map[types.UID]int64{}, created: map[types.NamespacedName]map[string]time.Time{}}
+}
+
+// writesTTL bounds how long an unseen write holds a deployment back.
+const writesTTL = time.Minute
+
+func (w *writes) wrote(d types.NamespacedName, ms *v1alpha1.MachineSet) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gens[d] == nil {
+		w.gens[d] = map[types.UID]int64{}
+	}
+	w.gens[d][ms.UID] = ms.Generation
+}
+
+func (w *writes) create(d types.NamespacedName, name string, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.created[d] == nil {
+		w.created[d] = map[string]time.Time{}
+	}
+	w.created[d][name] = now
+}
+
+// seen reports whether the cache shows every write, dropping those it shows.
+func (w *writes) seen(d types.NamespacedName, sets []*v1alpha1.MachineSet, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ok := true
+	byUID := map[types.UID]*v1alpha1.MachineSet{}
+	byName := map[string]bool{}
+	for _, ms := range sets {
+		byUID[ms.UID] = ms
+		byName[ms.Name] = true
+	}
+	for uid, gen := range w.gens[d] {
+		ms, found := byUID[uid]
+		if !found || ms.Generation >= gen {
+			delete(w.gens[d], uid)
+			continue
+		}
+		ok = false
+	}
+	for name, at := range w.created[d] {
+		if byName[name] || now.Sub(at) > writesTTL {
+			delete(w.created[d], name)
+			continue
+		}
+		ok = false
+	}
+	return ok
+}
+
+func (w *writes) forget(d types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.gens, d)
+	delete(w.created, d)
+}

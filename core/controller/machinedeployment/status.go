@@ -1,0 +1,220 @@
+package machinedeployment
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/machineset"
+)
+
+// Condition reasons, as the Deployment controller (and MCM) names them.
+const (
+	ReasonMinimumReplicasAvailable   = "MinimumReplicasAvailable"
+	ReasonMinimumReplicasUnavailable = "MinimumReplicasUnavailable"
+	ReasonNewMachineSetCreated       = "NewMachineSetCreated"
+	ReasonMachineSetUpdated          = "MachineSetUpdated"
+	ReasonNewMachineSetAvailable     = "NewMachineSetAvailable"
+	ReasonProgressDeadlineExceeded   = "ProgressDeadlineExceeded"
+	ReasonPaused                     = "DeploymentPaused"
+	ReasonResumed                    = "DeploymentResumed"
+	ReasonInvalidSpec                = "InvalidSpec"
+	ReasonFrozen                     = "MachineSetFrozen"
+)
+
+// complete reports whether every replica is updated and available and no old one remains.
+func complete(d *v1alpha1.MachineDeployment, st *v1alpha1.MachineDeploymentStatus) bool {
+	return st.UpdatedReplicas == d.Spec.Replicas && st.Replicas == d.Spec.Replicas &&
+		st.AvailableReplicas == d.Spec.Replicas && st.ObservedGeneration >= d.Generation
+}
+
+// calculateStatus sums the sets' statuses into the deployment's.
+func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1alpha1.MachineDeploymentStatus {
+	d := ro.d
+	st := d.Status.DeepCopy()
+	st.ObservedGeneration = d.Generation
+	if sel, err := selectorOf(d); err == nil {
+		st.LabelSelector = sel.String()
+	}
+	var replicas, ready, available, preserved, specSum int32
+	var failed []*v1alpha1.MachineSummary
+	var frozen, replicaFailure *v1alpha1.MachineSetCondition
+	for _, ms := range ro.sets {
+		replicas += ms.Status.Replicas
+		ready += ms.Status.ReadyReplicas
+		available += ms.Status.AvailableReplicas
+		preserved += ms.Status.PreservedFailedReplicas
+		specSum += ms.Spec.Replicas
+		if ms.Status.FailedMachines != nil {
+			for i := range *ms.Status.FailedMachines {
+				f := (*ms.Status.FailedMachines)[i]
+				failed = append(failed, &f)
+			}
+		}
+		for i := range ms.Status.Conditions {
+			c := &ms.Status.Conditions[i]
+			if c.Status != v1alpha1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case v1alpha1.MachineSetFrozen:
+				if frozen == nil {
+					frozen = c
+				}
+			case v1alpha1.MachineSetReplicaFailure:
+				if replicaFailure == nil {
+					replicaFailure = c
+				}
+			}
+		}
+		if frozen == nil && machineset.Frozen(ms) {
+			frozen = &v1alpha1.MachineSetCondition{Reason: "Frozen", Message: fmt.Sprintf("machine set %s is frozen", ms.Name)}
+		}
+	}
+	st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.PreservedFailedReplicas = replicas, ready, available, preserved
+	st.UpdatedReplicas = 0
+	if newMS != nil {
+		st.UpdatedReplicas = newMS.Status.Replicas
+	}
+	st.UnavailableReplicas = max(specSum-available, 0)
+	st.FailedMachines = failed
+
+	if available >= d.Spec.Replicas-maxUnavailable(d) {
+		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionTrue, ReasonMinimumReplicasAvailable, "Deployment has minimum availability.", now)
+	} else {
+		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionFalse, ReasonMinimumReplicasUnavailable, "Deployment does not have minimum availability.", now)
+	}
+	if replicaFailure != nil {
+		setCondition(st, v1alpha1.MachineDeploymentReplicaFailure, v1alpha1.ConditionTrue, replicaFailure.Reason, replicaFailure.Message, now)
+	} else {
+		removeCondition(st, v1alpha1.MachineDeploymentReplicaFailure)
+	}
+	if frozen != nil {
+		setCondition(st, v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionTrue, frozen.Reason, frozen.Message, now)
+	} else if c := getCondition(st, v1alpha1.MachineDeploymentFrozen); c != nil && c.Status == v1alpha1.ConditionTrue {
+		setCondition(st, v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionFalse, "Unfrozen", "No machine set of the deployment is frozen.", now)
+	}
+	return *st
+}
+
+// syncStatus computes the status including the Progressing condition and writes it when it
+// changed; with a progress deadline it also schedules the next check.
+func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) error {
+	d := ro.d
+	now := ro.r.now()
+	st := ro.calculateStatus(newMS, now)
+	prog := getCondition(&st, v1alpha1.MachineDeploymentProgressing)
+	deadline := d.Spec.ProgressDeadlineSeconds
+	switch {
+	case d.Spec.Paused:
+		if prog == nil || prog.Reason != ReasonPaused {
+			setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionUnknown, ReasonPaused, "Deployment is paused.", now)
+		}
+	case prog != nil && prog.Reason == ReasonPaused:
+		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionUnknown, ReasonResumed, "Deployment is resumed.", now)
+	case complete(d, &st):
+		name := ""
+		if newMS != nil {
+			name = newMS.Name
+		}
+		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionTrue, ReasonNewMachineSetAvailable,
+			fmt.Sprintf("MachineSet %q has successfully progressed.", name), now)
+	case ro.created != nil:
+		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionTrue, ReasonNewMachineSetCreated,
+			fmt.Sprintf("Created new machine set %q.", ro.created.Name), now)
+	case progressed(&d.Status, &st) || prog == nil:
+		name := ""
+		if newMS != nil {
+			name = newMS.Name
+		}
+		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionTrue, ReasonMachineSetUpdated,
+			fmt.Sprintf("MachineSet %q is progressing.", name), now)
+		// Progress refreshes the condition so the deadline counts from the last step.
+		getCondition(&st, v1alpha1.MachineDeploymentProgressing).LastUpdateTime = metav1.NewTime(now)
+	case deadline != nil && prog.Status == v1alpha1.ConditionTrue && prog.Reason != ReasonNewMachineSetAvailable:
+		limit := prog.LastUpdateTime.Add(time.Duration(*deadline) * time.Second)
+		if !now.Before(limit) {
+			setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse, ReasonProgressDeadlineExceeded,
+				fmt.Sprintf("MachineDeployment %q has timed out progressing.", d.Name), now)
+			ro.r.recorder.Eventf(d, nil, "Warning", ReasonProgressDeadlineExceeded, "Rollout", "Rollout of %s made no progress for %ds", d.Name, *deadline)
+		} else {
+			ro.requeueAfter = limit.Sub(now) + time.Second
+		}
+	}
+	if equality.Semantic.DeepEqual(st, d.Status) {
+		return nil
+	}
+	upd := d.DeepCopy()
+	upd.Status = st
+	if err := ro.r.client.Status().Update(ctx, upd); err != nil {
+		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
+	}
+	*d = *upd
+	return nil
+}
+
+// progressed reports whether a rollout step happened since the last status.
+func progressed(old, cur *v1alpha1.MachineDeploymentStatus) bool {
+	return cur.UpdatedReplicas > old.UpdatedReplicas ||
+		cur.Replicas-cur.UpdatedReplicas < old.Replicas-old.UpdatedReplicas ||
+		cur.ReadyReplicas > old.ReadyReplicas ||
+		cur.AvailableReplicas > old.AvailableReplicas
+}
+
+// writeInvalidStatus records why the spec cannot be acted on.
+func (r *Reconciler) writeInvalidStatus(ctx context.Context, d *v1alpha1.MachineDeployment, cause error) error {
+	st := d.Status.DeepCopy()
+	st.ObservedGeneration = d.Generation
+	setCondition(st, v1alpha1.MachineDeploymentReplicaFailure, v1alpha1.ConditionTrue, ReasonInvalidSpec, cause.Error(), r.now())
+	if equality.Semantic.DeepEqual(*st, d.Status) {
+		return nil
+	}
+	upd := d.DeepCopy()
+	upd.Status = *st
+	if err := r.client.Status().Update(ctx, upd); err != nil {
+		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+func getCondition(st *v1alpha1.MachineDeploymentStatus, t v1alpha1.MachineDeploymentConditionType) *v1alpha1.MachineDeploymentCondition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// setCondition sets a condition; an unchanged status and reason keeps the condition (and its
+// times) as it is, so a steady state writes nothing.
+func setCondition(st *v1alpha1.MachineDeploymentStatus, t v1alpha1.MachineDeploymentConditionType, status v1alpha1.ConditionStatus, reason, msg string, now time.Time) {
+	if c := getCondition(st, t); c != nil {
+		if c.Status == status && c.Reason == reason && c.Message == msg {
+			return
+		}
+		if c.Status != status {
+			c.LastTransitionTime = metav1.NewTime(now)
+		}
+		c.Status, c.Reason, c.Message, c.LastUpdateTime = status, reason, msg, metav1.NewTime(now)
+		return
+	}
+	st.Conditions = append(st.Conditions, v1alpha1.MachineDeploymentCondition{
+		Type: t, Status: status, Reason: reason, Message: msg,
+		LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+	})
+}
+
+func removeCondition(st *v1alpha1.MachineDeploymentStatus, t v1alpha1.MachineDeploymentConditionType) {
+	out := st.Conditions[:0:0]
+	for _, c := range st.Conditions {
+		if c.Type != t {
+			out = append(out, c)
+		}
+	}
+	st.Conditions = out
+}

@@ -1,0 +1,219 @@
+package machinedeployment
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"sort"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// templateHash hashes a template (and the collision count) into the machine-template-hash label
+// value. Any change of the template, including spec.class.name, gives another hash and so rolls
+// out a new MachineSet.
+func templateHash(t *v1alpha1.MachineTemplateSpec, collisionCount *int32) string {
+	h := fnv.New32a()
+	// encoding/json is deterministic for structs and sorts map keys.
+	b, _ := json.Marshal(t)
+	h.Write(b)
+	if collisionCount != nil {
+		h.Write([]byte(strconv.FormatInt(int64(*collisionCount), 10)))
+	}
+	return strconv.FormatUint(uint64(h.Sum32()), 10)
+}
+
+// setName is the name of the MachineSet of a template hash: the deployment's name and the first
+// five characters of the encoded hash, as MCM names them.
+func setName(d *v1alpha1.MachineDeployment, hash string) string {
+	enc := rand.SafeEncodeString(hash)
+	if len(enc) > 5 {
+		enc = enc[:5]
+	}
+	return d.Name + "-" + enc
+}
+
+// setTemplate is the template a deployment's MachineSet carries: the deployment's template plus
+// the template-hash label and, when the template lacks it, label name=<deployment> (the machine
+// controller's replacement rate limit counts machines per value of that label).
+func setTemplate(d *v1alpha1.MachineDeployment, hash string) v1alpha1.MachineTemplateSpec {
+	t := *d.Spec.Template.DeepCopy()
+	t.Labels = maps.Clone(t.Labels)
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	t.Labels[v1alpha1.LabelMachineTemplateHash] = hash
+	if _, ok := t.Labels[v1alpha1.LabelMachineDeploymentName]; !ok {
+		t.Labels[v1alpha1.LabelMachineDeploymentName] = d.Name
+	}
+	return t
+}
+
+// templateMatches reports whether a MachineSet's template is the deployment's current one,
+// ignoring the labels the controller adds (template hash, and name when the deployment's
+// template lacks it).
+func templateMatches(d *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) bool {
+	t := ms.Spec.Template.DeepCopy()
+	delete(t.Labels, v1alpha1.LabelMachineTemplateHash)
+	if _, ok := d.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName]; !ok && t.Labels[v1alpha1.LabelMachineDeploymentName] == d.Name {
+		delete(t.Labels, v1alpha1.LabelMachineDeploymentName)
+	}
+	return equality.Semantic.DeepEqual(*t, d.Spec.Template)
+}
+
+// isRollingUpdate reports whether the deployment replaces machines gradually; an empty type is
+// RollingUpdate.
+func isRollingUpdate(d *v1alpha1.MachineDeployment) bool {
+	t := d.Spec.Strategy.Type
+	return t == "" || t == v1alpha1.RollingUpdateMachineDeploymentStrategyType
+}
+
+// fenceposts resolves maxSurge (rounded up) and maxUnavailable (rounded down) against the
+// replicas; when both are 0, maxUnavailable is 1 so a rollout can progress. Unset values are 0,
+// as in MCM, which has no defaulting.
+func fenceposts(d *v1alpha1.MachineDeployment) (surge, unavailable int32, err error) {
+	var s, u *intstr.IntOrString
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		s, u = ru.MaxSurge, ru.MaxUnavailable
+	}
+	zero := intstr.FromInt32(0)
+	desired := int(d.Spec.Replicas)
+	sv, err := intstr.GetScaledValueFromIntOrPercent(intstr.ValueOrDefault(s, zero), desired, true)
+	if err != nil {
+		return 0, 0, fmt.Errorf("spec.strategy.rollingUpdate.maxSurge: %w", err)
+	}
+	uv, err := intstr.GetScaledValueFromIntOrPercent(intstr.ValueOrDefault(u, zero), desired, false)
+	if err != nil {
+		return 0, 0, fmt.Errorf("spec.strategy.rollingUpdate.maxUnavailable: %w", err)
+	}
+	if sv < 0 || uv < 0 {
+		return 0, 0, fmt.Errorf("spec.strategy.rollingUpdate: maxSurge and maxUnavailable must not be negative")
+	}
+	if sv == 0 && uv == 0 {
+		uv = 1
+	}
+	return int32(sv), int32(uv), nil
+}
+
+// maxSurge is the resolved maxSurge of a rolling deployment, else 0.
+func maxSurge(d *v1alpha1.MachineDeployment) int32 {
+	if !isRollingUpdate(d) {
+		return 0
+	}
+	s, _, _ := fenceposts(d)
+	return s
+}
+
+// maxUnavailable is the resolved maxUnavailable of a rolling deployment (at most replicas),
+// else 0.
+func maxUnavailable(d *v1alpha1.MachineDeployment) int32 {
+	if !isRollingUpdate(d) || d.Spec.Replicas == 0 {
+		return 0
+	}
+	_, u, _ := fenceposts(d)
+	return min(u, d.Spec.Replicas)
+}
+
+// revision reads a MachineSet's revision annotation (0 when absent or unreadable).
+func revision(ms *v1alpha1.MachineSet) int64 {
+	v, err := strconv.ParseInt(ms.Annotations[v1alpha1.AnnotationRevision], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+func maxRevision(sets []*v1alpha1.MachineSet) int64 {
+	var m int64
+	for _, ms := range sets {
+		m = max(m, revision(ms))
+	}
+	return m
+}
+
+// replicaSum is the sum of spec.replicas.
+func replicaSum(sets []*v1alpha1.MachineSet) int32 {
+	var n int32
+	for _, ms := range sets {
+		if ms != nil {
+			n += ms.Spec.Replicas
+		}
+	}
+	return n
+}
+
+// availableForDecisions counts a set's available machines for scaling decisions: never more
+// than its spec, so a status the MachineSet controller has not refreshed since a scale-down
+// cannot make old machines look available twice.
+func availableForDecisions(ms *v1alpha1.MachineSet) int32 {
+	if ms == nil {
+		return 0
+	}
+	return min(ms.Status.AvailableReplicas, ms.Spec.Replicas)
+}
+
+func availableSum(sets []*v1alpha1.MachineSet) int32 {
+	var n int32
+	for _, ms := range sets {
+		n += availableForDecisions(ms)
+	}
+	return n
+}
+
+// activeSets are the sets with replicas.
+func activeSets(sets []*v1alpha1.MachineSet) []*v1alpha1.MachineSet {
+	var out []*v1alpha1.MachineSet
+	for _, ms := range sets {
+		if ms != nil && ms.Spec.Replicas > 0 {
+			out = append(out, ms)
+		}
+	}
+	return out
+}
+
+// sortByCreation orders sets oldest first (by name on ties).
+func sortByCreation(sets []*v1alpha1.MachineSet) {
+	sort.SliceStable(sets, func(i, j int) bool {
+		a, b := sets[i], sets[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+}
+
+// sortBySize orders sets largest first; on equal size newer first when newerFirst, else older.
+func sortBySize(sets []*v1alpha1.MachineSet, newerFirst bool) {
+	sort.SliceStable(sets, func(i, j int) bool {
+		a, b := sets[i], sets[j]
+		if a.Spec.Replicas != b.Spec.Replicas {
+			return a.Spec.Replicas > b.Spec.Replicas
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			if newerFirst {
+				return b.CreationTimestamp.Before(&a.CreationTimestamp)
+			}
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+}
+
+// annotationInt reads an integer annotation.
+func annotationInt(ms *v1alpha1.MachineSet, key string) (int32, bool) {
+	v, ok := ms.Annotations[key]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int32(n), true
+}

@@ -1,0 +1,420 @@
+// Package manager assembles machinist's all-in-one machine-controller-manager: one
+// controller-runtime manager for the control cluster (the Machine* objects of one namespace)
+// running the Machine, MachineSet, MachineDeployment and safety controllers, a cluster.Cluster
+// for the target cluster the nodes join (or none), and the driver resolver (configured endpoint
+// → compiled-in → dialled-in). It also serves /metrics, /healthz and /readyz on one port (as MCM
+// does), runs leader election on a Lease, and writes Events.
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/controller/machinedeployment"
+	"github.com/machinist-io/machinist/core/controller/machineset"
+	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/registry"
+)
+
+// NoTarget as the target kubeconfig runs without a target cluster (MCM's "none").
+const NoTarget = "none"
+
+// Defaults of `machinist run` that are not another package's.
+const (
+	DefaultNamespace          = "default"
+	DefaultPort               = 10258
+	DefaultLeaseDuration      = 15 * time.Second
+	DefaultRenewDeadline      = 10 * time.Second
+	DefaultRetryPeriod        = 2 * time.Second
+	DefaultLeaderElectionID   = "machine-controller-manager"
+	DefaultConcurrentSyncs    = 10
+	DefaultMinResyncPeriod    = 12 * time.Hour
+	DefaultKubeAPIQPS         = 100
+	DefaultKubeAPIBurst       = 150
+	DefaultGracefulShutdown   = 30 * time.Second
+	DefaultTargetKubeAPIQPS   = 100
+	DefaultTargetKubeAPIBurst = 150
+)
+
+// LeaderElection configures leader election (MCM's --leader-elect* flags).
+type LeaderElection struct {
+	// Enabled runs the controllers only in the replica holding the lease (--leader-elect).
+	Enabled bool
+	// Namespace of the Lease; "" is the control namespace (--leader-elect-resource-namespace).
+	Namespace string
+	// Name of the Lease (--leader-elect-resource-name).
+	Name string
+	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go's leader election
+	// (--leader-elect-lease-duration 15s, --leader-elect-renew-deadline 10s,
+	// --leader-elect-retry-period 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Options configure the controller manager. Zero fields take their defaults.
+type Options struct {
+	// ControlKubeconfig is the kubeconfig of the control cluster holding the Machine* objects
+	// (--control-kubeconfig); "" uses $KUBECONFIG, else the in-cluster config.
+	ControlKubeconfig string
+	// ControlConfig, when set, is used instead of ControlKubeconfig.
+	ControlConfig *rest.Config
+	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig);
+	// "" is the control cluster, "none" means no target cluster.
+	TargetKubeconfig string
+	// TargetConfig, when set, is used instead of TargetKubeconfig.
+	TargetConfig *rest.Config
+	// Namespace of the Machine* objects (--namespace, "default").
+	Namespace string
+	// KubeAPIQPS and KubeAPIBurst limit the requests to the control cluster
+	// (--kube-api-qps, --kube-api-burst); TargetKubeAPIQPS/Burst those to the target cluster.
+	KubeAPIQPS, TargetKubeAPIQPS     float32
+	KubeAPIBurst, TargetKubeAPIBurst int
+	// Address and Port serve /metrics, /healthz and /readyz (--address, --port 10258); Port < 0
+	// disables the server.
+	Address string
+	Port    int
+	// LeaderElection of the controllers.
+	LeaderElection LeaderElection
+	// MinResyncPeriod is the informers' resync period (--min-resync-period, 12h).
+	MinResyncPeriod time.Duration
+	// ConcurrentSyncs is how many MachineSets and MachineDeployments are reconciled at once
+	// (--concurrent-syncs of MCM's core, 10); the Machine controller's is in Machine.
+	ConcurrentSyncs int
+
+	Machine           machine.Options
+	Safety            safety.Options
+	MachineSet        machineset.Options
+	MachineDeployment machinedeployment.Options
+
+	// StateDir is passed to compiled-in drivers (registry.Env.StateDir; --state-dir).
+	StateDir string
+	// Endpoints serve providers from driver servers this process dials (--driver-endpoint,
+	// --driver-exec); nil means none.
+	Endpoints registry.Source
+	// Remote, when set, is called once the manager exists and returns the providers that dial in.
+	// It may add a listener to mgr as a Runnable and read MachineClasses and Secrets through
+	// mgr's cache.
+	Remote func(mgr crmanager.Manager) (registry.Source, error)
+
+	// Log is the structured logger of everything, controller-runtime and client-go included.
+	Log *slog.Logger
+	// SkipNameValidation allows several managers in one process (tests that restart the
+	// controllers); production leaves it false.
+	SkipNameValidation bool
+}
+
+// DefaultOptions returns the defaults of every option, those of the controllers included.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:          DefaultNamespace,
+		KubeAPIQPS:         DefaultKubeAPIQPS,
+		KubeAPIBurst:       DefaultKubeAPIBurst,
+		TargetKubeAPIQPS:   DefaultTargetKubeAPIQPS,
+		TargetKubeAPIBurst: DefaultTargetKubeAPIBurst,
+		Port:               DefaultPort,
+		LeaderElection: LeaderElection{
+			Enabled:       true,
+			Name:          DefaultLeaderElectionID,
+			LeaseDuration: DefaultLeaseDuration,
+			RenewDeadline: DefaultRenewDeadline,
+			RetryPeriod:   DefaultRetryPeriod,
+		},
+		MinResyncPeriod:   DefaultMinResyncPeriod,
+		ConcurrentSyncs:   DefaultConcurrentSyncs,
+		Machine:           machine.DefaultOptions(),
+		Safety:            safety.DefaultOptions(),
+		MachineSet:        machineset.DefaultOptions(),
+		MachineDeployment: machinedeployment.DefaultOptions(),
+	}
+}
+
+// Manager is an assembled, not yet started controller manager.
+type Manager struct {
+	// Manager is the controller-runtime manager of the control cluster.
+	crmanager.Manager
+	// Target is the target cluster, nil without one.
+	Target cluster.Cluster
+	// Drivers resolves MachineClasses to drivers.
+	Drivers *registry.Resolver
+	// Safety is the running safety controller.
+	Safety *safety.Controller
+
+	log *slog.Logger
+}
+
+// Scheme holds the types the controllers use: Kubernetes core types and machine.sapcloud.io.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(v1alpha1.AddToScheme(s))
+	return s
+}
+
+// New assembles the controller manager: clients, caches, leader election, the HTTP endpoints
+// and every controller. Start runs it.
+func New(opts Options) (*Manager, error) {
+	opts = opts.withDefaults()
+	logger := logr.FromSlogHandler(opts.Log.Handler())
+	ctrl.SetLogger(logger)
+	klog.SetLogger(logger.WithName("client-go"))
+
+	controlCfg, err := restConfig(opts.ControlConfig, opts.ControlKubeconfig, "control")
+	if err != nil {
+		return nil, err
+	}
+	controlCfg.QPS, controlCfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
+	controlCfg.UserAgent = "machinist-controller-manager"
+
+	scheme := Scheme()
+	mopts := crmanager.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+			SyncPeriod:        &opts.MinResyncPeriod,
+		},
+		LeaderElection:                opts.LeaderElection.Enabled,
+		LeaderElectionID:              opts.LeaderElection.Name,
+		LeaderElectionNamespace:       opts.LeaderElection.Namespace,
+		LeaderElectionResourceLock:    "leases",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaderElection.LeaseDuration,
+		RenewDeadline:                 &opts.LeaderElection.RenewDeadline,
+		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
+		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+	}
+	if mopts.LeaderElectionNamespace == "" {
+		mopts.LeaderElectionNamespace = opts.Namespace
+	}
+	m := &Manager{log: opts.Log}
+	if opts.Port >= 0 {
+		addr := net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port))
+		mopts.Metrics = metricsserver.Options{BindAddress: addr, ExtraHandlers: m.healthHandlers()}
+	}
+	mgr, err := ctrl.NewManager(controlCfg, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("manager: control cluster %s: %w", controlCfg.Host, err)
+	}
+	m.Manager = mgr
+
+	if opts.TargetKubeconfig != NoTarget {
+		targetCfg := opts.TargetConfig
+		if targetCfg == nil {
+			if opts.TargetKubeconfig == "" {
+				targetCfg = rest.CopyConfig(controlCfg)
+			} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
+				return nil, err
+			}
+		} else {
+			targetCfg = rest.CopyConfig(targetCfg)
+		}
+		targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
+		targetCfg.UserAgent = "machinist-controller-manager"
+		m.Target, err = cluster.New(targetCfg, func(o *cluster.Options) {
+			o.Scheme = scheme
+			o.Logger = logger.WithName("target")
+			o.Cache.SyncPeriod = &opts.MinResyncPeriod
+		})
+		if err != nil {
+			return nil, fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
+		}
+		if err := mgr.Add(m.Target); err != nil {
+			return nil, fmt.Errorf("manager: add target cluster: %w", err)
+		}
+	}
+
+	var targetCfg *rest.Config
+	if m.Target != nil {
+		targetCfg = m.Target.GetConfig()
+	}
+	m.Drivers = &registry.Resolver{
+		Endpoints: opts.Endpoints,
+		Env:       registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver")},
+	}
+	if opts.Remote != nil {
+		if m.Drivers.Remote, err = opts.Remote(mgr); err != nil {
+			return nil, fmt.Errorf("manager: dial-in providers: %w", err)
+		}
+	}
+
+	if err := m.setupControllers(opts); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Manager) setupControllers(opts Options) error {
+	sopts := opts.Safety
+	sopts.Namespace = opts.Namespace
+	if sopts.Log == nil {
+		sopts.Log = opts.Log.With("controller", "safety")
+	}
+	sc, err := safety.Setup(m.Manager, m.Target, m.Drivers, sopts)
+	if err != nil {
+		return fmt.Errorf("manager: safety controller: %w", err)
+	}
+	m.Safety = sc
+
+	mo := opts.Machine
+	mo.Namespace = opts.Namespace
+	mo.Freeze = sc
+	if mo.Log == nil {
+		mo.Log = opts.Log.With("controller", "machine")
+	}
+	if err := machine.Setup(m.Manager, m.Target, m.Drivers, mo); err != nil {
+		return fmt.Errorf("manager: machine controller: %w", err)
+	}
+
+	mso := opts.MachineSet
+	if mso.ConcurrentSyncs <= 0 {
+		mso.ConcurrentSyncs = opts.ConcurrentSyncs
+	}
+	if err := machineset.Setup(m.Manager, mso); err != nil {
+		return fmt.Errorf("manager: machineset controller: %w", err)
+	}
+	mdo := opts.MachineDeployment
+	if mdo.ConcurrentSyncs <= 0 {
+		mdo.ConcurrentSyncs = opts.ConcurrentSyncs
+	}
+	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
+		return fmt.Errorf("manager: machinedeployment controller: %w", err)
+	}
+	return nil
+}
+
+// Start runs the manager until ctx is done, then closes the drivers it opened.
+func (m *Manager) Start(ctx context.Context) error {
+	err := m.Manager.Start(ctx)
+	if cerr := m.Drivers.Close(); cerr != nil {
+		m.log.Warn("closing drivers", "err", cerr)
+	}
+	return err
+}
+
+// healthHandlers serves /healthz (the process answers) and /readyz (the caches of the control
+// and target clusters are synced) next to /metrics, as MCM serves them on one port.
+func (m *Manager) healthHandlers() map[string]http.Handler {
+	live := &healthz.Handler{Checks: map[string]healthz.Checker{"ping": healthz.Ping}}
+	ready := &healthz.Handler{Checks: map[string]healthz.Checker{
+		"ping": healthz.Ping,
+		"control-cache": func(*http.Request) error {
+			if m.Manager == nil {
+				return errors.New("manager not built")
+			}
+			return cacheSynced(m.GetCache())
+		},
+		"target-cache": func(*http.Request) error {
+			if m.Target == nil {
+				return nil
+			}
+			return cacheSynced(m.Target.GetCache())
+		},
+	}}
+	h := map[string]http.Handler{}
+	for path, handler := range map[string]http.Handler{"/healthz": live, "/readyz": ready} {
+		h[path] = http.StripPrefix(path, handler)
+		h[path+"/"] = http.StripPrefix(path, handler)
+	}
+	return h
+}
+
+func cacheSynced(c cache.Cache) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if !c.WaitForCacheSync(ctx) {
+		return errors.New("informer caches are not synced yet")
+	}
+	return nil
+}
+
+// restConfig loads a cluster's config: the given one, a kubeconfig file, $KUBECONFIG, or the
+// in-cluster config, in that order.
+func restConfig(cfg *rest.Config, kubeconfig, which string) (*rest.Config, error) {
+	if cfg != nil {
+		return rest.CopyConfig(cfg), nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		if kubeconfig != "" {
+			return nil, fmt.Errorf("manager: %s cluster kubeconfig %s: %w", which, kubeconfig, err)
+		}
+		return nil, fmt.Errorf("manager: %s cluster: no --%s-kubeconfig given, $KUBECONFIG unset and not running in a cluster: %w", which, which, err)
+	}
+	return c, nil
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.Namespace == "" {
+		o.Namespace = d.Namespace
+	}
+	if o.KubeAPIQPS <= 0 {
+		o.KubeAPIQPS = d.KubeAPIQPS
+	}
+	if o.KubeAPIBurst <= 0 {
+		o.KubeAPIBurst = d.KubeAPIBurst
+	}
+	if o.TargetKubeAPIQPS <= 0 {
+		o.TargetKubeAPIQPS = d.TargetKubeAPIQPS
+	}
+	if o.TargetKubeAPIBurst <= 0 {
+		o.TargetKubeAPIBurst = d.TargetKubeAPIBurst
+	}
+	if o.Port == 0 {
+		o.Port = d.Port
+	}
+	le := &o.LeaderElection
+	if le.Name == "" {
+		le.Name = d.LeaderElection.Name
+	}
+	if le.LeaseDuration <= 0 {
+		le.LeaseDuration = d.LeaderElection.LeaseDuration
+	}
+	if le.RenewDeadline <= 0 {
+		le.RenewDeadline = d.LeaderElection.RenewDeadline
+	}
+	if le.RetryPeriod <= 0 {
+		le.RetryPeriod = d.LeaderElection.RetryPeriod
+	}
+	if o.MinResyncPeriod <= 0 {
+		o.MinResyncPeriod = d.MinResyncPeriod
+	}
+	if o.ConcurrentSyncs <= 0 {
+		o.ConcurrentSyncs = d.ConcurrentSyncs
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return o
+}
+
+func ptrTo[T any](v T) *T { return &v }
