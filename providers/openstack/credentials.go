@@ -1,0 +1,216 @@
+package openstack
+
+import (
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"net/url"
+	"strings"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// Secret keys, as Gardener's OpenStack provider reads them.
+const (
+	KeyAuthURL                     = "authURL"
+	KeyCACert                      = "caCert"
+	KeyInsecure                    = "insecure"
+	KeyDomainName                  = "domainName"
+	KeyDomainID                    = "domainID"
+	KeyTenantName                  = "tenantName"
+	KeyTenantID                    = "tenantID"
+	KeyUserDomainName              = "userDomainName"
+	KeyUserDomainID                = "userDomainID"
+	KeyUsername                    = "username"
+	KeyPassword                    = "password"
+	KeyApplicationCredentialID     = "applicationCredentialID"
+	KeyApplicationCredentialName   = "applicationCredentialName"
+	KeyApplicationCredentialSecret = "applicationCredentialSecret"
+	KeyClientCert                  = "clientCert"
+	KeyClientKey                   = "clientKey"
+	KeyRegion                      = "region"
+	KeyUserData                    = "userData"
+)
+
+// credentials are what the driver needs to authenticate. They are never logged or put in errors.
+type credentials struct {
+	authURL        string
+	caCert         string
+	insecure       bool
+	domainName     string
+	domainID       string
+	tenantName     string
+	tenantID       string
+	userDomainName string
+	userDomainID   string
+	username       string
+	password       string
+	appCredID      string
+	appCredName    string
+	appCredSecret  string
+	clientCert     string
+	clientKey      string
+	region         string
+}
+
+var secretPath = field.NewPath("secret", "data")
+
+// credentialsFrom reads and validates the credentials of a request's secret. Errors name the
+// keys, never the values.
+func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
+	get := func(k string) string { return strings.TrimSpace(driver.SecretValue(secret, k)) }
+	c := &credentials{
+		authURL:        get(KeyAuthURL),
+		caCert:         get(KeyCACert),
+		domainName:     get(KeyDomainName),
+		domainID:       get(KeyDomainID),
+		tenantName:     get(KeyTenantName),
+		tenantID:       get(KeyTenantID),
+		userDomainName: get(KeyUserDomainName),
+		userDomainID:   get(KeyUserDomainID),
+		username:       get(KeyUsername),
+		password:       driver.SecretValue(secret, KeyPassword),
+		appCredID:      get(KeyApplicationCredentialID),
+		appCredName:    get(KeyApplicationCredentialName),
+		appCredSecret:  driver.SecretValue(secret, KeyApplicationCredentialSecret),
+		clientCert:     get(KeyClientCert),
+		clientKey:      get(KeyClientKey),
+		region:         get(KeyRegion),
+	}
+	var errs field.ErrorList
+	if secret == nil {
+		return nil, driver.Error(driver.InvalidArgument, "openstack: the request has no secret: set the class's secretRef or credentialsSecretRef")
+	}
+	if c.authURL == "" {
+		errs = append(errs, field.Required(secretPath.Key(KeyAuthURL), "the Keystone v3 URL, e.g. https://keystone.example.com:5000/v3"))
+	} else if u, err := url.Parse(c.authURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		errs = append(errs, field.Invalid(secretPath.Key(KeyAuthURL), "(not shown)", "must be an http(s) URL of Keystone"))
+	}
+	switch v := get(KeyInsecure); v {
+	case "", "false":
+	case "true":
+		c.insecure = true
+	default:
+		errs = append(errs, field.NotSupported(secretPath.Key(KeyInsecure), v, []string{"true", "false"}))
+	}
+	if c.domainName == "" && c.domainID == "" {
+		errs = append(errs, field.Required(secretPath.Key(KeyDomainName), "set domainName or domainID (the project's domain)"))
+	}
+	if c.tenantName == "" && c.tenantID == "" {
+		errs = append(errs, field.Required(secretPath.Key(KeyTenantName), "set tenantName or tenantID (the project)"))
+	}
+	if c.appCredID != "" || c.appCredName != "" || c.appCredSecret != "" {
+		if c.appCredSecret == "" {
+			errs = append(errs, field.Required(secretPath.Key(KeyApplicationCredentialSecret), "application credentials need their secret"))
+		}
+		if c.appCredID == "" && (c.appCredName == "" || c.username == "") {
+			errs = append(errs, field.Required(secretPath.Key(KeyApplicationCredentialID), "set applicationCredentialID, or applicationCredentialName with username"))
+		}
+	} else {
+		if c.username == "" {
+			errs = append(errs, field.Required(secretPath.Key(KeyUsername), "set username and password, or application credentials"))
+		}
+		if c.password == "" {
+			errs = append(errs, field.Required(secretPath.Key(KeyPassword), "set username and password, or application credentials"))
+		}
+	}
+	if (c.clientCert == "") != (c.clientKey == "") {
+		errs = append(errs, field.Required(secretPath.Key(KeyClientKey), "clientCert and clientKey go together"))
+	}
+	if len(errs) > 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s", errs.ToAggregate().Error())
+	}
+	if _, err := c.tlsConfig(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// key identifies a credential set without revealing it: a SHA-256 over every field.
+func (c *credentials) key() string {
+	h := sha256.New()
+	for _, f := range []string{c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
+		c.userDomainName, c.userDomainID, c.username, c.password, c.appCredID, c.appCredName, c.appCredSecret,
+		c.clientCert, c.clientKey} {
+		// Length-prefix each field so ("ab","c") and ("a","bc") differ.
+		h.Write([]byte{byte(len(f) >> 24), byte(len(f) >> 16), byte(len(f) >> 8), byte(len(f))})
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func boolString(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}
+
+// authOptions returns the Keystone v3 request: application credentials (implicitly scoped), or
+// a password scoped to the project. Reauthentication is allowed, so a 401 renews the token.
+func (c *credentials) authOptions() *tokens.AuthOptions {
+	userDomainName, userDomainID := c.userDomainName, c.userDomainID
+	if userDomainName == "" && userDomainID == "" {
+		userDomainName, userDomainID = c.domainName, c.domainID
+	}
+	if c.appCredSecret != "" {
+		o := &tokens.AuthOptions{
+			IdentityEndpoint:            c.authURL,
+			ApplicationCredentialID:     c.appCredID,
+			ApplicationCredentialSecret: c.appCredSecret,
+			AllowReauth:                 true,
+		}
+		if c.appCredID == "" {
+			o.ApplicationCredentialName = c.appCredName
+			o.Username = c.username
+			o.DomainName, o.DomainID = userDomainName, userDomainID
+		}
+		return o
+	}
+	o := &tokens.AuthOptions{
+		IdentityEndpoint: c.authURL,
+		Username:         c.username,
+		Password:         c.password,
+		DomainName:       userDomainName,
+		DomainID:         userDomainID,
+		AllowReauth:      true,
+	}
+	if userDomainID != "" {
+		o.DomainName = ""
+	}
+	if c.tenantID != "" {
+		o.Scope = tokens.Scope{ProjectID: c.tenantID}
+	} else {
+		o.Scope = tokens.Scope{ProjectName: c.tenantName, DomainName: c.domainName, DomainID: c.domainID}
+		if c.domainID != "" {
+			o.Scope.DomainName = ""
+		}
+	}
+	return o
+}
+
+// tlsConfig builds the TLS settings of the credentials: the CA bundle, insecure mode and a client
+// certificate.
+func (c *credentials) tlsConfig() (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.insecure} //nolint:gosec // the user asked for insecure.
+	if c.caCert != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(c.caCert)) {
+			return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s: holds no PEM certificate: put the PEM CA bundle of Keystone there", secretPath.Key(KeyCACert))
+		}
+		cfg.RootCAs = pool
+	}
+	if c.clientCert != "" {
+		pair, err := tls.X509KeyPair([]byte(c.clientCert), []byte(c.clientKey))
+		if err != nil {
+			return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s and %s are not a PEM certificate and its key", secretPath.Key(KeyClientCert), secretPath.Key(KeyClientKey))
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}

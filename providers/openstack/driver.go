@@ -1,0 +1,260 @@
+// Package openstack is the OpenStack driver: servers in Nova, ports in Neutron, root volumes in
+// Cinder and images in Glance, all through gophercloud v2. It accepts the provider specs and
+// secrets written for Gardener's OpenStack provider unchanged (see README.md).
+//
+// Every resource the driver makes is named after its machine and carries the class's cluster and
+// role tag keys (server metadata, port tags, volume metadata); the driver never touches a resource
+// without them. One authenticated client per credential set is cached and its Keystone token is
+// renewed before it expires, so operations do not ask Keystone for tokens.
+package openstack
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// ProviderName is the registry name of the driver; MachineClass.provider "OpenStack" selects it.
+const ProviderName = "openstack"
+
+// Options tune the driver. Zero values take the defaults noted per field.
+type Options struct {
+	// Log receives the driver's logs; default slog.Default().
+	Log *slog.Logger
+	// PollInterval between status reads while waiting for a server, port or volume; default 5s.
+	PollInterval time.Duration
+	// CleanupTimeout bounds the rollback of a failed create once the caller's context is done;
+	// default 5m.
+	CleanupTimeout time.Duration
+	// TokenRenewBefore renews a Keystone token this long before it expires (at most a quarter of
+	// its lifetime); default 10m.
+	TokenRenewBefore time.Duration
+	// HTTPTimeout bounds one HTTP request; default 60s.
+	HTTPTimeout time.Duration
+	// MaxBackoff caps one wait asked for by Retry-After; default 30s.
+	MaxBackoff time.Duration
+	// Retries of a throttled (429) request, or of an idempotent one that hit a gateway error;
+	// default 3.
+	Retries int
+	// MaxSessions is the number of credential sets whose clients are cached; default 64.
+	MaxSessions int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 5 * time.Second
+	}
+	if o.CleanupTimeout <= 0 {
+		o.CleanupTimeout = 5 * time.Minute
+	}
+	if o.TokenRenewBefore <= 0 {
+		o.TokenRenewBefore = 10 * time.Minute
+	}
+	if o.HTTPTimeout <= 0 {
+		o.HTTPTimeout = 60 * time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 30 * time.Second
+	}
+	if o.Retries <= 0 {
+		o.Retries = 3
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 64
+	}
+	return o
+}
+
+// Driver is the OpenStack driver. It is safe for concurrent use.
+type Driver struct {
+	// InitializeMachine is not needed: a server is ready when Nova reports it ACTIVE.
+	driver.UnimplementedDriver
+
+	opts     Options
+	log      *slog.Logger
+	sessions *pool
+}
+
+// New returns a driver. It contacts no cloud: credentials arrive with each request.
+func New(opts Options) *Driver {
+	opts = opts.withDefaults()
+	log := opts.Log.With("provider", ProviderName)
+	return &Driver{opts: opts, log: log, sessions: newPool(opts, log)}
+}
+
+// op is one request's decoded inputs and its authenticated session.
+type op struct {
+	d      *Driver
+	spec   *MachineProviderConfigSpec
+	s      *session
+	region string
+	scope  []string
+}
+
+// begin checks the class, decodes its spec and the credentials and returns the session.
+func (d *Driver) begin(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret) (*op, error) {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
+		return nil, err
+	}
+	spec, err := decodeSpec(class)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := credentialsFrom(secret)
+	if err != nil {
+		return nil, err
+	}
+	region := spec.Region
+	s, err := d.sessions.get(ctx, creds, region)
+	if err != nil {
+		return nil, err
+	}
+	return &op{d: d, spec: spec, s: s, region: region, scope: spec.scope()}, nil
+}
+
+// ours reports whether a resource carries every cluster and role tag key of the class.
+func (o *op) ours(keys map[string]string) bool {
+	for _, k := range o.scope {
+		if _, ok := keys[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// providerID renders the provider ID of a server, as Gardener's provider does.
+func (o *op) providerID(serverID string) string {
+	return "openstack:///" + o.region + "/" + serverID
+}
+
+// serverIDOf returns the server ID in a provider ID "openstack:///<region>/<id>".
+func serverIDOf(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, "openstack://")
+	id := rest[strings.LastIndex(rest, "/")+1:]
+	if !ok || id == "" {
+		return "", driver.Errorf(driver.InvalidArgument, "openstack: provider ID %q is not of the form openstack:///<region>/<server-id>", providerID)
+	}
+	return id, nil
+}
+
+// serversNamed lists the servers named name that belong to the class's cluster and role.
+func (o *op) serversNamed(ctx context.Context, name string) ([]servers.Server, error) {
+	pages, err := servers.List(o.s.compute, servers.ListOpts{Name: "^" + regexp.QuoteMeta(name) + "$"}).AllPages(ctx)
+	if err != nil {
+		return nil, apiError(fmt.Sprintf("list servers named %q", name), err)
+	}
+	all, err := servers.ExtractServers(pages)
+	if err != nil {
+		return nil, apiError("read the server list", err)
+	}
+	var out []servers.Server
+	for _, s := range all {
+		if s.Name == name && o.ours(s.Metadata) && s.Status != "DELETED" && s.Status != "SOFT_DELETED" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// machineName returns the machine's name or InvalidArgument.
+func machineName(m *v1alpha1.Machine) (string, error) {
+	if m == nil || m.Name == "" {
+		return "", driver.Error(driver.InvalidArgument, "openstack: the request has no machine name")
+	}
+	return m.Name, nil
+}
+
+// addresses returns the node addresses of a server: fixed IPs as InternalIP, floating IPs as
+// ExternalIP, in network-name order.
+func addresses(s *servers.Server) []corev1.NodeAddress {
+	names := make([]string, 0, len(s.Addresses))
+	for n := range s.Addresses {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []corev1.NodeAddress
+	for _, n := range names {
+		list, _ := s.Addresses[n].([]any)
+		for _, e := range list {
+			m, _ := e.(map[string]any)
+			ip, _ := m["addr"].(string)
+			if net.ParseIP(ip) == nil {
+				continue
+			}
+			t := corev1.NodeInternalIP
+			if kind, _ := m["OS-EXT-IPS:type"].(string); kind == "floating" {
+				t = corev1.NodeExternalIP
+			}
+			out = append(out, corev1.NodeAddress{Type: t, Address: ip})
+		}
+	}
+	return out
+}
+
+// GetMachineStatus reports the server of a machine: NotFound when there is none, OutOfRange when
+// several servers of the class's cluster and role carry the machine's name.
+func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
+	name, err := machineName(req.Machine)
+	if err != nil {
+		return nil, err
+	}
+	o, err := d.begin(ctx, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	found, err := o.serversNamed(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	switch len(found) {
+	case 0:
+		return nil, driver.Errorf(driver.NotFound, "openstack: machine %q has no server", name)
+	case 1:
+		s := &found[0]
+		return &driver.GetMachineStatusResponse{ProviderID: o.providerID(s.ID), NodeName: name, Addresses: addresses(s)}, nil
+	}
+	ids := make([]string, len(found))
+	for i, s := range found {
+		ids[i] = s.ID
+	}
+	sort.Strings(ids)
+	return nil, driver.Errorf(driver.OutOfRange, "openstack: machine %q has %d servers (%s): the orphan collector deletes the ones its machine does not name",
+		name, len(found), strings.Join(ids, ", "))
+}
+
+// GetVolumeIDs maps persistent volumes of Cinder, in-tree or through the Cinder CSI driver, to
+// their volume IDs and skips every other volume.
+func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
+	ids := []string{}
+	for _, spec := range req.PVSpecs {
+		if spec == nil {
+			continue
+		}
+		switch {
+		case spec.Cinder != nil && spec.Cinder.VolumeID != "":
+			ids = append(ids, spec.Cinder.VolumeID)
+		case spec.CSI != nil && spec.CSI.Driver == CinderCSIDriver && spec.CSI.VolumeHandle != "":
+			ids = append(ids, spec.CSI.VolumeHandle)
+		}
+	}
+	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
+}
+
+// CinderCSIDriver is the name of OpenStack's Cinder CSI driver.
+const CinderCSIDriver = "cinder.csi.openstack.org"
+
+var _ driver.Driver = (*Driver)(nil)

@@ -1,0 +1,16 @@
+package openstack
+
+import (
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+)
+
+func init() {
+	registry.Register(registry.Registration{
+		Name:        ProviderName,
+		Description: "OpenStack: Nova servers, Neutron ports and Cinder root volumes (Gardener-compatible provider spec)",
+		New: func(env registry.Env) (driver.Driver, error) {
+			return New(Options{Log: env.Logger()}), nil
+		},
+	})
+}
