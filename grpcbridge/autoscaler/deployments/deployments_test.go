@@ -53,9 +53,9 @@ func TestAgainstAPIServer(t *testing.T) {
 	_, workersSet := w.deployment("workers", "small", 0, sizeAnnotations(0, 5))
 	_, otherSet := w.deployment("other", "small", 2, map[string]string{
 		deployments.CAPIAnnotationMinSize: "2", deployments.CAPIAnnotationMaxSize: "4",
-		autoscaler.OptionsPrefix + autoscaler.OptionScaleDownUnneededTime:                "3m",
+		autoscaler.OptionsPrefix + autoscaler.OptionScaleDownUnneededTime:                 "3m",
 		autoscaler.GardenerOptionsPrefix + autoscaler.OptionScaleDownUtilizationThreshold: "0.7",
-		autoscaler.OptionsPrefix + autoscaler.OptionZeroOrMaxNodeScaling:                 "not-a-bool",
+		autoscaler.OptionsPrefix + autoscaler.OptionZeroOrMaxNodeScaling:                  "not-a-bool",
 	})
 	w.deployment("plain", "small", 1, nil)
 	w.deployment("bare", "bare", 0, nil)

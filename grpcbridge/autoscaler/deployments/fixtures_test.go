@@ -84,7 +84,7 @@ func (w *world) deployment(name, class string, replicas int32, annotations map[s
 					Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class},
 					NodeTemplateSpec: v1alpha1.NodeTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name, "machinist.io/gpu": "tesla"}},
-						Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: name, Effect: corev1.TaintEffectNoSchedule}}},
+						Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: name, Effect: corev1.TaintEffectNoSchedule}}},
 					},
 				},
 			},
