@@ -1,16 +1,3 @@
-// Package drivertest is the conformance kit every driver must pass. Run it from a provider's
-// tests:
-//
-//	func TestConformance(t *testing.T) {
-//		drivertest.Run(t, func(t testing.TB) drivertest.Target {
-//			cloud := fakecloud.Start(t)
-//			return drivertest.Target{Driver: New(...), Class: class(cloud), Secret: secret(cloud)}
-//		})
-//	}
-//
-// Each rule runs as a named subtest against a fresh Target. Rules that need an optional method
-// skip themselves when the driver answers that method with Unimplemented (capabilities are
-// probed, never read from a name). Check runs the same rules outside `go test`.
 package drivertest
 
 import (
