@@ -98,6 +98,7 @@ func (f Fault) err(op string) error {
 type Cloud struct {
 	mu          sync.Mutex
 	vms         map[string]*VM
+	byName      map[string]map[string]*VM // machine name -> ID -> VM
 	seq         int
 	requireInit bool
 	credentials map[string]string
@@ -109,6 +110,7 @@ type Cloud struct {
 func NewCloud() *Cloud {
 	return &Cloud{
 		vms:    map[string]*VM{},
+		byName: map[string]map[string]*VM{},
 		faults: map[Method][]*Fault{},
 		calls:  map[Method]int{},
 	}
@@ -187,13 +189,7 @@ func (c *Cloud) VM(id string) (VM, bool) {
 func (c *Cloud) Count(machineName string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
-	for _, vm := range c.vms {
-		if vm.MachineName == machineName {
-			n++
-		}
-	}
-	return n
+	return len(c.byName[machineName])
 }
 
 // Add puts a VM into the cloud behind the drivers' backs, e.g. an orphan or a second VM for one
@@ -207,7 +203,7 @@ func (c *Cloud) Add(vm VM) VM {
 	if vm.Created.IsZero() {
 		vm.Created = time.Now()
 	}
-	c.vms[vm.ID] = &vm
+	c.put(&vm)
 	return vm.clone()
 }
 
@@ -216,7 +212,7 @@ func (c *Cloud) Remove(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, ok := c.vms[id]
-	delete(c.vms, id)
+	c.drop(id)
 	return ok
 }
 
@@ -227,11 +223,33 @@ func (c *Cloud) assignID(vm *VM) {
 	vm.IP = fmt.Sprintf("10.%d.%d.%d", (c.seq>>16)&0xff, (c.seq>>8)&0xff, c.seq&0xff)
 }
 
+// put stores a VM. The caller holds c.mu.
+func (c *Cloud) put(vm *VM) {
+	c.vms[vm.ID] = vm
+	if c.byName[vm.MachineName] == nil {
+		c.byName[vm.MachineName] = map[string]*VM{}
+	}
+	c.byName[vm.MachineName][vm.ID] = vm
+}
+
+// drop deletes a VM if it exists. The caller holds c.mu.
+func (c *Cloud) drop(id string) {
+	vm, ok := c.vms[id]
+	if !ok {
+		return
+	}
+	delete(c.vms, id)
+	delete(c.byName[vm.MachineName], id)
+	if len(c.byName[vm.MachineName]) == 0 {
+		delete(c.byName, vm.MachineName)
+	}
+}
+
 // scoped returns the VMs of a machine in a cluster and role, oldest first. The caller holds c.mu.
 func (c *Cloud) scoped(machineName string, s *ProviderSpec) []*VM {
 	var out []*VM
-	for _, vm := range c.vms {
-		if vm.MachineName == machineName && vm.Cluster == s.Cluster && vm.Role == s.Role {
+	for _, vm := range c.byName[machineName] {
+		if vm.Cluster == s.Cluster && vm.Role == s.Role {
 			out = append(out, vm)
 		}
 	}

@@ -76,7 +76,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			Created:     time.Now(),
 		}
 		c.assignID(created)
-		c.vms[created.ID] = created
+		c.put(created)
 		vm = created.clone()
 		c.mu.Unlock()
 		d.log.Debug("mem: created VM", "machine", name, "vm", vm.ID, "cluster", vm.Cluster, "role", vm.Role)
@@ -173,11 +173,11 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 				"mem: %s: spec.providerID names VM %s of machine %q, role %q, not this machine in role %q: fix spec.providerID",
 				op, vm.ID, vm.MachineName, vm.Role, spec.Role)
 		}
-		delete(c.vms, vm.ID)
+		c.drop(vm.ID)
 		deleted = append(deleted, vm.ID)
 	}
 	for _, vm := range c.scoped(name, spec) {
-		delete(c.vms, vm.ID)
+		c.drop(vm.ID)
 		deleted = append(deleted, vm.ID)
 	}
 	c.mu.Unlock()
