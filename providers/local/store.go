@@ -1,0 +1,361 @@
+package local
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// record is one local machine: what a cloud would keep about a VM.
+type record struct {
+	Name       string `json:"name"`
+	Class      string `json:"class"`
+	ProviderID string `json:"providerID"`
+	// Target names the cluster the node joins: "" is the hosting process's target
+	// (registry.Env.Target), otherwise the id of a kubeconfig from the class's secret.
+	Target     string      `json:"target,omitempty"`
+	InternalIP string      `json:"internalIP"`
+	Spec       machineSpec `json:"spec"`
+	CreatedAt  time.Time   `json:"createdAt"`
+}
+
+// heartbeat switch states; unset means the machine's providerSpec.stopHeartbeat decides.
+const (
+	heartbeatUnset   = ""
+	heartbeatStopped = "stopped"
+	heartbeatRunning = "running"
+)
+
+var (
+	errNotFound = errors.New("not found")
+	errExists   = errors.New("already exists")
+)
+
+// store keeps the machine records and heartbeat switches. dirStore shares them between
+// processes through a state directory; memStore keeps them in memory (no state dir).
+type store interface {
+	get(name string) (*record, error) // errNotFound when absent
+	create(r *record) error           // errExists when present
+	remove(name string) error         // nil when absent
+	list() ([]*record, error)
+	names() ([]string, error)
+	heartbeat(name string) (string, error)
+	setHeartbeat(name, state string) error
+	heartbeats() (map[string]string, error)
+	putTarget(kubeconfig []byte) (string, error)
+	target(id string) ([]byte, error)
+}
+
+// targetID names a kubeconfig by its content.
+func targetID(kubeconfig []byte) string {
+	sum := sha256.Sum256(kubeconfig)
+	return hex.EncodeToString(sum[:8])
+}
+
+// dirStore is the state directory layout (see README.md):
+//
+//	machines/<machine>.json     one record per machine, written atomically
+//	heartbeat/<machine>         the heartbeat switch: "stopped" or "running"
+//	targets/<id>.kubeconfig     kubeconfigs from class secrets (mode 0600)
+//	host.lock                   held by the process that runs the node agents
+type dirStore struct{ dir string }
+
+func newDirStore(dir string) (*dirStore, error) {
+	for _, sub := range []string{"machines", "heartbeat", "targets"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("local: state dir: %w", err)
+		}
+	}
+	return &dirStore{dir: dir}, nil
+}
+
+func (s *dirStore) recordPath(name string) string {
+	return filepath.Join(s.dir, "machines", name+".json")
+}
+
+func (s *dirStore) get(name string) (*record, error) {
+	b, err := os.ReadFile(s.recordPath(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("local: read machine %s: %w", name, err)
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("local: machine record %s is corrupt (delete it to forget the machine): %w", s.recordPath(name), err)
+	}
+	return &r, nil
+}
+
+func (s *dirStore) create(r *record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	// Link fails when the record exists, so two processes creating one machine agree on a
+	// single winner, and readers never see a half-written file.
+	return writeAtomic(s.recordPath(r.Name), b, true)
+}
+
+func (s *dirStore) remove(name string) error {
+	if err := os.Remove(s.recordPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local: forget machine %s: %w", name, err)
+	}
+	if err := os.Remove(filepath.Join(s.dir, "heartbeat", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local: forget machine %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *dirStore) names() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "machines"))
+	if err != nil {
+		return nil, fmt.Errorf("local: list machines: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(n, ".") {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+func (s *dirStore) list() ([]*record, error) {
+	names, err := s.names()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*record, 0, len(names))
+	for _, n := range names {
+		r, err := s.get(n)
+		if errors.Is(err, errNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (s *dirStore) heartbeat(name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "heartbeat", name))
+	if errors.Is(err, os.ErrNotExist) {
+		return heartbeatUnset, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("local: read heartbeat switch of %s: %w", name, err)
+	}
+	return parseHeartbeat(b), nil
+}
+
+func (s *dirStore) setHeartbeat(name, state string) error {
+	path := filepath.Join(s.dir, "heartbeat", name)
+	if state == heartbeatUnset {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return writeAtomic(path, []byte(state+"\n"), false)
+}
+
+func (s *dirStore) heartbeats() (map[string]string, error) {
+	dir := filepath.Join(s.dir, "heartbeat")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("local: read heartbeat switches: %w", err)
+	}
+	out := make(map[string]string, len(entries))
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out[e.Name()] = parseHeartbeat(b)
+	}
+	return out, nil
+}
+
+func parseHeartbeat(b []byte) string {
+	if strings.TrimSpace(string(b)) == heartbeatRunning {
+		return heartbeatRunning
+	}
+	return heartbeatStopped // any other content (e.g. an empty file from `touch`) stops it
+}
+
+func (s *dirStore) putTarget(kubeconfig []byte) (string, error) {
+	id := targetID(kubeconfig)
+	path := filepath.Join(s.dir, "targets", id+".kubeconfig")
+	if _, err := os.Stat(path); err == nil {
+		return id, nil
+	}
+	if err := writeAtomic(path, kubeconfig, false); err != nil {
+		return "", fmt.Errorf("local: keep target kubeconfig: %w", err)
+	}
+	return id, nil
+}
+
+func (s *dirStore) target(id string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "targets", id+".kubeconfig"))
+	if err != nil {
+		return nil, fmt.Errorf("local: target kubeconfig %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// writeAtomic writes data to path through a synced temporary file in the same directory, so
+// the file is either absent, the old version or the new version. With exclusive it fails with
+// errExists instead of replacing an existing file.
+func writeAtomic(path string, data []byte, exclusive bool) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if exclusive {
+		if err := os.Link(tmp.Name(), path); err != nil {
+			if errors.Is(err, os.ErrExist) {
+				return errExists
+			}
+			return err
+		}
+		return nil
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// memStore keeps everything in memory, for a driver without a state dir.
+type memStore struct {
+	mu      sync.Mutex
+	records map[string]record
+	beats   map[string]string
+	targets map[string][]byte
+}
+
+func newMemStore() *memStore {
+	return &memStore{records: map[string]record{}, beats: map[string]string{}, targets: map[string][]byte{}}
+}
+
+func (s *memStore) get(name string) (*record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.records[name]
+	if !ok {
+		return nil, errNotFound
+	}
+	return &r, nil
+}
+
+func (s *memStore) create(r *record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.records[r.Name]; ok {
+		return errExists
+	}
+	s.records[r.Name] = *r
+	return nil
+}
+
+func (s *memStore) remove(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.records, name)
+	delete(s.beats, name)
+	return nil
+}
+
+func (s *memStore) names() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.records))
+	for n := range s.records {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (s *memStore) list() ([]*record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*record, 0, len(s.records))
+	for _, r := range s.records {
+		out = append(out, &r)
+	}
+	return out, nil
+}
+
+func (s *memStore) heartbeat(name string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.beats[name], nil
+}
+
+func (s *memStore) setHeartbeat(name, state string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == heartbeatUnset {
+		delete(s.beats, name)
+	} else {
+		s.beats[name] = state
+	}
+	return nil
+}
+
+func (s *memStore) heartbeats() (map[string]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.beats))
+	for k, v := range s.beats {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *memStore) putTarget(kubeconfig []byte) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := targetID(kubeconfig)
+	s.targets[id] = kubeconfig
+	return id, nil
+}
+
+func (s *memStore) target(id string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.targets[id]
+	if !ok {
+		return nil, fmt.Errorf("local: target kubeconfig %s: %w", id, errNotFound)
+	}
+	return b, nil
+}
+
+var (
+	_ store = (*dirStore)(nil)
+	_ store = (*memStore)(nil)
+)
