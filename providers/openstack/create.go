@@ -407,6 +407,10 @@ func (c *creation) ensureVolume(ctx context.Context, imageID string) error {
 		Description:      "root volume of machine " + c.name,
 	}
 	v, err := volumes.Create(ctx, c.s.volume, opts, nil).Extract()
+	if isNotFound(err) {
+		// Cinder answers 404 for a volume type it does not know: a mistake in the class.
+		return driver.Errorf(driver.InvalidArgument, "%s: check providerSpec.spec.rootDiskType", driver.MessageOf(apiError(fmt.Sprintf("create root volume %q", c.name), err)))
+	}
 	if err != nil {
 		return apiError(fmt.Sprintf("create root volume %q", c.name), err)
 	}
@@ -570,7 +574,7 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 			errs = append(errs, err)
 		}
 	}
-	what := "deleted what it created"
+	what := "nothing was left behind"
 	if len(errs) > 0 {
 		what = "cleanup failed, the orphan collector will retry: " + errors.Join(errs...).Error()
 		c.d.log.Error("openstack: rollback after a failed create did not finish", "machine", c.name, "error", errors.Join(errs...))

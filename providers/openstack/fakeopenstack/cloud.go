@@ -126,6 +126,7 @@ type Cloud struct {
 	noValidHost int
 	counts      map[string]int
 	requests    int
+	rejected    int // requests answered 401 for a missing, unknown or expired token
 }
 
 // Start starts a cloud on loopback and stops it when the test ends.
@@ -299,12 +300,21 @@ func (c *Cloud) Requests() int {
 	return c.requests
 }
 
+// Rejected returns how many service requests were answered 401 because their token was missing,
+// unknown or expired.
+func (c *Cloud) Rejected() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rejected
+}
+
 // ResetCounts sets every counter to zero.
 func (c *Cloud) ResetCounts() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.counts = map[string]int{}
 	c.requests = 0
+	c.rejected = 0
 }
 
 // Servers returns a snapshot of the servers that exist (deleted ones are gone), oldest first.
@@ -409,14 +419,21 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, service, http.StatusNotFound, "NotFound", "no service at "+r.URL.Path)
 		return
 	}
-	if f != nil {
+	if f != nil && !f.AfterHandling {
 		f.write(w, service)
 		return
+	}
+	if f != nil {
+		defer f.write(w, service)
+		w = discardWriter{}
 	}
 	if service != "identity" {
 		c.mu.Lock()
 		tok := c.tokens[r.Header.Get("X-Auth-Token")]
 		valid := tok != nil && c.now().Before(tok.expires)
+		if !valid {
+			c.rejected++
+		}
 		c.mu.Unlock()
 		if !valid {
 			writeError(w, service, http.StatusUnauthorized, "Unauthorized", "The request you have made requires authentication.")
@@ -546,3 +563,10 @@ func sortedBySeq[T any](m map[string]T, seq func(T) int) []T {
 	sort.Slice(out, func(i, j int) bool { return seq(out[i]) < seq(out[j]) })
 	return out
 }
+
+// discardWriter swallows a response the client never sees.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (discardWriter) WriteHeader(int)             {}

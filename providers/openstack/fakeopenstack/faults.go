@@ -28,6 +28,9 @@ type Fault struct {
 	RetryAfter int
 	// Times is how many matching requests fail; 0 or less means every one until ClearFaults.
 	Times int
+	// AfterHandling lets the service carry the request out and then answers with the fault, as
+	// when a response is lost or a proxy fails after the backend acted.
+	AfterHandling bool
 
 	hits int
 }
