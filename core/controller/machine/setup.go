@@ -1,19 +1,215 @@
+// Package machine is the Machine controller of machinist: it creates a VM for every Machine
+// through the driver of its MachineClass, follows the node it becomes (phases Pending → Running,
+// Unknown, Failed), and deletes it again in an ordered, resumable sequence (drain → volume
+// attachments → VM → Node → finalizer). Its behaviour and texts follow Gardener MCM's machine
+// controller (reference §4.2–4.6), without MCM's known problems: retries back off
+// exponentially by error code, drains are bounded and report misconfigured budgets at once,
+// nodes that never joined are not drained, replacements are rate-limited per
+// MachineDeployment, and the deletion step is kept in a stable marker, not parsed from text.
+//
+// Setup also runs the small controllers MCM runs next to it: finalizers on MachineClasses and
+// their Secrets while in use, and a Node controller in the target cluster (deleting a Node
+// deletes its Machine; nodes without machine are annotated; stale node finalizers are removed).
 package machine
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/registry"
 )
+
+// Field indexes the controllers register on the manager's cache. Other controllers may use
+// them (client.MatchingFields{IndexMachineClassName: name}).
+const (
+	// IndexMachineClassName indexes Machines by spec.class.name.
+	IndexMachineClassName = "spec.class.name"
+	// IndexMachineNode indexes Machines by their node label.
+	IndexMachineNode = "metadata.labels.node"
+	// IndexClassSecret indexes MachineClasses by the namespace/name of each secret they
+	// reference.
+	IndexClassSecret = "machinist.secretRefs"
+)
+
+// reconciler holds what the Machine, termination, class, secret and node controllers share.
+type reconciler struct {
+	client    client.Client // control cluster, cached reads
+	apiReader client.Reader // control cluster, uncached
+	target    cluster.Cluster
+	targetCS  kubernetes.Interface
+	drivers   *registry.Resolver
+	opts      Options
+	recorder  events.EventRecorder
+	backoff   *backoff
+	limiter   *replacementLimiter
+	now       func() time.Time
+
+	// creating holds the keys of machines whose creation is in flight, so the termination
+	// controller never starts deleting a machine while a CreateMachine for it may still return.
+	creating sync.Map
+}
 
 // Setup adds the Machine controller (creation, health, deletion), the MachineClass and Secret
 // finalizer controllers and the Node controller to mgr. target is the cluster the nodes join;
 // nil runs without a target cluster (machines become Available once their VM exists). The
-// caller adds target to mgr (mgr.Add(target)) so its cache starts with the manager.
+// caller adds target to mgr (mgr.Add(target)) so its cache starts with the manager. The
+// manager's scheme must hold the core Kubernetes types and machine.sapcloud.io/v1alpha1.
 func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolver, opts Options) error {
-	_, _, _, _ = mgr, target, drivers, opts
-	return errors.New("machine: controller not wired yet (this commit only publishes the Options/Setup shape)")
+	if drivers == nil {
+		return fmt.Errorf("machine: setup: no driver resolver given")
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return err
+	}
+	r := &reconciler{
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		target:    target,
+		drivers:   drivers,
+		opts:      opts,
+		recorder:  mgr.GetEventRecorder("machine-controller"),
+		backoff:   newBackoff(),
+		limiter:   newReplacementLimiter(),
+		now:       time.Now,
+	}
+	if target != nil {
+		cs, err := kubernetes.NewForConfig(target.GetConfig())
+		if err != nil {
+			return fmt.Errorf("machine: setup: target clientset: %w", err)
+		}
+		r.targetCS = cs
+	}
+	if err := r.addIndexes(mgr); err != nil {
+		return err
+	}
+	if err := r.setupMachineController(mgr); err != nil {
+		return err
+	}
+	if err := r.setupTerminationController(mgr); err != nil {
+		return err
+	}
+	if err := r.setupClassController(mgr); err != nil {
+		return err
+	}
+	if err := r.setupSecretController(mgr); err != nil {
+		return err
+	}
+	if target != nil {
+		if err := r.setupNodeController(mgr); err != nil {
+			return err
+		}
+	}
+	return registerPhaseMetrics(mgr)
+}
+
+func (r *reconciler) addIndexes(mgr manager.Manager) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.Machine{}, IndexMachineClassName, func(o client.Object) []string {
+		if n := o.(*v1alpha1.Machine).Spec.Class.Name; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("machine: index machines by class: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.Machine{}, IndexMachineNode, func(o client.Object) []string {
+		if n := o.GetLabels()[v1alpha1.LabelNode]; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("machine: index machines by node: %w", err)
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.MachineClass{}, IndexClassSecret, func(o client.Object) []string {
+		return secretRefs(o.(*v1alpha1.MachineClass))
+	}); err != nil {
+		return fmt.Errorf("machine: index classes by secret: %w", err)
+	}
+	return nil
+}
+
+func notDeleting(o client.Object) bool { return o.GetDeletionTimestamp() == nil }
+
+func (r *reconciler) controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: r.opts.ConcurrentSyncs}
+}
+
+// setupMachineController watches machines that are not being deleted, their classes and (with
+// a target cluster) their nodes.
+func (r *reconciler) setupMachineController(mgr manager.Manager) error {
+	b := builder.ControllerManagedBy(mgr).
+		Named("machine").
+		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting))).
+		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines)).
+		WithOptions(r.controllerOptions())
+	if r.target != nil {
+		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.nodeToMachines), nodeChanged()))
+	}
+	return b.Complete(reconcile.Func(r.reconcileMachine))
+}
+
+// setupTerminationController watches machines being deleted, on a queue of their own so
+// deletions are not starved by creations (MCM's machinetermination queue).
+func (r *reconciler) setupTerminationController(mgr manager.Manager) error {
+	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !notDeleting(o) })
+	return builder.ControllerManagedBy(mgr).
+		Named("machine-termination").
+		For(&v1alpha1.Machine{}, builder.WithPredicates(deleting)).
+		WithOptions(r.controllerOptions()).
+		Complete(reconcile.Func(r.reconcileTermination))
+}
+
+// classToMachines enqueues the machines of a class, so a class that appears or changes lets
+// waiting machines proceed.
+func (r *reconciler) classToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexMachineClassName: o.GetName()}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	return out
+}
+
+// nodeToMachines maps a node to the machine(s) whose node label names it.
+func (r *reconciler) nodeToMachines(ctx context.Context, n *corev1.Node) []reconcile.Request {
+	var list v1alpha1.MachineList
+	opts := []client.ListOption{client.MatchingFields{IndexMachineNode: n.Name}}
+	if r.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(r.opts.Namespace))
+	}
+	if err := r.client.List(ctx, &list, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	if len(out) == 0 && r.opts.Namespace != "" {
+		if name := n.Labels[v1alpha1.LabelNodeMachineName]; name != "" {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.opts.Namespace, Name: name}})
+		}
+	}
+	return out
 }

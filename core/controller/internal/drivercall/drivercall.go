@@ -1,0 +1,92 @@
+// Package drivercall instruments driver calls of the controllers: every call is counted by
+// provider, method and result code and timed, in controller-runtime's metrics registry (served
+// on the manager's /metrics). It is shared by the Machine controller and the orphan collector.
+package drivercall
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+var (
+	calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "machinist_driver_calls_total",
+		Help: "Driver calls by provider, method and result code (OK on success).",
+	}, []string{"provider", "method", "code"})
+	latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "machinist_driver_call_duration_seconds",
+		Help:    "Duration of driver calls by provider and method.",
+		Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1200},
+	}, []string{"provider", "method"})
+)
+
+func init() { metrics.Registry.MustRegister(calls, latency) }
+
+// Method names as they appear in the metrics' method label.
+const (
+	CreateMachine     = "CreateMachine"
+	InitializeMachine = "InitializeMachine"
+	DeleteMachine     = "DeleteMachine"
+	GetMachineStatus  = "GetMachineStatus"
+	ListMachines      = "ListMachines"
+	GetVolumeIDs      = "GetVolumeIDs"
+)
+
+// Driver wraps a driver so each call is measured under provider.
+type Driver struct {
+	Provider string
+	Driver   driver.Driver
+}
+
+// Instrument wraps d for provider.
+func Instrument(provider string, d driver.Driver) *Driver {
+	return &Driver{Provider: provider, Driver: d}
+}
+
+func (d *Driver) observe(method string, start time.Time, err error) {
+	latency.WithLabelValues(d.Provider, method).Observe(time.Since(start).Seconds())
+	calls.WithLabelValues(d.Provider, method, driver.CodeOf(err).String()).Inc()
+}
+
+func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (_ *driver.CreateMachineResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(CreateMachine, start, err) }()
+	return d.Driver.CreateMachine(ctx, req)
+}
+
+func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (_ *driver.InitializeMachineResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(InitializeMachine, start, err) }()
+	return d.Driver.InitializeMachine(ctx, req)
+}
+
+func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (_ *driver.DeleteMachineResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(DeleteMachine, start, err) }()
+	return d.Driver.DeleteMachine(ctx, req)
+}
+
+func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (_ *driver.GetMachineStatusResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(GetMachineStatus, start, err) }()
+	return d.Driver.GetMachineStatus(ctx, req)
+}
+
+func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (_ *driver.ListMachinesResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(ListMachines, start, err) }()
+	return d.Driver.ListMachines(ctx, req)
+}
+
+func (d *Driver) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsRequest) (_ *driver.GetVolumeIDsResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(GetVolumeIDs, start, err) }()
+	return d.Driver.GetVolumeIDs(ctx, req)
+}
+
+var _ driver.Driver = (*Driver)(nil)

@@ -1,0 +1,327 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+)
+
+// Descriptions written to lastOperation; the texts are MCM's so tools reading them keep working.
+const (
+	descCreating         = "Creating machine on cloud provider"
+	descCreated          = "Created machine on cloud provider"
+	descProviderPrefix   = "Cloud provider message - "
+	descStaleNode        = "VM using old node obj"
+	descInitializeSuffix = ". Initialize VM Instance"
+)
+
+// created is what the driver told about a machine's VM.
+type created struct {
+	providerID     string
+	nodeName       string
+	addresses      []corev1.NodeAddress
+	lastKnownState string
+	fresh          bool // CreateMachine made it in this attempt (not adopted)
+	uninitialized  bool
+}
+
+// create runs the creation flow (reference §4.2, step 6): GetMachineStatus first so an existing
+// VM is adopted, CreateMachine only when there is none, InitializeMachine when needed, then the
+// machine gets its node label, providerID and priority and goes Pending (Available without a
+// target cluster).
+func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
+	key := r.key(m)
+	if _, busy := r.creating.LoadOrStore(key, struct{}{}); busy {
+		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+	}
+	defer r.creating.Delete(key)
+
+	drv, err := r.driverFor(class)
+	if err != nil {
+		return r.createFailed(ctx, m, err, "", "")
+	}
+	secret, err := r.secretFor(ctx, class)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	secret, err = r.userDataFor(ctx, m, secret)
+	if err != nil {
+		r.log(m).Warn("bootstrap token", "err", err)
+		return reconcile.Result{RequeueAfter: r.backoff.next(key, driver.Unavailable, r.opts)}, nil
+	}
+	callCtx, cancel := context.WithTimeout(ctx, r.effectiveCreationTimeout(m))
+	defer cancel()
+
+	c, err := r.findOrCreateVM(callCtx, drv, m, class, secret)
+	if err != nil {
+		var lks string
+		if c != nil {
+			lks = c.lastKnownState
+		}
+		return r.createFailed(ctx, m, err, lks, "")
+	}
+
+	if c.fresh && r.target != nil && c.nodeName != "" {
+		if stale, err := r.staleNode(ctx, c); err != nil {
+			return reconcile.Result{}, err
+		} else if stale {
+			return r.rejectStaleNode(callCtx, ctx, drv, m, class, secret, c)
+		}
+	}
+	if c.providerID == "" {
+		return r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty ProviderID"), c.lastKnownState, "")
+	}
+	if r.target != nil && c.nodeName == "" {
+		return r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty NodeName"), c.lastKnownState, "")
+	}
+
+	if err := r.recordVM(ctx, m, c); err != nil {
+		return requeueOnConflict(err)
+	}
+
+	if c.fresh || c.uninitialized {
+		resp, err := drv.InitializeMachine(callCtx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+		switch code := driver.CodeOf(err); code {
+		case driver.OK:
+			if resp != nil && len(resp.Addresses) > 0 {
+				c.addresses = resp.Addresses
+			}
+		case driver.Unimplemented:
+		default:
+			return r.createFailed(ctx, m, err, c.lastKnownState, descInitializeSuffix)
+		}
+	}
+
+	r.backoff.forget(key)
+	st := m.Status.DeepCopy()
+	st.LastKnownState = c.lastKnownState
+	if r.target == nil {
+		st.CurrentStatus.Phase = v1alpha1.MachineAvailable
+		st.CurrentStatus.TimeoutActive = false
+		st.Addresses = withHostname(c.addresses, c.nodeName)
+		st.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful, Description: descCreated}
+	} else {
+		st.CurrentStatus.Phase = v1alpha1.MachinePending
+		st.CurrentStatus.TimeoutActive = true
+		st.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateProcessing, Description: descCreating}
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		return requeueOnConflict(err)
+	}
+	if c.fresh {
+		r.event(m, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("Created VM %s (node %s)", c.providerID, c.nodeName))
+	} else {
+		r.event(m, corev1.EventTypeNormal, "Adopted", "Create", fmt.Sprintf("Found existing VM %s (node %s)", c.providerID, c.nodeName))
+	}
+	r.log(m).Info("machine created", "providerID", c.providerID, "node", c.nodeName, "adopted", !c.fresh)
+	if r.target == nil {
+		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
+	}
+	// The node's events bring the machine back; this covers the creation timeout.
+	return reconcile.Result{RequeueAfter: r.untilCreationTimeout(m)}, nil
+}
+
+// findOrCreateVM asks GetMachineStatus first and calls CreateMachine only when the driver has
+// no VM (or cannot tell) and the machine has no providerID yet.
+func (r *reconciler) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) (*created, error) {
+	st, err := drv.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
+	switch code := driver.CodeOf(err); code {
+	case driver.OK:
+		if st != nil && st.ProviderID != "" {
+			return &created{providerID: st.ProviderID, nodeName: st.NodeName, addresses: st.Addresses, lastKnownState: m.Status.LastKnownState}, nil
+		}
+	case driver.NotFound, driver.Unimplemented:
+		if m.Spec.ProviderID != "" {
+			// The VM was made before; trust what the machine recorded (MCM's rule).
+			return &created{providerID: m.Spec.ProviderID, nodeName: m.Labels[v1alpha1.LabelNode], lastKnownState: m.Status.LastKnownState}, nil
+		}
+	case driver.Uninitialized:
+		if st != nil && st.ProviderID != "" {
+			return &created{providerID: st.ProviderID, nodeName: st.NodeName, addresses: st.Addresses, lastKnownState: m.Status.LastKnownState, uninitialized: true}, nil
+		}
+		// No details with the error: CreateMachine is idempotent and tells them.
+	default:
+		return nil, err
+	}
+	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	if err != nil {
+		c := &created{}
+		if resp != nil {
+			c.lastKnownState = resp.LastKnownState
+		}
+		return c, err
+	}
+	if resp == nil {
+		return nil, driver.Error(driver.Internal, "the driver returned no response and no error")
+	}
+	return &created{providerID: resp.ProviderID, nodeName: resp.NodeName, addresses: resp.Addresses, lastKnownState: resp.LastKnownState, fresh: true}, nil
+}
+
+// staleNode reports whether a node with the new VM's node name already exists for another VM
+// (a cloud reusing node names): the new VM's kubelet would take over the old node object.
+func (r *reconciler) staleNode(ctx context.Context, c *created) (bool, error) {
+	node := &corev1.Node{}
+	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("machine: check for a stale node %s: %w", c.nodeName, err)
+	}
+	return node.Spec.ProviderID != "" && node.Spec.ProviderID != c.providerID, nil
+}
+
+// rejectStaleNode deletes the VM just made and fails the machine: its node name belongs to a
+// node of another VM. The MachineSet replaces the machine.
+func (r *reconciler) rejectStaleNode(callCtx, ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, c *created) (reconcile.Result, error) {
+	probe := m.DeepCopy()
+	probe.Spec.ProviderID = c.providerID
+	if _, err := drv.DeleteMachine(callCtx, &driver.DeleteMachineRequest{Machine: probe, MachineClass: class, Secret: secret}); err != nil && !driver.IsCode(err, driver.NotFound) {
+		return reconcile.Result{RequeueAfter: r.backoff.next(r.key(m), driver.CodeOf(err), r.opts)}, nil
+	}
+	st := m.Status.DeepCopy()
+	st.CurrentStatus.Phase = v1alpha1.MachineFailed
+	st.CurrentStatus.TimeoutActive = false
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
+		Description: fmt.Sprintf("%s: node %s already exists for another VM; deleted the new VM %s", descStaleNode, c.nodeName, c.providerID),
+	}
+	r.event(m, corev1.EventTypeWarning, "StaleNode", "Create", st.LastOperation.Description)
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		return requeueOnConflict(err)
+	}
+	return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+}
+
+// recordVM stores the VM on the machine: spec.providerID, the node label (with a target
+// cluster) and the default scale-down priority.
+func (r *reconciler) recordVM(ctx context.Context, m *v1alpha1.Machine, c *created) error {
+	orig := m.DeepCopy()
+	changed := false
+	if m.Spec.ProviderID != c.providerID {
+		m.Spec.ProviderID = c.providerID
+		changed = true
+	}
+	if r.target != nil && m.Labels[v1alpha1.LabelNode] != c.nodeName {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[v1alpha1.LabelNode] = c.nodeName
+		changed = true
+	}
+	if m.Annotations[v1alpha1.AnnotationMachinePriority] == "" {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[v1alpha1.AnnotationMachinePriority] = v1alpha1.DefaultMachinePriority
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	if err := r.client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+		*m = *orig
+		return fmt.Errorf("machine: record VM %s on machine: %w", c.providerID, err)
+	}
+	return nil
+}
+
+// createFailed records a failed creation attempt: CrashLoopBackOff, or Failed once the effective
+// creation timeout has passed (never for a provider no source serves: its machines wait for a
+// driver instead of being replaced in a loop), with the driver's code and message, and retries
+// with backoff by code.
+func (r *reconciler) createFailed(ctx context.Context, m *v1alpha1.Machine, err error, lastKnownState, suffix string) (reconcile.Result, error) {
+	if ctx.Err() != nil {
+		return reconcile.Result{}, ctx.Err()
+	}
+	s := driver.StatusOf(err)
+	code := s.Code()
+	unresolvable := errors.Is(err, registry.ErrUnknownProvider)
+	delay := r.backoff.next(r.key(m), code, r.opts)
+	if unresolvable {
+		// A driver may appear any moment (a provider dialling in): look again soon.
+		delay = min(delay, time.Minute)
+	}
+
+	st := m.Status.DeepCopy()
+	timedOut := r.now().Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m)
+	if timedOut && !unresolvable {
+		st.CurrentStatus.Phase = v1alpha1.MachineFailed
+		st.CurrentStatus.TimeoutActive = false
+	} else {
+		st.CurrentStatus.Phase = v1alpha1.MachineCrashLoopBackOff
+		st.CurrentStatus.TimeoutActive = true
+	}
+	desc := descProviderPrefix + s.Message()
+	if suffix != "" {
+		desc = "Provider error: " + s.Message() + suffix
+	}
+	if unresolvable {
+		desc = "No driver for this machine's class - " + s.Message()
+	}
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
+		Description: desc, ErrorCode: code.String(),
+	}
+	switch {
+	case lastKnownState != "":
+		st.LastKnownState = lastKnownState
+	case code.Retryable() || code == driver.ResourceExhausted:
+		// keep what the driver recorded: it may resume from it
+	default:
+		st.LastKnownState = ""
+	}
+
+	reason := "CreateFailed"
+	if unresolvable {
+		reason = "DriverUnavailable"
+	}
+	r.event(m, corev1.EventTypeWarning, reason, "Create", fmt.Sprintf("%s (%s); retrying in %s", desc, code, delay.Round(time.Second)))
+	if st.CurrentStatus.Phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+		r.event(m, corev1.EventTypeWarning, "Failed", "Create", fmt.Sprintf("creation did not succeed within %s", r.effectiveCreationTimeout(m)))
+	}
+	r.log(m).Info("machine creation failed", "code", code.String(), "message", s.Message(), "retryIn", delay.Round(time.Millisecond), "phase", st.CurrentStatus.Phase)
+	if werr := r.writeStatus(ctx, m, *st); werr != nil {
+		return requeueOnConflict(werr)
+	}
+	return reconcile.Result{RequeueAfter: delay}, nil
+}
+
+func (r *reconciler) untilCreationTimeout(m *v1alpha1.Machine) time.Duration {
+	left := m.CreationTimestamp.Add(r.effectiveCreationTimeout(m)).Sub(r.now())
+	return clampRequeue(left+time.Second, r.opts.LongRetry)
+}
+
+// clampRequeue keeps a requeue delay between a second and ceiling.
+func clampRequeue(d, ceiling time.Duration) time.Duration {
+	if d < time.Second {
+		return time.Second
+	}
+	if d > ceiling {
+		return ceiling
+	}
+	return d
+}
+
+// withHostname adds the node name as a Hostname address unless the driver reported one.
+func withHostname(addrs []corev1.NodeAddress, nodeName string) []corev1.NodeAddress {
+	out := append([]corev1.NodeAddress(nil), addrs...)
+	for _, a := range out {
+		if a.Type == corev1.NodeHostName {
+			return out
+		}
+	}
+	if nodeName != "" {
+		out = append(out, corev1.NodeAddress{Type: corev1.NodeHostName, Address: nodeName})
+	}
+	return out
+}

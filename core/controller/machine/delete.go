@@ -1,0 +1,527 @@
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/drain"
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// step is one step of the deletion sequence. The values are the step names of MCM's deletion
+// flow; each step's description (what lastOperation says) is MCM's text, so a machine whose
+// deletion MCM started is resumed at the right step, and tools that read the text still work.
+type step string
+
+const (
+	stepGetVMStatus       step = "GetVMStatus"
+	stepDrain             step = "InitiateDrain"
+	stepVolumeAttachments step = "DelVolumesAttachments"
+	stepVMDeletion        step = "InitiateVMDeletion"
+	stepNodeDeletion      step = "InitiateNodeDeletion"
+	stepFinalizerRemoval  step = "InitiateFinalizerRemoval"
+)
+
+// stepOrder is the sequence; a machine never goes back.
+var stepOrder = []step{stepGetVMStatus, stepDrain, stepVolumeAttachments, stepVMDeletion, stepNodeDeletion, stepFinalizerRemoval}
+
+var stepText = map[step]string{
+	stepGetVMStatus:       "Set machine status to termination. Now, getting VM Status",
+	stepDrain:             "Initiate node drain",
+	stepVolumeAttachments: "Delete Volume Attachments",
+	stepVMDeletion:        "Initiate VM deletion",
+	stepNodeDeletion:      "Initiate node object deletion",
+	stepFinalizerRemoval:  "Initiate machine object finalizer removal",
+}
+
+// AnnotationDeletion on a Machine being deleted is the stable marker of its deletion sequence:
+// JSON {"step": ..., "since": RFC3339, "fromPhase": ...}. It is the controller's state; the
+// lastOperation text is only its human-readable (and MCM-compatible) echo.
+const AnnotationDeletion = "machinist.io/deletion"
+
+type deletionState struct {
+	Step      step                  `json:"step"`
+	Since     metav1.Time           `json:"since"`
+	FromPhase v1alpha1.MachinePhase `json:"fromPhase,omitempty"`
+}
+
+func deletionStateOf(m *v1alpha1.Machine) (deletionState, bool) {
+	var s deletionState
+	raw := m.Annotations[AnnotationDeletion]
+	if raw == "" || json.Unmarshal([]byte(raw), &s) != nil || stepText[s.Step] == "" {
+		return deletionState{}, false
+	}
+	return s, true
+}
+
+// mcmStep reads the step of a deletion MCM started from its description text (MCM's own rule,
+// reference §4.5); used only for machines without our marker.
+func mcmStep(m *v1alpha1.Machine) (step, bool) {
+	if m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating {
+		return "", false
+	}
+	for i := len(stepOrder) - 1; i >= 0; i-- {
+		if strings.Contains(m.Status.LastOperation.Description, stepText[stepOrder[i]]) {
+			return stepOrder[i], true
+		}
+	}
+	return "", false
+}
+
+// reconcileTermination runs the deletion sequence of a machine: each step is recorded before it
+// runs, so after a restart (or a crash mid-step) the sequence resumes at the same step; every
+// step is idempotent.
+func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	m := &v1alpha1.Machine{}
+	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.backoff.forget(req.String())
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if m.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMachineControllerManager) {
+		return reconcile.Result{}, nil
+	}
+	if _, busy := r.creating.Load(r.key(m)); busy {
+		// A CreateMachine for it is in flight: let it return, then delete what it made.
+		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+	}
+
+	state, ok := deletionStateOf(m)
+	if !ok {
+		s, fromMCM := mcmStep(m)
+		if !fromMCM {
+			s = stepGetVMStatus
+		}
+		state = deletionState{Step: s, Since: metav1.NewTime(r.now()), FromPhase: m.Status.CurrentStatus.Phase}
+		if err := r.enterStep(ctx, m, state); err != nil {
+			return requeueOnConflict(err)
+		}
+		r.event(m, corev1.EventTypeNormal, "Deleting", "Delete", "Deleting machine: "+stepText[state.Step])
+	}
+
+	for {
+		next, res, err := r.runStep(ctx, m, state)
+		if err != nil || next == "" {
+			return res, err
+		}
+		if next == state.Step {
+			return res, nil
+		}
+		state = deletionState{Step: next, Since: metav1.NewTime(r.now()), FromPhase: state.FromPhase}
+		if err := r.enterStep(ctx, m, state); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+}
+
+// enterStep records the step: the marker first (the controller's state), then the status
+// (phase Terminating, MCM's text).
+func (r *reconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if m.Annotations[AnnotationDeletion] != string(raw) {
+		orig := m.DeepCopy()
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[AnnotationDeletion] = string(raw)
+		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			*m = *orig
+			return err
+		}
+	}
+	st := m.Status.DeepCopy()
+	st.CurrentStatus.Phase = v1alpha1.MachineTerminating
+	st.CurrentStatus.TimeoutActive = false
+	st.CurrentStatus.PreserveExpiryTime = nil
+	st.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateProcessing, Description: stepText[s.Step]}
+	return r.writeStatus(ctx, m, *st)
+}
+
+// stepFailed keeps the machine in its step, shows why in lastOperation (MCM's text last, so
+// MCM would resume the same step) and retries with backoff by code.
+func (r *reconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s deletionState, err error, code driver.Code) (step, reconcile.Result, error) {
+	if ctx.Err() != nil {
+		return "", reconcile.Result{}, ctx.Err()
+	}
+	delay := r.backoff.next(r.key(m), code, r.opts)
+	st := m.Status.DeepCopy()
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateFailed,
+		Description: fmt.Sprintf("%s. Will retry in next sync. %s", strings.TrimSuffix(err.Error(), "."), stepText[s.Step]),
+	}
+	if code != driver.OK {
+		st.LastOperation.ErrorCode = code.String()
+	}
+	r.event(m, corev1.EventTypeWarning, "DeleteFailed", "Delete", st.LastOperation.Description)
+	r.log(m).Info("machine deletion step failed", "step", s.Step, "err", err, "retryIn", delay.Round(time.Millisecond))
+	if werr := r.writeStatus(ctx, m, *st); werr != nil {
+		res, rerr := requeueOnConflict(werr)
+		return "", res, rerr
+	}
+	return s.Step, reconcile.Result{RequeueAfter: delay}, nil
+}
+
+// runStep runs one step and returns the step to go to (the same step to wait, "" to stop).
+func (r *reconciler) runStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	switch s.Step {
+	case stepGetVMStatus:
+		return r.stepGetVMStatus(ctx, m, s)
+	case stepDrain:
+		return r.stepDrain(ctx, m, s)
+	case stepVolumeAttachments:
+		return r.stepVolumeAttachments(ctx, m, s)
+	case stepVMDeletion:
+		return r.stepVMDeletion(ctx, m, s)
+	case stepNodeDeletion:
+		return r.stepNodeDeletion(ctx, m, s)
+	case stepFinalizerRemoval:
+		return r.stepFinalizerRemoval(ctx, m)
+	}
+	return "", reconcile.Result{}, fmt.Errorf("machine: unknown deletion step %q", s.Step)
+}
+
+// stepGetVMStatus makes sure the machine knows its node: from its label, a node labelled with
+// the machine's name, or the driver's GetMachineStatus.
+func (r *reconciler) stepGetVMStatus(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	if r.target == nil {
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	if m.Labels[v1alpha1.LabelNode] != "" {
+		return stepDrain, reconcile.Result{}, nil
+	}
+	var nodes corev1.NodeList
+	if err := r.target.GetClient().List(ctx, &nodes, client.MatchingLabels{v1alpha1.LabelNodeMachineName: m.Name}); err != nil {
+		return "", reconcile.Result{}, err
+	}
+	nodeName := ""
+	if len(nodes.Items) > 0 {
+		nodeName = nodes.Items[0].Name
+	} else {
+		class, err := r.machineClass(ctx, m)
+		if err != nil {
+			return r.stepFailed(ctx, m, s, err, driver.OK)
+		}
+		drv, err := r.driverFor(class)
+		if err != nil {
+			return r.stepFailed(ctx, m, s, err, driver.CodeOf(err))
+		}
+		secret, err := r.secretFor(ctx, class)
+		if err != nil {
+			return "", reconcile.Result{}, err
+		}
+		callCtx, cancel := context.WithTimeout(ctx, r.opts.LongRetry)
+		defer cancel()
+		st, err := drv.GetMachineStatus(callCtx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
+		switch code := driver.CodeOf(err); code {
+		case driver.OK:
+			if st != nil {
+				nodeName = st.NodeName
+			}
+		case driver.NotFound, driver.Unimplemented, driver.Uninitialized:
+			// Nothing to learn; the VM deletion step cleans up whatever exists.
+		default:
+			return r.stepFailed(ctx, m, s, fmt.Errorf("get VM status: %s", driver.MessageOf(err)), code)
+		}
+	}
+	if nodeName != "" {
+		orig := m.DeepCopy()
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[v1alpha1.LabelNode] = nodeName
+		if err := r.client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+			*m = *orig
+			res, err := requeueOnConflict(err)
+			return "", res, err
+		}
+	}
+	return stepDrain, reconcile.Result{}, nil
+}
+
+// stepDrain drains the node. A node that never joined (no node name, no Node object) is not
+// drained. The drain turns forceful after the drain timeout (counted from the deletion request,
+// which never moves), with the force-deletion label, or when the node has been NotReady for
+// long; a forced drain then waits for volume attachments to go.
+func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	nodeName := m.Labels[v1alpha1.LabelNode]
+	if nodeName == "" || r.target == nil {
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	node := &corev1.Node{}
+	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return stepVMDeletion, reconcile.Result{}, nil
+		}
+		return "", reconcile.Result{}, err
+	}
+
+	drainTimeout := r.effectiveDrainTimeout(m)
+	elapsed := r.now().Sub(m.DeletionTimestamp.Time)
+	force, why := false, ""
+	switch {
+	case isTrue(m.Labels[v1alpha1.LabelForceDeletion]):
+		force, why = true, "label "+v1alpha1.LabelForceDeletion
+	case elapsed > drainTimeout:
+		force, why = true, fmt.Sprintf("drain timeout %s passed", drainTimeout)
+	default:
+		if d := notReadyFor(node, r.now()); d > r.opts.ForceDrainNotReadyAfter {
+			force, why = true, fmt.Sprintf("node not ready for %s", d.Round(time.Second))
+		}
+	}
+
+	reason := v1alpha1.NodeTerminationReasonScaleDown
+	if s.FromPhase == v1alpha1.MachineFailed {
+		reason = v1alpha1.NodeTerminationReasonUnhealthy
+	}
+	if err := r.setNodeTerminating(ctx, node, reason); err != nil && !force {
+		return r.stepFailed(ctx, m, s, fmt.Errorf("set node condition Terminating: %w", err), driver.OK)
+	}
+
+	opts := drain.Options{
+		Force:              force,
+		EvictRetryInterval: r.opts.EvictRetryInterval,
+		PollInterval:       r.opts.DrainPollInterval,
+		PVDetachTimeout:    r.opts.PVDetachTimeout,
+		PVReattachTimeout:  r.opts.PVReattachTimeout,
+	}
+	if force {
+		opts.Timeout = time.Minute
+		opts.MaxEvictRetries = 1
+		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+nodeName+" forcefully: "+why)
+	} else {
+		opts.Timeout = drainTimeout - elapsed
+		opts.MaxEvictRetries = min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval)))
+		opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem) }
+	}
+
+	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
+	err := d.Drain(ctx, nodeName, opts)
+	switch {
+	case err == nil && !force:
+		r.event(m, corev1.EventTypeNormal, "Drained", "Drain", "Drained node "+nodeName)
+		return stepVMDeletion, reconcile.Result{}, nil
+	case force:
+		if err != nil {
+			r.event(m, corev1.EventTypeWarning, "ForceDrainIncomplete", "Drain", err.Error())
+		}
+		return stepVolumeAttachments, reconcile.Result{}, nil
+	default:
+		code := driver.OK
+		var mis *drain.MisconfiguredPDBError
+		if errors.As(err, &mis) {
+			code = driver.FailedPrecondition
+		}
+		return r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %v", err), code)
+	}
+}
+
+// reportDrainProblem shows a drain problem that needs a human (a misconfigured budget) in the
+// machine's lastOperation while the drain goes on.
+func (r *reconciler) reportDrainProblem(ctx context.Context, ns, name string, problem error) {
+	m := &v1alpha1.Machine{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		return
+	}
+	st := m.Status.DeepCopy()
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateFailed,
+		Description: fmt.Sprintf("Drain problem - %v. %s", problem, stepText[stepDrain]),
+		ErrorCode:   driver.FailedPrecondition.String(),
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		r.log(m).Debug("report drain problem", "err", err)
+	}
+	r.event(m, corev1.EventTypeWarning, "DrainBlocked", "Drain", problem.Error())
+}
+
+// volumeIDs returns the drain's volume mapper: the driver's GetVolumeIDs for the machine's
+// class. A driver without it means volumes are not waited for.
+func (r *reconciler) volumeIDs(ctx context.Context, m *v1alpha1.Machine) drain.VolumeIDsFunc {
+	class, err := r.machineClass(ctx, m)
+	if err != nil {
+		return nil
+	}
+	drv, err := r.driverFor(class)
+	if err != nil {
+		return nil
+	}
+	return func(ctx context.Context, specs []*corev1.PersistentVolumeSpec) ([]string, error) {
+		resp, err := drv.GetVolumeIDs(ctx, &driver.GetVolumeIDsRequest{PVSpecs: specs})
+		if driver.IsCode(err, driver.Unimplemented) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return resp.VolumeIDs, nil
+	}
+}
+
+func notReadyFor(node *corev1.Node, now time.Time) time.Duration {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue || c.LastTransitionTime.IsZero() {
+				return 0
+			}
+			return now.Sub(c.LastTransitionTime.Time)
+		}
+	}
+	return 0
+}
+
+// setNodeTerminating sets the node condition Terminating (reason Unhealthy or ScaleDown), so
+// node-local agents know the node is going.
+func (r *reconciler) setNodeTerminating(ctx context.Context, node *corev1.Node, reason string) error {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1alpha1.NodeConditionTerminating && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	n := node.DeepCopy()
+	now := metav1.NewTime(r.now())
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+		Type: v1alpha1.NodeConditionTerminating, Status: corev1.ConditionTrue, Reason: reason,
+		Message: "The machine of this node is being deleted", LastTransitionTime: now, LastHeartbeatTime: now,
+	})
+	// Strategic merge on conditions (merge key type) leaves the kubelet's conditions alone.
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{n.Status.Conditions[len(n.Status.Conditions)-1]}}})
+	if err != nil {
+		return err
+	}
+	return r.target.GetClient().Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, patch))
+}
+
+// stepVolumeAttachments deletes the node's VolumeAttachments after a forced drain and waits
+// (bounded by the PV detach timeout) until the node has none left, so volumes are free before
+// the VM goes.
+func (r *reconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	nodeName := m.Labels[v1alpha1.LabelNode]
+	if nodeName == "" || r.targetCS == nil {
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	list, err := r.targetCS.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", reconcile.Result{}, fmt.Errorf("machine: list volume attachments: %w", err)
+	}
+	left := 0
+	for _, va := range list.Items {
+		if va.Spec.NodeName != nodeName {
+			continue
+		}
+		left++
+		if va.DeletionTimestamp == nil {
+			if err := r.targetCS.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return "", reconcile.Result{}, fmt.Errorf("machine: delete volume attachment %s: %w", va.Name, err)
+			}
+		}
+	}
+	if left == 0 {
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	node := &corev1.Node{}
+	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node); apierrors.IsNotFound(err) || (err == nil && len(node.Status.VolumesAttached) == 0) {
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	if waited := r.now().Sub(s.Since.Time); waited > r.opts.PVDetachTimeout {
+		r.event(m, corev1.EventTypeWarning, "VolumeAttachmentsLeft", "Delete",
+			fmt.Sprintf("%d volume attachments of node %s still exist after %s; deleting the VM anyway", left, nodeName, waited.Round(time.Second)))
+		return stepVMDeletion, reconcile.Result{}, nil
+	}
+	return s.Step, reconcile.Result{RequeueAfter: r.opts.DrainPollInterval}, nil
+}
+
+// stepVMDeletion calls DeleteMachine, even when the VM seems gone, so partial creations (NICs,
+// disks) are cleaned up. NotFound counts as done.
+func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	class, err := r.machineClass(ctx, m)
+	if err != nil {
+		return r.stepFailed(ctx, m, s, err, driver.OK)
+	}
+	drv, err := r.driverFor(class)
+	if err != nil {
+		return r.stepFailed(ctx, m, s, err, driver.CodeOf(err))
+	}
+	secret, err := r.secretFor(ctx, class)
+	if err != nil {
+		return "", reconcile.Result{}, err
+	}
+	callCtx, cancel := context.WithTimeout(ctx, max(r.opts.CreationTimeout, r.opts.LongRetry))
+	defer cancel()
+	resp, err := drv.DeleteMachine(callCtx, &driver.DeleteMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	if code := driver.CodeOf(err); code != driver.OK && code != driver.NotFound {
+		if resp != nil && resp.LastKnownState != "" {
+			m.Status.LastKnownState = resp.LastKnownState
+		}
+		return r.stepFailed(ctx, m, s, fmt.Errorf("%s%s", descProviderPrefix, driver.MessageOf(err)), code)
+	}
+	r.backoff.forget(r.key(m))
+	r.event(m, corev1.EventTypeNormal, "VMDeleted", "Delete", "Deleted VM "+m.Spec.ProviderID)
+	if r.target == nil {
+		return stepFinalizerRemoval, reconcile.Result{}, nil
+	}
+	return stepNodeDeletion, reconcile.Result{}, nil
+}
+
+// stepNodeDeletion removes the node finalizer and deletes the Node (a missing node is fine), and
+// removes a bootstrap token the node never used.
+func (r *reconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	if err := r.deleteBootstrapToken(ctx, m); err != nil {
+		return r.stepFailed(ctx, m, s, err, driver.OK)
+	}
+	nodeName := m.Labels[v1alpha1.LabelNode]
+	if nodeName == "" || r.target == nil {
+		return stepFinalizerRemoval, reconcile.Result{}, nil
+	}
+	node := &corev1.Node{}
+	err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	if apierrors.IsNotFound(err) {
+		return stepFinalizerRemoval, reconcile.Result{}, nil
+	}
+	if err != nil {
+		return "", reconcile.Result{}, err
+	}
+	if node.Labels[v1alpha1.LabelNodeMachineName] != "" && node.Labels[v1alpha1.LabelNodeMachineName] != m.Name {
+		// The name was reused by another machine's node: not ours to delete.
+		return stepFinalizerRemoval, reconcile.Result{}, nil
+	}
+	if controllerutil.ContainsFinalizer(node, v1alpha1.FinalizerNode) {
+		orig := node.DeepCopy()
+		controllerutil.RemoveFinalizer(node, v1alpha1.FinalizerNode)
+		if err := r.target.GetClient().Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			res, err := requeueOnConflict(err)
+			return "", res, err
+		}
+	}
+	uid := node.UID
+	if err := r.target.GetClient().Delete(ctx, node, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return r.stepFailed(ctx, m, s, fmt.Errorf("delete node %s: %w", nodeName, err), driver.OK)
+	}
+	return stepFinalizerRemoval, reconcile.Result{}, nil
+}
+
+// stepFinalizerRemoval lets the machine go.
+func (r *reconciler) stepFinalizerRemoval(ctx context.Context, m *v1alpha1.Machine) (step, reconcile.Result, error) {
+	if res, err := r.removeFinalizer(ctx, m, v1alpha1.FinalizerMachineControllerManager); err != nil || res.RequeueAfter > 0 {
+		return "", res, err
+	}
+	r.backoff.forget(r.key(m))
+	r.log(m).Info("machine deleted")
+	return "", reconcile.Result{}, nil
+}

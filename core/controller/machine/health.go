@@ -1,0 +1,247 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// reconcileHealth follows the node of a machine whose VM exists (reference §4.3): it syncs the
+// node, copies its conditions, moves Pending → Running once the node is healthy, Running →
+// Unknown when it is not (or vanished), and Unknown or Pending → Failed after the health or
+// creation timeout (Unknown → Failed rate-limited per MachineDeployment).
+func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
+	if r.target == nil {
+		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
+	}
+	phase := m.Status.CurrentStatus.Phase
+	switch phase {
+	case v1alpha1.MachineFailed, v1alpha1.MachineInPlaceUpdating, v1alpha1.MachineInPlaceUpdateFailed:
+		// Failed machines wait for their MachineSet; health is undefined during in-place updates.
+		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
+	}
+
+	var node *corev1.Node
+	if name := m.Labels[v1alpha1.LabelNode]; name != "" {
+		n := &corev1.Node{}
+		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
+			node = n
+		} else if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+	}
+	if node != nil {
+		if node.DeletionTimestamp != nil {
+			// Deleting a Node deletes its machine (the node controller does it too).
+			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
+		}
+		if err := r.syncNode(ctx, m, node); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+
+	now := r.now()
+	st := m.Status.DeepCopy()
+	if node != nil && !equality.Semantic.DeepEqual(withoutHeartbeats(node.Status.Conditions), withoutHeartbeats(st.Conditions)) {
+		st.Conditions = node.Status.Conditions
+	}
+	healthy := node != nil && isHealthy(node.Status.Conditions, r.effectiveNodeConditions(m))
+	requeue := r.opts.LongRetry
+
+	switch phase {
+	case v1alpha1.MachinePending, v1alpha1.MachineAvailable, "":
+		switch {
+		case healthy && !hasTaint(node, v1alpha1.TaintCriticalComponentsNotReady):
+			joined := now.Sub(m.CreationTimestamp.Time).Round(time.Second)
+			st.CurrentStatus.Phase = v1alpha1.MachineRunning
+			st.CurrentStatus.TimeoutActive = false
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
+				Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, joined),
+			}
+			if err := r.deleteBootstrapToken(ctx, m); err != nil {
+				return reconcile.Result{}, err
+			}
+			if err := r.setJoinDuration(ctx, m, joined); err != nil {
+				return requeueOnConflict(err)
+			}
+			r.event(m, corev1.EventTypeNormal, "Joined", "HealthCheck", st.LastOperation.Description)
+		case now.Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m):
+			st.CurrentStatus.Phase = v1alpha1.MachineFailed
+			st.CurrentStatus.TimeoutActive = false
+			why := "its node did not become healthy"
+			if node == nil {
+				why = "its node did not register"
+			} else if healthy {
+				why = "its node kept the " + v1alpha1.TaintCriticalComponentsNotReady + " taint"
+			}
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
+				Description: fmt.Sprintf("Machine %s failed to join the cluster in %s: %s", m.Name, r.effectiveCreationTimeout(m), why),
+			}
+			r.event(m, corev1.EventTypeWarning, "Failed", "HealthCheck", st.LastOperation.Description)
+		default:
+			requeue = r.untilCreationTimeout(m)
+		}
+
+	case v1alpha1.MachineRunning:
+		if !healthy {
+			st.CurrentStatus.Phase = v1alpha1.MachineUnknown
+			st.CurrentStatus.TimeoutActive = true
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
+				Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(node, r.effectiveNodeConditions(m))),
+			}
+			r.event(m, corev1.EventTypeWarning, "Unhealthy", "HealthCheck", st.LastOperation.Description)
+			requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
+		}
+
+	case v1alpha1.MachineUnknown:
+		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
+		switch {
+		case healthy:
+			st.CurrentStatus.Phase = v1alpha1.MachineRunning
+			st.CurrentStatus.TimeoutActive = false
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
+				Description: fmt.Sprintf("Machine %s has re-joined the cluster", m.Name),
+			}
+			r.event(m, corev1.EventTypeNormal, "Recovered", "HealthCheck", st.LastOperation.Description)
+		case healthTimeoutDisabled(m):
+		case unknownFor > r.effectiveHealthTimeout(m):
+			ok, why, err := r.limiter.mayFail(ctx, r, m)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if !ok {
+				st.LastOperation = v1alpha1.LastOperation{
+					Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
+					Description: fmt.Sprintf("Machine %s health checks failing since %s; it couldn't be marked FAILED, other machines are getting replaced (%s)", m.Name, unknownFor.Round(time.Second), why),
+				}
+				requeue = r.opts.ShortRetry
+				break
+			}
+			st.CurrentStatus.Phase = v1alpha1.MachineFailed
+			st.CurrentStatus.TimeoutActive = false
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
+				Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor.Round(time.Second), r.effectiveHealthTimeout(m), unhealthyReason(node, r.effectiveNodeConditions(m))),
+			}
+			r.event(m, corev1.EventTypeWarning, "Failed", "HealthCheck", st.LastOperation.Description)
+		default:
+			requeue = clampRequeue(r.effectiveHealthTimeout(m)-unknownFor+time.Second, r.opts.LongRetry)
+		}
+	}
+
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		r.limiter.unmark(m)
+		return requeueOnConflict(err)
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// isHealthy is MCM's rule: the node reports conditions, Ready is True, and none of the
+// configured problem conditions is anything but False.
+func isHealthy(conds []corev1.NodeCondition, problemTypes []string) bool {
+	if len(conds) == 0 {
+		return false
+	}
+	ready := false
+	for _, c := range conds {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+			continue
+		}
+		for _, t := range problemTypes {
+			if string(c.Type) == t && c.Status != corev1.ConditionFalse {
+				return false
+			}
+		}
+	}
+	return ready
+}
+
+func unhealthyReason(node *corev1.Node, problemTypes []string) string {
+	if node == nil {
+		return "Node object went missing."
+	}
+	var parts []string
+	for _, c := range node.Status.Conditions {
+		bad := c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue
+		for _, t := range problemTypes {
+			if string(c.Type) == t && c.Status != corev1.ConditionFalse {
+				bad = true
+			}
+		}
+		if bad {
+			parts = append(parts, fmt.Sprintf("%s=%s (%s)", c.Type, c.Status, c.Reason))
+		}
+	}
+	if len(parts) == 0 {
+		return "Node reports no conditions."
+	}
+	return "Node conditions: " + strings.Join(parts, ", ") + "."
+}
+
+// withoutHeartbeats drops the heartbeat times, which change on every kubelet report, so
+// conditions are copied to the machine only when they say something new.
+func withoutHeartbeats(conds []corev1.NodeCondition) []corev1.NodeCondition {
+	out := make([]corev1.NodeCondition, len(conds))
+	for i, c := range conds {
+		c.LastHeartbeatTime = metav1Zero
+		out[i] = c
+	}
+	return out
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	if node == nil {
+		return false
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *reconciler) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d time.Duration) error {
+	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] != "" {
+		return nil
+	}
+	orig := m.DeepCopy()
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[v1alpha1.AnnotationMachineJoinDuration] = d.String()
+	if err := r.client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+		*m = *orig
+		return err
+	}
+	return nil
+}
+
+// deleteMachineOfNode deletes the machine of a node someone deleted (MCM #1055): the user asked
+// for the node to go, so its VM goes too and the MachineSet replaces it.
+func (r *reconciler) deleteMachineOfNode(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
+	if m.DeletionTimestamp != nil {
+		return nil
+	}
+	uid := m.UID
+	if err := r.client.Delete(ctx, m, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("machine: delete machine of deleted node %s: %w", node.Name, err)
+	}
+	r.event(m, corev1.EventTypeNormal, "NodeDeleted", "Delete", fmt.Sprintf("Node %s is being deleted: deleting its machine", node.Name))
+	r.log(m).Info("node deleted: deleting its machine", "node", node.Name)
+	return nil
+}
