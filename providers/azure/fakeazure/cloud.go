@@ -1,0 +1,495 @@
+// Package fakeazure is a stateful fake of Azure for tests: Azure Resource Manager (resource groups,
+// VMs, managed disks, NICs, subnets, marketplace images, generic resource listing by tag) and the
+// Microsoft Entra ID token endpoint that azidentity talks to.
+//
+// It is built on the SDK's own fake servers (armcompute/v8/fake, armnetwork/v9/fake,
+// armresources/v3/fake): the Cloud implements their handler functions over shared state, and its
+// Transport plugs into the real SDK clients through ClientOptions.Transport, so the real pipeline
+// runs: bearer-token authentication through azidentity, the retry policy with Retry-After, LRO
+// pollers, pagers and ARM error parsing. Long-running operations pass through in-progress states
+// (provisioningState Creating/Deleting) before they complete. Every response carries an
+// x-ms-request-id. Faults are switched on per operation (Inject, SetCoreQuota,
+// SetSkuUnavailable, FailNextAllocation, SetLROPolls) and every request is counted with its time
+// (Requests), so tests can check that Retry-After was honoured.
+//
+// Nothing leaves the process: the endpoints use the reserved .test domain and are answered by the
+// Transport itself.
+package fakeazure
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
+)
+
+// Endpoints of the fake cloud. They are in the reserved .test domain, so a client that is not
+// wired to the Transport fails to resolve them instead of reaching a real service.
+const (
+	LoginHost = "login.fakeazure.test"
+	ARMHost   = "management.fakeazure.test"
+)
+
+// Default identities of a new Cloud.
+const (
+	DefaultTenantID       = "72f988bf-0000-4000-8000-00000000cafe"
+	DefaultSubscriptionID = "00000000-0000-4000-8000-0000000000a1"
+)
+
+// Operation names (the SDK's API names) for fault injection and request counting.
+const (
+	OpCreateVM       = "VirtualMachinesClient.BeginCreateOrUpdate"
+	OpGetVM          = "VirtualMachinesClient.Get"
+	OpUpdateVM       = "VirtualMachinesClient.BeginUpdate"
+	OpDeleteVM       = "VirtualMachinesClient.BeginDelete"
+	OpListVMs        = "VirtualMachinesClient.NewListPager"
+	OpCreateDisk     = "DisksClient.BeginCreateOrUpdate"
+	OpGetDisk        = "DisksClient.Get"
+	OpUpdateDisk     = "DisksClient.BeginUpdate"
+	OpDeleteDisk     = "DisksClient.BeginDelete"
+	OpListDisks      = "DisksClient.NewListByResourceGroupPager"
+	OpGetImage       = "VirtualMachineImagesClient.Get"
+	OpListImages     = "VirtualMachineImagesClient.List"
+	OpCreateNIC      = "InterfacesClient.BeginCreateOrUpdate"
+	OpGetNIC         = "InterfacesClient.Get"
+	OpDeleteNIC      = "InterfacesClient.BeginDelete"
+	OpListNICs       = "InterfacesClient.NewListPager"
+	OpGetSubnet      = "SubnetsClient.Get"
+	OpListResources  = "Client.NewListByResourceGroupPager"
+	OpGetGroup       = "ResourceGroupsClient.Get"
+	OpCheckGroup     = "ResourceGroupsClient.CheckExistence"
+	OpCreateGroup    = "ResourceGroupsClient.CreateOrUpdate"
+	OpDeleteGroup    = "ResourceGroupsClient.BeginDelete"
+	OpToken          = "token"
+	OpOpenIDMetadata = "openid-configuration"
+)
+
+// Provisioning states the fake reports.
+const (
+	StateCreating  = "Creating"
+	StateUpdating  = "Updating"
+	StateDeleting  = "Deleting"
+	StateSucceeded = "Succeeded"
+	StateFailed    = "Failed"
+)
+
+// Cloud is one fake Azure tenant with one subscription. Create it with New; the zero value is not
+// usable. All methods are safe for concurrent use.
+type Cloud struct {
+	tenantID       string
+	subscriptionID string
+
+	mu         sync.Mutex
+	principals map[string]*principal // by client ID
+	tokens     map[string]string     // access token -> client ID
+	groups     map[string]*group     // by lower-case name
+	subnets    map[string]*armnetwork.Subnet
+	vms        map[string]*armcompute.VirtualMachine // by lower-case "rg/name"
+	nics       map[string]*armnetwork.Interface
+	disks      map[string]*armcompute.Disk
+	images     map[string]*armcompute.VirtualMachineImage // by lower-case "location/publisher/offer/sku/version"
+	quota      map[string]int                             // location -> regional vCPU limit
+	skuOff     map[string]bool                            // "location/size/zone" ("" zone = whole location)
+	allocFail  []string                                   // codes for the next VM creations' LROs
+	lroPolls   int
+	pageSize   int
+	faults     []*faultState
+	requests   []Request
+	lros       map[string]*lro          // pending LRO completions by lower-case resource path
+	pending    map[string]pendingPoller // LROs whose client stopped polling
+	pagers     map[string]pendingPager  // pagers whose client stopped paging
+	nextIP     map[string]int
+	seq        int
+
+	transport *Transport
+}
+
+type principal struct {
+	clientID  string
+	secret    string
+	assertion string
+	objectID  string
+}
+
+type group struct {
+	name     string
+	location string
+}
+
+// New returns an empty cloud with the default tenant and subscription, LROs that report two
+// in-progress polls, and list pages of two items (so paging is exercised).
+func New() *Cloud {
+	c := &Cloud{
+		tenantID:       DefaultTenantID,
+		subscriptionID: DefaultSubscriptionID,
+		principals:     map[string]*principal{},
+		tokens:         map[string]string{},
+		groups:         map[string]*group{},
+		subnets:        map[string]*armnetwork.Subnet{},
+		vms:            map[string]*armcompute.VirtualMachine{},
+		nics:           map[string]*armnetwork.Interface{},
+		disks:          map[string]*armcompute.Disk{},
+		images:         map[string]*armcompute.VirtualMachineImage{},
+		quota:          map[string]int{},
+		skuOff:         map[string]bool{},
+		lroPolls:       2,
+		pageSize:       2,
+		lros:           map[string]*lro{},
+		pending:        map[string]pendingPoller{},
+		pagers:         map[string]pendingPager{},
+		nextIP:         map[string]int{},
+	}
+	c.transport = newTransport(c)
+	return c
+}
+
+// TenantID is the cloud's tenant.
+func (c *Cloud) TenantID() string { return c.tenantID }
+
+// SubscriptionID is the cloud's only subscription.
+func (c *Cloud) SubscriptionID() string { return c.subscriptionID }
+
+// Configuration is the cloud configuration for azidentity and the ARM clients: the fake's login
+// and management endpoints.
+func (c *Cloud) Configuration() cloud.Configuration {
+	return cloud.Configuration{
+		ActiveDirectoryAuthorityHost: "https://" + LoginHost + "/",
+		Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+			cloud.ResourceManager: {Endpoint: "https://" + ARMHost, Audience: "https://" + ARMHost},
+		},
+	}
+}
+
+// Transport is the policy.Transporter to put in the SDK clients' options.
+func (c *Cloud) Transport() *Transport { return c.transport }
+
+// AddServicePrincipal registers an application that authenticates with a client secret and has
+// Contributor on the subscription.
+func (c *Cloud) AddServicePrincipal(clientID, secret string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.principals[clientID] = &principal{clientID: clientID, secret: secret, objectID: c.newID()}
+}
+
+// AddFederatedPrincipal registers an application that authenticates with a federated client
+// assertion (workload identity): a token request must present exactly this assertion.
+func (c *Cloud) AddFederatedPrincipal(clientID, assertion string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.principals[clientID] = &principal{clientID: clientID, assertion: assertion, objectID: c.newID()}
+}
+
+// AddResourceGroup creates a resource group.
+func (c *Cloud) AddResourceGroup(name, location string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groups[strings.ToLower(name)] = &group{name: name, location: location}
+}
+
+// DeleteResourceGroup removes a resource group and everything in it.
+func (c *Cloud) DeleteResourceGroup(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.deleteGroupLocked(name)
+}
+
+func (c *Cloud) deleteGroupLocked(name string) {
+	rg := strings.ToLower(name)
+	delete(c.groups, rg)
+	for k := range c.vms {
+		if strings.HasPrefix(k, rg+"/") {
+			delete(c.vms, k)
+		}
+	}
+	for k := range c.nics {
+		if strings.HasPrefix(k, rg+"/") {
+			delete(c.nics, k)
+		}
+	}
+	for k := range c.disks {
+		if strings.HasPrefix(k, rg+"/") {
+			delete(c.disks, k)
+		}
+	}
+	for k := range c.subnets {
+		if strings.HasPrefix(k, rg+"/") {
+			delete(c.subnets, k)
+		}
+	}
+}
+
+// AddSubnet creates a virtual network subnet with an IPv4 prefix like "10.250.0.0/16"; NICs in it
+// get addresses from the prefix.
+func (c *Cloud) AddSubnet(resourceGroup, vnet, subnet, prefix string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s", c.subscriptionID, resourceGroup, vnet, subnet)
+	state := armnetwork.ProvisioningStateSucceeded
+	c.subnets[subnetKey(resourceGroup, vnet, subnet)] = &armnetwork.Subnet{
+		ID:   &id,
+		Name: &subnet,
+		Type: ptr("Microsoft.Network/virtualNetworks/subnets"),
+		Properties: &armnetwork.SubnetPropertiesFormat{
+			AddressPrefix:     &prefix,
+			ProvisioningState: &state,
+		},
+	}
+}
+
+// AddImage publishes a marketplace image version in a location. A non-nil plan makes it an image
+// that VMs must name in their plan.
+func (c *Cloud) AddImage(location, publisher, offer, sku, version string, plan *armcompute.PurchasePlan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := fmt.Sprintf("/Subscriptions/%s/Providers/Microsoft.Compute/Locations/%s/Publishers/%s/ArtifactTypes/VMImage/Offers/%s/Skus/%s/Versions/%s",
+		c.subscriptionID, location, publisher, offer, sku, version)
+	c.images[imageKey(location, publisher, offer, sku, version)] = &armcompute.VirtualMachineImage{
+		ID:         &id,
+		Name:       ptr(version),
+		Location:   ptr(location),
+		Properties: &armcompute.VirtualMachineImageProperties{Plan: plan},
+	}
+}
+
+// SetCoreQuota limits the total vCPUs of the VMs in a location; 0 removes the limit. A VM that
+// would exceed it is refused with OperationNotAllowed, as Microsoft.Compute does.
+func (c *Cloud) SetCoreQuota(location string, cores int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quota[strings.ToLower(location)] = cores
+}
+
+// SetSkuUnavailable makes a VM size unavailable in a location (no zones) or in the given zones;
+// VM creation answers SkuNotAvailable.
+func (c *Cloud) SetSkuUnavailable(location, size string, zones ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(zones) == 0 {
+		zones = []string{""}
+	}
+	for _, z := range zones {
+		c.skuOff[strings.ToLower(location+"/"+size+"/"+z)] = true
+	}
+}
+
+// FailNextAllocation makes the LRO of the next VM creation fail with code (ZonalAllocationFailed,
+// AllocationFailed, ...): the VM is left in provisioningState Failed with its NIC and OS disk,
+// as Azure does. Calls queue up.
+func (c *Cloud) FailNextAllocation(code string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.allocFail = append(c.allocFail, code)
+}
+
+// SetLROPolls sets how many in-progress answers a long-running operation gives before it
+// completes. A large number makes LROs slow.
+func (c *Cloud) SetLROPolls(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lroPolls = n
+}
+
+// SetPageSize sets how many items a list page holds.
+func (c *Cloud) SetPageSize(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 1 {
+		n = 1
+	}
+	c.pageSize = n
+}
+
+// Resource is a summary of one stored resource for assertions.
+type Resource struct {
+	Type              string // "vm", "nic" or "disk"
+	ResourceGroup     string
+	Name              string
+	ProvisioningState string
+	Tags              map[string]string
+	// AttachedTo is the VM a NIC or disk is attached to ("" when free).
+	AttachedTo string
+}
+
+// Resources lists every VM, NIC and disk, sorted by type and name.
+func (c *Cloud) Resources() []Resource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Resource
+	for k, vm := range c.vms {
+		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags)})
+	}
+	for k, nic := range c.nics {
+		r := Resource{Type: "nic", ResourceGroup: rgOf(k), Name: deref(nic.Name), Tags: flatTags(nic.Tags)}
+		if nic.Properties.ProvisioningState != nil {
+			r.ProvisioningState = string(*nic.Properties.ProvisioningState)
+		}
+		if nic.Properties.VirtualMachine != nil {
+			r.AttachedTo = lastSegment(deref(nic.Properties.VirtualMachine.ID))
+		}
+		out = append(out, r)
+	}
+	for k, d := range c.disks {
+		out = append(out, Resource{Type: "disk", ResourceGroup: rgOf(k), Name: deref(d.Name), ProvisioningState: deref(d.Properties.ProvisioningState), Tags: flatTags(d.Tags), AttachedTo: lastSegment(deref(d.ManagedBy))})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return strings.ToLower(out[i].Name) < strings.ToLower(out[j].Name)
+	})
+	return out
+}
+
+// VM returns a copy of a stored VM.
+func (c *Cloud) VM(resourceGroup, name string) (*armcompute.VirtualMachine, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vm, ok := c.vms[key(resourceGroup, name)]
+	if !ok {
+		return nil, false
+	}
+	return clone(vm), true
+}
+
+// NIC returns a copy of a stored network interface.
+func (c *Cloud) NIC(resourceGroup, name string) (*armnetwork.Interface, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nic, ok := c.nics[key(resourceGroup, name)]
+	if !ok {
+		return nil, false
+	}
+	return clone(nic), true
+}
+
+// Disk returns a copy of a stored managed disk.
+func (c *Cloud) Disk(resourceGroup, name string) (*armcompute.Disk, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.disks[key(resourceGroup, name)]
+	if !ok {
+		return nil, false
+	}
+	return clone(d), true
+}
+
+// PutVM stores a VM as if someone else had created it (with its provisioningState as given, or
+// Succeeded). It is how tests place foreign or half-made machines.
+func (c *Cloud) PutVM(resourceGroup string, vm *armcompute.VirtualMachine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	vm = clone(vm)
+	name := deref(vm.Name)
+	vm.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Compute/virtualMachines", name))
+	vm.Type = ptr("Microsoft.Compute/virtualMachines")
+	if vm.Properties == nil {
+		vm.Properties = &armcompute.VirtualMachineProperties{}
+	}
+	if vm.Properties.ProvisioningState == nil {
+		vm.Properties.ProvisioningState = ptr(StateSucceeded)
+	}
+	c.vms[key(resourceGroup, name)] = vm
+}
+
+// PutNIC stores a network interface as if someone else had created it.
+func (c *Cloud) PutNIC(resourceGroup string, nic *armnetwork.Interface) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nic = clone(nic)
+	nic.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Network/networkInterfaces", deref(nic.Name)))
+	nic.Type = ptr("Microsoft.Network/networkInterfaces")
+	if nic.Properties == nil {
+		nic.Properties = &armnetwork.InterfacePropertiesFormat{}
+	}
+	st := armnetwork.ProvisioningStateSucceeded
+	nic.Properties.ProvisioningState = &st
+	c.nics[key(resourceGroup, deref(nic.Name))] = nic
+}
+
+// PutDisk stores a managed disk as if someone else had created it.
+func (c *Cloud) PutDisk(resourceGroup string, d *armcompute.Disk) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d = clone(d)
+	d.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Compute/disks", deref(d.Name)))
+	d.Type = ptr("Microsoft.Compute/disks")
+	if d.Properties == nil {
+		d.Properties = &armcompute.DiskProperties{}
+	}
+	d.Properties.ProvisioningState = ptr(StateSucceeded)
+	c.disks[key(resourceGroup, deref(d.Name))] = d
+}
+
+// Settle completes every long-running operation a client stopped polling, as Azure would in the
+// background.
+func (c *Cloud) Settle() {
+	c.transport.settle()
+}
+
+// newID returns a fresh GUID-shaped identifier. Callers hold c.mu.
+func (c *Cloud) newID() string {
+	c.seq++
+	return fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, c.seq)
+}
+
+func (c *Cloud) resourceID(rg, typ, name string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/%s/%s", c.subscriptionID, rg, typ, name)
+}
+
+func key(rg, name string) string { return strings.ToLower(rg + "/" + name) }
+
+func subnetKey(rg, vnet, subnet string) string { return strings.ToLower(rg + "/" + vnet + "/" + subnet) }
+
+func imageKey(location, publisher, offer, sku, version string) string {
+	return strings.ToLower(strings.Join([]string{location, publisher, offer, sku, version}, "/"))
+}
+
+func rgOf(k string) string { return k[:strings.Index(k, "/")] }
+
+func lastSegment(id string) string {
+	if i := strings.LastIndex(id, "/"); i >= 0 {
+		return id[i+1:]
+	}
+	return id
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func flatTags(tags map[string]*string) map[string]string {
+	out := make(map[string]string, len(tags))
+	for k, v := range tags {
+		out[k] = deref(v)
+	}
+	return out
+}
+
+// clone deep-copies an SDK model through its JSON form, so stored state never aliases what a
+// handler hands to the SDK fake or a test.
+func clone[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("fakeazure: clone %T: %v", v, err))
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(fmt.Sprintf("fakeazure: clone %T: %v", v, err))
+	}
+	return out
+}

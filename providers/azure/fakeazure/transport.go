@@ -1,0 +1,348 @@
+package fakeazure
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8/fake"
+	networkfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9/fake"
+	resourcesfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3/fake"
+)
+
+// fakePollerStatus is the header the SDK's fake LRO pattern carries the operation state in.
+const fakePollerStatus = "Fake-Poller-Status"
+
+// fakePollSuffix is what the SDK's fake poller appends to a resource path to poll it.
+const fakePollSuffix = "/get/fake/status"
+
+// Request is one request the cloud answered.
+type Request struct {
+	Time   time.Time
+	Method string
+	Host   string
+	Path   string
+	// Op is the SDK operation (OpCreateVM, ...), OpToken or OpOpenIDMetadata.
+	Op string
+	// Poll is true for the status polls of a long-running operation.
+	Poll bool
+	// Status is the HTTP status answered (0 when the request failed without a response).
+	Status    int
+	RequestID string
+}
+
+// Transport answers the SDK clients' requests: it authenticates them, injects faults, counts
+// them and hands them to the SDK's fake servers. Use it as ClientOptions.Transport.
+type Transport struct {
+	c         *Cloud
+	compute   *computefake.ServerFactoryTransport
+	network   *networkfake.ServerFactoryTransport
+	resources *resourcesfake.ServerFactoryTransport
+}
+
+type lro struct {
+	op string
+	// complete runs when the operation reaches its terminal state. It returns the resource to
+	// answer with (nil keeps the fake's answer) or the error the operation failed with.
+	complete func() (any, *ARMError)
+}
+
+type pendingPoller struct {
+	op     string
+	rawURL string
+}
+
+type pendingPager struct {
+	op       string
+	nextLink string
+}
+
+func newTransport(c *Cloud) *Transport {
+	t := &Transport{c: c}
+	t.compute = computefake.NewServerFactoryTransport(&computefake.ServerFactory{
+		VirtualMachinesServer:      c.virtualMachinesServer(),
+		DisksServer:                c.disksServer(),
+		VirtualMachineImagesServer: c.imagesServer(),
+	})
+	t.network = networkfake.NewServerFactoryTransport(&networkfake.ServerFactory{
+		InterfacesServer: c.interfacesServer(),
+		SubnetsServer:    c.subnetsServer(),
+	})
+	t.resources = resourcesfake.NewServerFactoryTransport(&resourcesfake.ServerFactory{
+		Server:               c.resourcesServer(),
+		ResourceGroupsServer: c.resourceGroupsServer(),
+	})
+	return t
+}
+
+// Do answers one request.
+func (t *Transport) Do(req *http.Request) (*http.Response, error) {
+	c := t.c
+	rec := Request{Time: time.Now(), Method: req.Method, Host: req.URL.Host, Path: req.URL.Path}
+	rec.Op, _ = req.Context().Value(runtime.CtxAPINameKey{}).(string)
+	rec.Poll = strings.HasSuffix(req.URL.Path, fakePollSuffix)
+
+	var resp *http.Response
+	var err error
+	switch req.URL.Host {
+	case LoginHost:
+		resp, rec.Op = c.serveLogin(req)
+	case ARMHost:
+		resp, err = t.serveARM(req, rec)
+	default:
+		err = fmt.Errorf("fakeazure: dial tcp: lookup %s: no such host", req.URL.Host)
+	}
+
+	c.mu.Lock()
+	c.seq++
+	rec.RequestID = fmt.Sprintf("5e0a0000-0000-4000-8000-%012x", c.seq)
+	if resp != nil {
+		rec.Status = resp.StatusCode
+		resp.Header.Set("x-ms-request-id", rec.RequestID)
+		resp.Header.Set("x-ms-correlation-request-id", rec.RequestID)
+	}
+	c.requests = append(c.requests, rec)
+	c.mu.Unlock()
+	return resp, err
+}
+
+func (t *Transport) serveARM(req *http.Request, rec Request) (*http.Response, error) {
+	c := t.c
+	if e := c.authorize(req, rec.Op); e != nil {
+		return armResponse(req, e), nil
+	}
+	if e := c.fault(rec.Op, rec.Poll); e != nil {
+		return armResponse(req, e), nil
+	}
+	resKey := strings.ToLower(server.SanitizePagerPollerPath(req.URL.Path))
+	if !rec.Poll && req.Method != http.MethodGet {
+		// A new operation on a resource whose previous LRO was abandoned by its client: Azure
+		// would have finished the old one by now.
+		t.drainPoller(req.Context(), resKey)
+	}
+	if !rec.Poll && req.Method == http.MethodGet && !strings.Contains(req.URL.Path, "/fake_page_") {
+		t.drainPager(req.Context(), resKey)
+	}
+
+	resp, err := t.route(req, rec.Op)
+	if err != nil {
+		var ae *ARMError
+		if errors.As(err, &ae) {
+			return armResponse(req, ae), nil
+		}
+		return nil, err
+	}
+	t.track(req, resp, rec.Op, resKey)
+	return resp, nil
+}
+
+// route hands a request to the SDK fake server of its client.
+func (t *Transport) route(req *http.Request, op string) (*http.Response, error) {
+	client, _, _ := strings.Cut(op, ".")
+	switch client {
+	case "VirtualMachinesClient", "DisksClient", "VirtualMachineImagesClient":
+		return t.compute.Do(req)
+	case "InterfacesClient", "SubnetsClient":
+		return t.network.Do(req)
+	case "Client", "ResourceGroupsClient":
+		return t.resources.Do(req)
+	}
+	return armResponse(req, armErr(http.StatusBadRequest, "NoRegisteredProviderFound",
+		"fakeazure does not serve the operation %q (%s %s)", op, req.Method, req.URL.Path)), nil
+}
+
+// track follows LROs and pagers through the responses: it completes an LRO on its terminal
+// answer and remembers unfinished ones so they can be drained when abandoned.
+func (t *Transport) track(req *http.Request, resp *http.Response, op, resKey string) {
+	c := t.c
+	if status := resp.Header.Get(fakePollerStatus); status != "" {
+		if isTerminal(status) {
+			c.mu.Lock()
+			delete(c.pending, resKey)
+			l := c.lros[resKey]
+			delete(c.lros, resKey)
+			c.mu.Unlock()
+			if l != nil {
+				result, fail := l.complete()
+				switch {
+				case fail != nil:
+					resp.StatusCode = http.StatusOK
+					resp.Status = "200 OK"
+					resp.Header.Set(fakePollerStatus, "Failed")
+					resp.Header.Set("x-ms-error-code", fail.Code)
+					setBody(resp, fail.JSON())
+				case result != nil:
+					if b, err := json.Marshal(result); err == nil {
+						setBody(resp, b)
+					}
+				}
+			}
+		} else {
+			c.mu.Lock()
+			c.pending[resKey] = pendingPoller{op: op, rawURL: req.URL.Scheme + "://" + req.URL.Host + server.SanitizePagerPollerPath(req.URL.Path) + fakePollSuffix + "?" + req.URL.RawQuery}
+			c.mu.Unlock()
+		}
+		return
+	}
+	if req.Method == http.MethodGet && strings.Contains(op, "Pager") && resp.StatusCode == http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		setBody(resp, body)
+		var page struct {
+			NextLink string `json:"nextLink"`
+		}
+		_ = json.Unmarshal(body, &page)
+		c.mu.Lock()
+		if page.NextLink != "" {
+			c.pagers[resKey] = pendingPager{op: op, nextLink: page.NextLink}
+		} else {
+			delete(c.pagers, resKey)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// drainPoller runs an abandoned LRO of resKey to its end.
+func (t *Transport) drainPoller(ctx context.Context, resKey string) {
+	for i := 0; i < 100000; i++ {
+		t.c.mu.Lock()
+		p, ok := t.c.pending[resKey]
+		t.c.mu.Unlock()
+		if !ok {
+			return
+		}
+		req, err := http.NewRequestWithContext(context.WithValue(context.WithoutCancel(ctx), runtime.CtxAPINameKey{}, p.op), http.MethodGet, p.rawURL, nil)
+		if err != nil {
+			return
+		}
+		resp, err := t.route(req, p.op)
+		if err != nil || resp.Header.Get(fakePollerStatus) == "" {
+			t.c.mu.Lock()
+			delete(t.c.pending, resKey)
+			t.c.mu.Unlock()
+			return
+		}
+		t.track(req, resp, p.op, resKey)
+	}
+}
+
+// drainPager reads the remaining pages of an abandoned list of resKey, so a new list starts at
+// the first page.
+func (t *Transport) drainPager(ctx context.Context, resKey string) {
+	for i := 0; i < 100000; i++ {
+		t.c.mu.Lock()
+		p, ok := t.c.pagers[resKey]
+		t.c.mu.Unlock()
+		if !ok {
+			return
+		}
+		req, err := http.NewRequestWithContext(context.WithValue(context.WithoutCancel(ctx), runtime.CtxAPINameKey{}, p.op), http.MethodGet, p.nextLink, nil)
+		if err != nil {
+			return
+		}
+		resp, err := t.route(req, p.op)
+		if err != nil {
+			t.c.mu.Lock()
+			delete(t.c.pagers, resKey)
+			t.c.mu.Unlock()
+			return
+		}
+		t.track(req, resp, p.op, resKey)
+	}
+}
+
+// settle drains every abandoned LRO.
+func (t *Transport) settle() {
+	t.c.mu.Lock()
+	keys := make([]string, 0, len(t.c.pending))
+	for k := range t.c.pending {
+		keys = append(keys, k)
+	}
+	t.c.mu.Unlock()
+	for _, k := range keys {
+		t.drainPoller(context.Background(), k)
+	}
+}
+
+func isTerminal(status string) bool {
+	switch strings.ToLower(status) {
+	case "succeeded", "failed", "canceled", "cancelled":
+		return true
+	}
+	return false
+}
+
+// armResponse renders an ARM error as the HTTP response the service would send.
+func armResponse(req *http.Request, e *ARMError) *http.Response {
+	resp := &http.Response{
+		StatusCode: e.Status,
+		Status:     fmt.Sprintf("%d %s", e.Status, http.StatusText(e.Status)),
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{},
+		Request:    req,
+	}
+	for k, vs := range e.Header {
+		for _, v := range vs {
+			resp.Header.Add(k, v)
+		}
+	}
+	resp.Header.Set("x-ms-error-code", e.Code)
+	setBody(resp, e.JSON())
+	return resp
+}
+
+func jsonResponse(req *http.Request, status int, v any) *http.Response {
+	b, _ := json.Marshal(v)
+	resp := &http.Response{
+		StatusCode: status,
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     http.Header{},
+		Request:    req,
+	}
+	setBody(resp, b)
+	return resp
+}
+
+func setBody(resp *http.Response, b []byte) {
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	resp.ContentLength = int64(len(b))
+	resp.Header.Set("Content-Type", "application/json; charset=utf-8")
+	resp.Header.Set("Content-Length", fmt.Sprint(len(b)))
+}
+
+// Requests returns every request answered so far, in order.
+func (c *Cloud) Requests() []Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Request(nil), c.requests...)
+}
+
+// RequestsFor returns the requests of one operation (initial requests and polls).
+func (c *Cloud) RequestsFor(op string) []Request {
+	var out []Request
+	for _, r := range c.Requests() {
+		if r.Op == op {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// ResetRequests forgets the counted requests.
+func (c *Cloud) ResetRequests() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests = nil
+}
