@@ -436,12 +436,18 @@ func (c *creation) ensureVolume(ctx context.Context, imageID string) error {
 // waitActive polls the server until it is ACTIVE, fails, or ctx is done.
 func (c *creation) waitActive(ctx context.Context) (*servers.Server, error) {
 	start := time.Now()
+	stillBuilding := func(cause error) error {
+		return driver.Errorf(codeOfContext(cause), "openstack: server %s of machine %q is still building after %s: %v",
+			c.serverID, c.name, time.Since(start).Round(time.Millisecond), cause)
+	}
 	for {
 		srv, err := servers.Get(ctx, c.s.compute, c.serverID).Extract()
 		switch {
+		case ctx.Err() != nil:
+			return nil, stillBuilding(ctx.Err())
 		case isNotFound(err):
 			return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q disappeared while it was being built", c.serverID, c.name)
-		case err != nil && ctx.Err() == nil && driver.CodeOf(apiError("", err)) == driver.Unavailable:
+		case err != nil && driver.CodeOf(apiError("", err)) == driver.Unavailable:
 			// A transient read error does not fail the create: keep polling.
 			c.d.log.Info("openstack: reading server failed; polling again", "machine", c.name, "error", err)
 		case err != nil:
@@ -454,8 +460,7 @@ func (c *creation) waitActive(ctx context.Context) (*servers.Server, error) {
 			return nil, driver.Errorf(driver.Internal, "openstack: server %s of machine %q is %s instead of ACTIVE", srv.ID, c.name, srv.Status)
 		}
 		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
-			return nil, driver.Errorf(codeOfContext(err), "openstack: server %s of machine %q is still building after %s: %v",
-				c.serverID, c.name, time.Since(start).Round(time.Millisecond), err)
+			return nil, stillBuilding(err)
 		}
 	}
 }
