@@ -1,0 +1,436 @@
+package static_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
+	_ "github.com/machinist-io/machinist/providers/local"
+)
+
+// cloud is the mem provider's backend, registered once for the whole package.
+var cloud = memdriver.NewCloud()
+
+func TestMain(m *testing.M) {
+	registry.Register(cloud.Registration())
+	os.Exit(m.Run())
+}
+
+const config = `
+groups:
+- name: workers
+  minSize: 0
+  maxSize: 4
+  machineClassFile: workers-class.yaml
+  secret:
+    stringData:
+      userData: "#!/bin/sh\necho <<MACHINE_NAME>>\n"
+  nodeLabels: {pool: workers}
+  nodeTaints: [{key: dedicated, value: workers, effect: NoSchedule}]
+  options: {scale-down-unneeded-time: 7m}
+- name: stockout
+  minSize: 0
+  maxSize: 2
+  machineClass:
+    provider: local
+    providerSpec:
+      cluster: static
+      createError: {code: ResourceExhausted, message: "no capacity for local in zone local-1"}
+- name: slow
+  minSize: 1
+  maxSize: 3
+  machineClass:
+    provider: mem
+    providerSpec: {cluster: static, role: slow}
+`
+
+const workersClass = `
+provider: local
+providerSpec: {cluster: static, cpu: 2, memory: 4Gi}
+nodeTemplate:
+  capacity: {cpu: "2", memory: 4Gi, gpu: "0"}
+  instanceType: local
+  region: local
+  zone: local-1
+`
+
+type setup struct {
+	env      *testenv.Env
+	stateDir string
+	groups   []static.Group
+	certs    catest.Certs
+}
+
+func newSetup(t *testing.T) *setup {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "workers-class.yaml"), []byte(workersClass), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "groups.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := static.LoadFile(filepath.Join(dir, "groups.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &setup{env: testenv.Start(t), stateDir: t.TempDir(), groups: groups, certs: catest.NewCerts(t)}
+}
+
+// start opens fresh drivers over the same state and a provider over them, as a restarted
+// process does, and connects a CA client. stop ends that process.
+func (s *setup) start(t *testing.T) (ca *caclient.Client, p *static.Provider, stop func()) {
+	t.Helper()
+	resolver := &registry.Resolver{Env: registry.Env{Target: s.env.Config, StateDir: s.stateDir, Log: slog.New(slog.DiscardHandler)}}
+	p, err := static.New(static.Config{
+		Groups: s.groups, Drivers: resolver, Target: s.env.Clientset(), GPULabel: "machinist.io/gpu",
+		Resync: time.Second, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	addr := catest.Serve(t, p, s.certs)
+	ca = catest.Connect(t, addr, s.certs, caclient.Current)
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			p.Wait()
+			_ = resolver.Close()
+		}
+	}
+	t.Cleanup(stop)
+	return ca, p, stop
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached in 30s; last state: %s", what, last)
+}
+
+func nodesOf(t *testing.T, cs kubernetes.Interface) map[string]corev1.Node {
+	t.Helper()
+	list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]corev1.Node{}
+	for _, n := range list.Items {
+		out[n.Spec.ProviderID] = n
+	}
+	return out
+}
+
+// running waits until the group has n instances, all Running with real ids, and returns them.
+func running(t *testing.T, ca *caclient.Client, id string, n int) []caclient.Instance {
+	t.Helper()
+	var out []caclient.Instance
+	eventually(t, fmt.Sprintf("%d running instances in %s", n, id), func() (bool, string) {
+		in, err := ca.Nodes(id)
+		if err != nil || len(in) != n {
+			return false, fmt.Sprint(in, err)
+		}
+		for _, i := range in {
+			if i.Status == nil || i.Status.State != caclient.InstanceRunning || strings.HasPrefix(i.ID, autoscaler.PlaceholderScheme) {
+				return false, fmt.Sprintf("%+v", in)
+			}
+		}
+		out = in
+		return true, ""
+	})
+	return out
+}
+
+// TestStaticGroups drives every RPC the way CA does against static groups of the local
+// provider (real Nodes in a real kube-apiserver) and of the mem driver (slow and failing
+// creates on demand).
+func TestStaticGroups(t *testing.T) {
+	s := newSetup(t)
+	ca, _, stop := s.start(t)
+	cs := s.env.Clientset()
+	if err := ca.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("groups", func(t *testing.T) {
+		groups, err := ca.NodeGroups()
+		if err != nil || len(groups) != 3 {
+			t.Fatalf("groups %v, %v", groups, err)
+		}
+		got := fmt.Sprintf("%s %d:%d", groups[2].GetId(), groups[2].GetMinSize(), groups[2].GetMaxSize())
+		if got != "workers 0:4" || !strings.Contains(groups[2].GetDebug(), "provider local") {
+			t.Fatalf("workers group %q, debug %q", got, groups[2].GetDebug())
+		}
+	})
+
+	var first []caclient.Instance
+	t.Run("scale up from 0 with a template, then 1 to 3", func(t *testing.T) {
+		if n, err := ca.TargetSize("workers"); err != nil || n != 0 {
+			t.Fatalf("target %d, %v", n, err)
+		}
+		node, err := ca.TemplateNodeInfo("workers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if node.Status.Allocatable.Cpu().String() != "2" || node.Labels["pool"] != "workers" || len(node.Spec.Taints) != 1 {
+			t.Fatalf("template node %+v", node)
+		}
+		if _, err := ca.TemplateNodeInfo("slow"); !errors.Is(err, caclient.ErrNotImplemented) {
+			t.Fatalf("template of a class without nodeTemplate: %v", err)
+		}
+		if err := ca.IncreaseSize("workers", 1); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ca.TargetSize("workers"); n != 1 {
+			t.Fatalf("target %d right after IncreaseSize(1)", n)
+		}
+		first = running(t, ca, "workers", 1)
+		if err := ca.IncreaseSize("workers", 2); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ca.TargetSize("workers"); n != 3 {
+			t.Fatalf("target %d right after IncreaseSize(2)", n)
+		}
+		in := running(t, ca, "workers", 3)
+		nodes := nodesOf(t, cs)
+		for _, i := range in {
+			n, ok := nodes[i.ID]
+			if !ok {
+				t.Fatalf("instance %s has no Node with that providerID", i.ID)
+			}
+			g, err := ca.NodeGroupForNode(&n)
+			if err != nil || g.GetId() != "workers" || g.GetMaxSize() != 4 {
+				t.Fatalf("NodeGroupForNode(%s) = %v, %v", n.Name, g, err)
+			}
+		}
+		if err := ca.IncreaseSize("workers", 2); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("IncreaseSize past max: %v", err)
+		}
+	})
+
+	t.Run("delete a specific node", func(t *testing.T) {
+		victim := nodesOf(t, cs)[first[0].ID]
+		if err := ca.DeleteNodes("slow", &victim); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("deleting a workers node through slow: %v", err)
+		}
+		if err := ca.DeleteNodes("workers", &victim); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ca.TargetSize("workers"); n != 2 {
+			t.Fatalf("target %d right after deleting 1 of 3", n)
+		}
+		running(t, ca, "workers", 2)
+		eventually(t, "node of the deleted machine gone", func() (bool, string) {
+			_, err := cs.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprint(err)
+		})
+		for _, i := range running(t, ca, "workers", 2) {
+			if i.ID == victim.Spec.ProviderID {
+				t.Fatalf("deleted instance %s still listed", i.ID)
+			}
+		}
+	})
+
+	t.Run("failed create is error info", func(t *testing.T) {
+		if err := ca.IncreaseSize("stockout", 1); err != nil {
+			t.Fatal(err)
+		}
+		var failed caclient.Instance
+		eventually(t, "error info", func() (bool, string) {
+			in, err := ca.Nodes("stockout")
+			if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
+				return false, fmt.Sprint(in, err)
+			}
+			failed = in[0]
+			return true, ""
+		})
+		e := failed.Status.ErrorInfo
+		if failed.Status.State != caclient.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.Contains(e.ErrorMessage, "no capacity") {
+			t.Fatalf("instance %s: state %d, error %+v", failed.ID, failed.Status.State, e)
+		}
+		// CA resolves its fake node and deletes the instance.
+		fake := caclient.FakeNode(failed.ID, "create-error")
+		if g, err := ca.NodeGroupForNode(fake); err != nil || g.GetId() != "stockout" {
+			t.Fatalf("fake node of the failed instance: %v, %v", g, err)
+		}
+		if err := ca.DeleteNodes("stockout", fake); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ca.TargetSize("stockout"); n != 0 {
+			t.Fatalf("target %d after deleting the failed instance", n)
+		}
+	})
+
+	t.Run("placeholders and decrease of an unfulfilled target", func(t *testing.T) {
+		// slow has min 1: one machine first, then two whose creates hang.
+		if err := ca.IncreaseSize("slow", 1); err != nil {
+			t.Fatal(err)
+		}
+		running(t, ca, "slow", 1)
+		cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Delay: time.Hour})
+		defer cloud.ClearFaults()
+		if err := ca.IncreaseSize("slow", 2); err != nil {
+			t.Fatal(err)
+		}
+		in, err := ca.Nodes("slow")
+		if err != nil || len(in) != 3 {
+			t.Fatalf("instances %v, %v", in, err)
+		}
+		var placeholders []string
+		for _, i := range in {
+			if strings.HasPrefix(i.ID, autoscaler.PlaceholderScheme) {
+				placeholders = append(placeholders, i.ID)
+				if i.Status.State != caclient.InstanceCreating {
+					t.Fatalf("placeholder %s state %d", i.ID, i.Status.State)
+				}
+			}
+		}
+		if len(placeholders) != 2 {
+			t.Fatalf("placeholders %v in %+v", placeholders, in)
+		}
+		g, err := ca.NodeGroupForNode(caclient.FakeNode(placeholders[0], "unregistered"))
+		if err != nil || g.GetId() != "slow" || g.GetMinSize() != 1 {
+			t.Fatalf("placeholder resolved to %v, %v", g, err)
+		}
+		if err := ca.DecreaseTargetSize("slow", -3); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("decreasing past the pending requests: %v", err)
+		}
+		if err := ca.DecreaseTargetSize("slow", -2); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := ca.TargetSize("slow"); n != 1 {
+			t.Fatalf("target %d after dropping the two pending creates", n)
+		}
+		running(t, ca, "slow", 1)
+		if vms := cloud.VMs(); len(vms) != 1 {
+			t.Fatalf("mem cloud holds %d VMs, want only the running one", len(vms))
+		}
+		if err := ca.DeleteNodes("slow", caclient.FakeNode(running(t, ca, "slow", 1)[0].ID, "unregistered")); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("deleting below min 1: %v", err)
+		}
+	})
+
+	t.Run("options and misc", func(t *testing.T) {
+		o, err := ca.GetOptions("workers", caclient.Options{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnneededTime: time.Minute, MaxNodeProvisionTime: 15 * time.Minute})
+		if err != nil || o == nil || o.ScaleDownUnneededTime != 7*time.Minute || o.ScaleDownUtilizationThreshold != 0.5 || o.MaxNodeProvisionTime != 15*time.Minute {
+			t.Fatalf("options %+v, %v", o, err)
+		}
+		if _, err := ca.TargetSize("nope"); status.Code(err) != codes.NotFound {
+			t.Fatalf("unknown group: %v", err)
+		}
+	})
+
+	t.Run("a restart loses nothing", func(t *testing.T) {
+		before := running(t, ca, "workers", 2)
+		stop()
+		ca2, _, _ := s.start(t)
+		after := running(t, ca2, "workers", 2)
+		if ids(before) != ids(after) {
+			t.Fatalf("instances before the restart %v, after %v", before, after)
+		}
+		if n, _ := ca2.TargetSize("workers"); n != 2 {
+			t.Fatalf("target %d after the restart", n)
+		}
+		if n, _ := ca2.TargetSize("slow"); n != 1 {
+			t.Fatalf("slow target %d after the restart", n)
+		}
+	})
+}
+
+func TestConfigErrors(t *testing.T) {
+	for name, tc := range map[string]struct{ yaml, want string }{
+		"no groups":      {"groups: []", "defines no groups"},
+		"bad name":       {"groups: [{name: Workers_1, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}]", `name "Workers_1"`},
+		"min above max":  {"groups: [{name: w, minSize: 3, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}]", "minSize 3, maxSize 1"},
+		"no class":       {"groups: [{name: w, maxSize: 1}]", "no machineClass"},
+		"two classes":    {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}, machineClassFile: c.yaml}]", "both set"},
+		"unknown field":  {"groups: [{name: w, maxSize: 1, maxsize: 2}]", `unknown field "groups[0].maxsize"`},
+		"unknown option": {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}, options: {scale-down-time: 1m}}]", "unknown option scale-down-time"},
+		"bad option":     {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}, options: {scale-down-unneeded-time: soon}}]", "scale-down-unneeded-time"},
+		"duplicate":      {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}, {name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}]", "used twice"},
+		"missing file":   {"groups: [{name: w, maxSize: 1, machineClassFile: nope.yaml}]", "nope.yaml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := static.Load([]byte(tc.yaml), t.TempDir())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBootstrapTokenNeedsTarget(t *testing.T) {
+	groups, err := static.Load([]byte(`groups: [{name: w, maxSize: 1, machineClass: {provider: mem, providerSpec: {cluster: c, role: r}}, secret: {stringData: {userData: "join <<BOOTSTRAP_TOKEN>>"}}}]`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = static.New(static.Config{Groups: groups, Drivers: &registry.Resolver{}})
+	if err == nil || !strings.Contains(err.Error(), "--target-kubeconfig") {
+		t.Fatalf("error %v, want it to ask for --target-kubeconfig", err)
+	}
+}
+
+func TestListMachinesRequired(t *testing.T) {
+	groups, err := static.Load([]byte(`groups: [{name: w, maxSize: 1, machineClass: {provider: nolist, providerSpec: {a: 1}}}]`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := static.New(static.Config{Groups: groups, Drivers: noList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Start(ctx); err == nil || !strings.Contains(err.Error(), "cannot list machines") {
+		t.Fatalf("Start: %v", err)
+	}
+}
+
+type noList struct{ driver.UnimplementedDriver }
+
+func (n noList) ForClass(*v1alpha1.MachineClass) (driver.Driver, error) { return n, nil }
+
+func ids(in []caclient.Instance) string {
+	var out []string
+	for _, i := range in {
+		out = append(out, fmt.Sprintf("%s/%d", i.ID, i.Status.State))
+	}
+	return strings.Join(out, ",")
+}
