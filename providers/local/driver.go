@@ -177,7 +177,7 @@ func (d *Driver) sync() {
 		d.mu.Lock()
 		d.host = true
 		d.mu.Unlock()
-		d.log.Info("local: hosting the node agents of the state dir", "dir", d.stateDir)
+		d.log.Debug("local: hosting the node agents of the state dir", "dir", d.stateDir)
 	}
 	names, err := d.store.names()
 	if err != nil {
