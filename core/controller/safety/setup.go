@@ -1,29 +1,112 @@
 package safety
 
 import (
-	"errors"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/registry"
 )
+
+// indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
+const indexMachineOwner = "safety.machinist.io/controller-uid"
 
 // Controller is the running safety controller. Pass it as machine.Options.Freeze so the Machine
 // controller holds still while an API server is unreachable.
 type Controller struct {
+	opts      Options
+	log       *slog.Logger
+	mgr       manager.Manager
+	client    client.Client
+	apiReader client.Reader
+	target    cluster.Cluster
+	drivers   *registry.Resolver
+	recorder  events.EventRecorder
+	now       func() time.Time
+
 	frozen atomic.Bool
+
+	// orphan collection state
+	trigger    chan struct{}
+	orphansMu  sync.Mutex
+	candidates map[string]*candidate // providerID → first sighting
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
-// unreachable for longer than APIServerStatusCheckTimeout.
+// unreachable for longer than APIServerStatusCheckTimeout. A nil Controller is never frozen.
 func (c *Controller) Frozen() bool { return c != nil && c.frozen.Load() }
 
 // Setup adds the orphan collector, the overshoot freeze and the API-server probe to mgr. target
-// is the cluster the nodes join (nil = none). Call it before machine.Setup and pass the result
-// as machine.Options.Freeze.
+// is the cluster the nodes join (nil = none); the caller adds it to mgr. Call it before
+// machine.Setup and pass the result as machine.Options.Freeze.
 func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolver, opts Options) (*Controller, error) {
-	_, _, _, _ = mgr, target, drivers, opts
-	return nil, errors.New("safety: controller not wired yet (this commit only publishes the Options/Setup shape)")
+	if drivers == nil {
+		return nil, fmt.Errorf("safety: setup: no driver resolver given")
+	}
+	opts = opts.withDefaults()
+	c := &Controller{
+		opts:       opts,
+		log:        opts.Log,
+		mgr:        mgr,
+		client:     mgr.GetClient(),
+		apiReader:  mgr.GetAPIReader(),
+		target:     target,
+		drivers:    drivers,
+		recorder:   mgr.GetEventRecorder("machine-safety-controller"),
+		now:        time.Now,
+		trigger:    make(chan struct{}, 1),
+		candidates: map[string]*candidate{},
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
+		for _, ref := range o.GetOwnerReferences() {
+			if ref.Controller != nil && *ref.Controller {
+				return []string{string(ref.UID)}
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("safety: index machines by owner: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(c.probeAPIServers)); err != nil {
+		return nil, fmt.Errorf("safety: add API server probe: %w", err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(c.collectOrphans)); err != nil {
+		return nil, fmt.Errorf("safety: add orphan collector: %w", err)
+	}
+	if err := c.setupOrphanTriggers(mgr); err != nil {
+		return nil, err
+	}
+	if err := c.setupOvershoot(mgr); err != nil {
+		return nil, err
+	}
+	registerMetrics()
+	return c, nil
+}
+
+func (c *Controller) namespace() string {
+	if c.opts.Namespace != "" {
+		return c.opts.Namespace
+	}
+	return "default"
+}
+
+// sleep waits d or until ctx is done; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

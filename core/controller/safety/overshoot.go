@@ -1,0 +1,326 @@
+package safety
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// Reasons of the Frozen condition, MCM's.
+const (
+	ReasonOvershooting  = "OverShootingReplicaCount"
+	ReasonUndershooting = "UnderShootingReplicaCount"
+	ReasonUnfrozen      = "UnfreezeAnnotation"
+	freezeValue         = "True"
+)
+
+// setupOvershoot checks every MachineSet for overshooting (reference §4.9) every
+// OvershootingPeriod and whenever one of its machines, the set or its deployment changes.
+func (c *Controller) setupOvershoot(mgr manager.Manager) error {
+	err := builder.ControllerManagedBy(mgr).
+		Named("machine-safety-overshoot").
+		For(&v1alpha1.MachineSet{}).
+		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "MachineSet" {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
+			}
+			return nil
+		})).
+		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets)).
+		Complete(reconcile.Func(c.reconcileOvershoot))
+	if err != nil {
+		return fmt.Errorf("safety: overshoot controller: %w", err)
+	}
+	return nil
+}
+
+func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {
+	var sets v1alpha1.MachineSetList
+	if err := c.client.List(ctx, &sets, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range sets.Items {
+		if ref := metav1.GetControllerOf(&sets.Items[i]); ref != nil && ref.UID == o.GetUID() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
+		}
+	}
+	return out
+}
+
+// reconcileOvershoot freezes a MachineSet whose machines reach replicas + surge + safetyUp (2 ×
+// replicas + safetyUp for a set without deployment) and unfreezes it once they are back at or
+// below that minus safetyDown, or when a user sets the unfreeze annotation on the set or its
+// deployment. A frozen set creates no machines (the MachineSet controller's side); deleting
+// goes on. Machines being deleted do not count: they are on their way out.
+func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	requeue := reconcile.Result{RequeueAfter: c.opts.OvershootingPeriod}
+	ms := &v1alpha1.MachineSet{}
+	if err := c.client.Get(ctx, req.NamespacedName, ms); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if ms.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	var mcd *v1alpha1.MachineDeployment
+	if ref := metav1.GetControllerOf(ms); ref != nil && ref.Kind == "MachineDeployment" {
+		d := &v1alpha1.MachineDeployment{}
+		if err := c.client.Get(ctx, client.ObjectKey{Namespace: ms.Namespace, Name: ref.Name}, d); err == nil && d.UID == ref.UID {
+			mcd = d
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+	}
+
+	if _, ok := ms.Annotations[v1alpha1.AnnotationUnfreeze]; ok || (mcd != nil && hasAnnotation(mcd, v1alpha1.AnnotationUnfreeze)) {
+		if err := c.unfreeze(ctx, ms, mcd, ReasonUnfrozen, "unfrozen by the "+v1alpha1.AnnotationUnfreeze+" annotation"); err != nil {
+			return requeueConflict(err)
+		}
+		if err := c.dropAnnotation(ctx, ms, v1alpha1.AnnotationUnfreeze); err != nil {
+			return requeueConflict(err)
+		}
+		if mcd != nil {
+			if err := c.unfreezeSiblings(ctx, mcd, ms); err != nil {
+				return requeueConflict(err)
+			}
+			if err := c.dropAnnotation(ctx, mcd, v1alpha1.AnnotationUnfreeze); err != nil {
+				return requeueConflict(err)
+			}
+		}
+		return requeue, nil
+	}
+
+	var machines v1alpha1.MachineList
+	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}); err != nil {
+		return reconcile.Result{}, err
+	}
+	count := int32(0)
+	for _, m := range machines.Items {
+		if m.DeletionTimestamp == nil {
+			count++
+		}
+	}
+	high := 2*ms.Spec.Replicas + c.opts.SafetyUp
+	if mcd != nil {
+		high = mcd.Spec.Replicas + surge(mcd) + c.opts.SafetyUp
+	}
+	low := high - c.opts.SafetyDown
+
+	switch frozen := isFrozen(ms); {
+	case count >= high && !frozen:
+		msg := fmt.Sprintf("MachineSet %s has %d machines, at or above its limit %d (replicas + surge + safety-up %d): no more machines are created until it is back at %d or %s is set",
+			ms.Name, count, high, c.opts.SafetyUp, low, v1alpha1.AnnotationUnfreeze)
+		if err := c.freeze(ctx, ms, mcd, msg); err != nil {
+			return requeueConflict(err)
+		}
+		c.log.Warn("safety: froze overshooting MachineSet", "machineSet", ms.Namespace+"/"+ms.Name, "machines", count, "limit", high)
+	case count <= low && frozen && frozenBy(ms, ReasonOvershooting):
+		if err := c.unfreeze(ctx, ms, mcd, ReasonUndershooting, fmt.Sprintf("MachineSet %s is back at %d machines (limit %d)", ms.Name, count, high)); err != nil {
+			return requeueConflict(err)
+		}
+		c.log.Info("safety: unfroze MachineSet", "machineSet", ms.Namespace+"/"+ms.Name, "machines", count)
+	}
+	return requeue, nil
+}
+
+// surge resolves the deployment's maxSurge against its replicas, rounding up (0 when unset,
+// as in MCM, and for Recreate).
+func surge(d *v1alpha1.MachineDeployment) int32 {
+	var s *intstr.IntOrString
+	switch d.Spec.Strategy.Type {
+	case "", v1alpha1.RollingUpdateMachineDeploymentStrategyType:
+		if d.Spec.Strategy.RollingUpdate != nil {
+			s = d.Spec.Strategy.RollingUpdate.MaxSurge
+		}
+	case v1alpha1.InPlaceUpdateMachineDeploymentStrategyType:
+		if d.Spec.Strategy.InPlaceUpdate != nil {
+			s = d.Spec.Strategy.InPlaceUpdate.MaxSurge
+		}
+	}
+	if s == nil {
+		return 0
+	}
+	v, err := intstr.GetScaledValueFromIntOrPercent(s, int(d.Spec.Replicas), true)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return int32(v)
+}
+
+func isFrozen(ms *v1alpha1.MachineSet) bool {
+	if ms.Labels[v1alpha1.LabelFreeze] == freezeValue {
+		return true
+	}
+	for _, cond := range ms.Status.Conditions {
+		if cond.Type == v1alpha1.MachineSetFrozen && cond.Status == v1alpha1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// frozenBy reports whether the set's freeze is the overshoot freeze (a freeze label someone set
+// by hand without the condition is left for them to lift).
+func frozenBy(ms *v1alpha1.MachineSet, reason string) bool {
+	for _, cond := range ms.Status.Conditions {
+		if cond.Type == v1alpha1.MachineSetFrozen && cond.Status == v1alpha1.ConditionTrue {
+			return cond.Reason == reason
+		}
+	}
+	return false
+}
+
+func hasAnnotation(o client.Object, key string) bool {
+	_, ok := o.GetAnnotations()[key]
+	return ok
+}
+
+// freeze labels the set (and its deployment) freeze=True and sets the set's Frozen condition;
+// the MachineDeployment controller derives the deployment's Frozen condition from its sets.
+func (c *Controller) freeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, msg string) error {
+	if err := c.setFrozenCondition(ctx, ms, v1alpha1.ConditionTrue, ReasonOvershooting, msg); err != nil {
+		return err
+	}
+	if err := c.setLabel(ctx, ms, true); err != nil {
+		return err
+	}
+	c.recorder.Eventf(ms, nil, corev1.EventTypeWarning, "FrozeMachineSet", "Freeze", "%s", msg)
+	if mcd != nil {
+		if err := c.setLabel(ctx, mcd, true); err != nil {
+			return err
+		}
+		c.recorder.Eventf(mcd, nil, corev1.EventTypeWarning, "FrozeMachineDeployment", "Freeze", "%s", msg)
+	}
+	return nil
+}
+
+// unfreeze lifts the set's freeze and, when no other set of the deployment is frozen, the
+// deployment's label.
+func (c *Controller) unfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, reason, msg string) error {
+	wasFrozen := isFrozen(ms)
+	if err := c.setFrozenCondition(ctx, ms, v1alpha1.ConditionFalse, reason, msg); err != nil {
+		return err
+	}
+	if err := c.setLabel(ctx, ms, false); err != nil {
+		return err
+	}
+	if wasFrozen {
+		c.recorder.Eventf(ms, nil, corev1.EventTypeNormal, "UnfrozeMachineSet", "Unfreeze", "%s", msg)
+	}
+	if mcd == nil {
+		return nil
+	}
+	var sets v1alpha1.MachineSetList
+	if err := c.client.List(ctx, &sets, client.InNamespace(ms.Namespace)); err != nil {
+		return err
+	}
+	for i := range sets.Items {
+		s := &sets.Items[i]
+		if ref := metav1.GetControllerOf(s); s.UID != ms.UID && ref != nil && ref.UID == mcd.UID && isFrozen(s) {
+			return nil // another set still holds the deployment frozen
+		}
+	}
+	return c.setLabel(ctx, mcd, false)
+}
+
+// unfreezeSiblings unfreezes every other set of a deployment a user unfroze.
+func (c *Controller) unfreezeSiblings(ctx context.Context, mcd *v1alpha1.MachineDeployment, except *v1alpha1.MachineSet) error {
+	var sets v1alpha1.MachineSetList
+	if err := c.client.List(ctx, &sets, client.InNamespace(mcd.Namespace)); err != nil {
+		return err
+	}
+	for i := range sets.Items {
+		s := &sets.Items[i]
+		if ref := metav1.GetControllerOf(s); s.UID != except.UID && ref != nil && ref.UID == mcd.UID && isFrozen(s) {
+			if err := c.unfreeze(ctx, s, mcd, ReasonUnfrozen, "unfrozen by the "+v1alpha1.AnnotationUnfreeze+" annotation on MachineDeployment "+mcd.Name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// setFrozenCondition sets (or, for an unfreeze, clears to False) the set's Frozen condition,
+// re-reading the set on conflicts: the MachineSet controller writes the same status.
+func (c *Controller) setFrozenCondition(ctx context.Context, ms *v1alpha1.MachineSet, status v1alpha1.ConditionStatus, reason, msg string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1alpha1.MachineSet{}
+		if err := c.apiReader.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+			return err
+		}
+		idx := -1
+		for i, cond := range cur.Status.Conditions {
+			if cond.Type == v1alpha1.MachineSetFrozen {
+				idx = i
+			}
+		}
+		if status == v1alpha1.ConditionFalse && (idx < 0 || cur.Status.Conditions[idx].Status == v1alpha1.ConditionFalse) {
+			return nil
+		}
+		cond := v1alpha1.MachineSetCondition{Type: v1alpha1.MachineSetFrozen, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(c.now())}
+		if idx >= 0 {
+			old := cur.Status.Conditions[idx]
+			if old.Status == status && old.Reason == reason && old.Message == msg {
+				return nil
+			}
+			if old.Status == status {
+				cond.LastTransitionTime = old.LastTransitionTime
+			}
+			cur.Status.Conditions[idx] = cond
+		} else {
+			cur.Status.Conditions = append(cur.Status.Conditions, cond)
+		}
+		return c.client.Status().Update(ctx, cur)
+	})
+}
+
+// setLabel adds or removes freeze=True.
+func (c *Controller) setLabel(ctx context.Context, o client.Object, frozen bool) error {
+	has := o.GetLabels()[v1alpha1.LabelFreeze] == freezeValue
+	if has == frozen {
+		return nil
+	}
+	orig := o.DeepCopyObject().(client.Object)
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if frozen {
+		labels[v1alpha1.LabelFreeze] = freezeValue
+	} else {
+		delete(labels, v1alpha1.LabelFreeze)
+	}
+	o.SetLabels(labels)
+	return c.client.Patch(ctx, o, client.MergeFrom(orig))
+}
+
+func (c *Controller) dropAnnotation(ctx context.Context, o client.Object, key string) error {
+	if !hasAnnotation(o, key) {
+		return nil
+	}
+	orig := o.DeepCopyObject().(client.Object)
+	ann := o.GetAnnotations()
+	delete(ann, key)
+	o.SetAnnotations(ann)
+	return c.client.Patch(ctx, o, client.MergeFrom(orig))
+}
+
+func requeueConflict(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	return reconcile.Result{}, err
+}
