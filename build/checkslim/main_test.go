@@ -1,0 +1,68 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func deps(pkgs ...pkg) map[string]pkg {
+	out := map[string]pkg{}
+	for _, p := range pkgs {
+		out[p.path] = p
+	}
+	return out
+}
+
+func TestCheckSlimCatchesLeaks(t *testing.T) {
+	root := pkg{path: module + "/cmd/machinist", module: module, imports: []string{module + "/providers/all"}}
+	all := pkg{path: module + "/providers/all", module: module, imports: []string{module + "/providers/local"}}
+	local := pkg{path: module + "/providers/local", module: module}
+	providers := []string{"local", "nimbus", "openstack"}
+	exclusive := map[string][]string{"nimbus": {"example.com/nimbus-sdk"}}
+	own := map[string]bool{module: true}
+
+	if probs := checkSlim("local", providers, deps(root, all, local), own, exclusive); len(probs) != 0 {
+		t.Fatalf("clean build reported: %v", probs)
+	}
+
+	cases := map[string]struct {
+		pkgs []pkg
+		want string
+	}{
+		"other provider package": {
+			[]pkg{root, {path: all.path, module: module, imports: []string{local.path, module + "/providers/openstack/fake"}}, local,
+				{path: module + "/providers/openstack/fake", module: module}},
+			"links provider package " + module + "/providers/openstack/fake (via cmd/machinist -> providers/all -> providers/openstack/fake)",
+		},
+		"known SDK": {
+			[]pkg{root, all, {path: local.path, module: module, imports: []string{"github.com/gophercloud/gophercloud/v2"}},
+				{path: "github.com/gophercloud/gophercloud/v2", module: "github.com/gophercloud/gophercloud/v2"}},
+			"links module github.com/gophercloud/gophercloud/v2 of provider openstack",
+		},
+		"derived SDK of a new provider": {
+			[]pkg{root, all, {path: local.path, module: module, imports: []string{"example.com/nimbus-sdk/api"}},
+				{path: "example.com/nimbus-sdk/api", module: "example.com/nimbus-sdk"}},
+			"links module example.com/nimbus-sdk of provider nimbus",
+		},
+		"own provider missing": {
+			[]pkg{root, {path: all.path, module: module}},
+			"providers/local is not linked in",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			probs := checkSlim("local", providers, deps(c.pkgs...), own, exclusive)
+			if !strings.Contains(strings.Join(probs, "\n"), c.want) {
+				t.Fatalf("problems %q lack %q", probs, c.want)
+			}
+		})
+	}
+
+	// A module the provider itself needs is not a leak even if another provider needs it too.
+	shared := map[string]bool{module: true, "example.com/nimbus-sdk": true}
+	build := deps(root, all, pkg{path: local.path, module: module, imports: []string{"example.com/nimbus-sdk/api"}},
+		pkg{path: "example.com/nimbus-sdk/api", module: "example.com/nimbus-sdk"})
+	if probs := checkSlim("local", providers, build, shared, exclusive); len(probs) != 0 {
+		t.Fatalf("shared module reported: %v", probs)
+	}
+}
