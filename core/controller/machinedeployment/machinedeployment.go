@@ -44,15 +44,15 @@ type Options struct {
 	ConcurrentSyncs int
 	// ResyncPeriod re-reconciles every deployment this often even without events.
 	ResyncPeriod time.Duration
-	// DefaultRevisionHistoryLimit applies when spec.revisionHistoryLimit is unset; negative keeps
-	// every old MachineSet (MCM's behaviour for an unset limit).
-	DefaultRevisionHistoryLimit int32
+	// DefaultRevisionHistoryLimit applies when spec.revisionHistoryLimit is unset; nil keeps every
+	// old MachineSet (MCM's behaviour for an unset limit).
+	DefaultRevisionHistoryLimit *int32
 }
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
 // revisionHistoryLimit keeping every old set, as MCM does.
 func DefaultOptions() Options {
-	return Options{ConcurrentSyncs: 10, ResyncPeriod: 10 * time.Minute, DefaultRevisionHistoryLimit: -1}
+	return Options{ConcurrentSyncs: 10, ResyncPeriod: 10 * time.Minute}
 }
 
 func (o Options) withDefaults() Options {
@@ -178,6 +178,16 @@ func validate(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
 
 // Reconcile rolls one MachineDeployment forward and records its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Another writer (a scaler, the MachineSet controller, a user) got there first: retry on
+		// fresh data soon, without logging an error.
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	d := &v1alpha1.MachineDeployment{}
 	if err := r.client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -236,10 +246,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		err = ro.rolloutRolling(ctx)
 	}
 	if err != nil {
-		if apierrors.IsConflict(err) {
-			// Another writer (a scaler, the MachineSet controller) got there first: retry on fresh data.
-			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
-		}
 		return reconcile.Result{}, err
 	}
 	if after := ro.requeueAfter; after > 0 && after < res.RequeueAfter {

@@ -24,10 +24,10 @@ func (ro *rollout) rolloutRolling(ctx context.Context) error {
 			return err
 		}
 	}
-	if complete(ro.d, &ro.d.Status) {
-		if err := ro.cleanup(ctx, old); err != nil {
-			return err
-		}
+	// Only empty old sets beyond the history limit are deleted, so this is safe mid-rollout and
+	// keeps a rollout that cannot finish from piling up sets.
+	if err := ro.cleanup(ctx, old); err != nil {
+		return err
 	}
 	return ro.syncStatus(ctx, newMS)
 }

@@ -348,7 +348,7 @@ func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []
 	case delta > 0 && newMS != nil:
 		sizes[newMS.UID] += delta
 	case delta > 0:
-		distribute(all, sizes, replicaSum(all)+delta, true)
+		distribute(all, sizes, replicaSum(all)+delta)
 	case delta < 0:
 		remove := -delta
 		for _, ms := range all {
@@ -361,7 +361,7 @@ func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []
 			for _, v := range sizes {
 				total += v
 			}
-			distribute(all, sizes, total-remove, false)
+			distribute(all, sizes, total-remove)
 		}
 	}
 	for _, ms := range all {
@@ -384,9 +384,10 @@ func (ro *rollout) markedCount(ms *v1alpha1.MachineSet) int32 {
 }
 
 // distribute resizes sets proportionally to their current sizes so they sum to target, giving
-// the units left by rounding to the largest remainders: newer sets first when growing, older
-// first when shrinking, as the Deployment controller does.
-func distribute(sets []*v1alpha1.MachineSet, sizes map[types.UID]int32, target int32, grow bool) {
+// the units left by rounding to the largest remainders, larger and then newer sets first: when
+// growing newer sets grow first, when shrinking older sets shrink first, as the Deployment
+// controller does.
+func distribute(sets []*v1alpha1.MachineSet, sizes map[types.UID]int32, target int32) {
 	var total int64
 	for _, ms := range sets {
 		total += int64(sizes[ms.UID])
@@ -395,7 +396,7 @@ func distribute(sets []*v1alpha1.MachineSet, sizes map[types.UID]int32, target i
 		target = 0
 	}
 	order := append([]*v1alpha1.MachineSet{}, sets...)
-	sortBySize(order, grow)
+	sortBySize(order, true)
 	if total == 0 {
 		sizes[order[0].UID] = target
 		return
@@ -422,13 +423,14 @@ func distribute(sets []*v1alpha1.MachineSet, sizes map[types.UID]int32, target i
 // cleanup deletes old sets beyond the revision history limit, oldest first, when they have no
 // replicas and no machines left.
 func (ro *rollout) cleanup(ctx context.Context, old []*v1alpha1.MachineSet) error {
-	limit := ro.r.opts.DefaultRevisionHistoryLimit
-	if ro.d.Spec.RevisionHistoryLimit != nil {
-		limit = *ro.d.Spec.RevisionHistoryLimit
+	lim := ro.d.Spec.RevisionHistoryLimit
+	if lim == nil {
+		lim = ro.r.opts.DefaultRevisionHistoryLimit
 	}
-	if limit < 0 {
+	if lim == nil || *lim < 0 {
 		return nil
 	}
+	limit := *lim
 	var alive []*v1alpha1.MachineSet
 	for _, ms := range old {
 		if ms.DeletionTimestamp == nil {

@@ -142,6 +142,16 @@ func selectorOf(ms *v1alpha1.MachineSet) (labels.Selector, error) {
 
 // Reconcile brings one MachineSet towards its desired replicas and records its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if apierrors.IsConflict(err) {
+		// Another writer (the deployment or safety controller, a user) got there first: retry on
+		// fresh data soon, without logging an error.
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	}
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	ms := &v1alpha1.MachineSet{}
 	if err := r.client.Get(ctx, req.NamespacedName, ms); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1,0 +1,471 @@
+package machinedeployment_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+)
+
+func isConflict(err error) bool { return apierrors.IsConflict(err) }
+
+// TestRollingUpdateStaysWithinBounds changes the class of a running deployment and watches every
+// machine event: there are never more than replicas+maxSurge machines (terminating ones count:
+// their VMs still exist) and never fewer than replicas-maxUnavailable Running machines.
+func TestRollingUpdateStaysWithinBounds(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 150*time.Millisecond, 300*time.Millisecond)
+	e.startControllers()
+	const replicas, surge, unavailable = 5, 2, 1
+	d := e.deployment("roll", replicas, "class-a", surge, unavailable)
+	e.create(d)
+	e.eventually(30*time.Second, "5 Running machines of class-a", func() (bool, string) {
+		all, run := running(e.machines(), "class-a")
+		return all == replicas && run == replicas, fmt.Sprintf("%d machines, %d Running", all, run)
+	})
+
+	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+		all := len(ms)
+		run := 0
+		for _, m := range ms {
+			if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+				run++
+			}
+		}
+		w.maxAll = max(w.maxAll, all)
+		w.minRunning = min(w.minRunning, run)
+		switch {
+		case all > replicas+surge:
+			return fmt.Sprintf("%d machines > replicas+maxSurge %d", all, replicas+surge)
+		case run < replicas-unavailable:
+			return fmt.Sprintf("%d Running < replicas-maxUnavailable %d", run, replicas-unavailable)
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond) // let the watch deliver the initial state
+	w.arm()
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
+
+	e.eventually(60*time.Second, "every machine replaced by a Running class-b machine", func() (bool, string) {
+		ms := e.machines()
+		allA, _ := running(ms, "class-a")
+		allB, runB := running(ms, "class-b")
+		return allA == 0 && allB == replicas && runB == replicas, fmt.Sprintf("class-a %d, class-b %d (%d Running)", allA, allB, runB)
+	})
+	w.stop()
+	violations, maxAll, minRun := w.result()
+	if len(violations) > 0 {
+		t.Fatalf("bounds violated %d times, first: %s", len(violations), violations[0])
+	}
+	t.Logf("during the rollout: at most %d machines (limit %d), at least %d Running (limit %d)", maxAll, replicas+surge, minRun, replicas-unavailable)
+	if maxAll <= replicas {
+		t.Errorf("the rollout never surged (max %d machines): the watch saw nothing of it", maxAll)
+	}
+
+	e.eventually(20*time.Second, "a complete status", func() (bool, string) {
+		got := &v1alpha1.MachineDeployment{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err.Error()
+		}
+		st := got.Status
+		prog := condition(got, v1alpha1.MachineDeploymentProgressing)
+		avail := condition(got, v1alpha1.MachineDeploymentAvailable)
+		ok := st.UpdatedReplicas == replicas && st.AvailableReplicas == replicas && st.Replicas == replicas &&
+			prog != nil && prog.Reason == "NewMachineSetAvailable" && avail != nil && avail.Status == v1alpha1.ConditionTrue
+		return ok, fmt.Sprintf("status %+v", st)
+	})
+	sets := e.sets()
+	if len(sets) != 2 {
+		t.Fatalf("want the new and one old machine set, got %d", len(sets))
+	}
+	for _, ms := range sets {
+		rev := ms.Annotations[v1alpha1.AnnotationRevision]
+		switch ms.Spec.Template.Spec.Class.Name {
+		case "class-a":
+			if ms.Spec.Replicas != 0 || rev != "1" {
+				t.Errorf("old set %s: replicas %d revision %s", ms.Name, ms.Spec.Replicas, rev)
+			}
+		case "class-b":
+			if ms.Spec.Replicas != replicas || rev != "2" {
+				t.Errorf("new set %s: replicas %d revision %s", ms.Name, ms.Spec.Replicas, rev)
+			}
+		}
+		if ms.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName] != "roll" {
+			t.Errorf("set %s template lacks label name=roll: %v", ms.Name, ms.Spec.Template.Labels)
+		}
+	}
+}
+
+func condition(d *v1alpha1.MachineDeployment, t v1alpha1.MachineDeploymentConditionType) *v1alpha1.MachineDeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// TestScaleHonoursPriority scales 3 → 5 → 1: the survivor is the machine with the highest
+// priority number, and machines with priority 1 go first.
+func TestScaleHonoursPriority(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 100*time.Millisecond)
+	e.startControllers()
+	d := e.deployment("scale", 3, "c", 1, 0)
+	e.create(d)
+	wantRunning := func(n int) {
+		e.eventually(30*time.Second, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
+			all, run := running(e.machines(), "")
+			return all == n && run == n, fmt.Sprintf("%d machines, %d Running", all, run)
+		})
+	}
+	wantRunning(3)
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 5 })
+	wantRunning(5)
+
+	ms := e.machines()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].CreationTimestamp.Before(&ms[j].CreationTimestamp) || ms[i].Name < ms[j].Name })
+	keep := ms[0].Name // the oldest: by age alone it would be deleted first
+	first := ms[4].Name
+	for _, m := range ms {
+		if m.Annotations[v1alpha1.AnnotationMachinePriority] != v1alpha1.DefaultMachinePriority {
+			t.Fatalf("machine %s created without the default priority: %v", m.Name, m.Annotations)
+		}
+		if m.Labels[v1alpha1.LabelMachineDeploymentName] != "scale" {
+			t.Fatalf("machine %s lacks label name=scale: %v", m.Name, m.Labels)
+		}
+	}
+	setPriority := func(name, p string) {
+		update(e, &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}, func(m *v1alpha1.Machine) {
+			m.Annotations[v1alpha1.AnnotationMachinePriority] = p
+		})
+	}
+	setPriority(keep, "5")
+	setPriority(first, "1")
+
+	// 5 → 4: exactly the priority-1 machine goes, although it is the newest.
+	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+		for name, m := range ms {
+			if m.DeletionTimestamp != nil && name != first {
+				return fmt.Sprintf("%s deleted instead of the priority-1 machine %s", name, first)
+			}
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond)
+	w.arm()
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
+	wantRunning(4)
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+	for _, m := range e.machines() {
+		if m.Name == first {
+			t.Fatalf("the priority-1 machine %s survived", first)
+		}
+	}
+	// 4 → 1: the priority-5 machine survives, although it is the oldest.
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 1 })
+	wantRunning(1)
+	if got := e.machines()[0].Name; got != keep {
+		t.Fatalf("survivor %s, want %s (priority 5)", got, keep)
+	}
+}
+
+// TestTriggerDeletionDeletesExactlyTheNamedMachines plays the Cluster Autoscaler: one update of
+// the deployment names two machines in the trigger-deletion annotation and lowers replicas by
+// two. Exactly those two machines go, no other machine is touched, none is created, and the
+// annotation is pruned once they are gone.
+func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 200*time.Millisecond)
+	e.startControllers()
+	d := e.deployment("ca", 5, "c", 1, 0)
+	e.create(d)
+	e.eventually(30*time.Second, "5 Running machines", func() (bool, string) {
+		all, run := running(e.machines(), "")
+		return all == 5 && run == 5, fmt.Sprintf("%d machines, %d Running", all, run)
+	})
+	ms := e.machines()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	// Pick the two youngest-looking by name order: nothing about them makes them first by default.
+	victims := map[string]bool{ms[1].Name: true, ms[3].Name: true}
+	before := map[string]bool{}
+	for _, m := range ms {
+		before[m.Name] = true
+	}
+
+	w := e.watchMachines(func(w *watcher, cur map[string]*v1alpha1.Machine) string {
+		for name, m := range cur {
+			if !before[name] {
+				return "machine " + name + " was created"
+			}
+			if m.DeletionTimestamp != nil && !victims[name] {
+				return "machine " + name + " was deleted but not named"
+			}
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond)
+	w.arm()
+	now := time.Now().UTC().Format(time.RFC3339)
+	update(e, d, func(d *v1alpha1.MachineDeployment) {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] = ms[1].Name + "~" + now + "," + ms[3].Name + "~" + now
+		d.Spec.Replicas = 3
+	})
+	e.eventually(30*time.Second, "the named machines gone", func() (bool, string) {
+		cur := e.machines()
+		var names []string
+		for _, m := range cur {
+			names = append(names, m.Name)
+			if victims[m.Name] {
+				return false, "still there: " + strings.Join(names, ",")
+			}
+		}
+		return len(cur) == 3, "machines: " + strings.Join(names, ",")
+	})
+	e.eventually(10*time.Second, "the annotation pruned", func() (bool, string) {
+		got := &v1alpha1.MachineDeployment{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err.Error()
+		}
+		v, ok := got.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
+		return !ok, "annotation: " + v
+	})
+	time.Sleep(500 * time.Millisecond) // anything wrong would show now
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+}
+
+// TestRecreateDeletesAllOldMachinesFirst: with Recreate, no machine of the new template exists
+// while any old machine does.
+func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 300*time.Millisecond)
+	e.startControllers()
+	d := e.deployment("re", 3, "a", 0, 0)
+	d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RecreateMachineDeploymentStrategyType}
+	e.create(d)
+	e.eventually(30*time.Second, "3 Running", func() (bool, string) {
+		all, run := running(e.machines(), "a")
+		return all == 3 && run == 3, fmt.Sprintf("%d/%d", all, run)
+	})
+	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+		var a, b int
+		for _, m := range ms {
+			if m.Spec.Class.Name == "a" {
+				a++
+			} else {
+				b++
+			}
+		}
+		if a > 0 && b > 0 {
+			return fmt.Sprintf("%d old and %d new machines at once", a, b)
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond)
+	w.arm()
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
+	e.eventually(30*time.Second, "3 Running of class b", func() (bool, string) {
+		ms := e.machines()
+		allA, _ := running(ms, "a")
+		allB, runB := running(ms, "b")
+		return allA == 0 && allB == 3 && runB == 3, fmt.Sprintf("a %d, b %d/%d", allA, allB, runB)
+	})
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+}
+
+// TestPauseRevisionHistoryAndProportionalScaling pauses a deployment (a template change rolls
+// nothing out), resumes it into a rollout that cannot finish (its machines never boot), scales
+// it up (the additions go to the new set only) and down (proportionally), and checks that the
+// revision history limit prunes old sets.
+func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
+	e := newEnv(t)
+	life := machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
+	life.Stuck("stuck")
+	e.startControllers()
+	d := e.deployment("p", 4, "a", 2, 0)
+	d.Spec.RevisionHistoryLimit = ptr(int32(1))
+	e.create(d)
+	e.eventually(30*time.Second, "4 Running", func() (bool, string) {
+		all, run := running(e.machines(), "a")
+		return all == 4 && run == 4, fmt.Sprintf("%d/%d", all, run)
+	})
+
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = true; d.Spec.Template.Spec.Class.Name = "b" })
+	e.eventually(10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
+		got := &v1alpha1.MachineDeployment{}
+		_ = e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got)
+		c := condition(got, v1alpha1.MachineDeploymentProgressing)
+		return c != nil && c.Reason == "DeploymentPaused", fmt.Sprintf("%+v", c)
+	})
+	time.Sleep(time.Second)
+	if n := len(e.sets()); n != 1 {
+		t.Fatalf("a paused deployment rolled out: %d sets", n)
+	}
+
+	// b then stuck: two rollouts, the first completes, the second cannot.
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = false })
+	e.eventually(30*time.Second, "4 Running of class b", func() (bool, string) {
+		all, run := running(e.machines(), "b")
+		allA, _ := running(e.machines(), "a")
+		return all == 4 && run == 4 && allA == 0, fmt.Sprintf("b %d/%d, a %d", all, run, allA)
+	})
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "stuck" })
+	setOf := func(class string) *v1alpha1.MachineSet {
+		for _, ms := range e.sets() {
+			if ms.Spec.Template.Spec.Class.Name == class {
+				return &ms
+			}
+		}
+		return nil
+	}
+	e.eventually(20*time.Second, "the stuck set at maxSurge", func() (bool, string) {
+		s := setOf("stuck")
+		return s != nil && s.Spec.Replicas == 2, fmt.Sprintf("%v", s != nil)
+	})
+	e.eventually(20*time.Second, "the class-a set pruned by revisionHistoryLimit 1", func() (bool, string) {
+		return setOf("a") == nil, fmt.Sprintf("%d sets", len(e.sets()))
+	})
+
+	// Scale up during the rollout: the new (stuck) set takes all additions.
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 8 })
+	e.eventually(20*time.Second, "stuck set 6, b set 4", func() (bool, string) {
+		s, b := setOf("stuck"), setOf("b")
+		return s != nil && b != nil && s.Spec.Replicas == 6 && b.Spec.Replicas == 4, fmt.Sprintf("stuck %d, b %d", s.Spec.Replicas, b.Spec.Replicas)
+	})
+	// Scale down: proportional over both sets, to replicas+maxSurge = 4+2 in total.
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
+	e.eventually(20*time.Second, "sets shrunk proportionally", func() (bool, string) {
+		s, b := setOf("stuck"), setOf("b")
+		ok := s.Spec.Replicas+b.Spec.Replicas == 6 && s.Spec.Replicas >= 3 && b.Spec.Replicas >= 2
+		return ok, fmt.Sprintf("stuck %d, b %d", s.Spec.Replicas, b.Spec.Replicas)
+	})
+	// Availability held: the b machines that are not needed are gone only down to replicas - 0.
+	_, runB := running(e.machines(), "b")
+	if runB < 2 {
+		t.Fatalf("only %d Running machines left", runB)
+	}
+}
+
+// TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced uses a bare MachineSet.
+func TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
+	e.startControllers()
+	ms := &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "frozen", Namespace: e.ns, Labels: map[string]string{v1alpha1.LabelFreeze: "True"}},
+		Spec: v1alpha1.MachineSetSpec{
+			Replicas:     3,
+			Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"set": "frozen"}},
+			MachineClass: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"},
+			Template:     v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"set": "frozen"}}},
+		},
+	}
+	e.create(ms)
+	time.Sleep(2 * time.Second)
+	if n := len(e.machines()); n != 0 {
+		t.Fatalf("a frozen set created %d machines", n)
+	}
+	update(e, ms, func(ms *v1alpha1.MachineSet) { delete(ms.Labels, v1alpha1.LabelFreeze) })
+	e.eventually(20*time.Second, "3 Running", func() (bool, string) {
+		all, run := running(e.machines(), "")
+		return all == 3 && run == 3, fmt.Sprintf("%d/%d", all, run)
+	})
+	for _, m := range e.machines() {
+		if m.Spec.Class.Name != "c" {
+			t.Fatalf("machine %s has class %q, want the set's machineClass c", m.Name, m.Spec.Class.Name)
+		}
+		ref := metav1.GetControllerOf(&m)
+		if ref == nil || ref.Name != "frozen" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+			t.Fatalf("machine %s owner reference %+v", m.Name, ref)
+		}
+	}
+	failed := e.machines()[0]
+	failed.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineFailed, LastUpdateTime: metav1.Now()}
+	failed.Status.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed, Description: "health timeout"}
+	if err := e.c.Status().Update(context.Background(), &failed); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(20*time.Second, "the failed machine replaced", func() (bool, string) {
+		ms := e.machines()
+		for _, m := range ms {
+			if m.Name == failed.Name {
+				return false, "failed machine still there"
+			}
+		}
+		_, run := running(ms, "")
+		return len(ms) == 3 && run == 3, fmt.Sprintf("%d machines, %d Running", len(ms), run)
+	})
+
+	// Deleting the set deletes its machines, then the set itself goes.
+	if err := e.c.Delete(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(20*time.Second, "set and machines gone", func() (bool, string) {
+		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(ms), &v1alpha1.MachineSet{})
+		return apierrors.IsNotFound(err) && len(e.machines()) == 0, fmt.Sprintf("%d machines, get: %v", len(e.machines()), err)
+	})
+}
+
+// TestRestartMidRolloutCreatesNoDuplicates stops the controllers in the middle of a rollout and
+// starts new ones: the rollout finishes with exactly replicas machines and never more than
+// replicas+maxSurge at any time.
+func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 300*time.Millisecond, 200*time.Millisecond)
+	stop := e.startControllers()
+	const replicas, surge = 6, 2
+	d := e.deployment("restart", replicas, "a", surge, 0)
+	e.create(d)
+	e.eventually(30*time.Second, "6 Running", func() (bool, string) {
+		all, run := running(e.machines(), "a")
+		return all == replicas && run == replicas, fmt.Sprintf("%d/%d", all, run)
+	})
+	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+		w.maxAll = max(w.maxAll, len(ms))
+		if len(ms) > replicas+surge {
+			return fmt.Sprintf("%d machines", len(ms))
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond)
+	w.arm()
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
+	e.eventually(20*time.Second, "rollout under way", func() (bool, string) {
+		allB, _ := running(e.machines(), "b")
+		return allB >= 1, fmt.Sprintf("%d b machines", allB)
+	})
+	stop()
+	time.Sleep(500 * time.Millisecond)
+	e.startControllers()
+	e.eventually(60*time.Second, "rollout finished", func() (bool, string) {
+		ms := e.machines()
+		allA, _ := running(ms, "a")
+		allB, runB := running(ms, "b")
+		return allA == 0 && allB == replicas && runB == replicas, fmt.Sprintf("a %d, b %d/%d", allA, allB, runB)
+	})
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+}

@@ -1,0 +1,154 @@
+package machinedeployment
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+func deployment(replicas int32, surge, unavail *intstr.IntOrString) *v1alpha1.MachineDeployment {
+	return &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "md"},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: replicas,
+			Strategy: v1alpha1.MachineDeploymentStrategy{
+				Type:          v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: surge, MaxUnavailable: unavail}},
+			},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "a"}},
+			},
+		},
+	}
+}
+
+func ios(v intstr.IntOrString) *intstr.IntOrString { return &v }
+
+func TestFenceposts(t *testing.T) {
+	for _, tc := range []struct {
+		replicas            int32
+		surge, unavail      *intstr.IntOrString
+		wantSurge, wantUnav int32
+	}{
+		{10, ios(intstr.FromString("25%")), ios(intstr.FromString("25%")), 3, 2}, // surge rounds up, unavailable down
+		{3, ios(intstr.FromInt32(0)), ios(intstr.FromInt32(0)), 0, 1},            // both 0: one unavailable
+		{3, nil, nil, 0, 1}, // unset is 0, as MCM
+		{3, ios(intstr.FromInt32(1)), ios(intstr.FromInt32(0)), 1, 0},
+		{1, ios(intstr.FromString("10%")), ios(intstr.FromString("10%")), 1, 0},
+	} {
+		d := deployment(tc.replicas, tc.surge, tc.unavail)
+		s, u, err := fenceposts(d)
+		if err != nil || s != tc.wantSurge || u != tc.wantUnav {
+			t.Errorf("replicas %d surge %v unavailable %v: got %d/%d (%v), want %d/%d", tc.replicas, tc.surge, tc.unavail, s, u, err, tc.wantSurge, tc.wantUnav)
+		}
+	}
+	if _, _, err := fenceposts(deployment(3, ios(intstr.FromString("abc")), nil)); err == nil {
+		t.Error("a malformed maxSurge must be an error")
+	}
+}
+
+func TestTemplateHashChangesWithClass(t *testing.T) {
+	d := deployment(3, nil, nil)
+	h1 := templateHash(&d.Spec.Template, nil)
+	if h1 != templateHash(&d.Spec.Template, nil) {
+		t.Fatal("hash is not stable")
+	}
+	d2 := d.DeepCopy()
+	d2.Spec.Template.Spec.Class.Name = "b"
+	if templateHash(&d2.Spec.Template, nil) == h1 {
+		t.Fatal("a class change must change the hash")
+	}
+	one := int32(1)
+	if templateHash(&d.Spec.Template, &one) == h1 {
+		t.Fatal("the collision count must change the hash")
+	}
+	ms := &v1alpha1.MachineSet{Spec: v1alpha1.MachineSetSpec{Template: setTemplate(d, h1)}}
+	if ms.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName] != "md" || ms.Spec.Template.Labels[v1alpha1.LabelMachineTemplateHash] != h1 {
+		t.Fatalf("set template labels: %v", ms.Spec.Template.Labels)
+	}
+	if !templateMatches(d, ms) {
+		t.Fatal("the set of the current template must match")
+	}
+	if templateMatches(d2, ms) {
+		t.Fatal("a set of another class must not match")
+	}
+}
+
+func TestParseTrigger(t *testing.T) {
+	got := parseTrigger(" [m1~2026-01-01T00:00:00Z, m2~2026-01-01T00:00:01Z,m1~x,,m3] ")
+	want := []triggerEntry{{"m1", "2026-01-01T00:00:00Z"}, {"m2", "2026-01-01T00:00:01Z"}, {"m3", ""}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v want %v", got, want)
+	}
+	if s := formatTrigger(want); s != "m1~2026-01-01T00:00:00Z,m2~2026-01-01T00:00:01Z,m3" {
+		t.Fatalf("format: %s", s)
+	}
+}
+
+func set(name string, replicas int32, age time.Duration) *v1alpha1.MachineSet {
+	return &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, UID: types.UID(name),
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age)),
+		},
+		Spec: v1alpha1.MachineSetSpec{Replicas: replicas},
+	}
+}
+
+func TestDistribute(t *testing.T) {
+	for _, tc := range []struct {
+		sizes  []int32
+		target int32
+		want   []int32
+	}{
+		{[]int32{6, 3, 1}, 5, []int32{3, 2, 0}},
+		{[]int32{6, 3, 1}, 20, []int32{12, 6, 2}},
+		{[]int32{1, 1}, 1, []int32{0, 1}}, // equal sets: the older one shrinks first
+		{[]int32{1, 1}, 3, []int32{1, 2}}, // equal sets: the newer one grows first
+		{[]int32{2, 2}, 0, []int32{0, 0}},
+	} {
+		var sets []*v1alpha1.MachineSet
+		sizes := map[types.UID]int32{}
+		for i, s := range tc.sizes {
+			ms := set(fmt.Sprintf("s%d", i), s, time.Duration(len(tc.sizes)-i)*time.Hour)
+			sets = append(sets, ms)
+			sizes[ms.UID] = s
+		}
+		distribute(sets, sizes, tc.target)
+		var sum int32
+		for i, ms := range sets {
+			sum += sizes[ms.UID]
+			if sizes[ms.UID] != tc.want[i] {
+				t.Errorf("sizes %v → %d: set %d got %d want %d", tc.sizes, tc.target, i, sizes[ms.UID], tc.want[i])
+			}
+		}
+		if sum != tc.target {
+			t.Errorf("sizes %v → %d: sum %d", tc.sizes, tc.target, sum)
+		}
+	}
+}
+
+func TestNewSetReplicasCountsTerminatingMachines(t *testing.T) {
+	d := deployment(3, ios(intstr.FromInt32(1)), ios(intstr.FromInt32(0)))
+	old := set("old", 2, 2*time.Hour)
+	newMS := set("new", 1, time.Hour)
+	ro := &rollout{d: d, machines: map[types.UID][]*v1alpha1.Machine{
+		old.UID:   {{}, {}, {}}, // one of the three is still terminating
+		newMS.UID: {{}},
+	}}
+	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{old, newMS}, newMS); got != 1 {
+		t.Fatalf("with a terminating machine the new set must wait: got %d want 1", got)
+	}
+	ro.machines[old.UID] = ro.machines[old.UID][:2]
+	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{old, newMS}, newMS); got != 2 {
+		t.Fatalf("once it is gone the new set may grow: got %d want 2", got)
+	}
+}
