@@ -133,7 +133,9 @@ func TestScaleHonoursPriority(t *testing.T) {
 	wantRunning(5)
 
 	ms := e.machines()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].CreationTimestamp.Before(&ms[j].CreationTimestamp) || ms[i].Name < ms[j].Name })
+	sort.Slice(ms, func(i, j int) bool {
+		return ms[i].CreationTimestamp.Before(&ms[j].CreationTimestamp) || ms[i].Name < ms[j].Name
+	})
 	keep := ms[0].Name // the oldest: by age alone it would be deleted first
 	first := ms[4].Name
 	for _, m := range ms {
