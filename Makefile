@@ -89,6 +89,11 @@ lint: ## gofmt and go vet
 test: $(CONTROL_PLANE) lint check-slim ## run the whole test suite
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test -race -timeout 30m ./...
 
+## ---------------------------------------------------------------- provider developer kit
+.PHONY: new-provider
+new-provider: ## scaffold providers/$(NAME) and regenerate providers/all: make new-provider NAME=foo
+	@$(GO) run ./build/newprovider -name "$(NAME)" -go "$(GO)"
+
 ## ---------------------------------------------------------------- run
 .PHONY: run
 run: $(CONTROL_PLANE) build ## start a local control plane and the controller with the local provider

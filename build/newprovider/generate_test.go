@@ -1,0 +1,180 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func TestValidateNameRefusesWithAClearMessage(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "taken"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want []string
+	}{
+		{"", []string{"invalid provider name", "lower-case letters"}},
+		{"Foo", []string{"invalid provider name", "NAME=foo"}},
+		{"my-cloud", []string{"invalid provider name", "NAME=mycloud"}},
+		{"1cloud", []string{"starting with a letter"}},
+		{"func", []string{"Go keyword"}},
+		{"all", []string{"reserved", "providers/all"}},
+		{"doc", []string{"reserved"}},
+		{"main", []string{"reserved"}},
+		{"mem", []string{"reserved", "memdriver"}},
+		{"taken", []string{"already exists", "choose another name"}},
+	} {
+		err := ValidateName(dir, tc.name)
+		if err == nil {
+			t.Errorf("ValidateName(%q) = nil, want an error", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("ValidateName(%q) = %q, want it to say %q", tc.name, err, w)
+			}
+		}
+	}
+	if err := ValidateName(dir, "hetzner2"); err != nil {
+		t.Errorf("ValidateName(hetzner2) = %v", err)
+	}
+	if err := ValidateName(filepath.Join(dir, "nope"), "foo"); err == nil || !strings.Contains(err.Error(), "repository root") {
+		t.Errorf("a missing providers directory: %v", err)
+	}
+}
+
+// TestRenderedDriverMirrorsTheContract keeps the stubs' doc comments in step with core/driver:
+// each generated method starts with the interface method's documentation.
+func TestRenderedDriverMirrorsTheContract(t *testing.T) {
+	files, err := Render("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contract := interfaceDocs(t, filepath.Join("..", "..", "core", "driver", "driver.go"))
+	if len(contract) != 6 {
+		t.Fatalf("core/driver.Driver has %d documented methods, want 6", len(contract))
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "driver.go", files["driver.go"], parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stubs := map[string]string{}
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv != nil {
+			stubs[fn.Name.Name] = fn.Doc.Text()
+		}
+	}
+	for method, doc := range contract {
+		stub, ok := stubs[method]
+		if !ok {
+			t.Errorf("the scaffold's driver lacks %s", method)
+			continue
+		}
+		if !strings.HasPrefix(normalize(stub), normalize(doc)) {
+			t.Errorf("the doc of the scaffold's %s does not start with core/driver's:\n got: %s\nwant: %s", method, stub, doc)
+		}
+	}
+}
+
+func TestRenderedFilesAreOneValidPackage(t *testing.T) {
+	files, err := Render("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	want := "README.md checklist_test.go conformance_test.go driver.go register.go spec.go spec_test.go"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("rendered %v, want %s", names, want)
+	}
+	inits := 0
+	fset := token.NewFileSet()
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, n, files[n], 0)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if f.Name.Name != "acme" {
+			t.Errorf("%s: package %s, want acme", n, f.Name.Name)
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == "init" {
+				inits++
+				if n != "register.go" {
+					t.Errorf("%s has an init(); only register.go may", n)
+				}
+			}
+		}
+		if strings.Contains(string(files[n]), "{{") {
+			t.Errorf("%s holds unrendered template text", n)
+		}
+	}
+	if inits != 1 {
+		t.Errorf("%d init functions, want exactly one (register.go)", inits)
+	}
+	if !strings.Contains(string(files["README.md"]), "-tags provider_acme") {
+		t.Error("README does not show the provider's build tag")
+	}
+}
+
+func TestGenerateWritesTheDirectoryAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	res, err := Generate(dir, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Files) != 7 || res.Lines < 300 {
+		t.Errorf("generated %d files, %d lines", len(res.Files), res.Lines)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != "acme" {
+		t.Errorf("providers dir holds %v, want only acme (no temporary directory left)", entries)
+	}
+	if _, err := Generate(dir, "acme"); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("second Generate = %v, want already exists", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "acme", "register.go"))
+	if err != nil || !strings.Contains(string(b), "registry.Register(") {
+		t.Errorf("register.go: %v\n%s", err, b)
+	}
+	if !strings.Contains(res.Summary(), "go build -tags provider_acme ./cmd/machinist") {
+		t.Errorf("summary does not say how to build:\n%s", res.Summary())
+	}
+}
+
+// interfaceDocs returns the doc comment of each method of the Driver interface in file.
+func interfaceDocs(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok || ts.Name.Name != "Driver" {
+			return true
+		}
+		for _, m := range ts.Type.(*ast.InterfaceType).Methods.List {
+			docs[m.Names[0].Name] = m.Doc.Text()
+		}
+		return false
+	})
+	return docs
+}
+
+func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
