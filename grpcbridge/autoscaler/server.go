@@ -18,19 +18,17 @@ import (
 	pb "github.com/machinist-io/machinist/grpcbridge/proto/clusterautoscaler/cloudprovider/v1/externalgrpc"
 )
 
-// CallLogLevel is the slog level every call is logged at: -5 is klog's --v=5 (logr's V(n) is
-// slog level -n), the verbosity at which CA itself logs every call.
-const CallLogLevel = slog.Level(-5)
-
 // Config configures a Server.
 type Config struct {
 	// Provider serves the node groups. Required.
 	Provider Provider
 	// GPULabel is the node label that marks GPU nodes (GPULabel RPC); "" reports none.
 	GPULabel string
-	// Log receives one record per call at CallLogLevel and one per failed call at Info; nil
-	// means slog.Default().
+	// Log receives one record per failed call at Info; nil means slog.Default().
 	Log *slog.Logger
+	// LogCalls logs every call (method, request, code, duration) at Debug, as CA itself does at
+	// --v=5.
+	LogCalls bool
 	// Metrics records calls, latency and errors per RPC; nil records nothing.
 	Metrics *Metrics
 }
@@ -41,6 +39,7 @@ type Server struct {
 	provider Provider
 	gpuLabel string
 	log      *slog.Logger
+	logCalls bool
 	metrics  *Metrics
 }
 
@@ -50,7 +49,7 @@ func NewServer(cfg Config) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{provider: cfg.Provider, gpuLabel: cfg.GPULabel, log: log, metrics: cfg.Metrics}
+	return &Server{provider: cfg.Provider, gpuLabel: cfg.GPULabel, log: log, logCalls: cfg.LogCalls, metrics: cfg.Metrics}
 }
 
 // NewGRPCServer returns a gRPC server with s registered and its logging and metrics
@@ -70,8 +69,8 @@ func (s *Server) Intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	elapsed := time.Since(start)
 	code := status.Code(err)
 	s.metrics.observe(rpc, code, elapsed)
-	if s.log.Enabled(ctx, CallLogLevel) {
-		s.log.Log(ctx, CallLogLevel, "autoscaler call", "rpc", rpc, "request", compact(req), "code", code.String(), "duration", elapsed)
+	if s.logCalls {
+		s.log.Debug("autoscaler call", "rpc", rpc, "request", compact(req), "code", code.String(), "duration", elapsed)
 	}
 	if err != nil && code != codes.Unimplemented {
 		s.log.Info("autoscaler call failed", "rpc", rpc, "code", code.String(), "error", status.Convert(err).Message())
