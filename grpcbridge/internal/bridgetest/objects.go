@@ -72,7 +72,7 @@ func Class(provider string) *v1alpha1.MachineClass {
 			},
 			InstanceType: "m1.xlarge", Region: "RegionOne", Zone: "nova",
 		},
-		ProviderSpec: runtime.RawExtension{Raw: []byte(`{"imageName":"gardenlinux-1592.3","flavorName":"m1.xlarge","keyName":"shoot--dev--cluster-ssh","networkID":"5d9a0d4e-2a44-4bd6-b7a3-f1e9bd5e4a11","subnetID":"1e0c0f35-6bbb-4c8b-8f6d-1a7bd02ad7a2","podNetworkCidrs":["100.96.0.0/11"],"securityGroups":["shoot--dev--cluster-nodes"],"availabilityZone":"nova","region":"RegionOne","rootDiskSize":50,"tags":{"kubernetes.io-cluster-shoot--dev--cluster":"1","kubernetes.io-role-node":"1","worker.gardener.cloud_pool":"worker-a"}}`)},
+		ProviderSpec:         runtime.RawExtension{Raw: []byte(`{"imageName":"gardenlinux-1592.3","flavorName":"m1.xlarge","keyName":"shoot--dev--cluster-ssh","networkID":"5d9a0d4e-2a44-4bd6-b7a3-f1e9bd5e4a11","subnetID":"1e0c0f35-6bbb-4c8b-8f6d-1a7bd02ad7a2","podNetworkCidrs":["100.96.0.0/11"],"securityGroups":["shoot--dev--cluster-nodes"],"availabilityZone":"nova","region":"RegionOne","rootDiskSize":50,"tags":{"kubernetes.io-cluster-shoot--dev--cluster":"1","kubernetes.io-role-node":"1","worker.gardener.cloud_pool":"worker-a"}}`)},
 		Provider:             provider,
 		SecretRef:            &corev1.SecretReference{Name: "shoot--dev--cluster-worker-a", Namespace: "shoot--dev--cluster"},
 		CredentialsSecretRef: &corev1.SecretReference{Name: "cloudprovider", Namespace: "shoot--dev--cluster"},
