@@ -360,8 +360,17 @@ func heartbeatCall(k *call) error {
 
 // readClass reads a MachineClass manifest; unknown fields are errors naming the field.
 func readClass(path string) (*v1alpha1.MachineClass, error) {
+	data, err := readInput(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseClass(data, path)
+}
+
+// parseClass decodes a MachineClass manifest read from source (named in errors).
+func parseClass(data []byte, path string) (*v1alpha1.MachineClass, error) {
 	var class v1alpha1.MachineClass
-	if err := readManifest(path, "MachineClass", &class); err != nil {
+	if err := decodeManifest(data, path, "MachineClass", &class); err != nil {
 		return nil, err
 	}
 	if class.Name == "" {
@@ -425,6 +434,11 @@ func readManifest(path, kind string, out any) error {
 	if err != nil {
 		return err
 	}
+	return decodeManifest(data, path, kind, out)
+}
+
+// decodeManifest decodes data (read from path) as a manifest of kind, strictly.
+func decodeManifest(data []byte, path, kind string, out any) error {
 	var meta metav1.TypeMeta
 	if err := yaml.Unmarshal(data, &meta); err != nil {
 		return fmt.Errorf("%s: not YAML or JSON: %w", path, err)
