@@ -389,3 +389,39 @@ func TestRegisteredUnderOpenStack(t *testing.T) {
 		t.Errorf("InitializeMachine = %v; want Unimplemented", err)
 	}
 }
+
+func TestCreateAdoptsBuildingAndFailedServers(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	d, _ := testDriver(t)
+	ctx := ctxT(t)
+	class, secret := testClass(t), passwordSecret(cloud)
+	tags := map[string]string{clusterKey: "1", roleKey: "1"}
+
+	failed := cloud.CreateServer("worker-broken", tags)
+	cloud.FailServer(failed, "Build of instance aborted: Failed to allocate the network(s), not rescheduling.")
+	_, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("worker-broken"), MachineClass: class, Secret: secret})
+	if !driver.IsCode(err, driver.Internal) || !strings.Contains(driver.MessageOf(err), "Failed to allocate the network(s)") {
+		t.Fatalf("CreateMachine over a server in ERROR = %v; want Internal with Nova's fault", err)
+	}
+	if left := leftovers(cloud, "worker-broken"); len(left) > 0 {
+		t.Fatalf("the failed server was not cleaned up: %v", left)
+	}
+	// The next attempt starts afresh.
+	if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("worker-broken"), MachineClass: class, Secret: secret}); err != nil {
+		t.Fatalf("CreateMachine after the cleanup: %v", err)
+	}
+
+	// A server still building (e.g. the previous call ran out of time) is waited for, not doubled.
+	cloud.SetBuildTime(150 * time.Millisecond)
+	building := cloud.CreateServer("worker-slow", tags)
+	resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("worker-slow"), MachineClass: class, Secret: secret})
+	if err != nil {
+		t.Fatalf("CreateMachine over a building server: %v", err)
+	}
+	if !strings.HasSuffix(resp.ProviderID, "/"+building) {
+		t.Fatalf("ProviderID %q, want the adopted server %s", resp.ProviderID, building)
+	}
+	if left := leftovers(cloud, "worker-slow"); len(left) != 1 || !strings.Contains(left[0], "ACTIVE") {
+		t.Fatalf("servers of worker-slow: %v; want the one adopted server, ACTIVE", left)
+	}
+}

@@ -360,16 +360,29 @@ func (c *Cloud) Volumes() []Volume {
 }
 
 // CreateServer puts a server into the cloud directly, bypassing the API (for tests that need a
-// server the driver did not make, e.g. a duplicate or one of another cluster). It is ACTIVE.
+// server the driver did not make, e.g. a duplicate or one of another cluster). It builds like any
+// server: ACTIVE after the build time.
 func (c *Cloud) CreateServer(name string, metadata map[string]string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.newServer(name, FlavorSmallID(), ImageID, AvailabilityZone)
 	s.Metadata = cloneMap(metadata)
-	s.Status = "ACTIVE"
-	s.buildDone = c.now()
 	c.attachNewPort(s, NetworkID, nil)
 	return s.ID
+}
+
+// FailServer puts a server into ERROR with the given fault, as if its build had failed (for tests
+// of a driver that finds such a server).
+func (c *Cloud) FailServer(id, faultMessage string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.servers[id]
+	if s == nil {
+		return false
+	}
+	s.Status, s.TaskState, s.VMState = "ERROR", "", "error"
+	s.Fault = &ServerFault{Code: 500, Message: faultMessage, Created: c.now()}
+	return true
 }
 
 // CreatePort puts a port into the cloud directly (e.g. a leftover of another run).
