@@ -240,9 +240,13 @@ func (s *Server) NodeGroupNodes(ctx context.Context, req *pb.NodeGroupNodesReque
 	if err != nil {
 		return nil, err
 	}
-	resp := &pb.NodeGroupNodesResponse{Instances: make([]*pb.Instance, 0, len(instances))}
-	for _, in := range instances {
-		st := &pb.InstanceStatus{InstanceState: pb.InstanceStatus_InstanceState(in.State)}
+	// One allocation per kind of message rather than per instance: groups have thousands.
+	msgs := make([]pb.Instance, len(instances))
+	states := make([]pb.InstanceStatus, len(instances))
+	resp := &pb.NodeGroupNodesResponse{Instances: make([]*pb.Instance, len(instances))}
+	for i, in := range instances {
+		st := &states[i]
+		st.InstanceState = pb.InstanceStatus_InstanceState(in.State)
 		if in.Error != nil {
 			code := in.Error.Code
 			if code == "" {
@@ -250,7 +254,8 @@ func (s *Server) NodeGroupNodes(ctx context.Context, req *pb.NodeGroupNodesReque
 			}
 			st.ErrorInfo = &pb.InstanceErrorInfo{ErrorCode: code, ErrorMessage: in.Error.Message, InstanceErrorClass: int32(in.Error.Class)}
 		}
-		resp.Instances = append(resp.Instances, &pb.Instance{Id: in.ID, Status: st})
+		msgs[i].Id, msgs[i].Status = in.ID, st
+		resp.Instances[i] = &msgs[i]
 	}
 	return resp, nil
 }

@@ -30,6 +30,9 @@ type group struct {
 	options autoscaler.Options
 	// problems are option annotations that were ignored.
 	problems []string
+	// ng is the group as CA sees it, debug text included; computed once per deployment change
+	// because CA asks for it on every NodeGroupForNode.
+	ng autoscaler.NodeGroup
 }
 
 // tombstone remembers the group of a deleted machine, so that CA, which keeps asking about a
@@ -264,6 +267,7 @@ func (ix *index) putDeployment(md *v1alpha1.MachineDeployment) {
 		delete(ix.groups, GroupID(k))
 		return
 	}
+	g.ng = autoscaler.NodeGroup{ID: g.id, MinSize: g.bounds.Min, MaxSize: g.bounds.Max, Debug: g.debug(md)}
 	ix.groups[g.id] = g
 }
 

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -199,9 +200,7 @@ func (p *Provider) NodeGroups() []autoscaler.NodeGroup {
 	return out
 }
 
-func (p *Provider) nodeGroupLocked(g *group) autoscaler.NodeGroup {
-	return autoscaler.NodeGroup{ID: g.id, MinSize: g.bounds.Min, MaxSize: g.bounds.Max, Debug: g.debug(p.ix.mds[g.md])}
-}
+func (p *Provider) nodeGroupLocked(g *group) autoscaler.NodeGroup { return g.ng }
 
 // NodeGroupForNode resolves a node, or one of our placeholders, to its group from memory.
 func (p *Provider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
@@ -433,7 +432,7 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 	for _, m := range machines {
 		out = append(out, Instance(m))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	slices.SortFunc(out, func(a, b autoscaler.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
