@@ -44,6 +44,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			// Deleting a Node deletes its machine (the node controller does it too).
 			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
 		}
+		r.log(m).Debug("sync node", "node", node.Name, "labels", m.Spec.NodeTemplateSpec.Labels)
 		if err := r.syncNode(ctx, m, node); err != nil {
 			return requeueOnConflict(err)
 		}
