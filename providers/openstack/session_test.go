@@ -168,3 +168,28 @@ func TestSessionsPerCredentialSet(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkGetMachineStatus measures a status read on a warm session: the cost is one Nova list,
+// never a Keystone round trip (tokens/op stays 0).
+func BenchmarkGetMachineStatus(b *testing.B) {
+	cloud := fakeopenstack.Start(b)
+	d, _ := testDriver(b)
+	ctx := ctxT(b)
+	class, secret := testClass(b), passwordSecret(cloud)
+	m := machine("worker-bench")
+	if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret}); err != nil {
+		b.Fatal(err)
+	}
+	cloud.ResetCounts()
+	tokens := cloud.TokenRequests()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cloud.Requests())/float64(b.N), "requests/op")
+	b.ReportMetric(float64(cloud.TokenRequests()-tokens)/float64(b.N), "tokens/op")
+}

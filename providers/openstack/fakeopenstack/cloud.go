@@ -419,7 +419,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if service == "compute" {
 		w.Header().Set("X-Compute-Request-Id", reqID)
 	}
-	rt := route(service, r.Method, rest)
+	rt := route(service, rest)
 
 	c.mu.Lock()
 	c.requests++
@@ -486,7 +486,7 @@ func trimPrefix(p, prefix string) string {
 }
 
 // route names a path for the counters: IDs become {id}.
-func route(service, method, rest string) string {
+func route(service, rest string) string {
 	switch service {
 	case "compute":
 		rest = trimPrefix(rest, "/v2.1")
@@ -503,7 +503,6 @@ func route(service, method, rest string) string {
 		}
 		parts[i] = "{id}"
 	}
-	_ = method
 	return "/" + strings.Join(parts, "/")
 }
 

@@ -134,7 +134,9 @@ func asResp(err error, out *gophercloud.ErrUnexpectedResponseCode) bool {
 }
 
 func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
-	c := fakeopenstack.Start(t, fakeopenstack.Options{BuildTime: 30 * time.Millisecond, DeleteTime: 30 * time.Millisecond})
+	// Build and delete take a second: long enough to see BUILD and deleting on a loaded machine;
+	// the transitions after them are polled for, never slept on.
+	c := fakeopenstack.Start(t, fakeopenstack.Options{BuildTime: time.Second, DeleteTime: time.Second})
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
 
@@ -161,8 +163,11 @@ func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 	if err != nil || got.Status != "BUILD" {
 		t.Fatalf("new server %v, %v; want BUILD", got, err)
 	}
-	time.Sleep(40 * time.Millisecond)
-	if got, _ = servers.Get(ctx, cl.compute, srv.ID).Extract(); got.Status != "ACTIVE" || len(got.Addresses) != 2 {
+	got = waitFor(t, func() (*servers.Server, bool) {
+		s, err := servers.Get(ctx, cl.compute, srv.ID).Extract()
+		return s, err == nil && s.Status != "BUILD"
+	})
+	if got.Status != "ACTIVE" || len(got.Addresses) != 2 {
 		t.Fatalf("server status %s addresses %v; want ACTIVE on two networks", got.Status, got.Addresses)
 	}
 	// A port in use cannot boot a second server.
@@ -177,10 +182,10 @@ func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 	if got, err = servers.Get(ctx, cl.compute, srv.ID).Extract(); err != nil || got.TaskState != "deleting" {
 		t.Fatalf("deleting server %v, %v; want task_state deleting", got, err)
 	}
-	time.Sleep(40 * time.Millisecond)
-	if _, err = servers.Get(ctx, cl.compute, srv.ID).Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		t.Fatalf("deleted server: %v; want 404", err)
-	}
+	waitFor(t, func() (*servers.Server, bool) {
+		_, err := servers.Get(ctx, cl.compute, srv.ID).Extract()
+		return nil, gophercloud.ResponseCodeIs(err, http.StatusNotFound)
+	})
 	// The given port is unbound but stays; the port Nova made is gone; the volume survives.
 	ps := c.Ports()
 	if len(ps) != 1 || ps[0].ID != port.ID || ps[0].DeviceID != "" {
@@ -263,5 +268,21 @@ func TestFaults(t *testing.T) {
 	}
 	if len(c.Ports()) != 0 {
 		t.Fatalf("a server that was never scheduled got ports: %+v", c.Ports())
+	}
+}
+
+// waitFor polls f every 10ms for at most 10s and fails the test if it never reports done.
+func waitFor[T any](t *testing.T, f func() (T, bool)) T {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, done := f()
+		if done {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not reached within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 )
@@ -111,7 +112,12 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	switch {
 	case p[0] == "networks" && len(p) == 1 && r.Method == http.MethodGet:
 		out := []any{}
-		for _, n := range sortedBySeq(c.networks, func(n *Network) int { return 0 }) {
+		nets := make([]*Network, 0, len(c.networks))
+		for _, n := range c.networks {
+			nets = append(nets, n)
+		}
+		sort.Slice(nets, func(i, j int) bool { return nets[i].Name < nets[j].Name })
+		for _, n := range nets {
 			if v := q.Get("name"); v != "" && n.Name != v {
 				continue
 			}
