@@ -22,7 +22,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
@@ -65,6 +67,11 @@ func autoscalerCommand() *cli.Command {
 			&cli.StringFlag{Name: "target-kubeconfig", Usage: "static mode: kubeconfig of the cluster the nodes join (Node deletion, bootstrap tokens, local provider)", TakesFile: true, EnvVars: []string{"TARGET_KUBECONFIG"}},
 			&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "static mode: directory drivers keep state in (the local provider's machines)", EnvVars: []string{"MACHINIST_STATE_DIR"}},
 			&cli.DurationFlag{Name: "resync", Value: static.DefaultResync, Usage: "static mode: how often every group is listed from the cloud"},
+			&cli.StringSliceFlag{Name: "driver-endpoint", Usage: "static mode: <provider>=<address> of a driver server (machinist serve) to use for that provider instead of a compiled-in driver; repeatable"},
+			&cli.StringFlag{Name: "driver-cert", Usage: "static mode: client certificate (PEM) for --driver-endpoint servers", TakesFile: true},
+			&cli.StringFlag{Name: "driver-key", Usage: "static mode: client key (PEM) for --driver-endpoint servers", TakesFile: true},
+			&cli.StringFlag{Name: "driver-cacert", Usage: "static mode: CA bundle (PEM) that signs the --driver-endpoint servers' certificates", TakesFile: true},
+			&cli.BoolFlag{Name: "driver-insecure", Usage: "static mode: talk to --driver-endpoint servers in plain text (unix sockets, loopback)"},
 			&cli.StringFlag{Name: "gpu-label", Usage: "node label that marks GPU nodes and names their GPU type (GPULabel RPC)"},
 		},
 		Action: runAutoscaler,
@@ -241,16 +248,65 @@ func newStaticProvider(c *cli.Context, path string, log *slog.Logger) (*static.P
 			return nil, nil, fmt.Errorf("autoscaler: target cluster client: %w", err)
 		}
 	}
-	resolver := &registry.Resolver{Env: registry.Env{Target: target, StateDir: c.String("state-dir"), Log: log}}
+	endpoints, closeEndpoints, err := driverEndpoints(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	resolver := &registry.Resolver{Endpoints: endpoints, Env: registry.Env{Target: target, StateDir: c.String("state-dir"), Log: log}}
+	closeAll := func() { _ = resolver.Close(); closeEndpoints() }
 	p, err := static.New(static.Config{
 		Groups: groups, Drivers: resolver, Target: cs, GPULabel: c.String("gpu-label"),
 		Resync: c.Duration("resync"), Log: log,
 	})
 	if err != nil {
-		_ = resolver.Close()
+		closeAll()
 		return nil, nil, err
 	}
-	return p, func() { _ = resolver.Close() }, nil
+	return p, closeAll, nil
+}
+
+// driverEndpoints dials the --driver-endpoint servers; their drivers win over compiled-in ones
+// for the providers they name, as in the controller manager.
+func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
+	specs := c.StringSlice("driver-endpoint")
+	if len(specs) == 0 {
+		return nil, func() {}, nil
+	}
+	t := grpcbridge.Transport{Insecure: c.Bool("driver-insecure")}
+	if !t.Insecure {
+		files := mtls.Files{Cert: c.String("driver-cert"), Key: c.String("driver-key"), CA: c.String("driver-cacert")}
+		if err := files.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("--driver-endpoint: %w", err)
+		}
+		tlsConfig, err := mtls.ClientConfig(files, "")
+		if err != nil {
+			return nil, nil, fmt.Errorf("--driver-endpoint: %w", err)
+		}
+		t.TLS = tlsConfig
+	}
+	drivers := map[string]driver.Driver{}
+	var conns []*grpc.ClientConn
+	closeAll := func() {
+		for _, conn := range conns {
+			_ = conn.Close()
+		}
+	}
+	for _, spec := range specs {
+		name, addr, ok := strings.Cut(spec, "=")
+		name = registry.Normalize(name)
+		if !ok || !registry.ValidName(name) || addr == "" {
+			closeAll()
+			return nil, nil, fmt.Errorf("--driver-endpoint %q: want <provider>=<address>, e.g. openstack=unix:///run/machinist/openstack.sock", spec)
+		}
+		conn, err := grpcbridge.Dial(addr, t)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("--driver-endpoint %q: %w", spec, err)
+		}
+		conns = append(conns, conn)
+		drivers[name] = grpcbridge.NewClient(conn, grpcbridge.WithProvider(name))
+	}
+	return grpcbridge.NewRouter(drivers), closeAll, nil
 }
 
 // kubeconfig loads a kubeconfig file; with an empty path, $KUBECONFIG, else (when inCluster)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
@@ -433,4 +435,63 @@ func ids(in []caclient.Instance) string {
 		out = append(out, fmt.Sprintf("%s/%d", i.ID, i.Status.State))
 	}
 	return strings.Join(out, ",")
+}
+
+// TestStaticGroupThroughBridge serves a static group whose driver sits behind the gRPC driver
+// bridge (machinist serve), as --driver-endpoint configures it.
+func TestStaticGroupThroughBridge(t *testing.T) {
+	bridged := memdriver.NewCloud()
+	gs, err := grpcbridge.NewGRPCServer(grpcbridge.Transport{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcbridge.NewServer(memdriver.New(bridged), grpcbridge.WithProviders(memdriver.ProviderName)).Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpcbridge.Dial(lis.Addr().String(), grpcbridge.Transport{Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	resolver := &registry.Resolver{Endpoints: grpcbridge.NewRouter(map[string]driver.Driver{
+		memdriver.ProviderName: grpcbridge.NewClient(conn, grpcbridge.WithProvider(memdriver.ProviderName)),
+	})}
+
+	groups, err := static.Load([]byte(`groups: [{name: bridged, maxSize: 3, machineClass: {provider: mem, providerSpec: {cluster: bridge, role: worker}}}]`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := static.New(static.Config{Groups: groups, Drivers: resolver, Resync: time.Second, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); p.Wait() })
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	certs := catest.NewCerts(t)
+	ca := catest.Connect(t, catest.Serve(t, p, certs), certs, caclient.Current)
+	if err := ca.IncreaseSize("bridged", 2); err != nil {
+		t.Fatal(err)
+	}
+	in := running(t, ca, "bridged", 2)
+	if n := len(bridged.VMs()); n != 2 {
+		t.Fatalf("the bridged cloud holds %d VMs, want 2", n)
+	}
+	for _, vm := range cloud.VMs() {
+		if vm.Cluster == "bridge" {
+			t.Fatalf("VM %s was created by the compiled-in mem driver, not through the bridge", vm.ID)
+		}
+	}
+	if err := ca.DeleteNodes("bridged", caclient.FakeNode(in[0].ID, "unregistered")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "one VM left behind the bridge", func() (bool, string) {
+		return len(bridged.VMs()) == 1, fmt.Sprint(bridged.VMs())
+	})
 }
