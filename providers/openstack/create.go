@@ -74,6 +74,8 @@ type creation struct {
 	fresh bool // no server existed when the call began
 
 	serverID    string
+	owned       bool   // this call booted serverID
+	broken      bool   // serverID is in ERROR
 	portID      string // pre-created port, made or reused by this call
 	volumeID    string // pre-created root volume, made or reused by this call
 	createReqID string // request ID of the boot, quoted with Nova's fault
@@ -153,7 +155,7 @@ func (c *creation) boot(ctx context.Context, userData []byte) error {
 	if err != nil {
 		return apiError(fmt.Sprintf("create server %q", c.name), err)
 	}
-	c.serverID = srv.ID
+	c.serverID, c.owned = srv.ID, true
 	c.d.log.Info("openstack: server created", "machine", c.name, "server", srv.ID, "request", c.createReqID)
 	return nil
 }
@@ -455,9 +457,13 @@ func (c *creation) waitActive(ctx context.Context) (*servers.Server, error) {
 		case srv.Status == "ACTIVE":
 			return srv, nil
 		case srv.Status == "ERROR":
+			c.broken = true
 			return nil, c.faultError(srv)
 		case srv.Status != "BUILD":
-			return nil, driver.Errorf(driver.Internal, "openstack: server %s of machine %q is %s instead of ACTIVE", srv.ID, c.name, srv.Status)
+			// The server exists in another state (SHUTOFF, REBOOT, ...): it is the machine's VM;
+			// the controller's health check decides what becomes of it.
+			c.d.log.Info("openstack: server exists but is not ACTIVE", "machine", c.name, "server", srv.ID, "status", srv.Status)
+			return srv, nil
 		}
 		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
 			return nil, stillBuilding(err)
@@ -539,7 +545,12 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 	defer cancel()
 	var errs []error
 	var gone []string
-	if c.serverID != "" || c.fresh {
+	// Delete the server this call booted, or an adopted one that failed to build; an adopted
+	// server that is fine (or still building) stays for the next attempt.
+	if c.serverID != "" && !c.owned && !c.broken {
+		return driver.Errorf(driver.CodeOf(cause), "%s; the existing server %s was kept", driver.MessageOf(cause), c.serverID)
+	}
+	{
 		ids := []string{}
 		if c.serverID != "" {
 			ids = append(ids, c.serverID)

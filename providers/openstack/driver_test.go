@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -423,5 +424,18 @@ func TestCreateAdoptsBuildingAndFailedServers(t *testing.T) {
 	}
 	if left := leftovers(cloud, "worker-slow"); len(left) != 1 || !strings.Contains(left[0], "ACTIVE") {
 		t.Fatalf("servers of worker-slow: %v; want the one adopted server, ACTIVE", left)
+	}
+
+	// Running out of time on a server this call did not boot never deletes it.
+	cloud.SetBuildTime(time.Hour)
+	kept := cloud.CreateServer("worker-kept", tags)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err = d.CreateMachine(short, &driver.CreateMachineRequest{Machine: machine("worker-kept"), MachineClass: class, Secret: secret})
+	if !driver.IsCode(err, driver.DeadlineExceeded) || !strings.Contains(driver.MessageOf(err), "was kept") {
+		t.Fatalf("CreateMachine timing out on an adopted server = %v; want DeadlineExceeded keeping it", err)
+	}
+	if left := leftovers(cloud, "worker-kept"); len(left) != 1 || !strings.Contains(left[0], kept) {
+		t.Fatalf("resources of worker-kept: %v; want the adopted server untouched", left)
 	}
 }
