@@ -25,8 +25,9 @@ import (
 )
 
 // CreateMachine creates the server of a machine, or returns the one that exists. A server named
-// after the machine with the class's cluster and role tags is adopted: ACTIVE is returned, BUILD
-// is waited for, ERROR is deleted and reported. Otherwise the driver resolves flavor, image and
+// after the machine with the class's cluster and role tags is adopted: BUILD is waited for, ERROR
+// is deleted and reported, any other state is returned (and a failure around an adopted server
+// that is fine never deletes it). Otherwise the driver resolves flavor, image and
 // networks, pre-creates the port (when subnets are given) and the root volume (when a root disk
 // type is given), boots the server and waits for ACTIVE within ctx. On any failure it deletes
 // what it created, so no server, port or volume is left behind, and returns Nova's message.
