@@ -115,3 +115,55 @@ func TestMissingBinariesSayMakeTools(t *testing.T) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
 }
+
+// TestPersistentDir is what `make run` relies on: a control plane restarted on the same Dir keeps
+// its data, certificates (the kubeconfig stays valid) and, when free, its port.
+func TestPersistentDir(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	first, err := testenv.StartControlPlane(ctx, testenv.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(first.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: "default"}}
+	if err := c.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := os.ReadFile(first.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("Stop removed a caller's Dir: %v", err)
+	}
+
+	second, err := testenv.StartControlPlane(ctx, testenv.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	if second.APIServerPort != first.APIServerPort {
+		t.Logf("port changed from %d to %d (it was taken meanwhile)", first.APIServerPort, second.APIServerPort)
+	}
+	// The old kubeconfig's credentials still work (same CA and admin certificate).
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Host = second.Config.Host
+	c2, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("data or credentials lost across restart: %v", err)
+	}
+}
