@@ -14,10 +14,20 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
 
-// Available reports whether a machine counts as available: Running for at least minReady.
+// Ready reports whether a machine is up: Running, or Available when there is no target cluster
+// (its VM exists and no node health can be waited for).
+func Ready(m *v1alpha1.Machine) bool {
+	if m.DeletionTimestamp != nil {
+		return false
+	}
+	p := m.Status.CurrentStatus.Phase
+	return p == v1alpha1.MachineRunning || p == v1alpha1.MachineAvailable
+}
+
+// Available reports whether a machine counts as available: ready for at least minReady.
 // A machine's currentStatus.lastUpdateTime is when it entered its phase.
 func Available(m *v1alpha1.Machine, minReady time.Duration, now time.Time) bool {
-	if m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning {
+	if !Ready(m) {
 		return false
 	}
 	if minReady <= 0 {
@@ -37,7 +47,7 @@ func (r *Reconciler) nextAvailableCheck(ms *v1alpha1.MachineSet, machines []*v1a
 	now := r.now()
 	var next time.Duration
 	for _, m := range machines {
-		if m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning || Available(m, minReady, now) {
+		if !Ready(m) || Available(m, minReady, now) {
 			continue
 		}
 		wait := m.Status.CurrentStatus.LastUpdateTime.Add(minReady).Sub(now) + time.Second
@@ -69,7 +79,7 @@ func (r *Reconciler) computeStatus(ms *v1alpha1.MachineSet, machines []*v1alpha1
 			fully++
 		}
 		phase := m.Status.CurrentStatus.Phase
-		if phase == v1alpha1.MachineRunning {
+		if Ready(m) {
 			ready++
 		}
 		if Available(m, minReady, now) {

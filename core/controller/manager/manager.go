@@ -120,9 +120,6 @@ type Options struct {
 
 	// Log is the structured logger of everything, controller-runtime and client-go included.
 	Log *slog.Logger
-	// SkipNameValidation allows several managers in one process (tests that restart the
-	// controllers); production leaves it false.
-	SkipNameValidation bool
 }
 
 // DefaultOptions returns the defaults of every option, those of the controllers included.
@@ -206,7 +203,9 @@ func New(opts Options) (*Manager, error) {
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
 		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
-		Controller:                    config.Controller{SkipNameValidation: &opts.SkipNameValidation},
+		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
+		// process run the manager again after stopping it (tests restart the controllers).
+		Controller: config.Controller{SkipNameValidation: ptrTo(true)},
 	}
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/mtls"
+)
+
+func init() { commands = append(commands, runCommand()) }
+
+// runCommand is `machinist run`, the all-in-one machine-controller-manager. Flag names and
+// defaults are Gardener MCM's where MCM has the flag (reference §4.1).
+func runCommand() *cli.Command {
+	md, sd, gd := machine.DefaultOptions(), safety.DefaultOptions(), manager.DefaultOptions()
+	cluster := "Clusters"
+	serving := "Serving and leader election"
+	machines := "Machine controller"
+	safe := "Safety"
+	drivers := "Drivers"
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the machine-controller-manager: Machine, MachineSet, MachineDeployment and safety controllers",
+		Description: "Watches the Machine* objects of --namespace in the control cluster and manages their VMs through\n" +
+			"the drivers of their MachineClasses (a --driver-endpoint for the provider, else the compiled-in\n" +
+			"driver, else a provider that dialled in). Nodes join the target cluster (--target-kubeconfig;\n" +
+			"\"none\" runs without one). Serves /metrics, /healthz and /readyz on --port. See docs/controllers.md.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Category: cluster, Name: "control-kubeconfig", EnvVars: []string{"CONTROL_KUBECONFIG"}, TakesFile: true,
+				Usage: "kubeconfig of the control cluster holding the Machine* objects (default: $KUBECONFIG, else in-cluster)"},
+			&cli.StringFlag{Category: cluster, Name: "target-kubeconfig", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true,
+				Usage: `kubeconfig of the cluster the nodes join; "none" for no target cluster (default: the control cluster)`},
+			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, Usage: "namespace of the Machine* objects in the control cluster"},
+			&cli.Float64Flag{Category: cluster, Name: "kube-api-qps", Value: float64(gd.KubeAPIQPS), Usage: "requests per second to the control cluster"},
+			&cli.IntFlag{Category: cluster, Name: "kube-api-burst", Value: gd.KubeAPIBurst, Usage: "request burst to the control cluster"},
+			&cli.Float64Flag{Category: cluster, Name: "target-kube-api-qps", Value: float64(gd.TargetKubeAPIQPS), Usage: "requests per second to the target cluster"},
+			&cli.IntFlag{Category: cluster, Name: "target-kube-api-burst", Value: gd.TargetKubeAPIBurst, Usage: "request burst to the target cluster"},
+			&cli.DurationFlag{Category: cluster, Name: "min-resync-period", Value: gd.MinResyncPeriod, Usage: "resync period of the informers"},
+
+			&cli.StringFlag{Category: serving, Name: "address", Value: "", Usage: "address to serve /metrics, /healthz and /readyz on (empty: all)"},
+			&cli.IntFlag{Category: serving, Name: "port", Value: gd.Port, Usage: "port of /metrics, /healthz and /readyz; -1 disables them"},
+			&cli.BoolFlag{Category: serving, Name: "leader-elect", Value: true, Usage: "run the controllers only in the replica holding the lease"},
+			&cli.StringFlag{Category: serving, Name: "leader-elect-resource-lock", Value: "leases", Usage: "lock type; only leases is supported"},
+			&cli.StringFlag{Category: serving, Name: "leader-elect-resource-name", Value: gd.LeaderElection.Name, Usage: "name of the Lease"},
+			&cli.StringFlag{Category: serving, Name: "leader-elect-resource-namespace", Usage: "namespace of the Lease (default: --namespace)"},
+			&cli.DurationFlag{Category: serving, Name: "leader-elect-lease-duration", Value: gd.LeaderElection.LeaseDuration, Usage: "how long a lease is valid without renewal"},
+			&cli.DurationFlag{Category: serving, Name: "leader-elect-renew-deadline", Value: gd.LeaderElection.RenewDeadline, Usage: "how long the leader tries to renew before giving up"},
+			&cli.DurationFlag{Category: serving, Name: "leader-elect-retry-period", Value: gd.LeaderElection.RetryPeriod, Usage: "how often candidates try to acquire the lease"},
+
+			&cli.IntFlag{Category: machines, Name: "concurrent-syncs", Value: md.ConcurrentSyncs, Usage: "machines reconciled in parallel (for creation and for deletion each)"},
+			&cli.IntFlag{Category: machines, Name: "set-concurrent-syncs", Value: gd.ConcurrentSyncs, Usage: "MachineSets and MachineDeployments reconciled in parallel"},
+			&cli.DurationFlag{Category: machines, Name: "machine-creation-timeout", Value: md.CreationTimeout, Usage: "time from creation until the node must be healthy before the machine is Failed"},
+			&cli.DurationFlag{Category: machines, Name: "machine-health-timeout", Value: md.HealthTimeout, Usage: "time a machine may stay Unknown before it is Failed and replaced"},
+			&cli.DurationFlag{Category: machines, Name: "machine-drain-timeout", Value: md.DrainTimeout, Usage: "time the graceful drain may take before it turns forceful"},
+			&cli.DurationFlag{Category: machines, Name: "machine-pv-detach-timeout", Value: md.PVDetachTimeout, Usage: "wait for the volumes of an evicted pod to detach"},
+			&cli.DurationFlag{Category: machines, Name: "machine-pv-reattach-timeout", Value: md.PVReattachTimeout, Usage: "wait for evicted volumes to attach elsewhere"},
+			&cli.IntFlag{Category: machines, Name: "machine-max-evict-retries", Value: int(md.MaxEvictRetries), Usage: "eviction retries of a pod blocked by a PodDisruptionBudget"},
+			&cli.StringFlag{Category: machines, Name: "node-conditions", Value: strings.Join(md.NodeConditions, ","), Usage: "node condition types that make a machine unhealthy when True"},
+			&cli.DurationFlag{Category: machines, Name: "resource-exhausted-retry", Value: md.ResourceExhaustedRetry, Usage: "first wait after a quota or capacity error (later waits back off)"},
+			&cli.StringFlag{Category: machines, Name: "bootstrap-token-auth-extra-groups", Usage: "extra groups of the bootstrap tokens (comma-separated)"},
+			&cli.StringFlag{Category: machines, Name: "max-replacements-per-deployment", Value: md.MaxReplacements.String(), Usage: "unhealthy machines of one MachineDeployment replaced at a time: a count or a percentage"},
+
+			&cli.DurationFlag{Category: safe, Name: "machine-safety-orphan-vms-period", Value: sd.OrphanPeriod, Usage: "how often VMs without a Machine are looked for"},
+			&cli.DurationFlag{Category: safe, Name: "machine-safety-orphan-vms-grace-period", Value: sd.OrphanGracePeriod, Usage: "how long a VM must be seen without a Machine before it is deleted"},
+			&cli.IntFlag{Category: safe, Name: "machine-safety-orphan-vms-max-deletes", Value: sd.OrphanMaxDeletesPerPass, Usage: "orphan VMs deleted per pass at most"},
+			&cli.BoolFlag{Category: safe, Name: "orphan-dry-run", Usage: "only report orphan VMs, delete none"},
+			&cli.IntFlag{Category: safe, Name: "safety-up", Value: int(sd.SafetyUp), Usage: "machines above replicas + surge before a MachineSet freezes"},
+			&cli.IntFlag{Category: safe, Name: "safety-down", Value: int(sd.SafetyDown), Usage: "machines below the freeze threshold before it unfreezes"},
+			&cli.DurationFlag{Category: safe, Name: "machine-safety-overshooting-period", Value: sd.OvershootingPeriod, Usage: "how often MachineSets are checked for too many machines"},
+			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-period", Value: sd.APIServerStatusCheckPeriod, Usage: "how often the API servers are probed"},
+			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-timeout", Value: sd.APIServerStatusCheckTimeout, Usage: "unreachable time after which the Machine controller freezes"},
+
+			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
+			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
+			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "client certificate for driver endpoints (PEM)"},
+			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},
+			&cli.StringFlag{Category: drivers, Name: "cacert", TakesFile: true, Usage: "CA bundle that signs the driver servers' certificates (PEM)"},
+			&cli.BoolFlag{Category: drivers, Name: "insecure", Usage: "talk to driver endpoints in plain text (unix sockets, tests)"},
+		},
+		Action: runAction,
+	}
+}
+
+func runAction(c *cli.Context) error {
+	opts, err := runOptions(c)
+	if err != nil {
+		return err
+	}
+	endpoints, closeEndpoints, err := dialEndpoints(c)
+	if err != nil {
+		return err
+	}
+	defer closeEndpoints()
+	if endpoints != nil {
+		opts.Endpoints = endpoints
+	}
+	m, err := manager.New(opts)
+	if err != nil {
+		return err
+	}
+	target := c.String("target-kubeconfig")
+	if target == "" {
+		target = "the control cluster"
+	}
+	opts.Log.Info("starting machine-controller-manager",
+		"namespace", opts.Namespace, "target", target, "providers", strings.Join(registry.Names(), ","),
+		"endpoints", strings.Join(c.StringSlice("driver-endpoint"), ","), "port", opts.Port, "leaderElection", opts.LeaderElection.Enabled)
+	return m.Start(c.Context)
+}
+
+// runOptions turns the flags into manager options, refusing values that cannot work.
+func runOptions(c *cli.Context) (manager.Options, error) {
+	o := manager.DefaultOptions()
+	o.Log = slog.Default()
+	o.ControlKubeconfig = c.String("control-kubeconfig")
+	o.TargetKubeconfig = c.String("target-kubeconfig")
+	o.Namespace = c.String("namespace")
+	o.KubeAPIQPS, o.KubeAPIBurst = float32(c.Float64("kube-api-qps")), c.Int("kube-api-burst")
+	o.TargetKubeAPIQPS, o.TargetKubeAPIBurst = float32(c.Float64("target-kube-api-qps")), c.Int("target-kube-api-burst")
+	o.MinResyncPeriod = c.Duration("min-resync-period")
+	o.Address, o.Port = c.String("address"), c.Int("port")
+	if o.Port == 0 {
+		return o, fmt.Errorf("run: --port 0: choose a port, or -1 to serve no metrics and health endpoints")
+	}
+	if o.Address != "" && net.ParseIP(o.Address) == nil && o.Address != "localhost" {
+		return o, fmt.Errorf("run: --address %q is not an IP address", o.Address)
+	}
+	if lock := c.String("leader-elect-resource-lock"); lock != "leases" {
+		return o, fmt.Errorf("run: --leader-elect-resource-lock %q is not supported: use leases", lock)
+	}
+	o.LeaderElection = manager.LeaderElection{
+		Enabled:       c.Bool("leader-elect"),
+		Name:          c.String("leader-elect-resource-name"),
+		Namespace:     c.String("leader-elect-resource-namespace"),
+		LeaseDuration: c.Duration("leader-elect-lease-duration"),
+		RenewDeadline: c.Duration("leader-elect-renew-deadline"),
+		RetryPeriod:   c.Duration("leader-elect-retry-period"),
+	}
+	if le := o.LeaderElection; le.Enabled && !(le.LeaseDuration > le.RenewDeadline && le.RenewDeadline > le.RetryPeriod) {
+		return o, fmt.Errorf("run: leader election needs --leader-elect-lease-duration (%s) > --leader-elect-renew-deadline (%s) > --leader-elect-retry-period (%s)",
+			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
+	}
+	o.ConcurrentSyncs = c.Int("set-concurrent-syncs")
+	o.StateDir = c.String("state-dir")
+
+	mo := &o.Machine
+	mo.ConcurrentSyncs = c.Int("concurrent-syncs")
+	mo.CreationTimeout = c.Duration("machine-creation-timeout")
+	mo.HealthTimeout = c.Duration("machine-health-timeout")
+	mo.DrainTimeout = c.Duration("machine-drain-timeout")
+	mo.PVDetachTimeout = c.Duration("machine-pv-detach-timeout")
+	mo.PVReattachTimeout = c.Duration("machine-pv-reattach-timeout")
+	mo.MaxEvictRetries = int32(c.Int("machine-max-evict-retries"))
+	mo.NodeConditions = machine.ParseNodeConditions(c.String("node-conditions"))
+	mo.ResourceExhaustedRetry = c.Duration("resource-exhausted-retry")
+	mo.BootstrapTokenAuthExtraGroups = c.String("bootstrap-token-auth-extra-groups")
+	mo.MaxReplacements = intstr.Parse(c.String("max-replacements-per-deployment"))
+
+	so := &o.Safety
+	so.OrphanPeriod = c.Duration("machine-safety-orphan-vms-period")
+	so.OrphanGracePeriod = c.Duration("machine-safety-orphan-vms-grace-period")
+	so.OrphanMaxDeletesPerPass = c.Int("machine-safety-orphan-vms-max-deletes")
+	so.OrphanDryRun = c.Bool("orphan-dry-run")
+	so.SafetyUp, so.SafetyDown = int32(c.Int("safety-up")), int32(c.Int("safety-down"))
+	so.OvershootingPeriod = c.Duration("machine-safety-overshooting-period")
+	so.APIServerStatusCheckPeriod = c.Duration("machine-safety-apiserver-statuscheck-period")
+	so.APIServerStatusCheckTimeout = c.Duration("machine-safety-apiserver-statuscheck-timeout")
+	if so.APIServerStatusCheckPeriod < so.APIServerStatusCheckTimeout {
+		return o, fmt.Errorf("run: --machine-safety-apiserver-statuscheck-period (%s) must be at least --machine-safety-apiserver-statuscheck-timeout (%s)",
+			so.APIServerStatusCheckPeriod, so.APIServerStatusCheckTimeout)
+	}
+	for name, d := range map[string]time.Duration{
+		"machine-creation-timeout": mo.CreationTimeout, "machine-health-timeout": mo.HealthTimeout,
+		"machine-drain-timeout": mo.DrainTimeout, "min-resync-period": o.MinResyncPeriod,
+	} {
+		if d <= 0 {
+			return o, fmt.Errorf("run: --%s %s must be positive", name, d)
+		}
+	}
+	return o, nil
+}
+
+// endpointSource serves providers from dialled driver servers.
+type endpointSource map[string]driver.Driver
+
+func (s endpointSource) Driver(provider string) (driver.Driver, bool) {
+	d, ok := s[registry.Normalize(provider)]
+	return d, ok
+}
+
+// dialEndpoints connects the --driver-endpoint NAME=ADDR driver servers. Connections are lazy:
+// a server that is not up yet fails calls with Unavailable, which the Machine controller retries.
+func dialEndpoints(c *cli.Context) (registry.Source, func(), error) {
+	specs := c.StringSlice("driver-endpoint")
+	if len(specs) == 0 {
+		return nil, func() {}, nil
+	}
+	src := endpointSource{}
+	var closers []func() error
+	closeAll := func() {
+		for _, cl := range closers {
+			_ = cl()
+		}
+	}
+	for _, spec := range specs {
+		name, addr, ok := strings.Cut(spec, "=")
+		name = registry.Normalize(name)
+		if !ok || !registry.ValidName(name) || addr == "" {
+			closeAll()
+			return nil, nil, fmt.Errorf("run: --driver-endpoint %q: use NAME=ADDR, e.g. openstack=unix:///run/machinist/openstack.sock", spec)
+		}
+		if _, dup := src[name]; dup {
+			closeAll()
+			return nil, nil, fmt.Errorf("run: --driver-endpoint: provider %q given twice", name)
+		}
+		t, err := endpointTransport(c, addr)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conn, err := grpcbridge.Dial(addr, t)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		closers = append(closers, conn.Close)
+		src[name] = grpcbridge.NewClient(conn, grpcbridge.WithProvider(name))
+	}
+	names := make([]string, 0, len(src))
+	for n := range src {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	slog.Default().Info("driver endpoints configured", "providers", strings.Join(names, ","))
+	return src, closeAll, nil
+}
+
+// endpointTransport secures a connection to a driver server: mTLS from --cert/--key/--cacert, or
+// plain text with --insecure.
+func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error) {
+	if c.Bool("insecure") {
+		return grpcbridge.Transport{Insecure: true}, nil
+	}
+	files := mtls.Files{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("cacert")}
+	serverName := "localhost"
+	if host, _, err := net.SplitHostPort(addr); err == nil && !strings.HasPrefix(addr, "unix:") {
+		serverName = host
+	}
+	cfg, err := mtls.ClientConfig(files, serverName)
+	if err != nil {
+		return grpcbridge.Transport{}, fmt.Errorf("run: --driver-endpoint %s: %w", addr, err)
+	}
+	return grpcbridge.Transport{TLS: cfg}, nil
+}

@@ -1,0 +1,694 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/core/testenv"
+)
+
+// e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` in this process with
+// the compiled-in local provider (whose machines are real Nodes of the same API server), and
+// clients to watch what happens.
+type e2e struct {
+	t        *testing.T
+	env      *testenv.Env
+	c        client.WithWatch
+	stateDir string
+	port     int
+	logs     *e2eLog
+}
+
+// e2eLog keeps the controller's log and prints it when the test fails.
+type e2eLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *e2eLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *e2eLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func newE2E(t *testing.T) *e2e {
+	t.Helper()
+	env := testenv.Start(t)
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &e2e{t: t, env: env, c: c, stateDir: t.TempDir(), logs: &e2eLog{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := e.logs.String()
+			if len(out) > 60000 {
+				out = "…" + out[len(out)-60000:]
+			}
+			t.Logf("controller log:\n%s", out)
+		}
+	})
+	return e
+}
+
+// startRun runs `machinist run` against the test's API server until the returned stop is called
+// or the test ends. Extra flags override the test defaults.
+func (e *e2e) startRun(extra ...string) (stop func()) {
+	e.t.Helper()
+	e.port = freeTCPPort(e.t)
+	args := []string{"machinist", "--v", "1", "run",
+		"--control-kubeconfig", e.env.KubeconfigPath,
+		"--state-dir", e.stateDir,
+		"--address", "127.0.0.1", "--port", strconv.Itoa(e.port),
+		"--machine-creation-timeout", "2m",
+		"--machine-safety-apiserver-statuscheck-period", "30s",
+		"--machine-safety-apiserver-statuscheck-timeout", "30s",
+	}
+	args = append(args, extra...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- newApp(io.Discard, e.logs).RunContext(ctx, args) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					e.t.Errorf("machinist run: %v", err)
+				}
+			case <-time.After(60 * time.Second):
+				e.t.Errorf("machinist run did not stop within 60s")
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// apply creates every object of the YAML files (or updates it when it exists).
+func (e *e2e) apply(paths ...string) {
+	e.t.Helper()
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				e.t.Fatalf("%s: %v", path, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetKind() == "Kustomization" {
+				continue
+			}
+			if ns := u.GetNamespace(); ns != "" {
+				_ = e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+			}
+			if err := e.c.Create(context.Background(), u); err != nil {
+				e.t.Fatalf("%s: create %s %s: %v", path, u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+func (e *e2e) machines(ns string) []v1alpha1.Machine {
+	e.t.Helper()
+	var list v1alpha1.MachineList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (e *e2e) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// phases summarises machines: phase -> count, and how many Running machines have a Ready node.
+func (e *e2e) phases(ns string, match func(*v1alpha1.Machine) bool) (map[v1alpha1.MachinePhase]int, int) {
+	out := map[v1alpha1.MachinePhase]int{}
+	running := 0
+	for _, m := range e.machines(ns) {
+		if match != nil && !match(&m) {
+			continue
+		}
+		p := m.Status.CurrentStatus.Phase
+		if m.DeletionTimestamp != nil {
+			p = v1alpha1.MachineTerminating
+		}
+		out[p]++
+		if p == v1alpha1.MachineRunning {
+			running++
+		}
+	}
+	return out, running
+}
+
+func (e *e2e) waitRunning(ns string, n int, timeout time.Duration, match func(*v1alpha1.Machine) bool) {
+	e.t.Helper()
+	e.eventually(timeout, fmt.Sprintf("%d Running machines in %s", n, ns), func() (bool, string) {
+		ph, run := e.phases(ns, match)
+		total := 0
+		for _, c := range ph {
+			total += c
+		}
+		return run == n && total == n, fmt.Sprintf("phases %v", ph)
+	})
+}
+
+func (e *e2e) deployment(ns, name string) *v1alpha1.MachineDeployment {
+	e.t.Helper()
+	d := &v1alpha1.MachineDeployment{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func (e *e2e) updateDeployment(ns, name string, change func(*v1alpha1.MachineDeployment)) {
+	e.t.Helper()
+	for range 20 {
+		d := e.deployment(ns, name)
+		change(d)
+		err := e.c.Update(context.Background(), d)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			e.t.Fatal(err)
+		}
+	}
+	e.t.Fatalf("update %s: too many conflicts", name)
+}
+
+// vms lists the local provider's VMs of a class straight from the provider's state directory,
+// bypassing the controller: ProviderID -> machine name.
+func (e *e2e) vms(ns, className string) map[string]string {
+	e.t.Helper()
+	ctx := context.Background()
+	class := &v1alpha1.MachineClass{}
+	if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: className}, class); err != nil {
+		e.t.Fatal(err)
+	}
+	d, err := registry.Open("local", registry.Env{StateDir: e.stateDir})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() {
+		if c, ok := d.(interface{ Close() error }); ok {
+			_ = c.Close()
+		}
+	}()
+	resp, err := d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: &corev1.Secret{}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return resp.MachineList
+}
+
+// localClass creates a MachineClass of the local provider (and its secret) in ns.
+func (e *e2e) localClass(ns, name, cluster string) {
+	e.t.Helper()
+	_ = e.c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"userData": "#cloud-config\n# <<MACHINE_NAME>>\n"}}
+	if err := e.c.Create(context.Background(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	class := &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Namespace: ns, Name: name},
+		Provider:     "local",
+		ProviderSpec: runtimeRaw(fmt.Sprintf(`{"cluster":%q}`, cluster)),
+		SecretRef:    &corev1.SecretReference{Namespace: ns, Name: name},
+	}
+	if err := e.c.Create(context.Background(), class); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *e2e) newDeployment(ns, name, class string, replicas int32, surge, unavailable int) {
+	e.t.Helper()
+	d := &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
+			Strategy: v1alpha1.MachineDeploymentStrategy{
+				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
+					MaxSurge: ptrTo(intstr.FromInt(surge)), MaxUnavailable: ptrTo(intstr.FromInt(unavailable)),
+				}},
+			},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name}},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}},
+			},
+		},
+	}
+	if err := e.c.Create(context.Background(), d); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// machineWatch follows the machines of a namespace and checks an invariant on every event.
+type machineWatch struct {
+	mu         sync.Mutex
+	machines   map[string]*v1alpha1.Machine
+	violations []string
+	maxTotal   int
+	minRunning int
+	armed      bool
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+func (e *e2e) watchMachines(ns string, check func(w *machineWatch) string) *machineWatch {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	wi, err := e.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(ns))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w := &machineWatch{machines: map[string]*v1alpha1.Machine{}, minRunning: 1 << 30, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.Machine)
+			if !ok {
+				continue
+			}
+			w.mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(w.machines, m.Name)
+			} else {
+				w.machines[m.Name] = m
+			}
+			if !w.armed {
+				w.mu.Unlock()
+				continue
+			}
+			if v := check(w); v != "" {
+				w.violations = append(w.violations, v)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	e.t.Cleanup(w.stop)
+	return w
+}
+
+func (w *machineWatch) stop() { w.cancel(); <-w.done }
+
+// arm starts checking once the watch has delivered the n machines that exist now.
+func (w *machineWatch) arm(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.mu.Lock()
+		if len(w.machines) >= n {
+			w.armed = true
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch did not deliver the %d existing machines", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// describe lists the machines as name=phase (terminating ones marked), sorted.
+func (w *machineWatch) describe() string {
+	var out []string
+	for name, m := range w.machines {
+		p := string(m.Status.CurrentStatus.Phase)
+		if m.DeletionTimestamp != nil {
+			p += "(deleting)"
+		}
+		out = append(out, name+"="+p)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+func (w *machineWatch) running() (total, running int) {
+	for _, m := range w.machines {
+		total++
+		if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			running++
+		}
+	}
+	return total, running
+}
+
+func (w *machineWatch) result() ([]string, int, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.violations...), w.maxTotal, w.minRunning
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, rel)
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestRunSamplesReachRunning applies kubernetes/samples/local (a local MachineClass, its Secret
+// and a MachineDeployment of 3) to a fresh control plane: three machines become Running with
+// Ready nodes, the deployment reports complete, and /metrics, /healthz, /readyz and Events work.
+func TestRunSamplesReachRunning(t *testing.T) {
+	e := newE2E(t)
+	e.startRun()
+	samples := repoPath(t, "kubernetes/samples/local")
+	e.apply(filepath.Join(samples, "secret.yaml"), filepath.Join(samples, "machineclass.yaml"), filepath.Join(samples, "machinedeployment.yaml"))
+	e.waitRunning("default", 3, 90*time.Second, nil)
+
+	ctx := context.Background()
+	for _, m := range e.machines("default") {
+		node := &corev1.Node{}
+		if err := e.c.Get(ctx, client.ObjectKey{Name: m.Labels[v1alpha1.LabelNode]}, node); err != nil {
+			t.Fatalf("node of %s: %v", m.Name, err)
+		}
+		if node.Spec.ProviderID != m.Spec.ProviderID || node.Labels["worker.gardener.cloud/pool"] != "local" {
+			t.Errorf("node %s: providerID %q (machine %q), labels %v", node.Name, node.Spec.ProviderID, m.Spec.ProviderID, node.Labels)
+		}
+		if m.Labels[v1alpha1.LabelMachineDeploymentName] != "local" {
+			t.Errorf("machine %s lacks label name=local", m.Name)
+		}
+	}
+	e.eventually(30*time.Second, "deployment status complete", func() (bool, string) {
+		d := e.deployment("default", "local")
+		st := d.Status
+		var avail, prog string
+		for _, c := range st.Conditions {
+			switch c.Type {
+			case v1alpha1.MachineDeploymentAvailable:
+				avail = string(c.Status)
+			case v1alpha1.MachineDeploymentProgressing:
+				prog = c.Reason
+			}
+		}
+		return st.ReadyReplicas == 3 && st.AvailableReplicas == 3 && st.UpdatedReplicas == 3 && avail == "True" && prog == "NewMachineSetAvailable",
+			fmt.Sprintf("status %+v", st)
+	})
+	if vms := e.vms("default", "local"); len(vms) != 3 {
+		t.Fatalf("local provider holds %d VMs, want 3: %v", len(vms), vms)
+	}
+
+	base := fmt.Sprintf("http://127.0.0.1:%d", e.port)
+	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz: %d %s", code, body)
+	}
+	e.eventually(10*time.Second, "/readyz ok", func() (bool, string) {
+		code, body := httpGet(t, base+"/readyz")
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	code, metrics := httpGet(t, base+"/metrics")
+	if code != http.StatusOK || !strings.Contains(metrics, `controller_runtime_reconcile_total{controller="machinedeployment"`) {
+		t.Errorf("/metrics (%d) lacks the machinedeployment controller's reconcile counter", code)
+	}
+	e.eventually(10*time.Second, "events on the deployment and its set", func() (bool, string) {
+		var evs corev1.EventList
+		if err := e.c.List(ctx, &evs, client.InNamespace("default")); err != nil {
+			return false, err.Error()
+		}
+		kinds := map[string]bool{}
+		for _, ev := range evs.Items {
+			kinds[ev.InvolvedObject.Kind] = true
+		}
+		return kinds["MachineDeployment"] && kinds["MachineSet"], fmt.Sprintf("events about %v", kinds)
+	})
+}
+
+// TestRunScaleHonoursPriority scales a deployment of real local machines 3 → 5 → 1: the
+// machine with the priority annotation "1" goes first and the one with the highest priority
+// number stays.
+func TestRunScaleHonoursPriority(t *testing.T) {
+	e := newE2E(t)
+	e.startRun()
+	e.localClass("default", "local", "e2e")
+	e.newDeployment("default", "pool", "local", 3, 1, 0)
+	e.waitRunning("default", 3, 90*time.Second, nil)
+	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 5 })
+	e.waitRunning("default", 5, 90*time.Second, nil)
+
+	ms := e.machines("default")
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	keep, first := ms[0].Name, ms[3].Name
+	annotate := func(name, prio string) {
+		for range 20 {
+			m := &v1alpha1.Machine{}
+			if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, m); err != nil {
+				t.Fatal(err)
+			}
+			m.Annotations[v1alpha1.AnnotationMachinePriority] = prio
+			if err := e.c.Update(context.Background(), m); err == nil {
+				return
+			} else if !apierrors.IsConflict(err) {
+				t.Fatal(err)
+			}
+		}
+		t.Fatalf("annotate %s: too many conflicts", name)
+	}
+	annotate(keep, "9")
+	annotate(first, "1")
+	w := e.watchMachines("default", func(w *machineWatch) string {
+		for name, m := range w.machines {
+			if m.DeletionTimestamp != nil && name != first {
+				return name + " deleted instead of the priority-1 machine " + first
+			}
+		}
+		return ""
+	})
+	w.arm(t, 5)
+	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
+	e.waitRunning("default", 4, 60*time.Second, nil)
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 1 })
+	e.waitRunning("default", 1, 60*time.Second, nil)
+	if got := e.machines("default")[0].Name; got != keep {
+		t.Fatalf("survivor %s, want %s (priority 9)", got, keep)
+	}
+	e.eventually(30*time.Second, "one VM left", func() (bool, string) {
+		vms := e.vms("default", "local")
+		return len(vms) == 1, fmt.Sprintf("%v", vms)
+	})
+}
+
+// TestRunRollingUpdateOnClassChange switches a deployment of real local machines to another
+// class and watches every machine event: never more than replicas+maxSurge machines, never fewer
+// than replicas-maxUnavailable Running. Midway the controller is stopped and started again; the
+// rollout resumes and ends with exactly one VM per machine.
+func TestRunRollingUpdateOnClassChange(t *testing.T) {
+	e := newE2E(t)
+	stop := e.startRun()
+	e.localClass("default", "class-a", "e2e")
+	e.localClass("default", "class-b", "e2e")
+	const replicas, surge, unavailable = 4, 1, 1
+	e.newDeployment("default", "pool", "class-a", replicas, surge, unavailable)
+	e.waitRunning("default", replicas, 90*time.Second, nil)
+
+	w := e.watchMachines("default", func(w *machineWatch) string {
+		total, running := w.running()
+		w.maxTotal = max(w.maxTotal, total)
+		w.minRunning = min(w.minRunning, running)
+		switch {
+		case total > replicas+surge:
+			return fmt.Sprintf("%d machines > replicas+maxSurge", total)
+		case running < replicas-unavailable:
+			return fmt.Sprintf("%d Running < replicas-maxUnavailable: %s", running, w.describe())
+		}
+		return ""
+	})
+	w.arm(t, replicas)
+	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
+	onB := func(m *v1alpha1.Machine) bool { return m.Spec.Class.Name == "class-b" }
+	e.eventually(60*time.Second, "the rollout under way", func() (bool, string) {
+		ph, _ := e.phases("default", onB)
+		return ph[v1alpha1.MachineRunning] >= 1, fmt.Sprintf("class-b phases %v", ph)
+	})
+	stop()
+	e.startRun()
+	e.waitRunning("default", replicas, 120*time.Second, onB)
+	e.waitRunning("default", replicas, 60*time.Second, nil)
+	w.stop()
+	violations, maxTotal, minRunning := w.result()
+	if len(violations) > 0 {
+		t.Fatalf("bounds violated %d times, first: %s", len(violations), violations[0])
+	}
+	t.Logf("rollout: at most %d machines (limit %d), at least %d Running (limit %d)", maxTotal, replicas+surge, minRunning, replicas-unavailable)
+
+	// One VM per machine, no leftovers from before the restart.
+	machines := map[string]string{}
+	for _, m := range e.machines("default") {
+		machines[m.Spec.ProviderID] = m.Name
+	}
+	e.eventually(30*time.Second, "VMs equal machines", func() (bool, string) {
+		a, b := e.vms("default", "class-a"), e.vms("default", "class-b")
+		// Both classes share cluster e2e, so each lists all VMs of the cluster.
+		return fmt.Sprint(a) == fmt.Sprint(machines) && fmt.Sprint(b) == fmt.Sprint(machines), fmt.Sprintf("vms %v, machines %v", b, machines)
+	})
+}
+
+// TestRunTriggerDeletion plays Cluster Autoscaler on real machines: one update names two
+// machines in the trigger-deletion annotation and lowers replicas by two; exactly those go.
+func TestRunTriggerDeletion(t *testing.T) {
+	e := newE2E(t)
+	e.startRun()
+	e.localClass("default", "local", "e2e")
+	e.newDeployment("default", "pool", "local", 4, 1, 0)
+	e.waitRunning("default", 4, 90*time.Second, nil)
+	ms := e.machines("default")
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	victims := map[string]bool{ms[0].Name: true, ms[2].Name: true}
+	before := map[string]bool{}
+	for _, m := range ms {
+		before[m.Name] = true
+	}
+	w := e.watchMachines("default", func(w *machineWatch) string {
+		for name, m := range w.machines {
+			if !before[name] {
+				return "machine " + name + " was created"
+			}
+			if m.DeletionTimestamp != nil && !victims[name] {
+				return "machine " + name + " was deleted but not named"
+			}
+		}
+		return ""
+	})
+	w.arm(t, 4)
+	now := time.Now().UTC().Format(time.RFC3339)
+	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] = ms[0].Name + "~" + now + "," + ms[2].Name + "~" + now
+		d.Spec.Replicas = 2
+	})
+	e.waitRunning("default", 2, 60*time.Second, nil)
+	for _, m := range e.machines("default") {
+		if victims[m.Name] {
+			t.Fatalf("named machine %s survived", m.Name)
+		}
+	}
+	e.eventually(20*time.Second, "annotation pruned", func() (bool, string) {
+		v, ok := e.deployment("default", "pool").Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
+		return !ok, v
+	})
+	w.stop()
+	if v, _, _ := w.result(); len(v) > 0 {
+		t.Fatal(v[0])
+	}
+}
+
+// TestRunGardenerManifests applies manifests written for Gardener's MCM — a generic MachineClass
+// with credentialsSecretRef and nodeTemplate, a MachineDeployment, a standalone MachineSet and a
+// standalone Machine, shaped and named as Gardener writes them — and checks every one
+// reconciles to Running machines.
+func TestRunGardenerManifests(t *testing.T) {
+	e := newE2E(t)
+	const ns = "shoot--core--prod"
+	e.startRun("--namespace", ns)
+	e.apply(repoPath(t, "cmd/machinist/testdata/gardener-mcm.yaml"))
+	e.waitRunning(ns, 2+2+1, 120*time.Second, nil)
+	byOwner := map[string]int{}
+	for _, m := range e.machines(ns) {
+		owner := "none"
+		if ref := metav1.GetControllerOf(&m); ref != nil {
+			owner = ref.Kind
+			if ref.Kind == "MachineSet" && strings.HasPrefix(ref.Name, "shoot--core--prod-worker-a-z1-") {
+				owner = "deployment"
+			}
+		}
+		byOwner[owner]++
+		if m.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout] == "" && owner == "deployment" {
+			t.Errorf("machine %s of the deployment lacks the effective-creation-timeout annotation", m.Name)
+		}
+	}
+	if byOwner["deployment"] != 2 || byOwner["MachineSet"] != 2 || byOwner["none"] != 1 {
+		t.Fatalf("machines by owner %v, want 2 of the deployment, 2 of the set, 1 standalone", byOwner)
+	}
+}
+
+func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
