@@ -19,12 +19,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -148,6 +150,21 @@ func (r *reconciler) addIndexes(mgr manager.Manager) error {
 
 func notDeleting(o client.Object) bool { return o.GetDeletionTimestamp() == nil }
 
+// specOrMetaChanged passes every event but updates that touch only the status: the controller's
+// own status writes must not retrigger it (that would defeat its backoff); what it waits for
+// arrives as spec, metadata, node or class events, or through its requeues.
+func specOrMetaChanged() predicate.Predicate {
+	return predicate.Or(
+		predicate.GenerationChangedPredicate{},
+		predicate.LabelChangedPredicate{},
+		predicate.AnnotationChangedPredicate{},
+		predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetFinalizers(), e.ObjectNew.GetFinalizers()) ||
+				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+		}},
+	)
+}
+
 func (r *reconciler) controllerOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: r.opts.ConcurrentSyncs}
 }
@@ -157,7 +174,7 @@ func (r *reconciler) controllerOptions() controller.Options {
 func (r *reconciler) setupMachineController(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).
 		Named("machine").
-		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting))).
+		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting), specOrMetaChanged())).
 		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines)).
 		WithOptions(r.controllerOptions())
 	if r.target != nil {
@@ -173,7 +190,7 @@ func (r *reconciler) setupTerminationController(mgr manager.Manager) error {
 	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !notDeleting(o) })
 	return builder.ControllerManagedBy(mgr).
 		Named("machine-termination").
-		For(&v1alpha1.Machine{}, builder.WithPredicates(deleting)).
+		For(&v1alpha1.Machine{}, builder.WithPredicates(deleting, specOrMetaChanged())).
 		WithOptions(r.controllerOptions()).
 		Complete(reconcile.Func(r.reconcileTermination))
 }

@@ -1,0 +1,296 @@
+package machine_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+)
+
+// TestCreateErrorCodes: every code CreateMachine can fail with leaves the machine in
+// CrashLoopBackOff with the code's name and the driver's message in lastOperation, and is
+// retried at the pace of its class: transient codes fast (ShortRetry, doubling), codes that need
+// a fix slowly (MediumRetry), ResourceExhausted slowest (ResourceExhaustedRetry). Paces are
+// compared by call counts in a window, not by timing single calls.
+func TestCreateErrorCodes(t *testing.T) {
+	e := newEnv(t)
+	cloud := memdriver.NewCloud()
+	counting := &countingDriver{Driver: memdriver.New(cloud)}
+	e.drivers.set(memdriver.ProviderName, counting)
+	e.class("mem", "mem", memSpec(e), "")
+	opts := fastOptions() // ShortRetry 100ms, MediumRetry 1s, ResourceExhaustedRetry 2s
+	e.startControllers(opts, false, nil)
+
+	type pace int
+	const (
+		fast pace = iota
+		slow
+		slowest
+	)
+	cases := []struct {
+		code driver.Code
+		pace pace
+	}{
+		{driver.Unknown, fast}, {driver.DeadlineExceeded, fast}, {driver.Aborted, fast}, {driver.Unavailable, fast},
+		{driver.InvalidArgument, slow}, {driver.AlreadyExists, slow}, {driver.PermissionDenied, slow},
+		{driver.FailedPrecondition, slow}, {driver.OutOfRange, slow}, {driver.Internal, slow},
+		{driver.DataLoss, slow}, {driver.Unauthenticated, slow},
+		{driver.ResourceExhausted, slowest},
+	}
+	for _, tc := range cases {
+		name := e.name(strings.ToLower(tc.code.String()))
+		cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: tc.code, Machine: name, Message: "quota of project p1 reached (request req-123)"})
+	}
+	for _, tc := range cases {
+		e.machine(e.name(strings.ToLower(tc.code.String())), "mem")
+	}
+	for _, tc := range cases {
+		t.Run(tc.code.String(), func(t *testing.T) {
+			name := e.name(strings.ToLower(tc.code.String()))
+			m := e.waitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second)
+			lo := m.Status.LastOperation
+			if lo.ErrorCode != tc.code.String() || lo.State != v1alpha1.MachineStateFailed || lo.Type != v1alpha1.MachineOperationCreate {
+				t.Fatalf("lastOperation = %+v, want a failed Create with errorCode %s", lo, tc.code)
+			}
+			if !strings.HasPrefix(lo.Description, "Cloud provider message - ") || !strings.Contains(lo.Description, "quota of project p1 reached") {
+				t.Fatalf("description %q lacks the driver's message", lo.Description)
+			}
+			if cloud.Count(name) != 0 || m.Spec.ProviderID != "" {
+				t.Fatalf("a failed create left a VM or providerID: %s", describe(m))
+			}
+		})
+	}
+
+	// Pace: attempts (each starts with GetMachineStatus) in a 1.5s window after the failures.
+	attempts := map[driver.Code]int{}
+	before := map[driver.Code]int{}
+	for _, tc := range cases {
+		before[tc.code] = counting.statusCalls(e.name(strings.ToLower(tc.code.String())))
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, tc := range cases {
+		attempts[tc.code] = counting.statusCalls(e.name(strings.ToLower(tc.code.String()))) - before[tc.code]
+	}
+	for _, tc := range cases {
+		n := attempts[tc.code]
+		switch tc.pace {
+		case fast:
+			if n < 2 {
+				t.Errorf("%s: %d retries in 1.5s, want ≥ 2 (ShortRetry 100ms, doubling)", tc.code, n)
+			}
+		case slow:
+			if n > 1 {
+				t.Errorf("%s: %d retries in 1.5s, want ≤ 1 (MediumRetry 1s)", tc.code, n)
+			}
+		case slowest:
+			if n != 0 {
+				t.Errorf("%s: %d retries in 1.5s, want 0 (ResourceExhaustedRetry 2s)", tc.code, n)
+			}
+		}
+	}
+
+	// Once the cloud recovers, every machine is created.
+	cloud.ClearFaults()
+	for _, tc := range cases {
+		m := e.waitPhase(e.name(strings.ToLower(tc.code.String())), v1alpha1.MachineAvailable, 30*time.Second)
+		if m.Status.LastOperation.ErrorCode != "" {
+			t.Errorf("%s: error code kept after success: %+v", tc.code, m.Status.LastOperation)
+		}
+	}
+}
+
+// countingDriver counts GetMachineStatus calls per machine; every creation attempt starts with
+// one.
+type countingDriver struct {
+	driver.Driver
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (d *countingDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
+	d.mu.Lock()
+	if d.calls == nil {
+		d.calls = map[string]int{}
+	}
+	d.calls[req.Machine.Name]++
+	d.mu.Unlock()
+	return d.Driver.GetMachineStatus(ctx, req)
+}
+
+func (d *countingDriver) statusCalls(name string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[name]
+}
+
+func TestCreationTimeoutFails(t *testing.T) {
+	e := newEnv(t)
+	cloud := memdriver.NewCloud()
+	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
+	e.class("mem", "mem", memSpec(e), "")
+	e.startControllers(fastOptions(), false, nil)
+	name := e.name("late")
+	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.Unavailable, Machine: name})
+	e.machine(name, "mem", func(m *v1alpha1.Machine) {
+		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "2s"}
+	})
+	m := e.waitPhase(name, v1alpha1.MachineFailed, 30*time.Second)
+	if m.Status.LastOperation.ErrorCode != "Unavailable" {
+		t.Fatalf("failed machine: %s", describe(m))
+	}
+	eventuallyTrue(t, 10*time.Second, "Failed event", func() bool { return contains(e.eventReasons(name), "Failed") })
+	// Failed is final: nothing is created for it any more.
+	cloud.ClearFaults()
+	time.Sleep(time.Second)
+	if cloud.Count(name) != 0 || e.get(name).Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+		t.Fatalf("a Failed machine got a VM: %s", describe(e.get(name)))
+	}
+}
+
+func TestStatusAndInitializeCodes(t *testing.T) {
+	e := newEnv(t)
+	cloud := memdriver.NewCloud()
+	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
+	e.class("mem", "mem", memSpec(e), "")
+	e.startControllers(fastOptions(), false, nil)
+
+	t.Run("OutOfRange", func(t *testing.T) {
+		name := e.name("dup")
+		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.ns, Role: "worker"})
+		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.ns, Role: "worker"})
+		e.machine(name, "mem")
+		m := e.waitMachine(name, 30*time.Second, "OutOfRange", func(m *v1alpha1.Machine) bool {
+			return m != nil && m.Status.LastOperation.ErrorCode == "OutOfRange"
+		})
+		if m.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || cloud.Count(name) != 2 {
+			t.Fatalf("two VMs for one machine: %s, %d VMs", describe(m), cloud.Count(name))
+		}
+	})
+
+	t.Run("Uninitialized", func(t *testing.T) {
+		cloud.SetRequireInitialization(true)
+		defer cloud.SetRequireInitialization(false)
+		name := e.name("init")
+		cloud.Inject(memdriver.MethodInitialize, memdriver.Fault{Code: driver.Internal, Machine: name, Times: 1, Message: "agent not ready"})
+		e.machine(name, "mem")
+		// The failed initialization is reported (event with MCM's text) and retried.
+		eventuallyTrue(t, 30*time.Second, "initialize failure event", func() bool {
+			list, err := e.cs.EventsV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for _, ev := range list.Items {
+				if ev.Regarding.Name == name && ev.Reason == "CreateFailed" && strings.Contains(ev.Note, "agent not ready. Initialize VM Instance") && strings.Contains(ev.Note, "(Internal)") {
+					return true
+				}
+			}
+			return false
+		})
+		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		vms := cloud.VMs()
+		for _, vm := range vms {
+			if vm.MachineName == name && !vm.Initialized {
+				t.Fatalf("VM %s is not initialized", vm.ID)
+			}
+		}
+		if cloud.Count(name) != 1 || cloud.Calls(memdriver.MethodInitialize) < 2 {
+			t.Fatalf("%d VMs for %s, %d initialize calls", cloud.Count(name), name, cloud.Calls(memdriver.MethodInitialize))
+		}
+	})
+}
+
+func TestDeleteErrorCodes(t *testing.T) {
+	e := newEnv(t)
+	cloud := memdriver.NewCloud()
+	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
+	e.class("mem", "mem", memSpec(e), "")
+	e.startControllers(fastOptions(), false, nil)
+
+	t.Run("TransientRetried", func(t *testing.T) {
+		name := e.name("flaky")
+		e.machine(name, "mem")
+		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.Unavailable, Machine: name, Times: 3})
+		e.deleteMachine(name)
+		e.waitGone(name, 30*time.Second)
+		if cloud.Count(name) != 0 {
+			t.Fatal("VM left behind")
+		}
+	})
+
+	t.Run("NotFoundIsDone", func(t *testing.T) {
+		name := e.name("vanished")
+		e.machine(name, "mem")
+		m := e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		id := m.Spec.ProviderID[strings.LastIndex(m.Spec.ProviderID, "/")+1:]
+		cloud.Remove(id)
+		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.NotFound, Machine: name})
+		e.deleteMachine(name)
+		e.waitGone(name, 30*time.Second)
+	})
+
+	t.Run("PermanentStaysInStepWithCode", func(t *testing.T) {
+		name := e.name("stuck")
+		e.machine(name, "mem")
+		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.PermissionDenied, Machine: name, Message: "role lacks compute.delete"})
+		e.deleteMachine(name)
+		m := e.waitMachine(name, 30*time.Second, "failed delete", func(m *v1alpha1.Machine) bool {
+			return m != nil && m.Status.LastOperation.ErrorCode == "PermissionDenied"
+		})
+		lo := m.Status.LastOperation
+		if m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || lo.Type != v1alpha1.MachineOperationDelete ||
+			!strings.Contains(lo.Description, "role lacks compute.delete") || !strings.HasSuffix(lo.Description, "Initiate VM deletion") ||
+			!strings.Contains(m.Annotations["machinist.io/deletion"], `"step":"InitiateVMDeletion"`) {
+			t.Fatalf("stuck deletion: %s", describe(m))
+		}
+		if cloud.Count(name) != 1 {
+			t.Fatal("VM gone although DeleteMachine failed")
+		}
+		cloud.ClearFaults()
+		e.waitGone(name, 30*time.Second)
+		if cloud.Count(name) != 0 {
+			t.Fatal("VM left behind")
+		}
+	})
+}
+
+// TestUnresolvableProviderRecovers: a class whose provider no source serves marks the machine
+// with a clear message and FailedPrecondition, creates nothing, never fails it by timeout, and
+// proceeds by itself once a driver appears.
+func TestUnresolvableProviderRecovers(t *testing.T) {
+	e := newEnv(t)
+	cloud := memdriver.NewCloud()
+	e.class("mem", "mem", memSpec(e), "")
+	e.startControllers(fastOptions(), false, nil)
+	name := e.name("waiting")
+	e.machine(name, "mem", func(m *v1alpha1.Machine) {
+		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "1s"}
+	})
+	m := e.waitMachine(name, 30*time.Second, "no-driver report", func(m *v1alpha1.Machine) bool {
+		return m != nil && m.Status.LastOperation.ErrorCode == "FailedPrecondition"
+	})
+	lo := m.Status.LastOperation
+	if m.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || !strings.Contains(lo.Description, `unknown provider "mem"`) ||
+		!strings.Contains(lo.Description, "-tags provider_mem") {
+		t.Fatalf("unresolvable provider: %s", describe(m))
+	}
+	eventuallyTrue(t, 10*time.Second, "DriverUnavailable event", func() bool { return contains(e.eventReasons(name), "DriverUnavailable") })
+	time.Sleep(1500 * time.Millisecond) // past the creation timeout
+	if p := e.get(name).Status.CurrentStatus.Phase; p == v1alpha1.MachineFailed {
+		t.Fatal("a machine waiting for a driver was failed by the creation timeout")
+	}
+
+	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
+	e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+	if cloud.Count(name) != 1 {
+		t.Fatalf("%d VMs", cloud.Count(name))
+	}
+}
