@@ -387,3 +387,7 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+func keyOf(e *env, name string) client.ObjectKey { return client.ObjectKey{Namespace: e.ns, Name: name} }
+
+func inNS(e *env) client.ListOption { return client.InNamespace(e.ns) }
