@@ -29,7 +29,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: "machinist", Subsystem: "autoscaler", Name: "call_duration_seconds",
 			Help: "Time to answer a call, per RPC.",
 			// From 10µs (in-memory lookups) to 10s (CA's deadline is 5s by default).
-			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 10),
+			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 11),
 		}, []string{"rpc"}),
 	}
 	for _, c := range []prometheus.Collector{m.calls, m.errors, m.duration} {
