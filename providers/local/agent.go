@@ -242,8 +242,12 @@ func (a *agent) postStatus(ctx context.Context, now time.Time) error {
 	})
 }
 
+// kubeletConditions are the conditions kubelet posts and the node lifecycle controller turns
+// Unknown when kubelet falls silent.
+var kubeletConditions = []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure}
+
 // markUnknown does what the node lifecycle controller does when a node stops posting status:
-// every condition becomes Unknown (reason NodeStatusUnknown) and the node is tainted
+// kubelet's conditions become Unknown (reason NodeStatusUnknown) and the node is tainted
 // unreachable.
 func (a *agent) markUnknown(ctx context.Context, now time.Time) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -253,6 +257,9 @@ func (a *agent) markUnknown(ctx context.Context, now time.Time) error {
 		}
 		for i := range node.Status.Conditions {
 			c := &node.Status.Conditions[i]
+			if !slices.Contains(kubeletConditions, c.Type) {
+				continue // conditions of others (e.g. a node problem detector) stay
+			}
 			if c.Status != corev1.ConditionUnknown {
 				c.Status = corev1.ConditionUnknown
 				c.LastTransitionTime = metav1.NewTime(now)

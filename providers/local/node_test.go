@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -55,8 +56,12 @@ func waitReady(t *testing.T, cs kubernetes.Interface, name string, want corev1.C
 		n, status, state := nodeState(cs, name)
 		node = n
 		ok := status == want
-		if ok && want == corev1.ConditionTrue {
+		switch {
+		case ok && want == corev1.ConditionTrue:
 			ok = !hasTaint(n, corev1.TaintNodeNotReady) && !hasTaint(n, corev1.TaintNodeUnreachable)
+		case ok && want == corev1.ConditionUnknown:
+			// The lifecycle posts the status first, then taints the node.
+			ok = hasTaint(n, corev1.TaintNodeUnreachable)
 		}
 		return ok, state
 	})
@@ -121,6 +126,18 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady(t, cs, "hb-1", corev1.ConditionTrue, 10*time.Second)
+		// A condition someone else posts (a node problem detector) is left alone throughout.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, "hb-1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: "KernelHasNoDeadlock"})
+			_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 		// Flipped from "another process": the state dir switch, as the CLI does.
 		stoppedAt := time.Now()
 		if err := SetHeartbeat(dir, "hb-1", false); err != nil {
@@ -135,10 +152,19 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if ready.Reason != "NodeStatusUnknown" || !hasTaint(node, corev1.TaintNodeUnreachable) {
 			t.Fatalf("unknown node: reason %q taints %v", ready.Reason, node.Spec.Taints)
 		}
+		if c := findCondition(node.Status.Conditions, corev1.NodeMemoryPressure); c == nil || c.Status != corev1.ConditionUnknown {
+			t.Fatalf("MemoryPressure %+v, want Unknown like every kubelet condition", c)
+		}
+		if c := findCondition(node.Status.Conditions, "KernelDeadlock"); c == nil || c.Status != corev1.ConditionFalse {
+			t.Fatalf("another component's condition changed: %+v", c)
+		}
 		if err := d.SetHeartbeat(ctx, "hb-1", true); err != nil {
 			t.Fatal(err)
 		}
-		waitReady(t, cs, "hb-1", corev1.ConditionTrue, 10*time.Second)
+		node = waitReady(t, cs, "hb-1", corev1.ConditionTrue, 10*time.Second)
+		if c := findCondition(node.Status.Conditions, "KernelDeadlock"); c == nil || c.Status != corev1.ConditionFalse {
+			t.Fatalf("another component's condition lost after resume: %+v", c)
+		}
 	})
 
 	t.Run("stopHeartbeat in the spec", func(t *testing.T) {
