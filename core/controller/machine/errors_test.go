@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 )
@@ -20,13 +21,13 @@ import (
 // a fix slowly (MediumRetry), ResourceExhausted slowest (ResourceExhaustedRetry). Paces are
 // compared by call counts in a window, not by timing single calls.
 func TestCreateErrorCodes(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	counting := &countingDriver{Driver: memdriver.New(cloud)}
-	e.drivers.set(memdriver.ProviderName, counting)
-	e.class("mem", "mem", memSpec(e), "")
-	opts := fastOptions() // ShortRetry 100ms, MediumRetry 1s, ResourceExhaustedRetry 2s
-	e.startControllers(opts, false, nil)
+	e.Drivers.Set(memdriver.ProviderName, counting)
+	e.Class("mem", "mem", memSpec(e), "")
+	opts := ctrltest.FastOptions() // ShortRetry 100ms, MediumRetry 1s, ResourceExhaustedRetry 2s
+	e.StartControllers(opts, false, nil)
 
 	type pace int
 	const (
@@ -45,16 +46,16 @@ func TestCreateErrorCodes(t *testing.T) {
 		{driver.ResourceExhausted, slowest},
 	}
 	for _, tc := range cases {
-		name := e.name(strings.ToLower(tc.code.String()))
+		name := e.Name(strings.ToLower(tc.code.String()))
 		cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: tc.code, Machine: name, Message: "quota of project p1 reached (request req-123)"})
 	}
 	for _, tc := range cases {
-		e.machine(e.name(strings.ToLower(tc.code.String())), "mem")
+		e.Machine(e.Name(strings.ToLower(tc.code.String())), "mem")
 	}
 	for _, tc := range cases {
 		t.Run(tc.code.String(), func(t *testing.T) {
-			name := e.name(strings.ToLower(tc.code.String()))
-			m := e.waitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second)
+			name := e.Name(strings.ToLower(tc.code.String()))
+			m := e.WaitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second)
 			lo := m.Status.LastOperation
 			if lo.ErrorCode != tc.code.String() || lo.State != v1alpha1.MachineStateFailed || lo.Type != v1alpha1.MachineOperationCreate {
 				t.Fatalf("lastOperation = %+v, want a failed Create with errorCode %s", lo, tc.code)
@@ -63,7 +64,7 @@ func TestCreateErrorCodes(t *testing.T) {
 				t.Fatalf("description %q lacks the driver's message", lo.Description)
 			}
 			if cloud.Count(name) != 0 || m.Spec.ProviderID != "" {
-				t.Fatalf("a failed create left a VM or providerID: %s", describe(m))
+				t.Fatalf("a failed create left a VM or providerID: %s", ctrltest.Describe(m))
 			}
 		})
 	}
@@ -72,11 +73,11 @@ func TestCreateErrorCodes(t *testing.T) {
 	attempts := map[driver.Code]int{}
 	before := map[driver.Code]int{}
 	for _, tc := range cases {
-		before[tc.code] = counting.statusCalls(e.name(strings.ToLower(tc.code.String())))
+		before[tc.code] = counting.statusCalls(e.Name(strings.ToLower(tc.code.String())))
 	}
 	time.Sleep(1500 * time.Millisecond)
 	for _, tc := range cases {
-		attempts[tc.code] = counting.statusCalls(e.name(strings.ToLower(tc.code.String()))) - before[tc.code]
+		attempts[tc.code] = counting.statusCalls(e.Name(strings.ToLower(tc.code.String()))) - before[tc.code]
 	}
 	for _, tc := range cases {
 		n := attempts[tc.code]
@@ -99,7 +100,7 @@ func TestCreateErrorCodes(t *testing.T) {
 	// Once the cloud recovers, every machine is created.
 	cloud.ClearFaults()
 	for _, tc := range cases {
-		m := e.waitPhase(e.name(strings.ToLower(tc.code.String())), v1alpha1.MachineAvailable, 30*time.Second)
+		m := e.WaitPhase(e.Name(strings.ToLower(tc.code.String())), v1alpha1.MachineAvailable, 30*time.Second)
 		if m.Status.LastOperation.ErrorCode != "" {
 			t.Errorf("%s: error code kept after success: %+v", tc.code, m.Status.LastOperation)
 		}
@@ -131,58 +132,58 @@ func (d *countingDriver) statusCalls(name string) int {
 }
 
 func TestCreationTimeoutFails(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.class("mem", "mem", memSpec(e), "")
-	e.startControllers(fastOptions(), false, nil)
-	name := e.name("late")
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	name := e.Name("late")
 	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.Unavailable, Machine: name})
-	e.machine(name, "mem", func(m *v1alpha1.Machine) {
+	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
 		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "2s"}
 	})
-	m := e.waitPhase(name, v1alpha1.MachineFailed, 30*time.Second)
+	m := e.WaitPhase(name, v1alpha1.MachineFailed, 30*time.Second)
 	if m.Status.LastOperation.ErrorCode != "Unavailable" {
-		t.Fatalf("failed machine: %s", describe(m))
+		t.Fatalf("failed machine: %s", ctrltest.Describe(m))
 	}
-	eventuallyTrue(t, 10*time.Second, "Failed event", func() bool { return contains(e.eventReasons(name), "Failed") })
+	ctrltest.Eventually(t, 10*time.Second, "Failed event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Failed") })
 	// Failed is final: nothing is created for it any more.
 	cloud.ClearFaults()
 	time.Sleep(time.Second)
-	if cloud.Count(name) != 0 || e.get(name).Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
-		t.Fatalf("a Failed machine got a VM: %s", describe(e.get(name)))
+	if cloud.Count(name) != 0 || e.Get(name).Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+		t.Fatalf("a Failed machine got a VM: %s", ctrltest.Describe(e.Get(name)))
 	}
 }
 
 func TestStatusAndInitializeCodes(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.class("mem", "mem", memSpec(e), "")
-	e.startControllers(fastOptions(), false, nil)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
 
 	t.Run("OutOfRange", func(t *testing.T) {
-		name := e.name("dup")
-		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.ns, Role: "worker"})
-		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.ns, Role: "worker"})
-		e.machine(name, "mem")
-		m := e.waitMachine(name, 30*time.Second, "OutOfRange", func(m *v1alpha1.Machine) bool {
+		name := e.Name("dup")
+		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.NS, Role: "worker"})
+		cloud.Add(memdriver.VM{MachineName: name, Cluster: e.NS, Role: "worker"})
+		e.Machine(name, "mem")
+		m := e.WaitMachine(name, 30*time.Second, "OutOfRange", func(m *v1alpha1.Machine) bool {
 			return m != nil && m.Status.LastOperation.ErrorCode == "OutOfRange"
 		})
 		if m.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || cloud.Count(name) != 2 {
-			t.Fatalf("two VMs for one machine: %s, %d VMs", describe(m), cloud.Count(name))
+			t.Fatalf("two VMs for one machine: %s, %d VMs", ctrltest.Describe(m), cloud.Count(name))
 		}
 	})
 
 	t.Run("Uninitialized", func(t *testing.T) {
 		cloud.SetRequireInitialization(true)
 		defer cloud.SetRequireInitialization(false)
-		name := e.name("init")
+		name := e.Name("init")
 		cloud.Inject(memdriver.MethodInitialize, memdriver.Fault{Code: driver.Internal, Machine: name, Times: 1, Message: "agent not ready"})
-		e.machine(name, "mem")
+		e.Machine(name, "mem")
 		// The failed initialization is reported (event with MCM's text) and retried.
-		eventuallyTrue(t, 30*time.Second, "initialize failure event", func() bool {
-			list, err := e.cs.EventsV1().Events(e.ns).List(context.Background(), metav1.ListOptions{})
+		ctrltest.Eventually(t, 30*time.Second, "initialize failure event", func() bool {
+			list, err := e.CS.EventsV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				return false
 			}
@@ -193,7 +194,7 @@ func TestStatusAndInitializeCodes(t *testing.T) {
 			}
 			return false
 		})
-		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 		vms := cloud.VMs()
 		for _, vm := range vms {
 			if vm.MachineName == name && !vm.Initialized {
@@ -207,55 +208,55 @@ func TestStatusAndInitializeCodes(t *testing.T) {
 }
 
 func TestDeleteErrorCodes(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.class("mem", "mem", memSpec(e), "")
-	e.startControllers(fastOptions(), false, nil)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
 
 	t.Run("TransientRetried", func(t *testing.T) {
-		name := e.name("flaky")
-		e.machine(name, "mem")
-		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		name := e.Name("flaky")
+		e.Machine(name, "mem")
+		e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.Unavailable, Machine: name, Times: 3})
-		e.deleteMachine(name)
-		e.waitGone(name, 30*time.Second)
+		e.DeleteMachine(name)
+		e.WaitGone(name, 30*time.Second)
 		if cloud.Count(name) != 0 {
 			t.Fatal("VM left behind")
 		}
 	})
 
 	t.Run("NotFoundIsDone", func(t *testing.T) {
-		name := e.name("vanished")
-		e.machine(name, "mem")
-		m := e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		name := e.Name("vanished")
+		e.Machine(name, "mem")
+		m := e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 		id := m.Spec.ProviderID[strings.LastIndex(m.Spec.ProviderID, "/")+1:]
 		cloud.Remove(id)
 		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.NotFound, Machine: name})
-		e.deleteMachine(name)
-		e.waitGone(name, 30*time.Second)
+		e.DeleteMachine(name)
+		e.WaitGone(name, 30*time.Second)
 	})
 
 	t.Run("PermanentStaysInStepWithCode", func(t *testing.T) {
-		name := e.name("stuck")
-		e.machine(name, "mem")
-		e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+		name := e.Name("stuck")
+		e.Machine(name, "mem")
+		e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 		cloud.Inject(memdriver.MethodDelete, memdriver.Fault{Code: driver.PermissionDenied, Machine: name, Message: "role lacks compute.delete"})
-		e.deleteMachine(name)
-		m := e.waitMachine(name, 30*time.Second, "failed delete", func(m *v1alpha1.Machine) bool {
+		e.DeleteMachine(name)
+		m := e.WaitMachine(name, 30*time.Second, "failed delete", func(m *v1alpha1.Machine) bool {
 			return m != nil && m.Status.LastOperation.ErrorCode == "PermissionDenied"
 		})
 		lo := m.Status.LastOperation
 		if m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || lo.Type != v1alpha1.MachineOperationDelete ||
 			!strings.Contains(lo.Description, "role lacks compute.delete") || !strings.HasSuffix(lo.Description, "Initiate VM deletion") ||
 			!strings.Contains(m.Annotations["machinist.io/deletion"], `"step":"InitiateVMDeletion"`) {
-			t.Fatalf("stuck deletion: %s", describe(m))
+			t.Fatalf("stuck deletion: %s", ctrltest.Describe(m))
 		}
 		if cloud.Count(name) != 1 {
 			t.Fatal("VM gone although DeleteMachine failed")
 		}
 		cloud.ClearFaults()
-		e.waitGone(name, 30*time.Second)
+		e.WaitGone(name, 30*time.Second)
 		if cloud.Count(name) != 0 {
 			t.Fatal("VM left behind")
 		}
@@ -266,30 +267,30 @@ func TestDeleteErrorCodes(t *testing.T) {
 // with a clear message and FailedPrecondition, creates nothing, never fails it by timeout, and
 // proceeds by itself once a driver appears.
 func TestUnresolvableProviderRecovers(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
-	e.class("mem", "mem", memSpec(e), "")
-	e.startControllers(fastOptions(), false, nil)
-	name := e.name("waiting")
-	e.machine(name, "mem", func(m *v1alpha1.Machine) {
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	name := e.Name("waiting")
+	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
 		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "1s"}
 	})
-	m := e.waitMachine(name, 30*time.Second, "no-driver report", func(m *v1alpha1.Machine) bool {
+	m := e.WaitMachine(name, 30*time.Second, "no-driver report", func(m *v1alpha1.Machine) bool {
 		return m != nil && m.Status.LastOperation.ErrorCode == "FailedPrecondition"
 	})
 	lo := m.Status.LastOperation
 	if m.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || !strings.Contains(lo.Description, `unknown provider "mem"`) ||
 		!strings.Contains(lo.Description, "-tags provider_mem") {
-		t.Fatalf("unresolvable provider: %s", describe(m))
+		t.Fatalf("unresolvable provider: %s", ctrltest.Describe(m))
 	}
-	eventuallyTrue(t, 10*time.Second, "DriverUnavailable event", func() bool { return contains(e.eventReasons(name), "DriverUnavailable") })
+	ctrltest.Eventually(t, 10*time.Second, "DriverUnavailable event", func() bool { return ctrltest.Contains(e.EventReasons(name), "DriverUnavailable") })
 	time.Sleep(1500 * time.Millisecond) // past the creation timeout
-	if p := e.get(name).Status.CurrentStatus.Phase; p == v1alpha1.MachineFailed {
+	if p := e.Get(name).Status.CurrentStatus.Phase; p == v1alpha1.MachineFailed {
 		t.Fatal("a machine waiting for a driver was failed by the creation timeout")
 	}
 
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 	if cloud.Count(name) != 1 {
 		t.Fatalf("%d VMs", cloud.Count(name))
 	}

@@ -13,8 +13,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/local"
@@ -22,28 +24,28 @@ import (
 
 // localProvider opens the local provider for a test: machines become real Nodes whose agents
 // heartbeat every second and turn Unknown 3s after their heartbeat stops.
-func localProvider(t *testing.T, e *env) *local.Driver {
+func localProvider(t *testing.T, e *ctrltest.Env) *local.Driver {
 	t.Helper()
-	d, err := local.New(registry.Env{Target: e.cfg, StateDir: t.TempDir(), Log: testLogger()})
+	d, err := local.New(registry.Env{Target: e.Config, StateDir: t.TempDir(), Log: ctrltest.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	e.drivers.set(local.ProviderName, d)
-	e.class("local", local.ProviderName, map[string]string{
-		"cluster": e.ns, "heartbeatInterval": "1s", "nodeMonitorGracePeriod": "3s",
+	e.Drivers.Set(local.ProviderName, d)
+	e.Class("local", local.ProviderName, map[string]string{
+		"cluster": e.NS, "heartbeatInterval": "1s", "nodeMonitorGracePeriod": "3s",
 	}, "")
 	return d
 }
 
-func vmExists(t *testing.T, e *env, d driver.Driver, name string) bool {
+func vmExists(t *testing.T, e *ctrltest.Env, d driver.Driver, name string) bool {
 	t.Helper()
 	class := &v1alpha1.MachineClass{}
-	if err := e.c.Get(context.Background(), keyOf(e, "local"), class); err != nil {
+	if err := e.C.Get(context.Background(), e.Key("local"), class); err != nil {
 		t.Fatal(err)
 	}
 	_, err := d.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{
-		Machine: &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}, MachineClass: class, Secret: &corev1.Secret{}})
+		Machine: &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}, MachineClass: class, Secret: &corev1.Secret{}})
 	if driver.IsCode(err, driver.NotFound) {
 		return false
 	}
@@ -58,19 +60,19 @@ func vmExists(t *testing.T, e *env, d driver.Driver, name string) bool {
 // time is marked Failed: the next one only after the first is gone. A machine whose heartbeat
 // comes back is Running again.
 func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	drv := localProvider(t, e)
-	opts := fastOptions()
+	opts := ctrltest.FastOptions()
 	opts.HealthTimeout = 2 * time.Second
-	e.startControllers(opts, true, nil)
+	e.StartControllers(opts, true, nil)
 
-	names := []string{e.name("a"), e.name("b"), e.name("c")}
+	names := []string{e.Name("a"), e.Name("b"), e.Name("c")}
 	for _, n := range names {
-		e.machine(n, "local", func(m *v1alpha1.Machine) { m.Labels = map[string]string{v1alpha1.LabelMachineDeploymentName: "pool"} })
+		e.Machine(n, "local", func(m *v1alpha1.Machine) { m.Labels = map[string]string{v1alpha1.LabelMachineDeploymentName: "pool"} })
 	}
 	for _, n := range names {
-		e.waitPhase(n, v1alpha1.MachineRunning, 60*time.Second)
+		e.WaitPhase(n, v1alpha1.MachineRunning, 60*time.Second)
 	}
 
 	// Watch continuously: never more than one machine Failed or Terminating.
@@ -87,7 +89,7 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 			case <-time.After(30 * time.Millisecond):
 			}
 			var list v1alpha1.MachineList
-			if err := e.c.List(ctx, &list, inNS(e)); err != nil {
+			if err := e.C.List(ctx, &list, client.InNamespace(e.NS)); err != nil {
 				continue
 			}
 			n := int32(0)
@@ -109,7 +111,7 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		e.waitPhase(n, v1alpha1.MachineUnknown, 30*time.Second)
+		e.WaitPhase(n, v1alpha1.MachineUnknown, 30*time.Second)
 	}
 	first := waitOneFailed(t, e, names, 30*time.Second)
 	time.Sleep(2 * time.Second) // two more health timeouts: the others must stay Unknown
@@ -119,15 +121,15 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 			continue
 		}
 		others = append(others, n)
-		m := e.get(n)
+		m := e.Get(n)
 		if m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown || !strings.Contains(m.Status.LastOperation.Description, "other machines are getting replaced") {
-			t.Fatalf("while %s is replaced, %s: %s", first, n, describe(m))
+			t.Fatalf("while %s is replaced, %s: %s", first, n, ctrltest.Describe(m))
 		}
 	}
 
 	// The MachineSet would delete the Failed machine; once it is gone, the next may fail.
-	e.deleteMachine(first)
-	e.waitGone(first, 60*time.Second)
+	e.DeleteMachine(first)
+	e.WaitGone(first, 60*time.Second)
 	if vmExists(t, e, drv, first) {
 		t.Fatalf("VM of %s left behind", first)
 	}
@@ -142,30 +144,30 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 	if err := drv.SetHeartbeat(ctx, third, true); err != nil {
 		t.Fatal(err)
 	}
-	m := e.waitPhase(third, v1alpha1.MachineRunning, 30*time.Second)
+	m := e.WaitPhase(third, v1alpha1.MachineRunning, 30*time.Second)
 	if !strings.Contains(m.Status.LastOperation.Description, "re-joined") {
-		t.Fatalf("recovered machine: %s", describe(m))
+		t.Fatalf("recovered machine: %s", ctrltest.Describe(m))
 	}
 	if got := maxReplacing.Load(); got != 1 {
 		t.Fatalf("up to %d machines were replaced at once, want 1", got)
 	}
 }
 
-func waitOneFailed(t *testing.T, e *env, names []string, timeout time.Duration) string {
+func waitOneFailed(t *testing.T, e *ctrltest.Env, names []string, timeout time.Duration) string {
 	t.Helper()
 	var failed string
-	eventuallyTrue(t, timeout, "a Failed machine", func() bool {
+	ctrltest.Eventually(t, timeout, "a Failed machine", func() bool {
 		for _, n := range names {
-			if m := e.get(n); m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+			if m := e.Get(n); m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 				failed = n
 				return true
 			}
 		}
 		return false
 	})
-	m := e.get(failed)
+	m := e.Get(failed)
 	if m.Status.LastOperation.Type != v1alpha1.MachineOperationHealthCheck || !strings.Contains(m.Status.LastOperation.Description, "Changing status to Failed") {
-		t.Fatalf("failed machine: %s", describe(m))
+		t.Fatalf("failed machine: %s", ctrltest.Describe(m))
 	}
 	return failed
 }
@@ -175,13 +177,13 @@ func waitOneFailed(t *testing.T, e *env, names []string, timeout time.Duration) 
 // stay), a controller restart in the middle resumes the same step, and once the budget allows
 // it the deletion completes.
 func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	drv := localProvider(t, e)
-	e.startControllers(fastOptions(), true, nil)
-	name := e.name("stateful")
-	e.machine(name, "local")
-	e.waitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
+	e.StartControllers(ctrltest.FastOptions(), true, nil)
+	name := e.Name("stateful")
+	e.Machine(name, "local")
+	e.WaitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
 
 	pod(t, e, name, "db-0", map[string]string{"app": "db"}, nil)
 	pod(t, e, name, "db-1", map[string]string{"app": "db"}, nil)
@@ -192,49 +194,49 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 	})
 	pdb := budget(t, e, "db", 2, policyv1.PodDisruptionBudgetStatus{ExpectedPods: 3, CurrentHealthy: 2, DesiredHealthy: 2})
 
-	e.deleteMachine(name)
-	m := e.waitMachine(name, 30*time.Second, "drain step", func(m *v1alpha1.Machine) bool {
+	e.DeleteMachine(name)
+	m := e.WaitMachine(name, 30*time.Second, "drain step", func(m *v1alpha1.Machine) bool {
 		return m != nil && strings.Contains(m.Annotations["machinist.io/deletion"], `"step":"InitiateDrain"`)
 	})
 	stepBefore := m.Annotations["machinist.io/deletion"]
-	eventuallyTrue(t, 20*time.Second, "web evicted", func() bool { return !contains(podNames(t, e), "web") })
+	ctrltest.Eventually(t, 20*time.Second, "web evicted", func() bool { return !ctrltest.Contains(podNames(t, e), "web") })
 	time.Sleep(time.Second)
-	if left := podNames(t, e); !contains(left, "db-0") || !contains(left, "db-1") || !contains(left, "agent") {
+	if left := podNames(t, e); !ctrltest.Contains(left, "db-0") || !ctrltest.Contains(left, "db-1") || !ctrltest.Contains(left, "agent") {
 		t.Fatalf("pods left while the budget allows nothing: %v", left)
 	}
 	if !vmExists(t, e, drv, name) {
 		t.Fatal("VM deleted before the drain finished")
 	}
-	if m := e.get(name); m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || !strings.Contains(m.Status.LastOperation.Description, "Initiate node drain") {
-		t.Fatalf("draining machine: %s", describe(m))
+	if m := e.Get(name); m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || !strings.Contains(m.Status.LastOperation.Description, "Initiate node drain") {
+		t.Fatalf("draining machine: %s", ctrltest.Describe(m))
 	}
-	node, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	node, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil || !node.Spec.Unschedulable || !hasCondition(node, v1alpha1.NodeConditionTerminating, v1alpha1.NodeTerminationReasonScaleDown) {
 		t.Fatalf("node not cordoned or not marked Terminating: %v", err)
 	}
 
 	// A controller restart in the middle of the drain resumes the same step.
-	e.stopControllers()
-	e.startControllers(fastOptions(), true, nil)
+	e.StopControllers()
+	e.StartControllers(ctrltest.FastOptions(), true, nil)
 	time.Sleep(time.Second)
-	if m := e.get(name); m == nil || m.Annotations["machinist.io/deletion"] != stepBefore {
-		t.Fatalf("after a restart the deletion state changed: was %s, now %s", stepBefore, describe(m))
+	if m := e.Get(name); m == nil || m.Annotations["machinist.io/deletion"] != stepBefore {
+		t.Fatalf("after a restart the deletion state changed: was %s, now %s", stepBefore, ctrltest.Describe(m))
 	}
 
 	setBudgetStatus(t, e, pdb, policyv1.PodDisruptionBudgetStatus{ExpectedPods: 3, CurrentHealthy: 3, DesiredHealthy: 2, DisruptionsAllowed: 2})
-	e.waitGone(name, 60*time.Second)
+	e.WaitGone(name, 60*time.Second)
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
 	if left := podNames(t, e); len(left) != 1 || left[0] != "agent" {
 		t.Fatalf("pods left after the drain: %v (only the DaemonSet pod may stay)", left)
 	}
-	eventuallyTrue(t, 10*time.Second, "node deleted", func() bool {
-		_, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	ctrltest.Eventually(t, 10*time.Second, "node deleted", func() bool {
+		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if !contains(e.eventReasons(name), "Drained") {
-		t.Fatalf("no Drained event: %v", e.eventReasons(name))
+	if !ctrltest.Contains(e.EventReasons(name), "Drained") {
+		t.Fatalf("no Drained event: %v", e.EventReasons(name))
 	}
 }
 
@@ -242,22 +244,22 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 // lastOperation at once (errorCode FailedPrecondition), and the force-deletion label gets the
 // machine deleted anyway.
 func TestMisconfiguredPDBReportedThenForced(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	drv := localProvider(t, e)
-	e.startControllers(fastOptions(), true, nil)
-	name := e.name("blocked")
-	e.machine(name, "local")
-	e.waitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
+	e.StartControllers(ctrltest.FastOptions(), true, nil)
+	name := e.Name("blocked")
+	e.Machine(name, "local")
+	e.WaitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
 	pod(t, e, name, "db-0", map[string]string{"app": "db"}, nil)
 	budget(t, e, "db", 1, policyv1.PodDisruptionBudgetStatus{ExpectedPods: 1, CurrentHealthy: 1, DesiredHealthy: 1})
 
 	start := time.Now()
-	e.deleteMachine(name)
-	m := e.waitMachine(name, 20*time.Second, "misconfigured budget report", func(m *v1alpha1.Machine) bool {
+	e.DeleteMachine(name)
+	m := e.WaitMachine(name, 20*time.Second, "misconfigured budget report", func(m *v1alpha1.Machine) bool {
 		return m != nil && strings.Contains(m.Status.LastOperation.Description, "is misconfigured and requires zero voluntary evictions")
 	})
 	if m.Status.LastOperation.ErrorCode != "FailedPrecondition" || m.Status.LastOperation.State != v1alpha1.MachineStateFailed {
-		t.Fatalf("misconfigured budget: %s", describe(m))
+		t.Fatalf("misconfigured budget: %s", ctrltest.Describe(m))
 	}
 	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("reported after %s", took)
@@ -266,66 +268,66 @@ func TestMisconfiguredPDBReportedThenForced(t *testing.T) {
 		t.Fatal("VM deleted although the drain is blocked")
 	}
 
-	cur := e.get(name)
+	cur := e.Get(name)
 	cur.Labels[v1alpha1.LabelForceDeletion] = "True"
-	if err := e.c.Update(context.Background(), cur); err != nil {
+	if err := e.C.Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
 	}
-	e.waitGone(name, 60*time.Second)
+	e.WaitGone(name, 60*time.Second)
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
-	if contains(podNames(t, e), "db-0") {
+	if ctrltest.Contains(podNames(t, e), "db-0") {
 		t.Fatal("force drain left the pod")
 	}
 }
 
 // TestDeletingNodeDeletesMachine: a user deleting the Node gets the machine (and its VM) deleted.
 func TestDeletingNodeDeletesMachine(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	drv := localProvider(t, e)
-	e.startControllers(fastOptions(), true, nil)
-	name := e.name("n")
-	e.machine(name, "local")
-	e.waitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
-	if err := e.cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+	e.StartControllers(ctrltest.FastOptions(), true, nil)
+	name := e.Name("n")
+	e.Machine(name, "local")
+	e.WaitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
+	if err := e.CS.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitGone(name, 60*time.Second)
+	e.WaitGone(name, 60*time.Second)
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
-	eventuallyTrue(t, 10*time.Second, "node gone", func() bool {
-		_, err := e.cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	ctrltest.Eventually(t, 10*time.Second, "node gone", func() bool {
+		_, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }
 
-func pod(t *testing.T, e *env, node, name string, labels map[string]string, mutate func(*corev1.Pod)) {
+func pod(t *testing.T, e *ctrltest.Env, node, name string, labels map[string]string, mutate func(*corev1.Pod)) {
 	t.Helper()
 	ctx := context.Background()
 	zero := int64(0)
 	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS, Labels: labels},
 		Spec:       corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: &zero, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
 	}
 	if mutate != nil {
 		mutate(p)
 	}
-	p, err := e.cs.CoreV1().Pods(e.ns).Create(ctx, p, metav1.CreateOptions{})
+	p, err := e.CS.CoreV1().Pods(e.NS).Create(ctx, p, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	if _, err := e.cs.CoreV1().Pods(e.ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.CS.CoreV1().Pods(e.NS).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func podNames(t *testing.T, e *env) []string {
+func podNames(t *testing.T, e *ctrltest.Env) []string {
 	t.Helper()
-	list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+	list, err := e.CS.CoreV1().Pods(e.NS).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,10 +340,10 @@ func podNames(t *testing.T, e *env) []string {
 
 // budget creates a PodDisruptionBudget over app=<app> and sets its status, playing the
 // disruption controller this control plane does not run.
-func budget(t *testing.T, e *env, app string, minAvailable int, st policyv1.PodDisruptionBudgetStatus) *policyv1.PodDisruptionBudget {
+func budget(t *testing.T, e *ctrltest.Env, app string, minAvailable int, st policyv1.PodDisruptionBudgetStatus) *policyv1.PodDisruptionBudget {
 	t.Helper()
 	mina := intstr.FromInt(minAvailable)
-	pdb, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Create(context.Background(), &policyv1.PodDisruptionBudget{
+	pdb, err := e.CS.PolicyV1().PodDisruptionBudgets(e.NS).Create(context.Background(), &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: app},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &mina, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}},
 	}, metav1.CreateOptions{})
@@ -352,17 +354,17 @@ func budget(t *testing.T, e *env, app string, minAvailable int, st policyv1.PodD
 	return pdb
 }
 
-func setBudgetStatus(t *testing.T, e *env, pdb *policyv1.PodDisruptionBudget, st policyv1.PodDisruptionBudgetStatus) {
+func setBudgetStatus(t *testing.T, e *ctrltest.Env, pdb *policyv1.PodDisruptionBudget, st policyv1.PodDisruptionBudgetStatus) {
 	t.Helper()
 	ctx := context.Background()
 	for range 10 {
-		cur, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, pdb.Name, metav1.GetOptions{})
+		cur, err := e.CS.PolicyV1().PodDisruptionBudgets(e.NS).Get(ctx, pdb.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st.ObservedGeneration = cur.Generation
 		cur.Status = st
-		if _, err = e.cs.PolicyV1().PodDisruptionBudgets(e.ns).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
+		if _, err = e.CS.PolicyV1().PodDisruptionBudgets(e.NS).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil {
 			return
 		} else if !apierrors.IsConflict(err) {
 			t.Fatal(err)

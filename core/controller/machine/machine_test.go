@@ -13,22 +13,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 )
 
-func memSpec(e *env) map[string]string { return map[string]string{"cluster": e.ns, "role": "worker"} }
+func memSpec(e *ctrltest.Env) map[string]string {
+	return map[string]string{"cluster": e.NS, "role": "worker"}
+}
 
 func TestCreateAndAdoptWithoutTarget(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.secret("userdata", map[string]string{"userData": "name=<<MACHINE_NAME>> enc=%3C%3CMACHINE_NAME%3E%3E"})
-	e.class("mem", "mem", memSpec(e), "userdata")
-	e.startControllers(fastOptions(), false, nil)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Secret("userdata", map[string]string{"userData": "name=<<MACHINE_NAME>> enc=%3C%3CMACHINE_NAME%3E%3E"})
+	e.Class("mem", "mem", memSpec(e), "userdata")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
 
-	name := e.name("m1")
-	e.machine(name, "mem")
-	m := e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+	name := e.Name("m1")
+	e.Machine(name, "mem")
+	m := e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 
 	vms := cloud.VMs()
 	if len(vms) != 1 || vms[0].MachineName != name {
@@ -60,54 +63,54 @@ func TestCreateAndAdoptWithoutTarget(t *testing.T) {
 	if lo.Type != v1alpha1.MachineOperationCreate || lo.State != v1alpha1.MachineStateSuccessful || lo.ErrorCode != "" {
 		t.Fatalf("lastOperation = %+v", lo)
 	}
-	eventuallyTrue(t, 10*time.Second, "Created event", func() bool { return contains(e.eventReasons(name), "Created") })
+	ctrltest.Eventually(t, 10*time.Second, "Created event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Created") })
 
 	// A VM that exists already (a lost create response, a restarted controller) is adopted.
-	adopt := e.name("m2")
-	existing := cloud.Add(memdriver.VM{MachineName: adopt, Cluster: e.ns, Role: "worker", ClassName: "mem"})
+	adopt := e.Name("m2")
+	existing := cloud.Add(memdriver.VM{MachineName: adopt, Cluster: e.NS, Role: "worker", ClassName: "mem"})
 	creates := cloud.Calls(memdriver.MethodCreate)
-	e.machine(adopt, "mem")
-	m2 := e.waitPhase(adopt, v1alpha1.MachineAvailable, 30*time.Second)
+	e.Machine(adopt, "mem")
+	m2 := e.WaitPhase(adopt, v1alpha1.MachineAvailable, 30*time.Second)
 	if m2.Spec.ProviderID != existing.ProviderID() {
 		t.Fatalf("adopted providerID %q, want %q", m2.Spec.ProviderID, existing.ProviderID())
 	}
 	if cloud.Count(adopt) != 1 || cloud.Calls(memdriver.MethodCreate) != creates {
 		t.Fatalf("adopting made a VM: %d VMs, %d creates (was %d)", cloud.Count(adopt), cloud.Calls(memdriver.MethodCreate), creates)
 	}
-	eventuallyTrue(t, 10*time.Second, "Adopted event", func() bool { return contains(e.eventReasons(adopt), "Adopted") })
+	ctrltest.Eventually(t, 10*time.Second, "Adopted event", func() bool { return ctrltest.Contains(e.EventReasons(adopt), "Adopted") })
 
-	e.deleteMachine(name)
-	e.waitGone(name, 30*time.Second)
+	e.DeleteMachine(name)
+	e.WaitGone(name, 30*time.Second)
 	if cloud.Count(name) != 0 {
 		t.Fatalf("VM of deleted machine still exists")
 	}
 }
 
 func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.secret("userdata", map[string]string{"userData": "token=<<BOOTSTRAP_TOKEN>> url=%3C%3CBOOTSTRAP_TOKEN%3E%3E name=<<MACHINE_NAME>>"})
-	e.class("mem", "mem", memSpec(e), "userdata")
-	opts := fastOptions()
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Secret("userdata", map[string]string{"userData": "token=<<BOOTSTRAP_TOKEN>> url=%3C%3CBOOTSTRAP_TOKEN%3E%3E name=<<MACHINE_NAME>>"})
+	e.Class("mem", "mem", memSpec(e), "userdata")
+	opts := ctrltest.FastOptions()
 	opts.BootstrapTokenAuthExtraGroups = "system:bootstrappers:machinist"
-	e.startControllers(opts, true, nil)
+	e.StartControllers(opts, true, nil)
 
-	name := e.name("join")
-	e.machine(name, "mem", func(m *v1alpha1.Machine) {
+	name := e.Name("join")
+	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
 		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "45m"}
 		m.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "a"}
 		m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
 	})
-	m := e.waitPhase(name, v1alpha1.MachinePending, 30*time.Second)
+	m := e.WaitPhase(name, v1alpha1.MachinePending, 30*time.Second)
 	if m.Labels[v1alpha1.LabelNode] != name || !m.Status.CurrentStatus.TimeoutActive {
-		t.Fatalf("pending machine: %s", describe(m))
+		t.Fatalf("pending machine: %s", ctrltest.Describe(m))
 	}
 
 	// The token: kube-system/bootstrap-token-<id>, expiring with the effective creation timeout.
 	id := tokenID(name)
-	tok, err := e.cs.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
+	tok, err := e.CS.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("bootstrap token secret: %v", err)
 	}
@@ -131,16 +134,16 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 	}
 
 	// The node joins: Running, token gone, node synced.
-	e.readyNode(name, m.Spec.ProviderID, corev1.ConditionTrue)
-	m = e.waitPhase(name, v1alpha1.MachineRunning, 30*time.Second)
+	e.ReadyNode(name, m.Spec.ProviderID, corev1.ConditionTrue)
+	m = e.WaitPhase(name, v1alpha1.MachineRunning, 30*time.Second)
 	if !strings.Contains(m.Status.LastOperation.Description, "successfully joined the cluster") || m.Status.CurrentStatus.TimeoutActive {
-		t.Fatalf("running machine: %s", describe(m))
+		t.Fatalf("running machine: %s", ctrltest.Describe(m))
 	}
 	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] == "" {
 		t.Fatalf("no join duration annotation: %v", m.Annotations)
 	}
-	eventuallyTrue(t, 10*time.Second, "token deleted", func() bool {
-		_, err := e.cs.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
+	ctrltest.Eventually(t, 10*time.Second, "token deleted", func() bool {
+		_, err := e.CS.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 	node := waitNode(t, e, name, func(n *corev1.Node) bool {
@@ -153,10 +156,10 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 
 	// A template change is synced, a removed entry removed, other entries kept.
 	patchNode(t, e, name, func(n *corev1.Node) { n.Labels["someone-else"] = "keep" })
-	cur := e.get(name)
+	cur := e.Get(name)
 	cur.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "b"}
 	cur.Spec.NodeTemplateSpec.Spec.Taints = nil
-	if err := e.c.Update(ctx, cur); err != nil {
+	if err := e.C.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, e, name, func(n *corev1.Node) bool {
@@ -164,50 +167,50 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 	})
 
 	// Delete: node drained (empty), VM, node and machine gone.
-	e.deleteMachine(name)
-	e.waitGone(name, 30*time.Second)
+	e.DeleteMachine(name)
+	e.WaitGone(name, 30*time.Second)
 	if cloud.Count(name) != 0 {
 		t.Fatal("VM left behind")
 	}
-	eventuallyTrue(t, 10*time.Second, "node deleted", func() bool {
-		_, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	ctrltest.Eventually(t, 10*time.Second, "node deleted", func() bool {
+		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
 }
 
 func TestClassAndSecretFinalizers(t *testing.T) {
-	e := newEnv(t)
+	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	cloud := memdriver.NewCloud()
-	e.drivers.set(memdriver.ProviderName, memdriver.New(cloud))
-	e.secret("creds", map[string]string{"userData": "x"})
-	e.class("mem", "mem", memSpec(e), "creds")
-	e.startControllers(fastOptions(), false, nil)
-	name := e.name("m")
-	e.machine(name, "mem")
-	e.waitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Secret("creds", map[string]string{"userData": "x"})
+	e.Class("mem", "mem", memSpec(e), "creds")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	name := e.Name("m")
+	e.Machine(name, "mem")
+	e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 
 	class := &v1alpha1.MachineClass{}
-	key := client.ObjectKey{Namespace: e.ns, Name: "mem"}
-	eventuallyTrue(t, 10*time.Second, "class and secret finalizers", func() bool {
+	key := client.ObjectKey{Namespace: e.NS, Name: "mem"}
+	ctrltest.Eventually(t, 10*time.Second, "class and secret finalizers", func() bool {
 		s := &corev1.Secret{}
-		return e.c.Get(ctx, key, class) == nil && controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager) &&
-			e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "creds"}, s) == nil && controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
+		return e.C.Get(ctx, key, class) == nil && controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager) &&
+			e.C.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "creds"}, s) == nil && controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
 	})
 	// Deleting the class waits for its machine.
-	if err := e.c.Delete(ctx, class); err != nil {
+	if err := e.C.Delete(ctx, class); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if err := e.c.Get(ctx, key, class); err != nil {
+	if err := e.C.Get(ctx, key, class); err != nil {
 		t.Fatalf("class in use was deleted: %v", err)
 	}
-	e.deleteMachine(name)
-	e.waitGone(name, 30*time.Second)
-	eventuallyTrue(t, 10*time.Second, "class gone", func() bool { return apierrors.IsNotFound(e.c.Get(ctx, key, class)) })
-	eventuallyTrue(t, 10*time.Second, "secret finalizer removed", func() bool {
+	e.DeleteMachine(name)
+	e.WaitGone(name, 30*time.Second)
+	ctrltest.Eventually(t, 10*time.Second, "class gone", func() bool { return apierrors.IsNotFound(e.C.Get(ctx, key, class)) })
+	ctrltest.Eventually(t, 10*time.Second, "secret finalizer removed", func() bool {
 		s := &corev1.Secret{}
-		return e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "creds"}, s) == nil && !controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
+		return e.C.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "creds"}, s) == nil && !controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
 	})
 }
 
@@ -230,13 +233,13 @@ func keys(m map[string][]byte) []string {
 	return out
 }
 
-func waitNode(t *testing.T, e *env, name string, cond func(*corev1.Node) bool) *corev1.Node {
+func waitNode(t *testing.T, e *ctrltest.Env, name string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
 	var n *corev1.Node
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var err error
-		n, err = e.cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		n, err = e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err == nil && cond(n) {
 			break
 		}
@@ -249,15 +252,15 @@ func waitNode(t *testing.T, e *env, name string, cond func(*corev1.Node) bool) *
 	return n
 }
 
-func patchNode(t *testing.T, e *env, name string, mutate func(*corev1.Node)) {
+func patchNode(t *testing.T, e *ctrltest.Env, name string, mutate func(*corev1.Node)) {
 	t.Helper()
 	for range 10 {
-		n, err := e.cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		n, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		mutate(n)
-		if _, err = e.cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err == nil {
+		if _, err = e.CS.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err == nil {
 			return
 		} else if !apierrors.IsConflict(err) {
 			t.Fatal(err)

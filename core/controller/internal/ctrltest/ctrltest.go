@@ -1,0 +1,410 @@
+// Package ctrltest is the test harness of the machine and safety controllers: one real
+// kube-apiserver per test binary (Main), and per test a namespace, clients, a driver source the
+// test fills, and a controller manager it can stop and start again like a restarting process.
+// It is imported by tests only.
+package ctrltest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/core/testenv"
+)
+
+// ControlPlane is the API server of the test binary, started by Main.
+var ControlPlane *testenv.ControlPlane
+
+// Main starts one control plane for every test of the binary, runs them and stops it. Call it
+// from TestMain.
+func Main(m *testing.M) {
+	ctrl.SetLogger(logr.FromSlogHandler(Logger().Handler()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cp, err := testenv.StartControlPlane(ctx, testenv.Options{Log: slog.New(slog.DiscardHandler)})
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ControlPlane = cp
+	code := m.Run()
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// Logger discards logs unless MACHINIST_TEST_LOG is set.
+func Logger() *slog.Logger {
+	if os.Getenv("MACHINIST_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Drivers is a registry.Source the test fills: it plays the configured driver endpoints, so a
+// test decides which providers exist and may add one later.
+type Drivers struct {
+	mu sync.Mutex
+	m  map[string]driver.Driver
+}
+
+// Driver implements registry.Source.
+func (d *Drivers) Driver(provider string) (driver.Driver, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	drv, ok := d.m[provider]
+	return drv, ok
+}
+
+// Set serves provider with drv from now on.
+func (d *Drivers) Set(provider string, drv driver.Driver) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil {
+		d.m = map[string]driver.Driver{}
+	}
+	d.m[provider] = drv
+}
+
+// Env is one test's namespace, clients and running controllers.
+type Env struct {
+	T       *testing.T
+	NS      string
+	Config  *rest.Config
+	C       client.Client // reads straight from the API server
+	CS      kubernetes.Interface
+	Drivers *Drivers
+	// Safety is the safety controller while one runs.
+	Safety *safety.Controller
+
+	mu      sync.Mutex
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+var nsSeq atomic.Int32
+
+// NewEnv makes a namespace named after the test; the controllers stop when the test ends.
+func NewEnv(t *testing.T) *Env {
+	t.Helper()
+	cfg := rest.CopyConfig(ControlPlane.Config)
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	ns := fmt.Sprintf("%s-%d", strings.TrimRight(name, "-"), nsSeq.Add(1))
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{T: t, NS: ns, Config: cfg, C: c, CS: cs, Drivers: &Drivers{}}
+	t.Cleanup(e.StopControllers)
+	return e
+}
+
+// FastOptions are the Machine controller's options shrunk for tests.
+func FastOptions() machine.Options {
+	o := machine.DefaultOptions()
+	o.CreationTimeout = 2 * time.Minute
+	o.HealthTimeout = 2 * time.Minute
+	o.DrainTimeout = 2 * time.Minute
+	o.PVDetachTimeout = 5 * time.Second
+	o.PVReattachTimeout = time.Second
+	o.ShortRetry = 100 * time.Millisecond
+	o.MediumRetry = time.Second
+	o.LongRetry = 10 * time.Second
+	o.ResourceExhaustedRetry = 2 * time.Second
+	o.EvictRetryInterval = 200 * time.Millisecond
+	o.DrainPollInterval = 100 * time.Millisecond
+	o.ConcurrentSyncs = 5
+	o.Log = Logger()
+	return o
+}
+
+// StartControllers runs the Machine controller (and, with so, the safety controller) until the
+// test ends or StopControllers. withTarget false runs without a target cluster.
+func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety.Options) {
+	e.T.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stop != nil {
+		e.T.Fatal("controllers already running")
+	}
+	skip := true
+	mgr, err := ctrl.NewManager(e.Config, manager.Options{
+		Scheme:                 testenv.Scheme,
+		Logger:                 logr.FromSlogHandler(Logger().Handler()),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	var target cluster.Cluster
+	if withTarget {
+		target, err = cluster.New(e.Config, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		if err := mgr.Add(target); err != nil {
+			e.T.Fatal(err)
+		}
+	}
+	resolver := &registry.Resolver{Endpoints: e.Drivers}
+	opts.Namespace = e.NS
+	if so != nil {
+		so.Namespace = e.NS
+		so.Log = Logger()
+		sc, err := safety.Setup(mgr, target, resolver, *so)
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		e.Safety = sc
+		opts.Freeze = sc
+	}
+	if err := machine.Setup(mgr, target, resolver, opts); err != nil {
+		e.T.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			e.T.Errorf("manager: %v", err)
+		}
+	}()
+	e.stop, e.stopped = cancel, done
+}
+
+// StopControllers stops the manager and waits for it, like a controller process exiting.
+func (e *Env) StopControllers() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stop == nil {
+		return
+	}
+	e.stop()
+	select {
+	case <-e.stopped:
+	case <-time.After(time.Minute):
+		e.T.Error("manager did not stop within a minute")
+	}
+	e.stop, e.stopped = nil, nil
+}
+
+// Create creates obj in the test's namespace.
+func (e *Env) Create(obj client.Object) {
+	e.T.Helper()
+	obj.SetNamespace(e.NS)
+	if err := e.C.Create(context.Background(), obj); err != nil {
+		e.T.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// Name returns a cluster-unique machine name (nodes share one cluster-wide name space).
+func (e *Env) Name(s string) string { return e.NS + "-" + s }
+
+// Key is the key of name in the test's namespace.
+func (e *Env) Key(name string) client.ObjectKey { return client.ObjectKey{Namespace: e.NS, Name: name} }
+
+// Secret creates a secret.
+func (e *Env) Secret(name string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+	e.Create(s)
+	return s
+}
+
+// Class creates a MachineClass with the JSON of spec as providerSpec.
+func (e *Env) Class(name, provider string, spec any, secretName string) *v1alpha1.MachineClass {
+	e.T.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	cl := &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: name},
+		Provider:     provider,
+		ProviderSpec: runtime.RawExtension{Raw: raw},
+	}
+	if secretName != "" {
+		cl.SecretRef = &corev1.SecretReference{Name: secretName, Namespace: e.NS}
+	}
+	e.Create(cl)
+	return cl
+}
+
+// Machine creates a machine of class.
+func (e *Env) Machine(name, class string, mutate ...func(*v1alpha1.Machine)) *v1alpha1.Machine {
+	m := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}},
+	}
+	for _, f := range mutate {
+		f(m)
+	}
+	e.Create(m)
+	return m
+}
+
+// Get reads a machine; nil when it does not exist.
+func (e *Env) Get(name string) *v1alpha1.Machine {
+	e.T.Helper()
+	m := &v1alpha1.Machine{}
+	if err := e.C.Get(context.Background(), e.Key(name), m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		e.T.Fatalf("get machine %s: %v", name, err)
+	}
+	return m
+}
+
+// DeleteMachine asks for a machine's deletion.
+func (e *Env) DeleteMachine(name string) {
+	e.T.Helper()
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
+	if err := e.C.Delete(context.Background(), m); err != nil && !apierrors.IsNotFound(err) {
+		e.T.Fatal(err)
+	}
+}
+
+// WaitMachine polls the machine until cond holds; a nil machine means it is gone.
+func (e *Env) WaitMachine(name string, timeout time.Duration, what string, cond func(*v1alpha1.Machine) bool) *v1alpha1.Machine {
+	e.T.Helper()
+	deadline := time.Now().Add(timeout)
+	var m *v1alpha1.Machine
+	for {
+		m = e.Get(name)
+		if cond(m) {
+			return m
+		}
+		if time.Now().After(deadline) {
+			e.T.Fatalf("machine %s: timed out after %s waiting for %s; last state: %s", name, timeout, what, Describe(m))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitPhase waits for a machine's phase.
+func (e *Env) WaitPhase(name string, phase v1alpha1.MachinePhase, timeout time.Duration) *v1alpha1.Machine {
+	e.T.Helper()
+	return e.WaitMachine(name, timeout, "phase "+string(phase), func(m *v1alpha1.Machine) bool {
+		return m != nil && m.Status.CurrentStatus.Phase == phase
+	})
+}
+
+// WaitGone waits until the machine no longer exists.
+func (e *Env) WaitGone(name string, timeout time.Duration) {
+	e.T.Helper()
+	e.WaitMachine(name, timeout, "deletion", func(m *v1alpha1.Machine) bool { return m == nil })
+}
+
+// Describe renders what matters of a machine for failure messages.
+func Describe(m *v1alpha1.Machine) string {
+	if m == nil {
+		return "gone"
+	}
+	lo := m.Status.LastOperation
+	return fmt.Sprintf("phase=%q op=%s/%s code=%q desc=%q providerID=%q labels=%v deletion=%q",
+		m.Status.CurrentStatus.Phase, lo.Type, lo.State, lo.ErrorCode, lo.Description, m.Spec.ProviderID, m.Labels,
+		m.Annotations[machine.AnnotationDeletion])
+}
+
+// Eventually polls cond until it holds, failing the test after timeout.
+func Eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ReadyNode creates (or sets the Ready condition of) a machine's node, playing the kubelet for
+// drivers whose VMs run none.
+func (e *Env) ReadyNode(name, providerID string, ready corev1.ConditionStatus) {
+	e.T.Helper()
+	ctx := context.Background()
+	for range 20 {
+		n, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			n, err = e.CS.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: providerID}}, metav1.CreateOptions{})
+		}
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "Test", LastHeartbeatTime: now, LastTransitionTime: now}}
+		if _, err = e.CS.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err == nil {
+			return
+		} else if !apierrors.IsConflict(err) {
+			e.T.Fatal(err)
+		}
+	}
+	e.T.Fatal("could not set the node's status")
+}
+
+// EventReasons lists the reasons of the events recorded for an object of the namespace.
+func (e *Env) EventReasons(name string) []string {
+	e.T.Helper()
+	list, err := e.CS.EventsV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}
+
+// Contains reports whether list holds s.
+func Contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
