@@ -349,6 +349,47 @@ func TestStaticGroups(t *testing.T) {
 		}
 	})
 
+	t.Run("node objects go with their machines", func(t *testing.T) {
+		// The mem driver, unlike the local one, leaves Nodes alone: deleting them is ours.
+		before := running(t, ca, "slow", 1)[0].ID
+		if err := ca.IncreaseSize("slow", 2); err != nil {
+			t.Fatal(err)
+		}
+		var fresh []memdriver.VM
+		for _, i := range running(t, ca, "slow", 3) {
+			for _, v := range cloud.VMs() {
+				if i.ID != before && v.ProviderID() == i.ID {
+					fresh = append(fresh, v)
+				}
+			}
+		}
+		if len(fresh) != 2 {
+			t.Fatalf("new VMs %v", fresh)
+		}
+		ctx := context.Background()
+		// A Node named like the first machine but of another VM (a reused name) must survive.
+		decoy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fresh[0].MachineName}, Spec: corev1.NodeSpec{ProviderID: "mem:///elsewhere/vm-x"}}
+		real := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fresh[1].MachineName}, Spec: corev1.NodeSpec{ProviderID: fresh[1].ProviderID()}}
+		for _, n := range []*corev1.Node{decoy, real} {
+			if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ca.DeleteNodes("slow", caclient.FakeNode(fresh[0].ProviderID(), "unregistered"), real); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "both VMs and the real node deleted", func() (bool, string) {
+			_, err := cs.CoreV1().Nodes().Get(ctx, real.Name, metav1.GetOptions{})
+			_, vm0 := cloud.VM(fresh[0].ID)
+			_, vm1 := cloud.VM(fresh[1].ID)
+			return apierrors.IsNotFound(err) && !vm0 && !vm1, fmt.Sprint(err, vm0, vm1)
+		})
+		running(t, ca, "slow", 1)
+		if _, err := cs.CoreV1().Nodes().Get(ctx, decoy.Name, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the node of another VM that shares a deleted machine's name: %v", err)
+		}
+	})
+
 	t.Run("options and misc", func(t *testing.T) {
 		o, err := ca.GetOptions("workers", caclient.Options{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnneededTime: time.Minute, MaxNodeProvisionTime: 15 * time.Minute})
 		if err != nil || o == nil || o.ScaleDownUnneededTime != 7*time.Minute || o.ScaleDownUtilizationThreshold != 0.5 || o.MaxNodeProvisionTime != 15*time.Minute {
