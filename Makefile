@@ -106,11 +106,39 @@ test: $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated 
 new-provider: ## scaffold providers/$(NAME) and regenerate providers/all: make new-provider NAME=foo
 	@$(GO) run ./build/newprovider -name "$(NAME)" -go "$(GO)"
 
-## ---------------------------------------------------------------- run
-RUN_DIR ?= .cache/run
+## ---------------------------------------------------------------- run, kubectl, scale benchmark
+# `make run`: a throw-away control plane, the controller manager with the local provider and
+# kubernetes/samples/local (3 machines), with progress until they are Running; Ctrl-C cleans up.
+# RUN_FLAGS passes flags to `machinist dev`, e.g. RUN_FLAGS="--dir .cache/run" to keep state.
+RUN_FLAGS ?=
 .PHONY: run
-run: $(CONTROL_PLANE) build ## start a local control plane with 3 local machines as Ready nodes (Ctrl-C stops)
-	$(BIN)/machinist controlplane --dir $(RUN_DIR) --machines 3
+run: $(CONTROL_PLANE) ## start a local control plane, the controllers and 3 sample machines (Ctrl-C stops and cleans up)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
+
+# kubectl from its own pinned module (build/kubectl): for watching `make run` and for the deploy
+# tests' `kubectl apply --dry-run=server -k`. It never enters machinist's go.mod.
+$(BIN)/kubectl: build/kubectl/go.mod build/kubectl/go.sum build/kubectl/main.go
+	@echo ">> building kubectl $(KUBE_VERSION) from build/kubectl (first build takes a few minutes)"
+	cd build/kubectl && $(GO) build -ldflags "\
+		-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) \
+		-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=36 \
+		-X k8s.io/client-go/pkg/version.gitVersion=$(KUBE_VERSION)" -o $@ .
+
+.PHONY: kubectl
+kubectl: $(BIN)/kubectl ## build the pinned kubectl into bin/
+
+# The deploy tests run bin/kubectl.
+test: $(BIN)/kubectl
+
+# One MachineDeployment of $(BENCH_MACHINES) local machines on the real API server: seconds until
+# all are Running, the controller's peak RSS and API requests per machine. Results are printed
+# and appended to docs/performance.md by hand.
+BENCH_MACHINES ?= 1000
+.PHONY: bench-scale
+bench-scale: $(CONTROL_PLANE) ## scale benchmark: one MachineDeployment of 1000 local machines
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES)
 
 .PHONY: help
 help:

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/core/testenv"
+)
+
+func init() { commands = append(commands, devCommand()) }
+
+// devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane, the
+// controller manager with the local provider, and the samples, with progress until the machines
+// are Running. It lives in the product binary next to `machinist controlplane` (which already
+// links core/testenv) so one process owns everything and Ctrl-C cleans it all up.
+func devCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "start a local control plane, the controller manager with the local provider and the samples",
+		Description: "Starts etcd and kube-apiserver on 127.0.0.1 (binaries from `make tools`), runs the controllers of\n" +
+			"`machinist run` in this process with the local provider (its machines become real Nodes of the\n" +
+			"same API server), applies the sample manifests and shows the machines' progress. Ctrl-C stops\n" +
+			"everything and removes the temporary directory (unless --dir is given).",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dir", Usage: "keep the control plane, machines and log here across runs (default: a temporary directory, removed on exit)"},
+			&cli.StringFlag{Name: "bin-dir", Usage: "directory with etcd and kube-apiserver (default: next to this binary, $KUBEBUILDER_ASSETS, or the repository's bin/)"},
+			&cli.StringFlag{Name: "samples", Usage: "directory of manifests to apply (default: the repository's kubernetes/samples/local)"},
+			&cli.IntFlag{Name: "port", Value: manager.DefaultPort, Usage: "port of /metrics, /healthz and /readyz; -1 disables them"},
+			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the sample machines to be Running"},
+		},
+		Action: runDev,
+	}
+}
+
+func runDev(c *cli.Context) error {
+	out := c.App.Writer
+	samples := c.String("samples")
+	if samples == "" {
+		root, err := testenv.RepoRoot()
+		if err != nil {
+			return fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
+		}
+		samples = filepath.Join(root, "kubernetes", "samples", "local")
+	}
+	files, err := manifestFiles(samples)
+	if err != nil {
+		return err
+	}
+
+	dir, temp := c.String("dir"), false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "machinist-dev-"); err != nil {
+			return err
+		}
+		temp = true
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	defer func() {
+		if temp {
+			os.RemoveAll(dir)
+		}
+	}()
+	logPath := filepath.Join(dir, "machinist.log")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	step("starting etcd and kube-apiserver in %s", dir)
+	cpOpts := testenv.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log}
+	if cpOpts.BinDir == "" {
+		cpOpts.BinDir = besideExecutable()
+	}
+	cp, err := testenv.StartControlPlane(c.Context, cpOpts)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "stopping the controllers and the control plane")
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "stop control plane: %v\n", err)
+		}
+	}()
+	step("control plane ready at %s", cp.Config.Host)
+
+	opts := manager.DefaultOptions()
+	opts.ControlConfig = cp.Config
+	opts.StateDir = filepath.Join(dir, "state")
+	opts.Port = c.Int("port")
+	opts.LeaderElection.Enabled = false
+	opts.Log = log
+	m, err := manager.New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(c.Context)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(c.App.ErrWriter, "controllers: %v\n", err)
+		}
+	}()
+	step("controllers running with providers %s (log: %s)", strings.Join(registry.Names(), ", "), logPath)
+
+	cl, err := client.New(cp.Config, client.Options{Scheme: manager.Scheme()})
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		if err := applyFile(ctx, cl, f); err != nil {
+			return err
+		}
+	}
+	step("applied %s", samples)
+	fmt.Fprintf(out, "\n  export KUBECONFIG=%s\n  %s\n\n", cp.KubeconfigPath, kubectlHint())
+
+	if err := watchProgress(ctx, cl, out, step, c.Duration("timeout"), done); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "running; press Ctrl-C to stop and clean up")
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-done:
+		done <- err // for the deferred wait
+		return fmt.Errorf("dev: controllers stopped: %v", err)
+	}
+}
+
+// kubectlHint says how to watch the machines, and how to get kubectl when it is missing.
+func kubectlHint() string {
+	if _, err := exec.LookPath("kubectl"); err == nil {
+		return "kubectl get machines -w"
+	}
+	if exe, err := os.Executable(); err == nil {
+		if k := filepath.Join(filepath.Dir(exe), "kubectl"); isFile(k) {
+			return k + " get machines -w"
+		}
+	}
+	return "kubectl get machines -w   (kubectl is not on PATH: `make kubectl` builds the pinned one into bin/)"
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// manifestFiles returns the YAML files of a directory (or the file itself), sorted, skipping a
+// kustomization.yaml.
+func manifestFiles(path string) ([]string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("dev: samples: %w", err)
+	}
+	if !fi.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || n == "kustomization.yaml" || !(strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".yml") || strings.HasSuffix(n, ".json")) {
+			continue
+		}
+		files = append(files, filepath.Join(path, n))
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return nil, fmt.Errorf("dev: no manifests in %s", path)
+	}
+	return files, nil
+}
+
+// applyFile creates every object of a YAML file, or updates it when it exists.
+func applyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("dev: %s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if ns := u.GetNamespace(); ns != "" && ns != "default" {
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("dev: create namespace %s: %w", ns, err)
+			}
+		}
+		err := c.Create(ctx, u)
+		if apierrors.IsAlreadyExists(err) {
+			cur := &unstructured.Unstructured{}
+			cur.SetGroupVersionKind(u.GroupVersionKind())
+			if err = c.Get(ctx, client.ObjectKeyFromObject(u), cur); err == nil {
+				u.SetResourceVersion(cur.GetResourceVersion())
+				err = c.Update(ctx, u)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("dev: %s: apply %s %s: %w", path, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// watchProgress prints the machines' phases whenever they change, until every machine of every
+// MachineDeployment is Running (or the timeout passes).
+func watchProgress(ctx context.Context, c client.Client, out io.Writer, step func(string, ...any), timeout time.Duration, done chan error) error {
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		var mds v1alpha1.MachineDeploymentList
+		var ms v1alpha1.MachineList
+		if err := c.List(ctx, &mds); err != nil {
+			return fmt.Errorf("dev: list machine deployments: %w", err)
+		}
+		if err := c.List(ctx, &ms); err != nil {
+			return fmt.Errorf("dev: list machines: %w", err)
+		}
+		want := int32(0)
+		for _, d := range mds.Items {
+			want += d.Spec.Replicas
+		}
+		phases := map[string]int{}
+		var nodes []string
+		for _, m := range ms.Items {
+			p := string(m.Status.CurrentStatus.Phase)
+			if p == "" {
+				p = "Creating"
+			}
+			if m.DeletionTimestamp != nil {
+				p = "Terminating"
+			}
+			phases[p]++
+			if p == string(v1alpha1.MachineRunning) {
+				nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
+			}
+		}
+		summary := summarize(phases)
+		if summary != last {
+			step("machines %d/%d Running: %s", phases["Running"], want, summary)
+			last = summary
+		}
+		if want > 0 && phases["Running"] == int(want) && len(ms.Items) == int(want) {
+			sort.Strings(nodes)
+			step("all %d machines Running; nodes: %s", want, strings.Join(nodes, ", "))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev: the machines are not Running after %s (%s): see the log and `kubectl describe machines`", timeout, summary)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("dev: controllers stopped: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func summarize(phases map[string]int) string {
+	if len(phases) == 0 {
+		return "none yet"
+	}
+	keys := make([]string, 0, len(phases))
+	for k := range phases {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, phases[k])
+	}
+	return strings.Join(parts, ", ")
+}
