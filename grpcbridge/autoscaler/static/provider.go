@@ -448,6 +448,9 @@ func (p *Provider) create(ctx context.Context, g *group, v *vm) {
 	resp, err := p.createMachine(ctx, g, v.name)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err == nil && resp != nil && v.providerID == "" {
+		v.providerID = resp.ProviderID // a deletion waiting for this create uses it
+	}
 	if v.state != creating {
 		return // deleted meanwhile; the deletion cleans up
 	}
