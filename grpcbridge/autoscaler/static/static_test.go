@@ -398,6 +398,27 @@ func TestStaticGroups(t *testing.T) {
 		if _, err := ca.TargetSize("nope"); status.Code(err) != codes.NotFound {
 			t.Fatalf("unknown group: %v", err)
 		}
+		if o, err := ca.GetOptions("slow", caclient.Options{ScaleDownUtilizationThreshold: 0.5}); err != nil || o != nil {
+			t.Fatalf("a group without options: %+v, %v; want none", o, err)
+		}
+		if l := ca.GPULabel(); l != "machinist.io/gpu" {
+			t.Errorf("GPU label %q", l)
+		}
+		if types := ca.GetAvailableGPUTypes(); len(types) != 0 {
+			t.Errorf("GPU types %v, want none (no group labels its nodes with the GPU label)", types)
+		}
+		if _, err := ca.NodePrice(&corev1.Node{}, time.Now(), time.Now()); !errors.Is(err, caclient.ErrNotImplemented) {
+			t.Errorf("NodePrice: %v", err)
+		}
+		if _, err := ca.PodPrice(&corev1.Pod{}, time.Now(), time.Now()); !errors.Is(err, caclient.ErrNotImplemented) {
+			t.Errorf("PodPrice: %v", err)
+		}
+		if g, err := ca.NodeGroupForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: corev1.NodeSpec{ProviderID: "aws:///i-1"}}); err != nil || g != nil {
+			t.Errorf("a foreign node resolved to %v, %v", g, err)
+		}
+		if err := ca.Cleanup(); err != nil {
+			t.Error(err)
+		}
 	})
 
 	t.Run("a restart loses nothing", func(t *testing.T) {
