@@ -3,6 +3,7 @@ package grpcbridge
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,7 +15,8 @@ import (
 // Errors cross the wire as gRPC statuses. The machine codes 0-16 are gRPC's codes, so the status
 // code is the machine code; every status a driver produced also carries an ErrorInfo detail with
 // the machine code, which is how Uninitialized (17, no gRPC code) survives and how a client tells
-// a driver's error from one the transport made up. The message travels unchanged.
+// a driver's error from one the transport made up. The message travels unchanged (bytes that are
+// not UTF-8 become U+FFFD).
 
 // uninitializedGRPC is the gRPC code Uninitialized travels as: the closest meaning ("the VM is in
 // a state that needs something first") for a peer that ignores the detail.
@@ -40,7 +42,8 @@ func ToGRPCStatus(err error) error {
 	case code == driver.Uninitialized:
 		grpcCode = uninitializedGRPC
 	}
-	s := status.New(grpcCode, message)
+	// gRPC carries messages as UTF-8; invalid bytes would cost the detail, so they become U+FFFD.
+	s := status.New(grpcCode, strings.ToValidUTF8(message, "\uFFFD"))
 	if withInfo, derr := s.WithDetails(&driverv1.ErrorInfo{MachineCode: uint32(code), CodeName: code.String()}); derr == nil {
 		s = withInfo
 	}

@@ -162,11 +162,11 @@ type isRegisterRequest_Message interface {
 }
 
 type RegisterRequest_Hello struct {
-	Hello *Hello `protobuf:"bytes,1,opt,name=hello,proto3,oneof"`
+	Hello *Hello `protobuf:"bytes,1,opt,name=hello,oneof"`
 }
 
 type RegisterRequest_Result struct {
-	Result *Result `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
+	Result *Result `protobuf:"bytes,2,opt,name=result,oneof"`
 }
 
 func (*RegisterRequest_Hello) isRegisterRequest_Message() {}
@@ -176,11 +176,11 @@ func (*RegisterRequest_Result) isRegisterRequest_Message() {}
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Provider names this process serves; each must be authorized by its client certificate.
-	Providers []string `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers []string `protobuf:"bytes,1,rep,name=providers" json:"providers,omitempty"`
 	// Instance identifies the replica in logs (pod or host name).
-	Instance string `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance string `protobuf:"bytes,2,opt,name=instance" json:"instance,omitempty"`
 	// Version of the provider binary.
-	Version       string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Version       string `protobuf:"bytes,3,opt,name=version" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -318,15 +318,15 @@ type isRegisterResponse_Message interface {
 }
 
 type RegisterResponse_Welcome struct {
-	Welcome *Welcome `protobuf:"bytes,1,opt,name=welcome,proto3,oneof"`
+	Welcome *Welcome `protobuf:"bytes,1,opt,name=welcome,oneof"`
 }
 
 type RegisterResponse_Operation struct {
-	Operation *Operation `protobuf:"bytes,2,opt,name=operation,proto3,oneof"`
+	Operation *Operation `protobuf:"bytes,2,opt,name=operation,oneof"`
 }
 
 type RegisterResponse_Cancel struct {
-	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,proto3,oneof"`
+	Cancel *Cancel `protobuf:"bytes,3,opt,name=cancel,oneof"`
 }
 
 func (*RegisterResponse_Welcome) isRegisterResponse_Message() {}
@@ -338,9 +338,9 @@ func (*RegisterResponse_Cancel) isRegisterResponse_Message() {}
 type Welcome struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Session id, for logs on both sides.
-	Session string `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	Session string `protobuf:"bytes,1,opt,name=session" json:"session,omitempty"`
 	// The accepted provider names (normalized).
-	Providers     []string `protobuf:"bytes,2,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers     []string `protobuf:"bytes,2,rep,name=providers" json:"providers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,14 +392,14 @@ func (x *Welcome) GetProviders() []string {
 // ObjectRef names one version of an object.
 type ObjectRef struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
-	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ResourceVersion string                 `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	Uid             string                 `protobuf:"bytes,4,opt,name=uid,proto3" json:"uid,omitempty"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace" json:"namespace,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name" json:"name,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion" json:"resource_version,omitempty"`
+	Uid             string                 `protobuf:"bytes,4,opt,name=uid" json:"uid,omitempty"`
 	// SHA-256 of the object's deterministic protobuf encoding: the cache key. The Secret a driver
 	// receives is assembled by the controller (credentials overlaid, userData rendered per
 	// machine), so a resourceVersion alone does not identify its content.
-	Digest        []byte `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
+	Digest        []byte `protobuf:"bytes,5,opt,name=digest" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -472,18 +472,18 @@ func (x *ObjectRef) GetDigest() []byte {
 type Operation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Id is unique within the stream; the Result carries it back.
-	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id uint64 `protobuf:"varint,1,opt,name=id" json:"id,omitempty"`
 	// Provider (normalized) the operation is for.
-	Provider string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	Method   Method `protobuf:"varint,3,opt,name=method,proto3,enum=machinist.dialin.v1.Method" json:"method,omitempty"`
+	Provider string `protobuf:"bytes,2,opt,name=provider" json:"provider,omitempty"`
+	Method   Method `protobuf:"varint,3,opt,name=method,enum=machinist.dialin.v1.Method" json:"method,omitempty"`
 	// Time left of the caller's deadline; the provider runs the driver under it.
-	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	Machine *v1.Machine          `protobuf:"bytes,5,opt,name=machine,proto3" json:"machine,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout" json:"timeout,omitempty"`
+	Machine *v1.Machine          `protobuf:"bytes,5,opt,name=machine" json:"machine,omitempty"`
 	// Absent when the request has no class / secret.
-	MachineClass *ObjectRef `protobuf:"bytes,6,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret       *ObjectRef `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
+	MachineClass *ObjectRef `protobuf:"bytes,6,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret       *ObjectRef `protobuf:"bytes,7,opt,name=secret" json:"secret,omitempty"`
 	// GetVolumeIDs: Kubernetes protobuf PersistentVolumeSpecs (empty bytes = nil entry).
-	PvSpecs       [][]byte `protobuf:"bytes,8,rep,name=pv_specs,json=pvSpecs,proto3" json:"pv_specs,omitempty"`
+	PvSpecs       [][]byte `protobuf:"bytes,8,rep,name=pv_specs,json=pvSpecs" json:"pv_specs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -577,7 +577,7 @@ func (x *Operation) GetPvSpecs() [][]byte {
 // Cancel tells the provider the caller gave up on an operation.
 type Cancel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,7 +621,7 @@ func (x *Cancel) GetId() uint64 {
 
 type Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id" json:"id,omitempty"`
 	// Types that are valid to be assigned to Response:
 	//
 	//	*Result_Error
@@ -748,31 +748,31 @@ type isResult_Response interface {
 }
 
 type Result_Error struct {
-	Error *Error `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+	Error *Error `protobuf:"bytes,2,opt,name=error,oneof"`
 }
 
 type Result_CreateMachine struct {
-	CreateMachine *v1.CreateMachineResponse `protobuf:"bytes,3,opt,name=create_machine,json=createMachine,proto3,oneof"`
+	CreateMachine *v1.CreateMachineResponse `protobuf:"bytes,3,opt,name=create_machine,json=createMachine,oneof"`
 }
 
 type Result_InitializeMachine struct {
-	InitializeMachine *v1.InitializeMachineResponse `protobuf:"bytes,4,opt,name=initialize_machine,json=initializeMachine,proto3,oneof"`
+	InitializeMachine *v1.InitializeMachineResponse `protobuf:"bytes,4,opt,name=initialize_machine,json=initializeMachine,oneof"`
 }
 
 type Result_DeleteMachine struct {
-	DeleteMachine *v1.DeleteMachineResponse `protobuf:"bytes,5,opt,name=delete_machine,json=deleteMachine,proto3,oneof"`
+	DeleteMachine *v1.DeleteMachineResponse `protobuf:"bytes,5,opt,name=delete_machine,json=deleteMachine,oneof"`
 }
 
 type Result_GetMachineStatus struct {
-	GetMachineStatus *v1.GetMachineStatusResponse `protobuf:"bytes,6,opt,name=get_machine_status,json=getMachineStatus,proto3,oneof"`
+	GetMachineStatus *v1.GetMachineStatusResponse `protobuf:"bytes,6,opt,name=get_machine_status,json=getMachineStatus,oneof"`
 }
 
 type Result_ListMachines struct {
-	ListMachines *v1.ListMachinesResponse `protobuf:"bytes,7,opt,name=list_machines,json=listMachines,proto3,oneof"`
+	ListMachines *v1.ListMachinesResponse `protobuf:"bytes,7,opt,name=list_machines,json=listMachines,oneof"`
 }
 
 type Result_GetVolumeIds struct {
-	GetVolumeIds *v1.GetVolumeIDsResponse `protobuf:"bytes,8,opt,name=get_volume_ids,json=getVolumeIds,proto3,oneof"`
+	GetVolumeIds *v1.GetVolumeIDsResponse `protobuf:"bytes,8,opt,name=get_volume_ids,json=getVolumeIds,oneof"`
 }
 
 func (*Result_Error) isResult_Response() {}
@@ -792,8 +792,8 @@ func (*Result_GetVolumeIds) isResult_Response() {}
 // Error is a driver error: a machine code (0-17) and its message.
 type Error struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          uint32                 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Code          uint32                 `protobuf:"varint,1,opt,name=code" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -844,7 +844,7 @@ func (x *Error) GetMessage() string {
 
 type GetMachineClassRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MachineClass  *ObjectRef             `protobuf:"bytes,1,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
+	MachineClass  *ObjectRef             `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -888,9 +888,9 @@ func (x *GetMachineClassRequest) GetMachineClass() *ObjectRef {
 
 type GetSecretRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
-	Secret *ObjectRef             `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret *ObjectRef             `protobuf:"bytes,1,opt,name=secret" json:"secret,omitempty"`
 	// For a lookup by name: the class whose secretRef or credentialsSecretRef names the secret.
-	MachineClass  *ObjectRef `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
+	MachineClass  *ObjectRef `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -941,7 +941,7 @@ func (x *GetSecretRequest) GetMachineClass() *ObjectRef {
 
 type GetMachineClassResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MachineClass  *v1.MachineClass       `protobuf:"bytes,1,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
+	MachineClass  *v1.MachineClass       `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -985,7 +985,7 @@ func (x *GetMachineClassResponse) GetMachineClass() *v1.MachineClass {
 
 type GetSecretResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Secret        *v1.Secret             `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret        *v1.Secret             `protobuf:"bytes,1,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1099,7 +1099,7 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x11ControllerService\x12[\n" +
 	"\bRegister\x12$.machinist.dialin.v1.RegisterRequest\x1a%.machinist.dialin.v1.RegisterResponse(\x010\x01\x12l\n" +
 	"\x0fGetMachineClass\x12+.machinist.dialin.v1.GetMachineClassRequest\x1a,.machinist.dialin.v1.GetMachineClassResponse\x12Z\n" +
-	"\tGetSecret\x12%.machinist.dialin.v1.GetSecretRequest\x1a&.machinist.dialin.v1.GetSecretResponseBQZOgithub.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1;dialinv1b\x06proto3"
+	"\tGetSecret\x12%.machinist.dialin.v1.GetSecretRequest\x1a&.machinist.dialin.v1.GetSecretResponseBXZOgithub.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1;dialinv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_machinist_dialin_v1_dialin_proto_rawDescOnce sync.Once

@@ -77,9 +77,9 @@ func (*GetInfoRequest) Descriptor() ([]byte, []int) {
 type GetInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Providers the server serves (lower-case registry names).
-	Providers []string `protobuf:"bytes,1,rep,name=providers,proto3" json:"providers,omitempty"`
+	Providers []string `protobuf:"bytes,1,rep,name=providers" json:"providers,omitempty"`
 	// Version of the server binary.
-	Version       string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Version       string `protobuf:"bytes,2,opt,name=version" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,9 +132,9 @@ func (x *GetInfoResponse) GetVersion() string {
 type ErrorInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Machine code, 0-17 (see core/driver.Code).
-	MachineCode uint32 `protobuf:"varint,1,opt,name=machine_code,json=machineCode,proto3" json:"machine_code,omitempty"`
+	MachineCode uint32 `protobuf:"varint,1,opt,name=machine_code,json=machineCode" json:"machine_code,omitempty"`
 	// CamelCase name of the code, e.g. "Uninitialized".
-	CodeName      string `protobuf:"bytes,2,opt,name=code_name,json=codeName,proto3" json:"code_name,omitempty"`
+	CodeName      string `protobuf:"bytes,2,opt,name=code_name,json=codeName" json:"code_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,9 +185,9 @@ func (x *ErrorInfo) GetCodeName() string {
 
 type CreateMachineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,10 +245,10 @@ func (x *CreateMachineRequest) GetSecret() *Secret {
 
 type CreateMachineResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	ProviderId     string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	NodeName       string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	LastKnownState string                 `protobuf:"bytes,3,opt,name=last_known_state,json=lastKnownState,proto3" json:"last_known_state,omitempty"`
-	Addresses      []*NodeAddress         `protobuf:"bytes,4,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	ProviderId     string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId" json:"provider_id,omitempty"`
+	NodeName       string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName" json:"node_name,omitempty"`
+	LastKnownState string                 `protobuf:"bytes,3,opt,name=last_known_state,json=lastKnownState" json:"last_known_state,omitempty"`
+	Addresses      []*NodeAddress         `protobuf:"bytes,4,rep,name=addresses" json:"addresses,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -313,9 +313,9 @@ func (x *CreateMachineResponse) GetAddresses() []*NodeAddress {
 
 type InitializeMachineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -373,9 +373,9 @@ func (x *InitializeMachineRequest) GetSecret() *Secret {
 
 type InitializeMachineResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProviderId    string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	Addresses     []*NodeAddress         `protobuf:"bytes,3,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	ProviderId    string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId" json:"provider_id,omitempty"`
+	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName" json:"node_name,omitempty"`
+	Addresses     []*NodeAddress         `protobuf:"bytes,3,rep,name=addresses" json:"addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -433,9 +433,9 @@ func (x *InitializeMachineResponse) GetAddresses() []*NodeAddress {
 
 type DeleteMachineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -493,7 +493,7 @@ func (x *DeleteMachineRequest) GetSecret() *Secret {
 
 type DeleteMachineResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	LastKnownState string                 `protobuf:"bytes,1,opt,name=last_known_state,json=lastKnownState,proto3" json:"last_known_state,omitempty"`
+	LastKnownState string                 `protobuf:"bytes,1,opt,name=last_known_state,json=lastKnownState" json:"last_known_state,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -537,9 +537,9 @@ func (x *DeleteMachineResponse) GetLastKnownState() string {
 
 type GetMachineStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -597,9 +597,9 @@ func (x *GetMachineStatusRequest) GetSecret() *Secret {
 
 type GetMachineStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ProviderId    string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	Addresses     []*NodeAddress         `protobuf:"bytes,3,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	ProviderId    string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId" json:"provider_id,omitempty"`
+	NodeName      string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName" json:"node_name,omitempty"`
+	Addresses     []*NodeAddress         `protobuf:"bytes,3,rep,name=addresses" json:"addresses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,8 +657,8 @@ func (x *GetMachineStatusResponse) GetAddresses() []*NodeAddress {
 
 type ListMachinesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	MachineClass  *MachineClass          `protobuf:"bytes,1,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	MachineClass  *MachineClass          `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	Secret        *Secret                `protobuf:"bytes,2,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -710,7 +710,7 @@ func (x *ListMachinesRequest) GetSecret() *Secret {
 type ListMachinesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ProviderID -> machine name.
-	MachineList   map[string]string `protobuf:"bytes,1,rep,name=machine_list,json=machineList,proto3" json:"machine_list,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	MachineList   map[string]string `protobuf:"bytes,1,rep,name=machine_list,json=machineList" json:"machine_list,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,9 +756,9 @@ type GetVolumeIDsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Each a k8s.io.api.core.v1.PersistentVolumeSpec in Kubernetes protobuf; empty bytes stand
 	// for a nil entry.
-	PvSpecs [][]byte `protobuf:"bytes,1,rep,name=pv_specs,json=pvSpecs,proto3" json:"pv_specs,omitempty"`
+	PvSpecs [][]byte `protobuf:"bytes,1,rep,name=pv_specs,json=pvSpecs" json:"pv_specs,omitempty"`
 	// Provider whose volumes to map, on a server serving several; empty asks every provider.
-	Provider      string `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider      string `protobuf:"bytes,2,opt,name=provider" json:"provider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,7 +809,7 @@ func (x *GetVolumeIDsRequest) GetProvider() string {
 
 type GetVolumeIDsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	VolumeIds     []string               `protobuf:"bytes,1,rep,name=volume_ids,json=volumeIds,proto3" json:"volume_ids,omitempty"`
+	VolumeIds     []string               `protobuf:"bytes,1,rep,name=volume_ids,json=volumeIds" json:"volume_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,12 +854,12 @@ func (x *GetVolumeIDsResponse) GetVolumeIds() []string {
 // Machine mirrors machine.sapcloud.io/v1alpha1 Machine.
 type Machine struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	Kind       string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion" json:"api_version,omitempty"`
+	Kind       string                 `protobuf:"bytes,2,opt,name=kind" json:"kind,omitempty"`
 	// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta, Kubernetes protobuf.
-	Metadata      []byte         `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Spec          *MachineSpec   `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
-	Status        *MachineStatus `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Metadata      []byte         `protobuf:"bytes,3,opt,name=metadata" json:"metadata,omitempty"`
+	Spec          *MachineSpec   `protobuf:"bytes,4,opt,name=spec" json:"spec,omitempty"`
+	Status        *MachineStatus `protobuf:"bytes,5,opt,name=status" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -931,11 +931,11 @@ func (x *Machine) GetStatus() *MachineStatus {
 
 type MachineSpec struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
-	Class        *ClassSpec             `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
-	ProviderId   string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
-	NodeTemplate *NodeTemplateSpec      `protobuf:"bytes,3,opt,name=node_template,json=nodeTemplate,proto3" json:"node_template,omitempty"`
+	Class        *ClassSpec             `protobuf:"bytes,1,opt,name=class" json:"class,omitempty"`
+	ProviderId   string                 `protobuf:"bytes,2,opt,name=provider_id,json=providerId" json:"provider_id,omitempty"`
+	NodeTemplate *NodeTemplateSpec      `protobuf:"bytes,3,opt,name=node_template,json=nodeTemplate" json:"node_template,omitempty"`
 	// Absent when the machine has no overrides.
-	Configuration *MachineConfiguration `protobuf:"bytes,4,opt,name=configuration,proto3" json:"configuration,omitempty"`
+	Configuration *MachineConfiguration `protobuf:"bytes,4,opt,name=configuration" json:"configuration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1000,9 +1000,9 @@ func (x *MachineSpec) GetConfiguration() *MachineConfiguration {
 
 type ClassSpec struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	ApiGroup      string                 `protobuf:"bytes,1,opt,name=api_group,json=apiGroup,proto3" json:"api_group,omitempty"`
-	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	ApiGroup      string                 `protobuf:"bytes,1,opt,name=api_group,json=apiGroup" json:"api_group,omitempty"`
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind" json:"kind,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1061,9 +1061,9 @@ func (x *ClassSpec) GetName() string {
 type NodeTemplateSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta, Kubernetes protobuf.
-	Metadata []byte `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata []byte `protobuf:"bytes,1,opt,name=metadata" json:"metadata,omitempty"`
 	// k8s.io.api.core.v1.NodeSpec, Kubernetes protobuf.
-	Spec          []byte `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Spec          []byte `protobuf:"bytes,2,opt,name=spec" json:"spec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1114,14 +1114,14 @@ func (x *NodeTemplateSpec) GetSpec() []byte {
 
 type MachineConfiguration struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
-	DrainTimeout         *durationpb.Duration   `protobuf:"bytes,1,opt,name=drain_timeout,json=drainTimeout,proto3" json:"drain_timeout,omitempty"`
-	HealthTimeout        *durationpb.Duration   `protobuf:"bytes,2,opt,name=health_timeout,json=healthTimeout,proto3" json:"health_timeout,omitempty"`
-	CreationTimeout      *durationpb.Duration   `protobuf:"bytes,3,opt,name=creation_timeout,json=creationTimeout,proto3" json:"creation_timeout,omitempty"`
-	InPlaceUpdateTimeout *durationpb.Duration   `protobuf:"bytes,4,opt,name=in_place_update_timeout,json=inPlaceUpdateTimeout,proto3" json:"in_place_update_timeout,omitempty"`
-	PreserveTimeout      *durationpb.Duration   `protobuf:"bytes,5,opt,name=preserve_timeout,json=preserveTimeout,proto3" json:"preserve_timeout,omitempty"`
-	DisableHealthTimeout *bool                  `protobuf:"varint,6,opt,name=disable_health_timeout,json=disableHealthTimeout,proto3,oneof" json:"disable_health_timeout,omitempty"`
-	MaxEvictRetries      *int32                 `protobuf:"varint,7,opt,name=max_evict_retries,json=maxEvictRetries,proto3,oneof" json:"max_evict_retries,omitempty"`
-	NodeConditions       *string                `protobuf:"bytes,8,opt,name=node_conditions,json=nodeConditions,proto3,oneof" json:"node_conditions,omitempty"`
+	DrainTimeout         *durationpb.Duration   `protobuf:"bytes,1,opt,name=drain_timeout,json=drainTimeout" json:"drain_timeout,omitempty"`
+	HealthTimeout        *durationpb.Duration   `protobuf:"bytes,2,opt,name=health_timeout,json=healthTimeout" json:"health_timeout,omitempty"`
+	CreationTimeout      *durationpb.Duration   `protobuf:"bytes,3,opt,name=creation_timeout,json=creationTimeout" json:"creation_timeout,omitempty"`
+	InPlaceUpdateTimeout *durationpb.Duration   `protobuf:"bytes,4,opt,name=in_place_update_timeout,json=inPlaceUpdateTimeout" json:"in_place_update_timeout,omitempty"`
+	PreserveTimeout      *durationpb.Duration   `protobuf:"bytes,5,opt,name=preserve_timeout,json=preserveTimeout" json:"preserve_timeout,omitempty"`
+	DisableHealthTimeout *bool                  `protobuf:"varint,6,opt,name=disable_health_timeout,json=disableHealthTimeout" json:"disable_health_timeout,omitempty"`
+	MaxEvictRetries      *int32                 `protobuf:"varint,7,opt,name=max_evict_retries,json=maxEvictRetries" json:"max_evict_retries,omitempty"`
+	NodeConditions       *string                `protobuf:"bytes,8,opt,name=node_conditions,json=nodeConditions" json:"node_conditions,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -1214,11 +1214,11 @@ func (x *MachineConfiguration) GetNodeConditions() string {
 
 type MachineStatus struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	Addresses      []*NodeAddress         `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	Conditions     []*NodeCondition       `protobuf:"bytes,2,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	LastOperation  *LastOperation         `protobuf:"bytes,3,opt,name=last_operation,json=lastOperation,proto3" json:"last_operation,omitempty"`
-	CurrentStatus  *CurrentStatus         `protobuf:"bytes,4,opt,name=current_status,json=currentStatus,proto3" json:"current_status,omitempty"`
-	LastKnownState string                 `protobuf:"bytes,5,opt,name=last_known_state,json=lastKnownState,proto3" json:"last_known_state,omitempty"`
+	Addresses      []*NodeAddress         `protobuf:"bytes,1,rep,name=addresses" json:"addresses,omitempty"`
+	Conditions     []*NodeCondition       `protobuf:"bytes,2,rep,name=conditions" json:"conditions,omitempty"`
+	LastOperation  *LastOperation         `protobuf:"bytes,3,opt,name=last_operation,json=lastOperation" json:"last_operation,omitempty"`
+	CurrentStatus  *CurrentStatus         `protobuf:"bytes,4,opt,name=current_status,json=currentStatus" json:"current_status,omitempty"`
+	LastKnownState string                 `protobuf:"bytes,5,opt,name=last_known_state,json=lastKnownState" json:"last_known_state,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1290,8 +1290,8 @@ func (x *MachineStatus) GetLastKnownState() string {
 
 type NodeAddress struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type" json:"type,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1342,12 +1342,12 @@ func (x *NodeAddress) GetAddress() string {
 
 type NodeCondition struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
-	Type               string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
-	Status             string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
-	LastHeartbeatTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_heartbeat_time,json=lastHeartbeatTime,proto3" json:"last_heartbeat_time,omitempty"`
-	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_transition_time,json=lastTransitionTime,proto3" json:"last_transition_time,omitempty"`
-	Reason             string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	Message            string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	Type               string                 `protobuf:"bytes,1,opt,name=type" json:"type,omitempty"`
+	Status             string                 `protobuf:"bytes,2,opt,name=status" json:"status,omitempty"`
+	LastHeartbeatTime  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_heartbeat_time,json=lastHeartbeatTime" json:"last_heartbeat_time,omitempty"`
+	LastTransitionTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_transition_time,json=lastTransitionTime" json:"last_transition_time,omitempty"`
+	Reason             string                 `protobuf:"bytes,5,opt,name=reason" json:"reason,omitempty"`
+	Message            string                 `protobuf:"bytes,6,opt,name=message" json:"message,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1426,11 +1426,11 @@ func (x *NodeCondition) GetMessage() string {
 
 type LastOperation struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	Description    string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
-	ErrorCode      string                 `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
-	LastUpdateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_update_time,json=lastUpdateTime,proto3" json:"last_update_time,omitempty"`
-	State          string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
-	Type           string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	Description    string                 `protobuf:"bytes,1,opt,name=description" json:"description,omitempty"`
+	ErrorCode      string                 `protobuf:"bytes,2,opt,name=error_code,json=errorCode" json:"error_code,omitempty"`
+	LastUpdateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_update_time,json=lastUpdateTime" json:"last_update_time,omitempty"`
+	State          string                 `protobuf:"bytes,4,opt,name=state" json:"state,omitempty"`
+	Type           string                 `protobuf:"bytes,5,opt,name=type" json:"type,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1502,10 +1502,10 @@ func (x *LastOperation) GetType() string {
 
 type CurrentStatus struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
-	Phase              string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
-	TimeoutActive      bool                   `protobuf:"varint,2,opt,name=timeout_active,json=timeoutActive,proto3" json:"timeout_active,omitempty"`
-	LastUpdateTime     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_update_time,json=lastUpdateTime,proto3" json:"last_update_time,omitempty"`
-	PreserveExpiryTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=preserve_expiry_time,json=preserveExpiryTime,proto3" json:"preserve_expiry_time,omitempty"`
+	Phase              string                 `protobuf:"bytes,1,opt,name=phase" json:"phase,omitempty"`
+	TimeoutActive      bool                   `protobuf:"varint,2,opt,name=timeout_active,json=timeoutActive" json:"timeout_active,omitempty"`
+	LastUpdateTime     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=last_update_time,json=lastUpdateTime" json:"last_update_time,omitempty"`
+	PreserveExpiryTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=preserve_expiry_time,json=preserveExpiryTime" json:"preserve_expiry_time,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -1571,17 +1571,17 @@ func (x *CurrentStatus) GetPreserveExpiryTime() *timestamppb.Timestamp {
 // MachineClass mirrors machine.sapcloud.io/v1alpha1 MachineClass.
 type MachineClass struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	Kind       string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion" json:"api_version,omitempty"`
+	Kind       string                 `protobuf:"bytes,2,opt,name=kind" json:"kind,omitempty"`
 	// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta, Kubernetes protobuf.
-	Metadata             []byte           `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	NodeTemplate         *NodeTemplate    `protobuf:"bytes,4,opt,name=node_template,json=nodeTemplate,proto3" json:"node_template,omitempty"`
-	CredentialsSecretRef *SecretReference `protobuf:"bytes,5,opt,name=credentials_secret_ref,json=credentialsSecretRef,proto3" json:"credentials_secret_ref,omitempty"`
+	Metadata             []byte           `protobuf:"bytes,3,opt,name=metadata" json:"metadata,omitempty"`
+	NodeTemplate         *NodeTemplate    `protobuf:"bytes,4,opt,name=node_template,json=nodeTemplate" json:"node_template,omitempty"`
+	CredentialsSecretRef *SecretReference `protobuf:"bytes,5,opt,name=credentials_secret_ref,json=credentialsSecretRef" json:"credentials_secret_ref,omitempty"`
 	// The providerSpec as raw JSON, exactly as stored.
-	ProviderSpec []byte `protobuf:"bytes,6,opt,name=provider_spec,json=providerSpec,proto3" json:"provider_spec,omitempty"`
+	ProviderSpec []byte `protobuf:"bytes,6,opt,name=provider_spec,json=providerSpec" json:"provider_spec,omitempty"`
 	// MachineClass.provider as written (routing normalizes it).
-	Provider      string           `protobuf:"bytes,7,opt,name=provider,proto3" json:"provider,omitempty"`
-	SecretRef     *SecretReference `protobuf:"bytes,8,opt,name=secret_ref,json=secretRef,proto3" json:"secret_ref,omitempty"`
+	Provider      string           `protobuf:"bytes,7,opt,name=provider" json:"provider,omitempty"`
+	SecretRef     *SecretReference `protobuf:"bytes,8,opt,name=secret_ref,json=secretRef" json:"secret_ref,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1675,12 +1675,12 @@ func (x *MachineClass) GetSecretRef() *SecretReference {
 type NodeTemplate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Resource name -> quantity in Kubernetes quantity notation ("4", "16Gi").
-	Capacity        map[string]string `protobuf:"bytes,1,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	VirtualCapacity map[string]string `protobuf:"bytes,2,rep,name=virtual_capacity,json=virtualCapacity,proto3" json:"virtual_capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	InstanceType    string            `protobuf:"bytes,3,opt,name=instance_type,json=instanceType,proto3" json:"instance_type,omitempty"`
-	Region          string            `protobuf:"bytes,4,opt,name=region,proto3" json:"region,omitempty"`
-	Zone            string            `protobuf:"bytes,5,opt,name=zone,proto3" json:"zone,omitempty"`
-	Architecture    *string           `protobuf:"bytes,6,opt,name=architecture,proto3,oneof" json:"architecture,omitempty"`
+	Capacity        map[string]string `protobuf:"bytes,1,rep,name=capacity" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	VirtualCapacity map[string]string `protobuf:"bytes,2,rep,name=virtual_capacity,json=virtualCapacity" json:"virtual_capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	InstanceType    string            `protobuf:"bytes,3,opt,name=instance_type,json=instanceType" json:"instance_type,omitempty"`
+	Region          string            `protobuf:"bytes,4,opt,name=region" json:"region,omitempty"`
+	Zone            string            `protobuf:"bytes,5,opt,name=zone" json:"zone,omitempty"`
+	Architecture    *string           `protobuf:"bytes,6,opt,name=architecture" json:"architecture,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1759,8 +1759,8 @@ func (x *NodeTemplate) GetArchitecture() string {
 
 type SecretReference struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name" json:"name,omitempty"`
+	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace" json:"namespace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1812,14 +1812,14 @@ func (x *SecretReference) GetNamespace() string {
 // Secret mirrors the core/v1 Secret a driver receives (its data is what drivers read).
 type Secret struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
-	Kind       string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion" json:"api_version,omitempty"`
+	Kind       string                 `protobuf:"bytes,2,opt,name=kind" json:"kind,omitempty"`
 	// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta, Kubernetes protobuf.
-	Metadata      []byte            `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
-	Data          map[string][]byte `protobuf:"bytes,4,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StringData    map[string]string `protobuf:"bytes,5,rep,name=string_data,json=stringData,proto3" json:"string_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string            `protobuf:"bytes,6,opt,name=type,proto3" json:"type,omitempty"`
-	Immutable     *bool             `protobuf:"varint,7,opt,name=immutable,proto3,oneof" json:"immutable,omitempty"`
+	Metadata      []byte            `protobuf:"bytes,3,opt,name=metadata" json:"metadata,omitempty"`
+	Data          map[string][]byte `protobuf:"bytes,4,rep,name=data" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	StringData    map[string]string `protobuf:"bytes,5,rep,name=string_data,json=stringData" json:"string_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Type          string            `protobuf:"bytes,6,opt,name=type" json:"type,omitempty"`
+	Immutable     *bool             `protobuf:"varint,7,opt,name=immutable" json:"immutable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1982,19 +1982,16 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\"B\n" +
 	"\x10NodeTemplateSpec\x12\x1a\n" +
 	"\bmetadata\x18\x01 \x01(\fR\bmetadata\x12\x12\n" +
-	"\x04spec\x18\x02 \x01(\fR\x04spec\"\xd5\x04\n" +
+	"\x04spec\x18\x02 \x01(\fR\x04spec\"\x96\x04\n" +
 	"\x14MachineConfiguration\x12>\n" +
 	"\rdrain_timeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\fdrainTimeout\x12@\n" +
 	"\x0ehealth_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\rhealthTimeout\x12D\n" +
 	"\x10creation_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x0fcreationTimeout\x12P\n" +
 	"\x17in_place_update_timeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x14inPlaceUpdateTimeout\x12D\n" +
-	"\x10preserve_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fpreserveTimeout\x129\n" +
-	"\x16disable_health_timeout\x18\x06 \x01(\bH\x00R\x14disableHealthTimeout\x88\x01\x01\x12/\n" +
-	"\x11max_evict_retries\x18\a \x01(\x05H\x01R\x0fmaxEvictRetries\x88\x01\x01\x12,\n" +
-	"\x0fnode_conditions\x18\b \x01(\tH\x02R\x0enodeConditions\x88\x01\x01B\x19\n" +
-	"\x17_disable_health_timeoutB\x14\n" +
-	"\x12_max_evict_retriesB\x12\n" +
-	"\x10_node_conditions\"\xd3\x02\n" +
+	"\x10preserve_timeout\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x0fpreserveTimeout\x12;\n" +
+	"\x16disable_health_timeout\x18\x06 \x01(\bB\x05\xaa\x01\x02\b\x01R\x14disableHealthTimeout\x121\n" +
+	"\x11max_evict_retries\x18\a \x01(\x05B\x05\xaa\x01\x02\b\x01R\x0fmaxEvictRetries\x12.\n" +
+	"\x0fnode_conditions\x18\b \x01(\tB\x05\xaa\x01\x02\b\x01R\x0enodeConditions\"\xd3\x02\n" +
 	"\rMachineStatus\x12>\n" +
 	"\taddresses\x18\x01 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\x12B\n" +
 	"\n" +
@@ -2035,24 +2032,23 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\rprovider_spec\x18\x06 \x01(\fR\fproviderSpec\x12\x1a\n" +
 	"\bprovider\x18\a \x01(\tR\bprovider\x12C\n" +
 	"\n" +
-	"secret_ref\x18\b \x01(\v2$.machinist.driver.v1.SecretReferenceR\tsecretRef\"\xca\x03\n" +
+	"secret_ref\x18\b \x01(\v2$.machinist.driver.v1.SecretReferenceR\tsecretRef\"\xbb\x03\n" +
 	"\fNodeTemplate\x12K\n" +
 	"\bcapacity\x18\x01 \x03(\v2/.machinist.driver.v1.NodeTemplate.CapacityEntryR\bcapacity\x12a\n" +
 	"\x10virtual_capacity\x18\x02 \x03(\v26.machinist.driver.v1.NodeTemplate.VirtualCapacityEntryR\x0fvirtualCapacity\x12#\n" +
 	"\rinstance_type\x18\x03 \x01(\tR\finstanceType\x12\x16\n" +
 	"\x06region\x18\x04 \x01(\tR\x06region\x12\x12\n" +
-	"\x04zone\x18\x05 \x01(\tR\x04zone\x12'\n" +
-	"\farchitecture\x18\x06 \x01(\tH\x00R\farchitecture\x88\x01\x01\x1a;\n" +
+	"\x04zone\x18\x05 \x01(\tR\x04zone\x12)\n" +
+	"\farchitecture\x18\x06 \x01(\tB\x05\xaa\x01\x02\b\x01R\farchitecture\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aB\n" +
 	"\x14VirtualCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0f\n" +
-	"\r_architecture\"C\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
 	"\x0fSecretReference\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\x9f\x03\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\x93\x03\n" +
 	"\x06Secret\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -2061,16 +2057,14 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\x04data\x18\x04 \x03(\v2%.machinist.driver.v1.Secret.DataEntryR\x04data\x12L\n" +
 	"\vstring_data\x18\x05 \x03(\v2+.machinist.driver.v1.Secret.StringDataEntryR\n" +
 	"stringData\x12\x12\n" +
-	"\x04type\x18\x06 \x01(\tR\x04type\x12!\n" +
-	"\timmutable\x18\a \x01(\bH\x00R\timmutable\x88\x01\x01\x1a7\n" +
+	"\x04type\x18\x06 \x01(\tR\x04type\x12#\n" +
+	"\timmutable\x18\a \x01(\bB\x05\xaa\x01\x02\b\x01R\timmutable\x1a7\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a=\n" +
 	"\x0fStringDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
-	"\n" +
-	"_immutable2\x8e\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x8e\x05\n" +
 	"\rDriverService\x12f\n" +
 	"\rCreateMachine\x12).machinist.driver.v1.CreateMachineRequest\x1a*.machinist.driver.v1.CreateMachineResponse\x12r\n" +
 	"\x11InitializeMachine\x12-.machinist.driver.v1.InitializeMachineRequest\x1a..machinist.driver.v1.InitializeMachineResponse\x12f\n" +
@@ -2079,7 +2073,7 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\fListMachines\x12(.machinist.driver.v1.ListMachinesRequest\x1a).machinist.driver.v1.ListMachinesResponse\x12c\n" +
 	"\fGetVolumeIDs\x12(.machinist.driver.v1.GetVolumeIDsRequest\x1a).machinist.driver.v1.GetVolumeIDsResponse2g\n" +
 	"\x0fIdentityService\x12T\n" +
-	"\aGetInfo\x12#.machinist.driver.v1.GetInfoRequest\x1a$.machinist.driver.v1.GetInfoResponseBQZOgithub.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1;driverv1b\x06proto3"
+	"\aGetInfo\x12#.machinist.driver.v1.GetInfoRequest\x1a$.machinist.driver.v1.GetInfoResponseBXZOgithub.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1;driverv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
 var (
 	file_machinist_driver_v1_driver_proto_rawDescOnce sync.Once
@@ -2203,9 +2197,6 @@ func file_machinist_driver_v1_driver_proto_init() {
 	if File_machinist_driver_v1_driver_proto != nil {
 		return
 	}
-	file_machinist_driver_v1_driver_proto_msgTypes[19].OneofWrappers = []any{}
-	file_machinist_driver_v1_driver_proto_msgTypes[26].OneofWrappers = []any{}
-	file_machinist_driver_v1_driver_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

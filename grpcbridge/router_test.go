@@ -1,0 +1,99 @@
+package grpcbridge_test
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
+)
+
+// volumeDriver answers GetMachineStatus with its name and maps CSI volumes of its name.
+func volumeDriver(name string) driver.Driver {
+	return &bridgetest.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
+		switch method {
+		case "GetVolumeIDs":
+			var ids []string
+			for _, s := range req.(*driver.GetVolumeIDsRequest).PVSpecs {
+				if s != nil && s.CSI != nil && s.CSI.Driver == name {
+					ids = append(ids, s.CSI.VolumeHandle)
+				}
+			}
+			return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
+		case "GetMachineStatus":
+			return &driver.GetMachineStatusResponse{NodeName: name}, nil
+		}
+		return nil, driver.Error(driver.Unimplemented, name)
+	}}
+}
+
+func csi(driverName, handle string) *corev1.PersistentVolumeSpec {
+	return &corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driverName, VolumeHandle: handle}}}
+}
+
+// TestServerRoutesByProvider serves two providers from one server and routes by
+// MachineClass.provider (case-insensitively), and GetVolumeIDs by the client's provider.
+func TestServerRoutesByProvider(t *testing.T) {
+	router := grpcbridge.NewRouter(map[string]driver.Driver{"OpenStack": volumeDriver("openstack"), "azure": volumeDriver("azure")})
+	served := bridgetest.ServeUnix(t, router)
+	ctx := t.Context()
+
+	info, err := driverv1.NewIdentityServiceClient(served.Conn).GetInfo(ctx, &driverv1.GetInfoRequest{})
+	mustOK(t, err)
+	if !reflect.DeepEqual(info.Providers, []string{"azure", "openstack"}) {
+		t.Fatalf("GetInfo providers = %v", info.Providers)
+	}
+
+	for provider, want := range map[string]string{"OpenStack": "openstack", "azure": "azure", "AZURE": "azure"} {
+		resp, err := served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class(provider)})
+		mustOK(t, err)
+		if resp.NodeName != want {
+			t.Fatalf("class provider %q went to %q", provider, resp.NodeName)
+		}
+	}
+	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class("gcp")})
+	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), `does not serve provider "gcp"`) {
+		t.Fatalf("unknown provider: %v", err)
+	}
+	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m")})
+	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), "no machineClass") {
+		t.Fatalf("no class: %v", err)
+	}
+
+	specs := []*corev1.PersistentVolumeSpec{csi("azure", "a1"), csi("nfs", "n1"), csi("openstack", "o1"), nil, csi("azure", "a2")}
+	azure := grpcbridge.NewClient(served.Conn, grpcbridge.WithProvider("azure"))
+	vr, err := azure.GetVolumeIDs(ctx, &driver.GetVolumeIDsRequest{PVSpecs: specs})
+	mustOK(t, err)
+	if !reflect.DeepEqual(vr.VolumeIDs, []string{"a1", "a2"}) {
+		t.Fatalf("azure volumes = %v", vr.VolumeIDs)
+	}
+	// Without a provider every provider is asked per volume, in request order.
+	vr, err = served.Client.GetVolumeIDs(ctx, &driver.GetVolumeIDsRequest{PVSpecs: specs})
+	mustOK(t, err)
+	if !reflect.DeepEqual(vr.VolumeIDs, []string{"a1", "o1", "a2"}) {
+		t.Fatalf("all volumes = %v", vr.VolumeIDs)
+	}
+}
+
+// TestRouterServesRealDriver: a real driver behind a Router next to another provider.
+func TestRouterServesRealDriver(t *testing.T) {
+	cloud := memdriver.NewCloud()
+	router := grpcbridge.NewRouter(map[string]driver.Driver{"mem": memdriver.New(cloud), "other": volumeDriver("other")})
+	cl := bridgetest.ServeUnix(t, router).Client
+	class := memClass("workers", `{"cluster":"c","role":"worker","size":"small"}`)
+	m := bridgetest.Machine("m-routed")
+	m.ObjectMeta = metav1.ObjectMeta{Name: "m-routed", Namespace: "default"}
+	resp, err := cl.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: memSecret()})
+	mustOK(t, err)
+	if cloud.Count("m-routed") != 1 || !strings.HasPrefix(resp.ProviderID, "mem:///c/") {
+		t.Fatalf("routed create: %+v, %d VMs", resp, cloud.Count("m-routed"))
+	}
+}
