@@ -44,7 +44,6 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			// Deleting a Node deletes its machine (the node controller does it too).
 			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
 		}
-		r.log(m).Debug("sync node", "node", node.Name, "labels", m.Spec.NodeTemplateSpec.Labels)
 		if err := r.syncNode(ctx, m, node); err != nil {
 			return requeueOnConflict(err)
 		}
@@ -118,6 +117,10 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			}
 			r.event(m, corev1.EventTypeNormal, "Recovered", "HealthCheck", st.LastOperation.Description)
 		case healthTimeoutDisabled(m):
+		case unknownFor > r.effectiveHealthTimeout(m) && !r.stillUnknownSince(ctx, m):
+			// The cache was stale (e.g. the safety controller just reset the machine); the
+			// update brings it back.
+			requeue = r.opts.ShortRetry
 		case unknownFor > r.effectiveHealthTimeout(m):
 			ok, why, err := r.limiter.mayFail(ctx, r, m)
 			if err != nil {
@@ -148,6 +151,18 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 		return requeueOnConflict(err)
 	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// stillUnknownSince confirms with the API server, right before the irreversible Unknown →
+// Failed, that the machine is still Unknown since the same time: a machine the safety controller
+// reset after an API-server outage must not be failed from a stale cache.
+func (r *reconciler) stillUnknownSince(ctx context.Context, m *v1alpha1.Machine) bool {
+	live := &v1alpha1.Machine{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(m), live); err != nil {
+		return false
+	}
+	return live.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown &&
+		live.Status.CurrentStatus.LastUpdateTime.Equal(&m.Status.CurrentStatus.LastUpdateTime)
 }
 
 // isHealthy is MCM's rule: the node reports conditions, Ready is True, and none of the

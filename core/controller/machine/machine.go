@@ -25,7 +25,8 @@ import (
 // flight to the cache.
 const conflictRetry = 200 * time.Millisecond
 
-// frozenRetry is the wait of a machine left alone while the control plane is unreachable.
+// frozenRetry is the longest wait of a machine left alone while an API server is unreachable;
+// the machine is looked at again soon after the freeze ends.
 const frozenRetry = 30 * time.Second
 
 // reconcileMachine drives a machine that is not being deleted: it creates the VM when there is
@@ -47,7 +48,7 @@ func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request
 	}
 	if r.frozen() {
 		r.log(m).Debug("machine controller frozen: an API server is unreachable")
-		return reconcile.Result{RequeueAfter: min(frozenRetry, r.opts.LongRetry)}, nil
+		return reconcile.Result{RequeueAfter: min(frozenRetry, r.opts.LongRetry, max(r.opts.ShortRetry, time.Second))}, nil
 	}
 
 	class, err := r.machineClass(ctx, m)

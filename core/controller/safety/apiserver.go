@@ -48,6 +48,7 @@ func (c *Controller) probeAPIServers(ctx context.Context) error {
 					}
 					continue
 				}
+				c.awaitCacheCaughtUp(ctx)
 				c.setFrozen(false)
 			}
 			if !sleep(ctx, c.opts.APIServerStatusCheckPeriod) {
@@ -104,6 +105,30 @@ func (c *Controller) controlPlaneReachable(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// awaitCacheCaughtUp waits (bounded by the status-check timeout) until the manager's cache no
+// longer shows a machine Unknown from before the reset, so the machine controller does not act
+// on the pre-outage state once unfrozen.
+func (c *Controller) awaitCacheCaughtUp(ctx context.Context) {
+	resetAt := c.now().Add(-time.Second)
+	deadline := c.now().Add(c.opts.APIServerStatusCheckTimeout)
+	for c.now().Before(deadline) {
+		var list v1alpha1.MachineList
+		if err := c.client.List(ctx, &list, client.InNamespace(c.opts.Namespace)); err != nil {
+			return
+		}
+		stale := false
+		for _, m := range list.Items {
+			if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown && m.Status.CurrentStatus.LastUpdateTime.Time.Before(resetAt) {
+				stale = true
+				break
+			}
+		}
+		if !stale || !sleep(ctx, 100*time.Millisecond) {
+			return
+		}
+	}
 }
 
 // resetUnknownMachines sets every Unknown machine back to Running with a fresh lastUpdateTime,

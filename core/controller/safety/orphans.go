@@ -30,7 +30,11 @@ type candidate struct {
 	className   string
 	namespace   string
 	firstSeen   time.Time
-	reported    bool // dry-run: reported once
+	reported    bool // dry run or duplicate: reported once
+	// duplicate: a Machine of that name exists and runs another VM. Duplicates are reported,
+	// never deleted: DeleteMachine with a name a live machine shares may take that machine's VM
+	// too (drivers clean up by name), and the safety controller must never do that.
+	duplicate bool
 }
 
 // classDriver is what a pass needs to call a class's driver.
@@ -131,7 +135,7 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 				c.log.Warn("safety: orphan collection: read machine", "machine", name, "err", err)
 				return retrySoon
 			}
-			found[pid] = &candidate{providerID: pid, machineName: name, className: class.Name, namespace: class.Namespace}
+			found[pid] = &candidate{providerID: pid, machineName: name, className: class.Name, namespace: class.Namespace, duplicate: err == nil}
 		}
 	}
 	orphansFound.Set(float64(len(found)))
@@ -147,7 +151,9 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 	var nextDue time.Time
 	for pid, f := range found {
 		cand, known := c.candidates[pid]
-		if !known {
+		if known {
+			cand.duplicate = f.duplicate
+		} else {
 			f.firstSeen = now
 			c.candidates[pid] = f
 			cand = f
@@ -175,7 +181,7 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 		if c.Frozen() {
 			break
 		}
-		owned, err := c.ownedLive(ctx, cand)
+		owned, live, err := c.ownedLive(ctx, cand)
 		if err != nil {
 			orphanSkips.WithLabelValues("apiserver-unreachable").Inc()
 			c.log.Warn("safety: orphan deletion stopped: cannot confirm the machine is gone", "machine", cand.machineName, "err", err)
@@ -186,6 +192,16 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 			continue
 		}
 		cd := drivers[cand.namespace+"/"+cand.className]
+		if live != nil {
+			if !cand.reported {
+				cand.reported = true
+				c.log.Warn("safety: machine has a second VM; not deleting it automatically", "machine", cand.machineName, "providerID", cand.providerID, "machineProviderID", live.Spec.ProviderID)
+				c.recorder.Eventf(live, nil, corev1.EventTypeWarning, "DuplicateVM", "CollectOrphans",
+					"VM %s also carries this machine's name but the machine runs %s: delete it in the cloud by its ID (deleting by name could take the machine's VM too)",
+					cand.providerID, live.Spec.ProviderID)
+			}
+			continue
+		}
 		if c.opts.OrphanDryRun {
 			if !cand.reported {
 				cand.reported = true
@@ -243,7 +259,7 @@ func (c *Controller) listVMs(ctx context.Context, class *v1alpha1.MachineClass) 
 // owns reports whether machine m accounts for the VM pid: it records that VM, or it has no VM
 // recorded yet (it may be creating it right now, or its deletion cleans up by name), or it is
 // being created or deleted. A settled machine with another providerID does not: the VM is a
-// duplicate.
+// duplicate (reported, not deleted).
 func owns(m *v1alpha1.Machine, pid string) bool {
 	if m.DeletionTimestamp != nil || m.Spec.ProviderID == "" || m.Spec.ProviderID == pid {
 		return true
@@ -255,19 +271,20 @@ func owns(m *v1alpha1.Machine, pid string) bool {
 	return false
 }
 
-// ownedLive re-reads the candidate's machine from the API server (not the cache).
-func (c *Controller) ownedLive(ctx context.Context, cand *candidate) (bool, error) {
+// ownedLive re-reads the candidate's machine from the API server (not the cache). It returns
+// whether the machine accounts for the VM and, when a machine of that name exists, the machine.
+func (c *Controller) ownedLive(ctx context.Context, cand *candidate) (bool, *v1alpha1.Machine, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.APIServerStatusCheckTimeout)
 	defer cancel()
 	m := &v1alpha1.Machine{}
 	err := c.apiReader.Get(ctx, client.ObjectKey{Namespace: cand.namespace, Name: cand.machineName}, m)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return false, nil, nil
 	}
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return owns(m, cand.providerID), nil
+	return owns(m, cand.providerID), m, nil
 }
 
 // deleteOrphan calls DeleteMachine for a stand-in Machine carrying the VM's name and

@@ -65,7 +65,8 @@ func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []re
 // replicas + safetyUp for a set without deployment) and unfreezes it once they are back at or
 // below that minus safetyDown, or when a user sets the unfreeze annotation on the set or its
 // deployment. A frozen set creates no machines (the MachineSet controller's side); deleting
-// goes on. Machines being deleted do not count: they are on their way out.
+// goes on. Machines being deleted do not count: they are on their way out. After a manual
+// unfreeze the set is frozen again only if it grows beyond the count the user accepted.
 func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	requeue := reconcile.Result{RequeueAfter: c.opts.OvershootingPeriod}
 	ms := &v1alpha1.MachineSet{}
@@ -92,6 +93,7 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 		if err := c.dropAnnotation(ctx, ms, v1alpha1.AnnotationUnfreeze); err != nil {
 			return requeueConflict(err)
 		}
+		c.rememberManualUnfreeze(ctx, ms, mcd)
 		if mcd != nil {
 			if err := c.unfreezeSiblings(ctx, mcd, ms); err != nil {
 				return requeueConflict(err)
@@ -119,8 +121,16 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 	}
 	low := high - c.opts.SafetyDown
 
+	c.unfreezeMu.Lock()
+	allowed, manual := c.manualUnfreeze[ms.UID]
+	if manual && count <= low {
+		delete(c.manualUnfreeze, ms.UID)
+		manual = false
+	}
+	c.unfreezeMu.Unlock()
+
 	switch frozen := isFrozen(ms); {
-	case count >= high && !frozen:
+	case count >= high && !frozen && (!manual || count > allowed):
 		msg := fmt.Sprintf("MachineSet %s has %d machines, at or above its limit %d (replicas + surge + safety-up %d): no more machines are created until it is back at %d or %s is set",
 			ms.Name, count, high, c.opts.SafetyUp, low, v1alpha1.AnnotationUnfreeze)
 		if err := c.freeze(ctx, ms, mcd, msg); err != nil {
@@ -134,6 +144,38 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 		c.log.Info("safety: unfroze MachineSet", "machineSet", ms.Namespace+"/"+ms.Name, "machines", count)
 	}
 	return requeue, nil
+}
+
+// rememberManualUnfreeze records the current machine count of the set (and of its deployment's
+// sets) as what the user accepted.
+func (c *Controller) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment) {
+	sets := []v1alpha1.MachineSet{*ms}
+	if mcd != nil {
+		var list v1alpha1.MachineSetList
+		if err := c.client.List(ctx, &list, client.InNamespace(ms.Namespace)); err == nil {
+			sets = sets[:0]
+			for _, s := range list.Items {
+				if ref := metav1.GetControllerOf(&s); s.UID == ms.UID || (ref != nil && ref.UID == mcd.UID) {
+					sets = append(sets, s)
+				}
+			}
+		}
+	}
+	for _, s := range sets {
+		var machines v1alpha1.MachineList
+		if err := c.client.List(ctx, &machines, client.InNamespace(s.Namespace), client.MatchingFields{indexMachineOwner: string(s.UID)}); err != nil {
+			continue
+		}
+		n := int32(0)
+		for _, m := range machines.Items {
+			if m.DeletionTimestamp == nil {
+				n++
+			}
+		}
+		c.unfreezeMu.Lock()
+		c.manualUnfreeze[s.UID] = n
+		c.unfreezeMu.Unlock()
+	}
 }
 
 // surge resolves the deployment's maxSurge against its replicas, rounding up (0 when unset,

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -39,6 +40,11 @@ type Controller struct {
 	trigger    chan struct{}
 	orphansMu  sync.Mutex
 	candidates map[string]*candidate // providerID → first sighting
+
+	// manualUnfreeze remembers, per MachineSet UID, the machine count at a manual unfreeze: the
+	// set is not frozen again for the same overshoot, only if it grows further.
+	unfreezeMu     sync.Mutex
+	manualUnfreeze map[types.UID]int32
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
@@ -64,7 +70,8 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		recorder:   mgr.GetEventRecorder("machine-safety-controller"),
 		now:        time.Now,
 		trigger:    make(chan struct{}, 1),
-		candidates: map[string]*candidate{},
+		candidates:     map[string]*candidate{},
+		manualUnfreeze: map[types.UID]int32{},
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
 		for _, ref := range o.GetOwnerReferences() {

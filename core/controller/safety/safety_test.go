@@ -1,0 +1,344 @@
+package safety_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/providers/local"
+)
+
+func TestMain(m *testing.M) { ctrltest.Main(m) }
+
+func fastSafety() safety.Options {
+	o := safety.DefaultOptions()
+	o.OrphanPeriod = 300 * time.Millisecond
+	o.OrphanGracePeriod = 2 * time.Second
+	o.OrphanMinInterval = 200 * time.Millisecond
+	o.OvershootingPeriod = 300 * time.Millisecond
+	o.APIServerStatusCheckPeriod = 300 * time.Millisecond
+	o.APIServerStatusCheckTimeout = time.Second
+	return o
+}
+
+func memClass(e *ctrltest.Env, cloud *memdriver.Cloud) {
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", memdriver.ProviderName, map[string]string{"cluster": e.NS, "role": "worker"}, "")
+}
+
+// TestOrphanVMsCollectedAfterGrace: a VM made straight in the cloud (no Machine) is deleted once
+// the grace period has passed; the machine's own VM, the VM of a machine still being created
+// and a VM of another cluster are never touched; a second VM carrying a live machine's name is
+// reported on the machine, not deleted (deleting by that name could take the machine's VM).
+func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	memClass(e, cloud)
+
+	kept := e.Name("kept")
+	creating := e.Name("creating")
+	// The machine being created: its VM exists (a create whose answer has not been recorded
+	// yet), but GetMachineStatus keeps failing, so the machine has no providerID.
+	cloud.Inject(memdriver.MethodStatus, memdriver.Fault{Code: driver.Unavailable, Machine: creating})
+	cloud.Add(memdriver.VM{MachineName: creating, Cluster: e.NS, Role: "worker"})
+
+	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	e.Machine(kept, "mem")
+	m := e.WaitPhase(kept, v1alpha1.MachineAvailable, 30*time.Second)
+	e.Machine(creating, "mem")
+	e.WaitMachine(creating, 30*time.Second, "failing creation", func(m *v1alpha1.Machine) bool {
+		return m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff && cloud.Count(creating) == 1
+	})
+
+	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
+	duplicate := cloud.Add(memdriver.VM{MachineName: kept, Cluster: e.NS, Role: "worker"})
+	foreign := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: "other-cluster", Role: "worker"})
+	added := time.Now()
+
+	ctrltest.Eventually(t, 30*time.Second, "orphan deleted", func() bool {
+		_, g := cloud.VM(ghost.ID)
+		if !g && time.Since(added) < 2*time.Second {
+			t.Fatalf("orphan deleted %s after it appeared, before the 2s grace period", time.Since(added))
+		}
+		return !g
+	})
+	ctrltest.Eventually(t, 10*time.Second, "DuplicateVM event", func() bool { return ctrltest.Contains(e.EventReasons(kept), "DuplicateVM") })
+	if _, ok := cloud.VM(duplicate.ID); !ok {
+		t.Fatal("the duplicate VM of a live machine was deleted")
+	}
+	if _, ok := cloud.VM(foreign.ID); !ok {
+		t.Fatal("a VM of another cluster was deleted")
+	}
+	own := m.Spec.ProviderID[strings.LastIndex(m.Spec.ProviderID, "/")+1:]
+	if _, ok := cloud.VM(own); !ok {
+		t.Fatal("the machine's own VM was deleted")
+	}
+	if cloud.Count(creating) != 1 {
+		t.Fatal("the VM of a machine still being created was deleted")
+	}
+	ctrltest.Eventually(t, 10*time.Second, "OrphanVMDeleted event", func() bool {
+		return ctrltest.Contains(e.EventReasons("mem"), "OrphanVMDeleted")
+	})
+}
+
+// TestNoOrphanCollectionWhileAPIServerDown: while the API server is stopped nothing is deleted,
+// however long the orphan has been known; once it is back, the orphan goes.
+func TestNoOrphanCollectionWhileAPIServerDown(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	memClass(e, cloud)
+	so := fastSafety()
+	so.OrphanGracePeriod = 3 * time.Second
+	e.StartControllers(ctrltest.FastOptions(), false, &so)
+
+	lists := cloud.Calls(memdriver.MethodList)
+	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
+	ctrltest.Eventually(t, 30*time.Second, "a pass that saw the orphan", func() bool { return cloud.Calls(memdriver.MethodList) > lists+1 })
+
+	if err := ctrltest.ControlPlane.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = ctrltest.ControlPlane.StartAPIServer(context.Background())
+		}
+	}()
+	time.Sleep(6 * time.Second) // twice the grace period, many passes
+	if _, ok := cloud.VM(ghost.ID); !ok {
+		t.Fatal("an orphan was deleted while the API server was unreachable")
+	}
+	if !e.Safety.Frozen() {
+		t.Fatal("the machine controller is not frozen while the API server is down")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := ctrltest.ControlPlane.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	ctrltest.Eventually(t, 90*time.Second, "orphan deleted after the API server came back", func() bool {
+		_, ok := cloud.VM(ghost.ID)
+		return !ok
+	})
+	ctrltest.Eventually(t, 30*time.Second, "unfrozen", func() bool { return !e.Safety.Frozen() })
+}
+
+// TestOrphanDryRunAndCap: dry run reports and deletes nothing; the cap bounds a pass.
+func TestOrphanDryRunAndCap(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	memClass(e, cloud)
+	so := fastSafety()
+	so.OrphanGracePeriod = 0
+	so.OrphanDryRun = true
+	e.StartControllers(ctrltest.FastOptions(), false, &so)
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, cloud.Add(memdriver.VM{MachineName: e.Name("ghost-" + string(rune('a'+i))), Cluster: e.NS, Role: "worker"}).ID)
+	}
+	ctrltest.Eventually(t, 30*time.Second, "OrphanVM report", func() bool { return ctrltest.Contains(e.EventReasons("mem"), "OrphanVM") })
+	time.Sleep(time.Second)
+	for _, id := range ids {
+		if _, ok := cloud.VM(id); !ok {
+			t.Fatal("dry run deleted a VM")
+		}
+	}
+	e.StopControllers()
+
+	so.OrphanDryRun = false
+	so.OrphanMaxDeletesPerPass = 1
+	so.OrphanMinInterval = 2 * time.Second // passes after a capped one wait this long
+	e.StartControllers(ctrltest.FastOptions(), false, &so)
+	ctrltest.Eventually(t, 30*time.Second, "first deletion", func() bool { return len(cloud.VMs()) < 3 })
+	if n := len(cloud.VMs()); n != 2 {
+		t.Fatalf("%d VMs left after the first capped pass, want 2", n)
+	}
+	ctrltest.Eventually(t, 30*time.Second, "all deleted", func() bool { return len(cloud.VMs()) == 0 })
+}
+
+// TestAPIServerOutageDoesNotFailUnknownMachines: a machine Unknown when the API server goes away
+// for longer than the health timeout is not Failed when it comes back: the safety controller
+// resets it (MCM's text) and its health timeout starts afresh.
+func TestAPIServerOutageDoesNotFailUnknownMachines(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx := context.Background()
+	d, err := local.New(registry.Env{Target: e.Config, StateDir: t.TempDir(), Log: ctrltest.Logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	e.Drivers.Set(local.ProviderName, d)
+	e.Class("local", local.ProviderName, map[string]string{"cluster": e.NS, "heartbeatInterval": "1s", "nodeMonitorGracePeriod": "3s"}, "")
+	opts := ctrltest.FastOptions()
+	opts.HealthTimeout = 4 * time.Second
+	e.StartControllers(opts, true, ptr(fastSafety()))
+
+	name := e.Name("m")
+	e.Machine(name, "local")
+	e.WaitPhase(name, v1alpha1.MachineRunning, 60*time.Second)
+	if err := d.SetHeartbeat(ctx, name, false); err != nil {
+		t.Fatal(err)
+	}
+	e.WaitPhase(name, v1alpha1.MachineUnknown, 30*time.Second)
+
+	if err := ctrltest.ControlPlane.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second) // longer than the health timeout
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := ctrltest.ControlPlane.StartAPIServer(sctx); err != nil {
+		t.Fatal(err)
+	}
+	m := e.WaitMachine(name, 90*time.Second, "reset or failure", func(m *v1alpha1.Machine) bool {
+		return m != nil && (m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed ||
+			m.Status.LastOperation.Description == "Machine Health Timeout was reset due to APIServer being unreachable")
+	})
+	if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		t.Fatalf("machine failed by a health timeout that ran while the API server was down: %s", ctrltest.Describe(m))
+	}
+	// Still unhealthy: after a fresh health timeout it is replaced after all.
+	e.WaitPhase(name, v1alpha1.MachineFailed, 60*time.Second)
+}
+
+// TestOvershootFreeze: a MachineSet with too many machines is frozen (label and condition, also
+// on its deployment), unfrozen once back under the limit, and a manual unfreeze holds until the
+// set grows further.
+func TestOvershootFreeze(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	memClass(e, cloud)
+	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	ctx := context.Background()
+
+	// Standalone set of 1: limit 2×1 + safety-up 2 = 4, unfreeze at ≤ 3.
+	ms := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "solo"}, Spec: v1alpha1.MachineSetSpec{Replicas: 1}}
+	e.Create(ms)
+	for i := range 4 {
+		ownedMachine(e, ms, e.Name("solo-"+string(rune('a'+i))))
+	}
+	waitFrozen(t, e, "solo", true, safety.ReasonOvershooting)
+	ctrltest.Eventually(t, 10*time.Second, "FrozeMachineSet event", func() bool { return ctrltest.Contains(e.EventReasons("solo"), "FrozeMachineSet") })
+
+	e.DeleteMachine(e.Name("solo-a"))
+	e.DeleteMachine(e.Name("solo-b"))
+	waitFrozen(t, e, "solo", false, safety.ReasonUndershooting)
+
+	// Frozen again, then unfrozen by hand: it stays unfrozen at that size.
+	ownedMachine(e, ms, e.Name("solo-e"))
+	ownedMachine(e, ms, e.Name("solo-f"))
+	waitFrozen(t, e, "solo", true, safety.ReasonOvershooting)
+	cur := &v1alpha1.MachineSet{}
+	if err := e.C.Get(ctx, e.Key("solo"), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = map[string]string{v1alpha1.AnnotationUnfreeze: "true"}
+	if err := e.C.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	waitFrozen(t, e, "solo", false, safety.ReasonUnfrozen)
+	time.Sleep(time.Second)
+	if err := e.C.Get(ctx, e.Key("solo"), cur); err != nil {
+		t.Fatal(err)
+	}
+	if safetyFrozen(cur) || cur.Annotations[v1alpha1.AnnotationUnfreeze] != "" {
+		t.Fatalf("manual unfreeze did not hold or its annotation stayed: labels %v annotations %v", cur.Labels, cur.Annotations)
+	}
+	ownedMachine(e, ms, e.Name("solo-g"))
+	waitFrozen(t, e, "solo", true, safety.ReasonOvershooting)
+
+	// A set of a deployment (replicas 2, maxSurge 1): limit 2 + 1 + 2 = 5; the deployment is
+	// labelled too, and an unfreeze on the deployment unfreezes its sets.
+	surge := intstr.FromInt32(1)
+	mcd := &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool"},
+		Spec: v1alpha1.MachineDeploymentSpec{Replicas: 2, Strategy: v1alpha1.MachineDeploymentStrategy{
+			RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: &surge}}}},
+	}
+	e.Create(mcd)
+	yes := true
+	owned := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "pool-abc", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MachineDeployment", Name: mcd.Name, UID: mcd.UID, Controller: &yes}}},
+		Spec: v1alpha1.MachineSetSpec{Replicas: 2}}
+	e.Create(owned)
+	for i := range 4 {
+		ownedMachine(e, owned, e.Name("pool-"+string(rune('a'+i))))
+	}
+	time.Sleep(time.Second)
+	if err := e.C.Get(ctx, e.Key("pool-abc"), cur); err != nil {
+		t.Fatal(err)
+	}
+	if safetyFrozen(cur) {
+		t.Fatal("4 machines froze a set whose limit is 5")
+	}
+	ownedMachine(e, owned, e.Name("pool-e"))
+	waitFrozen(t, e, "pool-abc", true, safety.ReasonOvershooting)
+	d := &v1alpha1.MachineDeployment{}
+	ctrltest.Eventually(t, 10*time.Second, "deployment labelled", func() bool {
+		return e.C.Get(ctx, e.Key("pool"), d) == nil && d.Labels[v1alpha1.LabelFreeze] == "True"
+	})
+	d.Annotations = map[string]string{v1alpha1.AnnotationUnfreeze: "true"}
+	if err := e.C.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitFrozen(t, e, "pool-abc", false, safety.ReasonUnfrozen)
+	ctrltest.Eventually(t, 10*time.Second, "deployment unlabelled", func() bool {
+		return e.C.Get(ctx, e.Key("pool"), d) == nil && d.Labels[v1alpha1.LabelFreeze] == "" && d.Annotations[v1alpha1.AnnotationUnfreeze] == ""
+	})
+}
+
+func ownedMachine(e *ctrltest.Env, ms *v1alpha1.MachineSet, name string) {
+	yes := true
+	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "MachineSet", Name: ms.Name, UID: ms.UID, Controller: &yes}}
+	})
+}
+
+func safetyFrozen(ms *v1alpha1.MachineSet) bool {
+	if ms.Labels[v1alpha1.LabelFreeze] == "True" {
+		return true
+	}
+	for _, c := range ms.Status.Conditions {
+		if c.Type == v1alpha1.MachineSetFrozen && c.Status == v1alpha1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func waitFrozen(t *testing.T, e *ctrltest.Env, name string, frozen bool, reason string) {
+	t.Helper()
+	ms := &v1alpha1.MachineSet{}
+	ctrltest.Eventually(t, 20*time.Second, name+" frozen="+map[bool]string{true: "true", false: "false"}[frozen], func() bool {
+		if err := e.C.Get(context.Background(), e.Key(name), ms); err != nil {
+			return false
+		}
+		if safetyFrozen(ms) != frozen {
+			return false
+		}
+		for _, c := range ms.Status.Conditions {
+			if c.Type == v1alpha1.MachineSetFrozen {
+				want := v1alpha1.ConditionFalse
+				if frozen {
+					want = v1alpha1.ConditionTrue
+				}
+				return c.Status == want && c.Reason == reason && (ms.Labels[v1alpha1.LabelFreeze] == "True") == frozen
+			}
+		}
+		return false
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
