@@ -260,6 +260,17 @@ func TestAgainstAPIServer(t *testing.T) {
 		if md.Annotations[v1alpha1.AnnotationLastReplicaChangeByScaler] == "" {
 			t.Errorf("no %s annotation", v1alpha1.AnnotationLastReplicaChangeByScaler)
 		}
+		// Marked machines are already out of the target: CA sees them Deleting at once.
+		in, err := ca.Nodes(workers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range in {
+			marked := i.ID == "local:///workers-m2" || i.ID == autoscaler.Placeholder(ns, "workers-m3")
+			if deleting := i.Status != nil && i.Status.State == caclient.InstanceDeleting; marked != deleting {
+				t.Errorf("instance %s: state %+v, marked for deletion %v", i.ID, i.Status, marked)
+			}
+		}
 		// CA retries the same deletion: already marked, replicas stay.
 		if err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2")); err != nil {
 			t.Fatal(err)

@@ -33,6 +33,9 @@ type group struct {
 	// ng is the group as CA sees it, debug text included; computed once per deployment change
 	// because CA asks for it on every NodeGroupForNode.
 	ng autoscaler.NodeGroup
+	// marked are the machines listed in the deployment's trigger-deletion annotation: already
+	// subtracted from replicas, so reported as Deleting before their MachineSet gets to them.
+	marked map[string]string
 }
 
 // tombstone remembers the group of a deleted machine, so that CA, which keeps asking about a
@@ -268,6 +271,9 @@ func (ix *index) putDeployment(md *v1alpha1.MachineDeployment) {
 		return
 	}
 	g.ng = autoscaler.NodeGroup{ID: g.id, MinSize: g.bounds.Min, MaxSize: g.bounds.Max, Debug: g.debug(md)}
+	if v := md.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]; v != "" {
+		g.marked = parseTriggerDeletion(v)
+	}
 	ix.groups[g.id] = g
 }
 

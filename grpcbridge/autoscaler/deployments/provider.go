@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -430,7 +431,11 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 	machines := p.ix.machinesOfLocked(g)
 	out := make([]autoscaler.Instance, 0, len(machines))
 	for _, m := range machines {
-		out = append(out, Instance(m))
+		in := Instance(m)
+		if _, marked := g.marked[m.Name]; marked && in.State != autoscaler.StateDeleting {
+			in.State, in.Error = autoscaler.StateDeleting, nil
+		}
+		out = append(out, in)
 	}
 	slices.SortFunc(out, func(a, b autoscaler.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
@@ -590,13 +595,18 @@ type mdPatch struct {
 
 var errNothingToDo = fmt.Errorf("nothing to do")
 
+// conflictBackoff spreads retries of a conflicting update over 2 to 4 s, inside CA's default
+// 5 s deadline: the controllers write the deployment's status often, and CA may scale a group
+// while the previous change is still being written.
+var conflictBackoff = wait.Backoff{Steps: 12, Duration: 5 * time.Millisecond, Factor: 1.6, Jitter: 1.0, Cap: 500 * time.Millisecond}
+
 func ptr[T any](v T) *T { return &v }
 
 // update reads the group's MachineDeployment from the API server, lets change fill a patch, and
 // applies it with optimistic concurrency, retrying on conflict. The bounds are re-read from the
 // fresh object so a concurrent change of the annotations is honoured.
 func (p *Provider) update(ctx context.Context, g *group, change func(*v1alpha1.MachineDeployment, Bounds, *mdPatch) error) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		md := &v1alpha1.MachineDeployment{}
 		if err := p.client.Get(ctx, g.md, md); err != nil {
 			return err
