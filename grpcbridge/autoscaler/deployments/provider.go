@@ -153,6 +153,22 @@ func (p *Provider) Start(ctx context.Context) error {
 		}
 	}()
 	p.log.Info("autoscaler: waiting for the Machine* informers to sync", "namespace", p.namespaceText())
+	waiting := make(chan struct{})
+	defer close(waiting)
+	go func() {
+		start := time.Now()
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-waiting:
+				return
+			case <-t.C:
+				p.log.Warn("autoscaler: still waiting for the Machine* informers; is the control cluster reachable, are the machine.sapcloud.io CRDs installed and may this identity list them?",
+					"namespace", p.namespaceText(), "waited", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
 	if !p.cache.WaitForCacheSync(ctx) {
 		return fmt.Errorf("autoscaler: informers did not sync before shutdown: check that the control cluster is reachable and the machine.sapcloud.io CRDs are installed")
 	}
