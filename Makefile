@@ -106,6 +106,10 @@ test: $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated 
 new-provider: ## scaffold providers/$(NAME) and regenerate providers/all: make new-provider NAME=foo
 	@$(GO) run ./build/newprovider -name "$(NAME)" -go "$(GO)"
 
+.PHONY: image
+image: ## build a container image with docker or podman: make image PROVIDER=openstack (slim), make image (all-in-one)
+	@build/docker/image.sh "$(PROVIDER)" "$(VERSION)"
+
 ## ---------------------------------------------------------------- run, kubectl, scale benchmark
 # `make run`: a throw-away control plane, the controller manager with the local provider and
 # kubernetes/samples/local (3 machines), with progress until they are Running; Ctrl-C cleans up.
