@@ -1,7 +1,9 @@
 package deployments_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
@@ -435,3 +438,22 @@ func TestAgainstAPIServer(t *testing.T) {
 }
 
 func key(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+
+// TestMissingCRDs: without the machine.sapcloud.io CRDs the provider does not start, and says
+// what to install.
+func TestMissingCRDs(t *testing.T) {
+	env := testenv.Start(t, testenv.WithCRDDirs())
+	p, err := deployments.New(deployments.Config{Control: env.Config, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = p.Start(ctx)
+	if err == nil || !strings.Contains(err.Error(), "CRDs") {
+		t.Fatalf("Start without CRDs: %v", err)
+	}
+	if p.Ready() {
+		t.Fatal("ready without CRDs")
+	}
+}

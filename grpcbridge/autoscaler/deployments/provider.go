@@ -113,7 +113,7 @@ func (p *Provider) Start(ctx context.Context) error {
 	add := func(obj client.Object, put, del func(any)) error {
 		inf, err := p.cache.GetInformer(ctx, obj)
 		if err != nil {
-			return fmt.Errorf("autoscaler: informer for %T: %w", obj, err)
+			return fmt.Errorf("autoscaler: watch %T: %w: install the machine.sapcloud.io CRDs (kubernetes/crds) in the control cluster, or point --control-kubeconfig at the cluster that has them", obj, err)
 		}
 		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    put,
