@@ -32,7 +32,7 @@ const (
 func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
-	p := &Provider{log: log, now: time.Now, ix: newIndex(log, time.Now, nil, ""), warnedFlags: map[key]bool{}}
+	p := &Provider{log: log, now: time.Now, ix: newIndex(log, time.Now, nil), warnedFlags: map[key]bool{}}
 	p.synced.Store(true)
 	var nodes []*pb.ExternalGrpcNode
 	for g := range benchGroups {

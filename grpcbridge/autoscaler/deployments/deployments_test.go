@@ -3,8 +3,8 @@ package deployments_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"

@@ -52,10 +52,9 @@ const tombstoneTTL = 15 * time.Minute
 // is a few map reads under a read lock: providerID -> machine -> MachineSet -> MachineDeployment
 // -> group.
 type index struct {
-	log      *slog.Logger
-	now      func() time.Time
-	flags    map[key]Bounds
-	gpuLabel string
+	log   *slog.Logger
+	now   func() time.Time
+	flags map[key]Bounds
 
 	mu           sync.RWMutex
 	machines     map[key]*v1alpha1.Machine
@@ -71,9 +70,9 @@ type index struct {
 	tombstones   map[string]tombstone
 }
 
-func newIndex(log *slog.Logger, now func() time.Time, flags []FlagGroup, gpuLabel string) *index {
+func newIndex(log *slog.Logger, now func() time.Time, flags []FlagGroup) *index {
 	ix := &index{
-		log: log, now: now, flags: map[key]Bounds{}, gpuLabel: gpuLabel,
+		log: log, now: now, flags: map[key]Bounds{},
 		machines: map[key]*v1alpha1.Machine{}, byProviderID: map[string]key{},
 		byNodeName: map[string][]key{}, byName: map[string][]key{},
 		machinesOf: map[key]map[key]struct{}{}, sets: map[key]*v1alpha1.MachineSet{},

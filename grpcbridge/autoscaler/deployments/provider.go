@@ -100,7 +100,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	return &Provider{
 		cfg: cfg, log: log, now: now, client: c, cache: ca,
-		ix:          newIndex(log, now, cfg.Groups, cfg.GPULabel),
+		ix:          newIndex(log, now, cfg.Groups),
 		warnedFlags: map[key]bool{},
 	}, nil
 }
