@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -523,10 +524,10 @@ func (p *Provider) DeleteNodes(_ context.Context, id string, nodes []autoscaler.
 		}
 		// CA's fake nodes (name = instance id) have no Node object to delete.
 		isNodeName := n.Name != n.ProviderID && len(validation.IsDNS1123Subdomain(n.Name)) == 0
-		if isNodeName && !slicesContains(v.nodes, n.Name) {
+		if isNodeName && !slices.Contains(v.nodes, n.Name) {
 			v.nodes = append(v.nodes, n.Name)
 		}
-		if !slicesContainsVM(victims, v) {
+		if !slices.Contains(victims, v) {
 			victims = append(victims, v)
 		}
 	}
@@ -547,24 +548,6 @@ func (p *Provider) DeleteNodes(_ context.Context, id string, nodes []autoscaler.
 		p.log.Info("autoscaler: deleting machines", "group", id, "count", len(victims), "target", size-len(victims))
 	}
 	return nil
-}
-
-func slicesContains(s []string, x string) bool {
-	for _, e := range s {
-		if e == x {
-			return true
-		}
-	}
-	return false
-}
-
-func slicesContainsVM(s []*vm, x *vm) bool {
-	for _, e := range s {
-		if e == x {
-			return true
-		}
-	}
-	return false
 }
 
 // startDelete deletes a machine in the background. Callers hold p.mu and have set deleting.
