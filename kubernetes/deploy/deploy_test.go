@@ -1,0 +1,259 @@
+// Package deploy holds no code: its tests prove the kustomize bases under kubernetes/deploy apply
+// to a real kube-apiserver with the pinned kubectl, and that the all-in-one RBAC is all the
+// controller needs.
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/testenv"
+	_ "github.com/machinist-io/machinist/providers/local"
+)
+
+// kubectlPath finds the pinned kubectl (`make kubectl`): in $KUBEBUILDER_ASSETS, else bin/.
+func kubectlPath(t *testing.T) string {
+	t.Helper()
+	var dirs []string
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if root, err := testenv.RepoRoot(); err == nil {
+		dirs = append(dirs, filepath.Join(root, "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "kubectl")
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			return p
+		}
+	}
+	t.Fatalf("kubectl not found in %v: run `make kubectl` (it builds the pinned kubectl into bin/)", dirs)
+	return ""
+}
+
+func kubectl(t *testing.T, env *testenv.Env, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kubectlPath(t), append([]string{"--kubeconfig", env.KubeconfigPath}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+func here(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "kubernetes", "deploy", rel)
+}
+
+// bases are the kustomizations of this directory that stand on their own (the autoscaler's needs
+// cert-manager and has its own test).
+var bases = []string{"all-in-one", "local"}
+
+// TestServerSideDryRun runs `kubectl apply --dry-run=server -k` for every base: the API server
+// validates every object (schemas, RBAC references, field values) and stores nothing.
+func TestServerSideDryRun(t *testing.T) {
+	env := testenv.Start(t)
+	// A server-side dry run creates no namespace, so objects in a new namespace would be refused;
+	// kubectl users apply twice or create the namespace first, as here.
+	if err := env.Client().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "machinist-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range bases {
+		t.Run(base, func(t *testing.T) {
+			out, err := kubectl(t, env, "apply", "--dry-run=server", "-k", here(t, base))
+			if err != nil {
+				t.Fatalf("kubectl apply --dry-run=server -k %s: %v\n%s", base, err, out)
+			}
+			for _, want := range []string{"deployment.apps/machinist", "clusterrole.rbac.authorization.k8s.io/machinist", "service/machinist-metrics", "(server dry run)"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			err = env.Client().Get(context.Background(), client.ObjectKey{Namespace: "machinist-system", Name: "machinist"}, &corev1.ServiceAccount{})
+			if !apierrors.IsNotFound(err) {
+				t.Errorf("a dry run created the ServiceAccount (get: %v)", err)
+			}
+		})
+	}
+}
+
+// TestRBACIsEnough applies kubernetes/deploy/local for real, then runs the controller manager as
+// its ServiceAccount (impersonated) with the local provider: a MachineDeployment reaches Running
+// and is deleted again, so every request the controllers and the local node agents make is
+// allowed by the manifests' RBAC.
+func TestRBACIsEnough(t *testing.T) {
+	env := testenv.Start(t)
+	if out, err := kubectl(t, env, "apply", "-k", here(t, "local")); err != nil {
+		t.Fatalf("kubectl apply -k local: %v\n%s", err, out)
+	}
+	const ns = "machinist-system"
+	admin := env.Client()
+	ctx := context.Background()
+
+	sa := rest.CopyConfig(env.Config)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":machinist"}
+	// Nothing but the manifests' RBAC grants the ServiceAccount anything: prove it is not admin.
+	saClient, err := client.New(sa, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := saClient.List(ctx, &corev1.SecretList{}, client.InNamespace("default")); !apierrors.IsForbidden(err) {
+		t.Fatalf("the ServiceAccount may list secrets in default (err %v): the test would prove nothing", err)
+	}
+
+	logs := &syncWriter{}
+	opts := manager.DefaultOptions()
+	opts.ControlConfig = sa
+	opts.Namespace = ns
+	opts.StateDir = t.TempDir()
+	opts.Port = -1
+	opts.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := manager.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	defer func() {
+		if t.Failed() {
+			t.Logf("controller log:\n%s", tail(logs.String(), 40000))
+		}
+	}()
+
+	mustCreate := func(obj client.Object) {
+		t.Helper()
+		if err := admin.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustCreate(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "local"}, StringData: map[string]string{"userData": "#cloud-config\n# <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>\n"}})
+	mustCreate(&v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Namespace: ns, Name: "local"},
+		Provider:     "local",
+		ProviderSpec: runtime.RawExtension{Raw: []byte(`{"cluster":"rbac"}`)},
+		SecretRef:    &corev1.SecretReference{Namespace: ns, Name: "local"},
+	})
+	one := intstr.FromInt(1)
+	mustCreate(&v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: 2,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "p"}},
+			Strategy: v1alpha1.MachineDeploymentStrategy{RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: &one}}},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "p"}},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "local"}},
+			},
+		},
+	})
+	waitFor(t, 120*time.Second, "2 Running machines", func() (bool, string) {
+		var list v1alpha1.MachineList
+		if err := admin.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		var phases []string
+		for _, m := range list.Items {
+			phases = append(phases, string(m.Status.CurrentStatus.Phase)+":"+m.Status.LastOperation.Description)
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+				running++
+			}
+		}
+		return running == 2 && len(list.Items) == 2, strings.Join(phases, "; ")
+	})
+	if err := admin.Delete(ctx, &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 120*time.Second, "machines, nodes and the deployment gone", func() (bool, string) {
+		var ms v1alpha1.MachineList
+		var nodes corev1.NodeList
+		_ = admin.List(ctx, &ms, client.InNamespace(ns))
+		_ = admin.List(ctx, &nodes)
+		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pool"}, &v1alpha1.MachineDeployment{})
+		return len(ms.Items) == 0 && len(nodes.Items) == 0 && apierrors.IsNotFound(err),
+			fmt.Sprintf("%d machines, %d nodes, deployment: %v", len(ms.Items), len(nodes.Items), err)
+	})
+	if strings.Contains(logs.String(), "forbidden") {
+		t.Errorf("the controllers were refused something:\n%s", grepLines(logs.String(), "forbidden"))
+	}
+}
+
+// syncWriter is a log sink safe for concurrent writers and readers.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return tail(strings.Join(out, "\n"), 20000)
+}
