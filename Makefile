@@ -110,6 +110,18 @@ new-provider: ## scaffold providers/$(NAME) and regenerate providers/all: make n
 image: ## build a container image with docker or podman: make image PROVIDER=openstack (slim), make image (all-in-one)
 	@build/docker/image.sh "$(PROVIDER)" "$(VERSION)"
 
+# Example modules: each has its own go.mod (so ./... of the root skips it) with a replace of this
+# repository, and a complete go.sum, so they build offline from the module cache.
+EXAMPLES := docs/examples/outoftree-provider
+.PHONY: test-examples
+test-examples: ## vet, build and test the example modules (the out-of-tree provider)
+	@for m in $(EXAMPLES); do \
+		echo ">> $$m"; \
+		(cd $$m && $(GO) vet ./... && $(GO) build -o /dev/null . && $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
+	done
+
+test: test-examples
+
 ## ---------------------------------------------------------------- run, kubectl, scale benchmark
 # `make run`: a throw-away control plane, the controller manager with the local provider and
 # kubernetes/samples/local (3 machines), with progress until they are Running; Ctrl-C cleans up.
@@ -147,3 +159,8 @@ bench-scale: $(CONTROL_PLANE) ## scale benchmark: one MachineDeployment of 1000 
 .PHONY: help
 help:
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-18s %s\n", $$1, $$2}'
+
+## ---------------------------------------------------------------- autoscaler
+.PHONY: bench-autoscaler
+bench-autoscaler: ## Cluster Autoscaler server benchmarks (5000 machines in 5 groups; see docs/performance.md)
+	$(GO) test -run '^$$' -bench . -benchtime 3s ./grpcbridge/autoscaler/deployments/
