@@ -60,16 +60,16 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 	}
 	opts = opts.withDefaults()
 	c := &Controller{
-		opts:       opts,
-		log:        opts.Log,
-		mgr:        mgr,
-		client:     mgr.GetClient(),
-		apiReader:  mgr.GetAPIReader(),
-		target:     target,
-		drivers:    drivers,
-		recorder:   mgr.GetEventRecorder("machine-safety-controller"),
-		now:        time.Now,
-		trigger:    make(chan struct{}, 1),
+		opts:           opts,
+		log:            opts.Log,
+		mgr:            mgr,
+		client:         mgr.GetClient(),
+		apiReader:      mgr.GetAPIReader(),
+		target:         target,
+		drivers:        drivers,
+		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
+		now:            time.Now,
+		trigger:        make(chan struct{}, 1),
 		candidates:     map[string]*candidate{},
 		manualUnfreeze: map[types.UID]int32{},
 	}
