@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -178,3 +181,26 @@ func interfaceDocs(t *testing.T, file string) map[string]string {
 }
 
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// TestDocStatesWhatIsGenerated keeps docs/writing-a-provider.md's count of generated lines true.
+func TestDocStatesWhatIsGenerated(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "writing-a-provider.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`generates \*\*(\d+) lines in (\d+) files\*\*`).FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/writing-a-provider.md no longer states how many lines make new-provider generates")
+	}
+	files, err := Render("foo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, content := range files {
+		lines += bytes.Count(content, []byte("\n"))
+	}
+	if got := fmt.Sprintf("%d lines in %d files", lines, len(files)); got != fmt.Sprintf("%s lines in %s files", m[1], m[2]) {
+		t.Errorf("docs/writing-a-provider.md says make new-provider generates %s lines in %s files; it generates %s: update the page", m[1], m[2], got)
+	}
+}
