@@ -62,6 +62,7 @@ func runCommand() *cli.Command {
 
 			&cli.IntFlag{Category: machines, Name: "concurrent-syncs", Value: md.ConcurrentSyncs, Usage: "machines reconciled in parallel (for creation and for deletion each)"},
 			&cli.IntFlag{Category: machines, Name: "set-concurrent-syncs", Value: gd.ConcurrentSyncs, Usage: "MachineSets and MachineDeployments reconciled in parallel"},
+			&cli.BoolFlag{Category: machines, Name: "autoscaler-scaledown-annotation-during-rollout", Value: true, Usage: "keep Cluster Autoscaler from removing a deployment's nodes while it rolls out"},
 			&cli.DurationFlag{Category: machines, Name: "machine-creation-timeout", Value: md.CreationTimeout, Usage: "time from creation until the node must be healthy before the machine is Failed"},
 			&cli.DurationFlag{Category: machines, Name: "machine-health-timeout", Value: md.HealthTimeout, Usage: "time a machine may stay Unknown before it is Failed and replaced"},
 			&cli.DurationFlag{Category: machines, Name: "machine-drain-timeout", Value: md.DrainTimeout, Usage: "time the graceful drain may take before it turns forceful"},
@@ -154,6 +155,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 			le.LeaseDuration, le.RenewDeadline, le.RetryPeriod)
 	}
 	o.ConcurrentSyncs = c.Int("set-concurrent-syncs")
+	o.MachineDeployment.NoScaleDownAnnotationDuringRollout = !c.Bool("autoscaler-scaledown-annotation-during-rollout")
 	o.StateDir = c.String("state-dir")
 
 	mo := &o.Machine

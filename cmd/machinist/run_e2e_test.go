@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -411,6 +412,59 @@ func (w *machineWatch) result() ([]string, int, int) {
 	return append([]string(nil), w.violations...), w.maxTotal, w.minRunning
 }
 
+// nodeMarks records which nodes were ever seen with the rollout taint and the Cluster
+// Autoscaler annotation.
+type nodeMarks struct {
+	mu                 sync.Mutex
+	tainted, annotated map[string]bool
+}
+
+func (n *nodeMarks) seen() (tainted, annotated map[string]bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return maps.Clone(n.tainted), maps.Clone(n.annotated)
+}
+
+func hasRolloutTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == v1alpha1.TaintPreferNoSchedule && t.Effect == corev1.TaintEffectPreferNoSchedule {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *e2e) watchNodeMarks() *nodeMarks {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	wi, err := e.c.Watch(ctx, &corev1.NodeList{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	marks := &nodeMarks{tainted: map[string]bool{}, annotated: map[string]bool{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			marks.mu.Lock()
+			if hasRolloutTaint(n) {
+				marks.tainted[n.Name] = true
+			}
+			if n.Annotations[v1alpha1.AnnotationCAScaleDownDisabled] == "true" && n.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM] == "true" {
+				marks.annotated[n.Name] = true
+			}
+			marks.mu.Unlock()
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return marks
+}
+
 func repoPath(t *testing.T, rel string) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
@@ -582,6 +636,11 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 		return ""
 	})
 	w.arm(t, replicas)
+	oldNodes := map[string]bool{}
+	for _, m := range e.machines("default") {
+		oldNodes[m.Labels[v1alpha1.LabelNode]] = true
+	}
+	marks := e.watchNodeMarks()
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
 	onB := func(m *v1alpha1.Machine) bool { return m.Spec.Class.Name == "class-b" }
 	e.eventually(60*time.Second, "the rollout under way", func() (bool, string) {
@@ -598,6 +657,38 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 		t.Fatalf("bounds violated %d times, first: %s", len(violations), violations[0])
 	}
 	t.Logf("rollout: at most %d machines (limit %d), at least %d Running (limit %d)", maxTotal, replicas+surge, minRunning, replicas-unavailable)
+
+	// During the rollout old nodes were tainted PreferNoSchedule and every node of the deployment
+	// had Cluster Autoscaler's scale-down-disabled annotation; afterwards no node has either.
+	tainted, annotated := marks.seen()
+	var oldTainted, newTainted, annotatedNew int
+	for n := range tainted {
+		if oldNodes[n] {
+			oldTainted++
+		} else {
+			newTainted++
+		}
+	}
+	for n := range annotated {
+		if !oldNodes[n] {
+			annotatedNew++
+		}
+	}
+	if oldTainted == 0 || newTainted > 0 || annotatedNew == 0 {
+		t.Errorf("node marks during the rollout: %d old nodes tainted (want >0), %d new nodes tainted (want 0), %d new nodes annotated (want >0)", oldTainted, newTainted, annotatedNew)
+	}
+	e.eventually(30*time.Second, "node marks removed", func() (bool, string) {
+		var nodes corev1.NodeList
+		if err := e.c.List(context.Background(), &nodes); err != nil {
+			return false, err.Error()
+		}
+		for _, n := range nodes.Items {
+			if _, ok := n.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM]; ok || hasRolloutTaint(&n) {
+				return false, "node " + n.Name + " still marked"
+			}
+		}
+		return true, ""
+	})
 
 	// One VM per machine, no leftovers from before the restart.
 	machines := map[string]string{}
@@ -692,3 +783,78 @@ func TestRunGardenerManifests(t *testing.T) {
 }
 
 func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
+
+// TestDevRunsSamplesAndCleansUp is `make run` without make: `machinist dev` starts a control
+// plane, the controllers and the samples, reports the three machines Running, and on
+// cancellation (Ctrl-C) stops everything and removes its temporary directory.
+func TestDevRunsSamplesAndCleansUp(t *testing.T) {
+	var out e2eLog
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	args := []string{"machinist", "dev", "--port", "-1", "--timeout", "3m"}
+	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+		args = append(args, "--bin-dir", d)
+	}
+	go func() { done <- newApp(&out, &out).RunContext(ctx, args) }()
+	deadline := time.Now().Add(4 * time.Minute)
+	for !strings.Contains(out.String(), "all 3 machines Running") {
+		select {
+		case err := <-done:
+			t.Fatalf("machinist dev ended early (%v):\n%s", err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no machines Running:\n%s", out.String())
+		}
+	}
+	text := out.String()
+	for _, want := range []string{"control plane ready", "applied", "export KUBECONFIG=", "get machines -w"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	first := strings.SplitN(text, "\n", 2)[0]
+	dir := first[strings.LastIndex(first, " ")+1:]
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("working directory %q from %q: %v", dir, first, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("machinist dev: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("machinist dev did not stop within a minute of Ctrl-C")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind (stat: %v)", dir, err)
+	}
+}
+
+// TestRunRefusesBadFlags: values that cannot work are refused before anything starts, naming
+// the flag.
+func TestRunRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--port", "0"}, "--port 0"},
+		{[]string{"--leader-elect-resource-lock", "configmaps"}, "--leader-elect-resource-lock"},
+		{[]string{"--leader-elect-lease-duration", "5s"}, "--leader-elect-lease-duration"},
+		{[]string{"--machine-safety-apiserver-statuscheck-period", "10s"}, "--machine-safety-apiserver-statuscheck-period"},
+		{[]string{"--machine-health-timeout", "0s"}, "--machine-health-timeout"},
+		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
+		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},
+		{[]string{"--address", "not-an-ip"}, "--address"},
+	} {
+		args := append([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent"}, tc.args...)
+		err := newApp(io.Discard, io.Discard).Run(args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
+		}
+	}
+}

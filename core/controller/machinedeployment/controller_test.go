@@ -471,3 +471,72 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 		t.Fatal(v[0])
 	}
 }
+
+// TestConditions: a rollout that cannot finish reports ProgressDeadlineExceeded after
+// progressDeadlineSeconds, a frozen set makes the deployment Frozen, and an invalid spec is
+// reported as ReplicaFailure=InvalidSpec naming the field, with nothing created.
+func TestConditions(t *testing.T) {
+	e := newEnv(t)
+	life := machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
+	life.Stuck("stuck")
+	e.startControllers()
+	get := func(name string) *v1alpha1.MachineDeployment {
+		d := &v1alpha1.MachineDeployment{}
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	d := e.deployment("deadline", 2, "stuck", 1, 0)
+	d.Spec.ProgressDeadlineSeconds = ptr(int32(2))
+	e.create(d)
+	e.eventually(30*time.Second, "ProgressDeadlineExceeded", func() (bool, string) {
+		c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)
+		return c != nil && c.Status == v1alpha1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded", fmt.Sprintf("%+v", c)
+	})
+	if c := condition(get("deadline"), v1alpha1.MachineDeploymentAvailable); c == nil || c.Status != v1alpha1.ConditionFalse {
+		t.Fatalf("Available with no machine Running: %+v", c)
+	}
+
+	var set v1alpha1.MachineSet
+	for _, ms := range e.sets() {
+		set = ms
+	}
+	// Freeze the set as the safety controller does, through the status subresource (retrying
+	// until the write wins over the MachineSet controller's own status writes).
+	e.eventually(10*time.Second, "set frozen", func() (bool, string) {
+		cur := &v1alpha1.MachineSet{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(&set), cur); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.Type == v1alpha1.MachineSetFrozen && c.Status == v1alpha1.ConditionTrue {
+				return true, ""
+			}
+		}
+		cur.Status.Conditions = append(cur.Status.Conditions, v1alpha1.MachineSetCondition{
+			Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue, Reason: "OverShootingReplicaCount", Message: "too many machines",
+			LastTransitionTime: metav1.Now(),
+		})
+		err := e.c.Status().Update(context.Background(), cur)
+		return false, fmt.Sprintf("status update: %v", err)
+	})
+	e.eventually(10*time.Second, "deployment Frozen", func() (bool, string) {
+		c := condition(get("deadline"), v1alpha1.MachineDeploymentFrozen)
+		return c != nil && c.Status == v1alpha1.ConditionTrue && c.Reason == "OverShootingReplicaCount", fmt.Sprintf("%+v", c)
+	})
+
+	bad := e.deployment("bad", 2, "c", 1, 0)
+	bad.Spec.Template.Labels = map[string]string{"pool": "other"}
+	e.create(bad)
+	e.eventually(10*time.Second, "InvalidSpec", func() (bool, string) {
+		c := condition(get("bad"), v1alpha1.MachineDeploymentReplicaFailure)
+		return c != nil && c.Reason == "InvalidSpec" && strings.Contains(c.Message, "spec.template.metadata.labels"), fmt.Sprintf("%+v", c)
+	})
+	for _, ms := range e.sets() {
+		if strings.HasPrefix(ms.Name, "bad-") {
+			t.Fatalf("an invalid deployment created set %s", ms.Name)
+		}
+	}
+}

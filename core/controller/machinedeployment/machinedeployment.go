@@ -47,6 +47,13 @@ type Options struct {
 	// DefaultRevisionHistoryLimit applies when spec.revisionHistoryLimit is unset; nil keeps every
 	// old MachineSet (MCM's behaviour for an unset limit).
 	DefaultRevisionHistoryLimit *int32
+	// Target reads and marks the nodes of the target cluster during rollouts (PreferNoSchedule
+	// taint on old nodes, Cluster Autoscaler scale-down-disabled annotation); nil means no target
+	// cluster.
+	Target client.Client
+	// NoScaleDownAnnotationDuringRollout leaves Cluster Autoscaler's annotation alone
+	// (MCM: --autoscaler-scaledown-annotation-during-rollout=false).
+	NoScaleDownAnnotationDuringRollout bool
 }
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
@@ -246,6 +253,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		err = ro.rolloutRolling(ctx)
 	}
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := ro.syncNodeMarks(ctx, ro.newMS); err != nil {
 		return reconcile.Result{}, err
 	}
 	if after := ro.requeueAfter; after > 0 && after < res.RequeueAfter {

@@ -24,6 +24,7 @@ type rollout struct {
 	sets         []*v1alpha1.MachineSet            // every set the deployment controls
 	machines     map[types.UID][]*v1alpha1.Machine // machines of each set, terminating included
 	created      *v1alpha1.MachineSet              // the new set, when this pass created it
+	newMS        *v1alpha1.MachineSet              // the current template's set, once known
 	requeueAfter time.Duration
 }
 
@@ -112,6 +113,7 @@ func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.Machi
 		old = append(old, ms)
 	}
 	rev := maxRevision(old) + 1
+	ro.newMS = newMS
 	if newMS != nil {
 		upd := newMS.DeepCopy()
 		changed := copyAnnotations(ro.d, upd)
@@ -137,6 +139,7 @@ func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.Machi
 		return nil, nil, err
 	}
 	ro.sets = append(ro.sets, ms)
+	ro.newMS = ms
 	return ms, old, nil
 }
 

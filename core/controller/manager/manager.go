@@ -302,6 +302,9 @@ func (m *Manager) setupControllers(opts Options) error {
 	if mdo.ConcurrentSyncs <= 0 {
 		mdo.ConcurrentSyncs = opts.ConcurrentSyncs
 	}
+	if m.Target != nil {
+		mdo.Target = m.Target.GetClient()
+	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
 	}

@@ -1,0 +1,106 @@
+package machinedeployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// preferNoSchedule is put on the nodes of old MachineSets during a rollout, so new pods prefer
+// the nodes that stay (MCM's deployment.machine.sapcloud.io/prefer-no-schedule=True).
+var preferNoSchedule = corev1.Taint{Key: v1alpha1.TaintPreferNoSchedule, Value: "True", Effect: corev1.TaintEffectPreferNoSchedule}
+
+// syncNodeMarks keeps the target cluster's nodes in step with a rollout, as MCM does: while old
+// sets still have machines, their nodes carry the PreferNoSchedule taint and every node of the
+// deployment carries Cluster Autoscaler's scale-down-disabled annotation (so CA does not remove
+// nodes the rollout is about to replace or has just added). Once the rollout is over both go
+// again — the annotation only where this controller put it (…/scale-down-disabled-by-mcm).
+func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet) error {
+	target := ro.r.opts.Target
+	if target == nil {
+		return nil
+	}
+	rolling := false
+	for _, ms := range ro.sets {
+		if ms != newMS && (ms.Spec.Replicas > 0 || len(ro.machines[ms.UID]) > 0) {
+			rolling = true
+			break
+		}
+	}
+	var errs []error
+	for _, ms := range ro.sets {
+		old := ms != newMS
+		for _, m := range ro.machines[ms.UID] {
+			name := m.Labels[v1alpha1.LabelNode]
+			if name == "" || m.DeletionTimestamp != nil {
+				continue
+			}
+			if err := ro.markNode(ctx, target, name, rolling && old, rolling && !ro.r.opts.NoScaleDownAnnotationDuringRollout); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// markNode gives a node the taint and the annotation, or takes them away, writing only when
+// something changes.
+func (ro *rollout) markNode(ctx context.Context, target client.Client, name string, taint, annotate bool) error {
+	node := &corev1.Node{}
+	if err := target.Get(ctx, client.ObjectKey{Name: name}, node, client.UnsafeDisableDeepCopy); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("machinedeployment: read node %s: %w", name, err)
+	}
+	hasTaint := false
+	for _, t := range node.Spec.Taints {
+		if t.Key == preferNoSchedule.Key && t.Effect == preferNoSchedule.Effect {
+			hasTaint = true
+		}
+	}
+	ours := node.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM] == "true"
+	_, userSet := node.Annotations[v1alpha1.AnnotationCAScaleDownDisabled]
+	userSet = userSet && !ours
+	wantAnnotation := annotate && !userSet
+	if hasTaint == taint && (ours == wantAnnotation || userSet) {
+		return nil
+	}
+
+	upd := node.DeepCopy()
+	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if hasTaint != taint {
+		var taints []corev1.Taint
+		for _, t := range upd.Spec.Taints {
+			if !(t.Key == preferNoSchedule.Key && t.Effect == preferNoSchedule.Effect) {
+				taints = append(taints, t)
+			}
+		}
+		if taint {
+			taints = append(taints, preferNoSchedule)
+		}
+		upd.Spec.Taints = taints
+	}
+	if !userSet && ours != wantAnnotation {
+		if wantAnnotation {
+			if upd.Annotations == nil {
+				upd.Annotations = map[string]string{}
+			}
+			upd.Annotations[v1alpha1.AnnotationCAScaleDownDisabled] = "true"
+			upd.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM] = "true"
+		} else {
+			delete(upd.Annotations, v1alpha1.AnnotationCAScaleDownDisabled)
+			delete(upd.Annotations, v1alpha1.AnnotationCAScaleDownDisabledByMCM)
+		}
+	}
+	if err := target.Patch(ctx, upd, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("machinedeployment: mark node %s for the rollout of %s: %w", name, ro.d.Name, err)
+	}
+	return nil
+}
