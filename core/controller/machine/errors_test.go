@@ -295,3 +295,43 @@ func TestUnresolvableProviderRecovers(t *testing.T) {
 		t.Fatalf("%d VMs", cloud.Count(name))
 	}
 }
+
+// TestNoDuplicateVMsAcrossRestartsAndLostResponses: a CreateMachine whose answer is lost (the VM
+// exists, the call failed) and a controller stopped while a slow CreateMachine runs both end
+// with exactly one VM per machine.
+func TestNoDuplicateVMsAcrossRestartsAndLostResponses(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", "mem", memSpec(e), "")
+	lost, slow := e.Name("lost"), e.Name("slow")
+	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.DeadlineExceeded, Machine: lost, Times: 1, AfterEffect: true})
+	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.OK, Machine: slow, Times: 1, Delay: 3 * time.Second})
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	e.Machine(lost, "mem")
+	e.Machine(slow, "mem")
+
+	// Stop while the slow create is in flight, then start again.
+	ctrltest.Eventually(t, 30*time.Second, "slow create in flight", func() bool { return cloud.Calls(memdriver.MethodCreate) >= 2 })
+	e.StopControllers()
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+
+	for _, n := range []string{lost, slow} {
+		m := e.WaitPhase(n, v1alpha1.MachineAvailable, 30*time.Second)
+		if c := cloud.Count(n); c != 1 {
+			t.Fatalf("%s has %d VMs", n, c)
+		}
+		if vms := cloud.VMs(); !hasVM(vms, m.Spec.ProviderID) {
+			t.Fatalf("%s records %s, which is not in the cloud", n, m.Spec.ProviderID)
+		}
+	}
+}
+
+func hasVM(vms []memdriver.VM, providerID string) bool {
+	for _, vm := range vms {
+		if vm.ProviderID() == providerID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,140 @@
+package machine_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/core/testenv"
+)
+
+// requestIDDriver fails every CreateMachine with Unavailable and a message carrying a new
+// request ID each time, like real clouds do.
+type requestIDDriver struct {
+	driver.Driver
+	n atomic.Int32
+}
+
+func (d *requestIDDriver) CreateMachine(context.Context, *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+	n := d.n.Add(1)
+	return nil, driver.Errorf(driver.Unavailable, "compute API busy, try again (request req-%08x-%04d, trace %016x)", n*7919, n, uint64(n)*0x9e3779b97f4a7c15)
+}
+
+// TestStatusWritesDeduplicated: retries that fail the same way (with changing request IDs) do
+// not rewrite the machine's status.
+func TestStatusWritesDeduplicated(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx := context.Background()
+	cloud := memdriver.NewCloud()
+	drv := &requestIDDriver{Driver: memdriver.New(cloud)}
+	e.Drivers.Set(memdriver.ProviderName, drv)
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+
+	name := e.Name("busy")
+	e.Machine(name, "mem")
+	m := e.WaitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second)
+
+	wc, err := client.NewWithWatch(e.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(e.NS), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	before := drv.n.Load()
+	updates := 0
+	deadline := time.After(2 * time.Second)
+loop:
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Modified {
+				if mm, ok := ev.Object.(*v1alpha1.Machine); ok && mm.ResourceVersion != m.ResourceVersion {
+					updates++
+				}
+			}
+		case <-deadline:
+			break loop
+		}
+	}
+	attempts := drv.n.Load() - before
+	if attempts < 3 {
+		t.Fatalf("only %d attempts in 2s; the test needs retries to mean anything", attempts)
+	}
+	if updates > 0 {
+		t.Fatalf("%d status writes for %d identical failures (differing only in request IDs)", updates, attempts)
+	}
+}
+
+// TestMetrics: driver calls are counted by provider, method and code, and machines by phase.
+func TestMetrics(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	cloud := memdriver.NewCloud()
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
+	e.Class("mem", "mem", memSpec(e), "")
+	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.ResourceExhausted, Times: 1})
+	name := e.Name("m")
+	e.Machine(name, "mem")
+	e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
+
+	ctrltest.Eventually(t, 10*time.Second, "metrics", func() bool {
+		fams, err := metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := value(fams, "machinist_driver_calls_total", map[string]string{"provider": "mem", "method": "CreateMachine", "code": "OK"})
+		exhausted := value(fams, "machinist_driver_calls_total", map[string]string{"provider": "mem", "method": "CreateMachine", "code": "ResourceExhausted"})
+		latency := value(fams, "machinist_driver_call_duration_seconds", map[string]string{"provider": "mem", "method": "GetMachineStatus"})
+		available := value(fams, "machinist_machines", map[string]string{"namespace": e.NS, "phase": "Available"})
+		return calls >= 1 && exhausted >= 1 && latency >= 2 && available == 1
+	})
+}
+
+// value sums the samples (counter, gauge, or histogram count) of a metric whose labels include
+// want.
+func value(fams []*dto.MetricFamily, name string, want map[string]string) float64 {
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue metric
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			default:
+				panic(fmt.Sprintf("metric %s of unexpected type", name))
+			}
+		}
+	}
+	return sum
+}
