@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,15 @@ groups:
   machineClass:
     provider: mem
     providerSpec: {cluster: static, role: slow}
+- name: tokens
+  minSize: 0
+  maxSize: 1
+  machineClass:
+    provider: mem
+    providerSpec: {cluster: static, role: tokens}
+  secret:
+    stringData:
+      userData: "kubeadm join --token <<BOOTSTRAP_TOKEN>> --node-name <<MACHINE_NAME>>"
 `
 
 const workersClass = `
@@ -193,12 +203,12 @@ func TestStaticGroups(t *testing.T) {
 
 	t.Run("groups", func(t *testing.T) {
 		groups, err := ca.NodeGroups()
-		if err != nil || len(groups) != 3 {
+		if err != nil || len(groups) != 4 {
 			t.Fatalf("groups %v, %v", groups, err)
 		}
-		got := fmt.Sprintf("%s %d:%d", groups[2].GetId(), groups[2].GetMinSize(), groups[2].GetMaxSize())
-		if got != "workers 0:4" || !strings.Contains(groups[2].GetDebug(), "provider local") {
-			t.Fatalf("workers group %q, debug %q", got, groups[2].GetDebug())
+		got := fmt.Sprintf("%s %d:%d", groups[3].GetId(), groups[3].GetMinSize(), groups[3].GetMaxSize())
+		if got != "workers 0:4" || !strings.Contains(groups[3].GetDebug(), "provider local") {
+			t.Fatalf("workers group %q, debug %q", got, groups[3].GetDebug())
 		}
 	})
 
@@ -387,6 +397,33 @@ func TestStaticGroups(t *testing.T) {
 		running(t, ca, "slow", 1)
 		if _, err := cs.CoreV1().Nodes().Get(ctx, decoy.Name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("the node of another VM that shares a deleted machine's name: %v", err)
+		}
+	})
+
+	t.Run("userData gets the machine name and a bootstrap token", func(t *testing.T) {
+		if err := ca.IncreaseSize("tokens", 1); err != nil {
+			t.Fatal(err)
+		}
+		in := running(t, ca, "tokens", 1)
+		var vm memdriver.VM
+		for _, v := range cloud.VMs() {
+			if v.ProviderID() == in[0].ID {
+				vm = v
+			}
+		}
+		m := regexp.MustCompile(`^kubeadm join --token ([a-z0-9]{6})\.([a-z0-9]{16}) --node-name (tokens-[a-z0-9]{5})$`).FindStringSubmatch(vm.UserData)
+		if m == nil || m[3] != vm.MachineName {
+			t.Fatalf("userData %q", vm.UserData)
+		}
+		secret, err := cs.CoreV1().Secrets("kube-system").Get(context.Background(), "bootstrap-token-"+m[1], metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if secret.Type != corev1.SecretTypeBootstrapToken || string(secret.Data["token-secret"]) != m[2] || string(secret.Data["usage-bootstrap-authentication"]) != "true" {
+			t.Fatalf("bootstrap token secret %+v", secret)
+		}
+		if exp, err := time.Parse(time.RFC3339, string(secret.Data["expiration"])); err != nil || exp.Before(time.Now().Add(10*time.Minute)) {
+			t.Fatalf("expiration %q, %v", secret.Data["expiration"], err)
 		}
 	})
 
