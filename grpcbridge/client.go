@@ -94,11 +94,11 @@ func (c *client) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 }
 
 func (c *client) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	class, err := MachineClassToProto(req.MachineClass)
+	class, err := EncodeMachineClass(req.MachineClass)
 	if err != nil {
 		return nil, err
 	}
-	secret, err := SecretToProto(req.Secret)
+	secret, err := EncodeSecret(req.Secret)
 	if err != nil {
 		return nil, err
 	}

@@ -16,12 +16,18 @@ import (
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
-// Conversions between core's Go types and the wire messages. Objects travel typed down to the
-// Kubernetes types that have a protobuf encoding of their own (ObjectMeta, NodeSpec,
+// Conversions between core's Go types and the wire. Objects travel typed down to the Kubernetes
+// types that have a protobuf encoding of their own (Secret, ObjectMeta, NodeSpec,
 // PersistentVolumeSpec), which travel as that encoding in bytes fields. A round trip yields an
 // object equal to the original under apimachinery's equality.Semantic (times compare by instant,
 // quantities by value, nil and empty collections alike) — the notion of equality Kubernetes
 // itself uses. Decoding errors are InvalidArgument naming what could not be decoded.
+//
+// MachineToProto / MachineClassToProto and their inverses convert to and from the generated
+// message types: they are the readable reference of the mapping. Calls use the equivalent direct
+// codec of wire.go (EncodeMachine, DecodeMachine, EncodeMachineClass, DecodeMachineClass).
+
+var jsonMarshal = json.Marshal
 
 // MachineToProto converts a Machine; nil yields nil.
 func MachineToProto(m *v1alpha1.Machine) (*driverv1.Machine, error) {
@@ -200,11 +206,9 @@ func MachineClassToProto(c *v1alpha1.MachineClass) (*driverv1.MachineClass, erro
 	if err != nil {
 		return nil, encodeError("machineClass metadata", err)
 	}
-	raw := c.ProviderSpec.Raw
-	if raw == nil && c.ProviderSpec.Object != nil {
-		if raw, err = json.Marshal(c.ProviderSpec.Object); err != nil {
-			return nil, encodeError("machineClass providerSpec", err)
-		}
+	raw, err := providerSpecJSON(c)
+	if err != nil {
+		return nil, err
 	}
 	out := &driverv1.MachineClass{
 		ApiVersion:           c.APIVersion,
@@ -262,40 +266,31 @@ func MachineClassFromProto(p *driverv1.MachineClass) (*v1alpha1.MachineClass, er
 	return c, nil
 }
 
-// SecretToProto converts a Secret; nil yields nil.
-func SecretToProto(s *corev1.Secret) (*driverv1.Secret, error) {
+// EncodeSecret encodes a secret in Kubernetes protobuf (deterministic: map keys are sorted); nil
+// yields nil.
+func EncodeSecret(s *corev1.Secret) ([]byte, error) {
 	if s == nil {
 		return nil, nil
 	}
-	meta, err := s.ObjectMeta.Marshal()
+	b, err := s.Marshal()
 	if err != nil {
-		return nil, encodeError("secret metadata", err)
+		return nil, encodeError("secret", err)
 	}
-	return &driverv1.Secret{
-		ApiVersion: s.APIVersion,
-		Kind:       s.Kind,
-		Metadata:   meta,
-		Data:       s.Data,
-		StringData: s.StringData,
-		Type:       string(s.Type),
-		Immutable:  s.Immutable,
-	}, nil
+	if len(b) == 0 {
+		// Never the case (metadata is always written), but nil must stay distinct from empty.
+		return nil, encodeError("secret", fmt.Errorf("empty encoding"))
+	}
+	return b, nil
 }
 
-// SecretFromProto converts a wire Secret; nil yields nil.
-func SecretFromProto(p *driverv1.Secret) (*corev1.Secret, error) {
-	if p == nil {
+// DecodeSecret decodes a secret field; empty bytes yield nil.
+func DecodeSecret(b []byte) (*corev1.Secret, error) {
+	if len(b) == 0 {
 		return nil, nil
 	}
-	s := &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: p.ApiVersion, Kind: p.Kind},
-		Data:       p.Data,
-		StringData: p.StringData,
-		Type:       corev1.SecretType(p.Type),
-		Immutable:  p.Immutable,
-	}
-	if err := s.ObjectMeta.Unmarshal(p.Metadata); err != nil {
-		return nil, decodeError("secret.metadata", err)
+	s := &corev1.Secret{}
+	if err := s.Unmarshal(b); err != nil {
+		return nil, decodeError("secret", err)
 	}
 	return s, nil
 }
@@ -367,38 +362,22 @@ func AddressesFromProto(as []*driverv1.NodeAddress) []corev1.NodeAddress {
 
 // The request triple shared by create, initialize, delete and status.
 type objects struct {
-	machine *driverv1.Machine
-	class   *driverv1.MachineClass
-	secret  *driverv1.Secret
+	machine []byte
+	class   []byte
+	secret  []byte
 }
 
 func objectsToProto(m *v1alpha1.Machine, c *v1alpha1.MachineClass, s *corev1.Secret) (objects, error) {
 	var o objects
 	var err error
-	if o.machine, err = MachineToProto(m); err != nil {
+	if o.machine, err = EncodeMachine(m); err != nil {
 		return o, err
 	}
-	if o.class, err = MachineClassToProto(c); err != nil {
+	if o.class, err = EncodeMachineClass(c); err != nil {
 		return o, err
 	}
-	o.secret, err = SecretToProto(s)
+	o.secret, err = EncodeSecret(s)
 	return o, err
-}
-
-func objectsFromProto(pm *driverv1.Machine, pc *driverv1.MachineClass, ps *driverv1.Secret) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret, error) {
-	m, err := MachineFromProto(pm)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	c, err := MachineClassFromProto(pc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	s, err := SecretFromProto(ps)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return m, c, s, nil
 }
 
 func secretRefToProto(r *corev1.SecretReference) *driverv1.SecretReference {

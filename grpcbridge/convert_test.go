@@ -1,7 +1,9 @@
 package grpcbridge_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"math/rand"
 	"sync"
 	"testing"
@@ -21,46 +23,93 @@ import (
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
-// wire converts, marshals, unmarshals and converts back, as a request does on its way.
-func wireMachine(t *testing.T, m *v1alpha1.Machine) *v1alpha1.Machine {
+// wireMachine sends m through both codecs and across them (the direct codec of wire.go and the
+// generated messages of convert.go must agree), requires the same object from all four paths and
+// returns it.
+func wireMachine(t testing.TB, m *v1alpha1.Machine) *v1alpha1.Machine {
 	t.Helper()
+	direct, err := grpcbridge.EncodeMachine(m)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := grpcbridge.MachineToProto(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back driverv1.Machine
-	remarshal(t, p, &back)
-	out, err := grpcbridge.MachineFromProto(&back)
+	generated, err := proto.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	var outs []*v1alpha1.Machine
+	for _, b := range [][]byte{direct, generated} {
+		out, err := grpcbridge.DecodeMachine(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+		var back driverv1.Machine
+		if err := proto.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if out, err = grpcbridge.MachineFromProto(&back); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+	}
+	for i, out := range outs[1:] {
+		if !equality.Semantic.DeepEqual(outs[0], out) {
+			t.Fatalf("machine codecs disagree (path %d):\n%s", i+1, diff.Diff(outs[0], out))
+		}
+	}
+	return outs[0]
 }
 
-func wireClass(t *testing.T, c *v1alpha1.MachineClass) *v1alpha1.MachineClass {
+// wireClass is wireMachine for classes.
+func wireClass(t testing.TB, c *v1alpha1.MachineClass) *v1alpha1.MachineClass {
 	t.Helper()
+	direct, err := grpcbridge.EncodeMachineClass(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := grpcbridge.MachineClassToProto(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back driverv1.MachineClass
-	remarshal(t, p, &back)
-	out, err := grpcbridge.MachineClassFromProto(&back)
+	generated, err := proto.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	var outs []*v1alpha1.MachineClass
+	for _, b := range [][]byte{direct, generated} {
+		out, err := grpcbridge.DecodeMachineClass(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+		var back driverv1.MachineClass
+		if err := proto.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if out, err = grpcbridge.MachineClassFromProto(&back); err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+	}
+	for i, out := range outs[1:] {
+		if !equality.Semantic.DeepEqual(outs[0], out) {
+			t.Fatalf("class codecs disagree (path %d):\n%s", i+1, diff.Diff(outs[0], out))
+		}
+	}
+	return outs[0]
 }
 
-func wireSecret(t *testing.T, s *corev1.Secret) *corev1.Secret {
+func wireSecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
 	t.Helper()
-	p, err := grpcbridge.SecretToProto(s)
+	b, err := grpcbridge.EncodeSecret(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back driverv1.Secret
-	remarshal(t, p, &back)
-	out, err := grpcbridge.SecretFromProto(&back)
+	out, err := grpcbridge.DecodeSecret(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +141,13 @@ func TestRealisticObjectsRoundTrip(t *testing.T) {
 	mustEqual(t, "secret", s, wireSecret(t, s))
 
 	// nil stays nil, and the zero object stays zero.
-	if p, _ := grpcbridge.MachineToProto(nil); p != nil {
-		t.Fatal("nil machine encoded")
+	for _, b := range [][]byte{must(grpcbridge.EncodeMachine(nil)), must(grpcbridge.EncodeMachineClass(nil)), must(grpcbridge.EncodeSecret(nil))} {
+		if b != nil {
+			t.Fatal("nil object encoded")
+		}
+	}
+	if m, _ := grpcbridge.DecodeMachine(nil); m != nil {
+		t.Fatal("empty bytes decoded to a machine")
 	}
 	mustEqual(t, "empty machine", &v1alpha1.Machine{}, wireMachine(t, &v1alpha1.Machine{}))
 	mustEqual(t, "empty class", &v1alpha1.MachineClass{}, wireClass(t, &v1alpha1.MachineClass{}))
@@ -160,6 +214,34 @@ var fillFuncs = sync.OnceValue(func() []any {
 	})
 	return funcs
 })
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestClassEncodingIsDeterministic: equal classes give equal bytes whatever the map order, which
+// is what the server's class cache and dial-in digests rely on.
+func TestClassEncodingIsDeterministic(t *testing.T) {
+	c := bridgetest.Class("openstack")
+	first := must(grpcbridge.EncodeMachineClass(c))
+	for i := 0; i < 20; i++ {
+		if got := must(grpcbridge.EncodeMachineClass(c.DeepCopy())); !bytes.Equal(first, got) {
+			t.Fatal("the same class encoded to different bytes")
+		}
+	}
+}
+
+// TestLongNestedMessages covers nested messages whose length needs a multi-byte varint.
+func TestLongNestedMessages(t *testing.T) {
+	m := bridgetest.Machine("m-long")
+	m.Status.LastOperation.Description = strings.Repeat("d", 200)
+	m.Status.Conditions[0].Message = strings.Repeat("m", 70000)
+	m.Spec.Class.Name = strings.Repeat("c", 130)
+	mustEqual(t, "machine", m, wireMachine(t, m))
+}
 
 func objectFiller(t testing.TB, seed int64) *randfill.Filler {
 	return randfill.New().NilChance(.3).NumElements(0, 3).RandSource(rand.NewSource(seed)).Funcs(fillFuncs()...)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
@@ -75,15 +76,22 @@ func TestGarbageMessages(t *testing.T) {
 	// A well-formed message whose embedded Kubernetes encoding is garbage: InvalidArgument naming
 	// the field, and the driver is never called.
 	raw := driverv1.NewDriverServiceClient(served.Conn)
-	_, err := raw.CreateMachine(t.Context(), &driverv1.CreateMachineRequest{Machine: &driverv1.Machine{Metadata: []byte{0xff, 0x01, 0x02}}})
+	badMeta, _ := proto.Marshal(&driverv1.Machine{Metadata: []byte{0xff, 0x01, 0x02}})
+	_, err := raw.CreateMachine(t.Context(), &driverv1.CreateMachineRequest{Machine: badMeta})
 	got := grpcbridge.FromGRPCStatus(t.Context(), err)
 	if !driver.IsCode(got, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(got), "machine.metadata") {
 		t.Fatalf("bad metadata: %v", got)
 	}
-	_, err = raw.CreateMachine(t.Context(), &driverv1.CreateMachineRequest{MachineClass: &driverv1.MachineClass{NodeTemplate: &driverv1.NodeTemplate{Capacity: map[string]string{"cpu": "four"}}}})
+	badClass, _ := proto.Marshal(&driverv1.MachineClass{NodeTemplate: &driverv1.NodeTemplate{Capacity: map[string]string{"cpu": "four"}}})
+	_, err = raw.CreateMachine(t.Context(), &driverv1.CreateMachineRequest{MachineClass: badClass})
 	got = grpcbridge.FromGRPCStatus(t.Context(), err)
 	if !driver.IsCode(got, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(got), "capacity[cpu]") {
 		t.Fatalf("bad quantity: %v", got)
+	}
+	_, err = raw.CreateMachine(t.Context(), &driverv1.CreateMachineRequest{Secret: []byte{0x0a, 0xff}})
+	got = grpcbridge.FromGRPCStatus(t.Context(), err)
+	if !driver.IsCode(got, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(got), "decode secret") {
+		t.Fatalf("bad secret: %v", got)
 	}
 	if called {
 		t.Fatal("the driver was called with an undecodable request")

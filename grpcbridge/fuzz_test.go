@@ -36,17 +36,18 @@ func FuzzDecodeRequest(f *testing.F) {
 		if proto.Unmarshal(data, &req) != nil {
 			return
 		}
-		m, err := grpcbridge.MachineFromProto(req.Machine)
+		m, err := grpcbridge.DecodeMachine(req.Machine)
 		if err != nil {
 			mustInvalid(t, err)
 			return
 		}
-		c, err := grpcbridge.MachineClassFromProto(req.MachineClass)
+		differential(t, req.Machine, req.MachineClass)
+		c, err := grpcbridge.DecodeMachineClass(req.MachineClass)
 		if err != nil {
 			mustInvalid(t, err)
 			return
 		}
-		s, err := grpcbridge.SecretFromProto(req.Secret)
+		s, err := grpcbridge.DecodeSecret(req.Secret)
 		if err != nil {
 			mustInvalid(t, err)
 			return
@@ -94,6 +95,37 @@ func FuzzObjectRoundTrip(f *testing.F) {
 	})
 }
 
+// differential decodes what the generated code accepts, re-encoded canonically, with the direct
+// codec and requires the reference conversion's result.
+func differential(t *testing.T, machine, class []byte) {
+	var pm driverv1.Machine
+	if len(machine) > 0 && proto.Unmarshal(machine, &pm) == nil {
+		if want, err := grpcbridge.MachineFromProto(&pm); err == nil {
+			canonical, _ := proto.Marshal(&pm)
+			if len(canonical) == 0 {
+				return // empty bytes stand for no machine
+			}
+			got, err := grpcbridge.DecodeMachine(canonical)
+			if err != nil || !equality.Semantic.DeepEqual(want, got) {
+				t.Fatalf("direct decoding of a canonical machine differs (err %v)", err)
+			}
+		}
+	}
+	var pc driverv1.MachineClass
+	if len(class) > 0 && proto.Unmarshal(class, &pc) == nil {
+		if want, err := grpcbridge.MachineClassFromProto(&pc); err == nil {
+			canonical, _ := proto.Marshal(&pc)
+			if len(canonical) == 0 {
+				return
+			}
+			got, err := grpcbridge.DecodeMachineClass(canonical)
+			if err != nil || !equality.Semantic.DeepEqual(want, got) {
+				t.Fatalf("direct decoding of a canonical class differs (err %v)", err)
+			}
+		}
+	}
+}
+
 func mustInvalid(t *testing.T, err error) {
 	t.Helper()
 	if !driver.IsCode(err, driver.InvalidArgument) {
@@ -126,9 +158,9 @@ func TestWriteFuzzSeeds(t *testing.T) {
 			fill.Fill(c)
 			fill.Fill(s)
 		}
-		pm, _ := grpcbridge.MachineToProto(m)
-		pc, _ := grpcbridge.MachineClassToProto(c)
-		ps, _ := grpcbridge.SecretToProto(s)
+		pm, _ := grpcbridge.EncodeMachine(m)
+		pc, _ := grpcbridge.EncodeMachineClass(c)
+		ps, _ := grpcbridge.EncodeSecret(s)
 		b, err := proto.Marshal(&driverv1.CreateMachineRequest{Machine: pm, MachineClass: pc, Secret: ps})
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 	"github.com/machinist-io/machinist/internal/version"
@@ -28,6 +30,7 @@ type Server struct {
 	providers []string
 	timeouts  Timeouts
 	log       *slog.Logger
+	classes   *classCache
 }
 
 // ServerOption configures a Server.
@@ -46,7 +49,7 @@ func WithServerLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.
 
 // NewServer returns a server for d.
 func NewServer(d driver.Driver, opts ...ServerOption) *Server {
-	s := &Server{d: d}
+	s := &Server{d: d, classes: newClassCache(64)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -72,7 +75,7 @@ func (s *Server) GetInfo(context.Context, *driverv1.GetInfoRequest) (*driverv1.G
 }
 
 func (s *Server) CreateMachine(ctx context.Context, req *driverv1.CreateMachineRequest) (*driverv1.CreateMachineResponse, error) {
-	m, c, sec, err := objectsFromProto(req.Machine, req.MachineClass, req.Secret)
+	m, c, sec, err := s.objects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -88,7 +91,7 @@ func (s *Server) CreateMachine(ctx context.Context, req *driverv1.CreateMachineR
 }
 
 func (s *Server) InitializeMachine(ctx context.Context, req *driverv1.InitializeMachineRequest) (*driverv1.InitializeMachineResponse, error) {
-	m, c, sec, err := objectsFromProto(req.Machine, req.MachineClass, req.Secret)
+	m, c, sec, err := s.objects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -104,7 +107,7 @@ func (s *Server) InitializeMachine(ctx context.Context, req *driverv1.Initialize
 }
 
 func (s *Server) DeleteMachine(ctx context.Context, req *driverv1.DeleteMachineRequest) (*driverv1.DeleteMachineResponse, error) {
-	m, c, sec, err := objectsFromProto(req.Machine, req.MachineClass, req.Secret)
+	m, c, sec, err := s.objects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -120,7 +123,7 @@ func (s *Server) DeleteMachine(ctx context.Context, req *driverv1.DeleteMachineR
 }
 
 func (s *Server) GetMachineStatus(ctx context.Context, req *driverv1.GetMachineStatusRequest) (*driverv1.GetMachineStatusResponse, error) {
-	m, c, sec, err := objectsFromProto(req.Machine, req.MachineClass, req.Secret)
+	m, c, sec, err := s.objects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -136,11 +139,11 @@ func (s *Server) GetMachineStatus(ctx context.Context, req *driverv1.GetMachineS
 }
 
 func (s *Server) ListMachines(ctx context.Context, req *driverv1.ListMachinesRequest) (*driverv1.ListMachinesResponse, error) {
-	c, err := MachineClassFromProto(req.MachineClass)
+	c, err := s.classes.decode(req.MachineClass)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
-	sec, err := SecretFromProto(req.Secret)
+	sec, err := DecodeSecret(req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -172,6 +175,22 @@ func (s *Server) GetVolumeIDs(ctx context.Context, req *driverv1.GetVolumeIDsReq
 		return nil, err
 	}
 	return VolumeIDsResponseToProto(resp), nil
+}
+
+func (s *Server) objects(machine, class, secret []byte) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret, error) {
+	m, err := DecodeMachine(machine)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := s.classes.decode(class)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sec, err := DecodeSecret(secret)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, c, sec, nil
 }
 
 // run calls the driver under the caller's deadline (or the default bound when there is none),

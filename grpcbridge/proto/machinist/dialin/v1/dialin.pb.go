@@ -478,7 +478,8 @@ type Operation struct {
 	Method   Method `protobuf:"varint,3,opt,name=method,enum=machinist.dialin.v1.Method" json:"method,omitempty"`
 	// Time left of the caller's deadline; the provider runs the driver under it.
 	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout" json:"timeout,omitempty"`
-	Machine *v1.Machine          `protobuf:"bytes,5,opt,name=machine" json:"machine,omitempty"`
+	// An encoded machinist.driver.v1.Machine message.
+	Machine []byte `protobuf:"bytes,5,opt,name=machine" json:"machine,omitempty"`
 	// Absent when the request has no class / secret.
 	MachineClass *ObjectRef `protobuf:"bytes,6,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
 	Secret       *ObjectRef `protobuf:"bytes,7,opt,name=secret" json:"secret,omitempty"`
@@ -546,7 +547,7 @@ func (x *Operation) GetTimeout() *durationpb.Duration {
 	return nil
 }
 
-func (x *Operation) GetMachine() *v1.Machine {
+func (x *Operation) GetMachine() []byte {
 	if x != nil {
 		return x.Machine
 	}
@@ -940,8 +941,9 @@ func (x *GetSecretRequest) GetMachineClass() *ObjectRef {
 }
 
 type GetMachineClassResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MachineClass  *v1.MachineClass       `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded machinist.driver.v1.MachineClass message.
+	MachineClass  []byte `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -976,7 +978,7 @@ func (*GetMachineClassResponse) Descriptor() ([]byte, []int) {
 	return file_machinist_dialin_v1_dialin_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *GetMachineClassResponse) GetMachineClass() *v1.MachineClass {
+func (x *GetMachineClassResponse) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
@@ -984,8 +986,9 @@ func (x *GetMachineClassResponse) GetMachineClass() *v1.MachineClass {
 }
 
 type GetSecretResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Secret        *v1.Secret             `protobuf:"bytes,1,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf.
+	Secret        []byte `protobuf:"bytes,1,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1020,7 +1023,7 @@ func (*GetSecretResponse) Descriptor() ([]byte, []int) {
 	return file_machinist_dialin_v1_dialin_proto_rawDescGZIP(), []int{12}
 }
 
-func (x *GetSecretResponse) GetSecret() *v1.Secret {
+func (x *GetSecretResponse) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -1053,13 +1056,13 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12\x10\n" +
 	"\x03uid\x18\x04 \x01(\tR\x03uid\x12\x16\n" +
-	"\x06digest\x18\x05 \x01(\fR\x06digest\"\xf1\x02\n" +
+	"\x06digest\x18\x05 \x01(\fR\x06digest\"\xd3\x02\n" +
 	"\tOperation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x123\n" +
 	"\x06method\x18\x03 \x01(\x0e2\x1b.machinist.dialin.v1.MethodR\x06method\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x126\n" +
-	"\amachine\x18\x05 \x01(\v2\x1c.machinist.driver.v1.MachineR\amachine\x12C\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x18\n" +
+	"\amachine\x18\x05 \x01(\fR\amachine\x12C\n" +
 	"\rmachine_class\x18\x06 \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\fmachineClass\x126\n" +
 	"\x06secret\x18\a \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\x06secret\x12\x19\n" +
 	"\bpv_specs\x18\b \x03(\fR\apvSpecs\"\x18\n" +
@@ -1083,11 +1086,11 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\rmachine_class\x18\x01 \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\fmachineClass\"\x8f\x01\n" +
 	"\x10GetSecretRequest\x126\n" +
 	"\x06secret\x18\x01 \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\x06secret\x12C\n" +
-	"\rmachine_class\x18\x02 \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\fmachineClass\"a\n" +
-	"\x17GetMachineClassResponse\x12F\n" +
-	"\rmachine_class\x18\x01 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\"H\n" +
-	"\x11GetSecretResponse\x123\n" +
-	"\x06secret\x18\x01 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret*\xc9\x01\n" +
+	"\rmachine_class\x18\x02 \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\fmachineClass\">\n" +
+	"\x17GetMachineClassResponse\x12#\n" +
+	"\rmachine_class\x18\x01 \x01(\fR\fmachineClass\"+\n" +
+	"\x11GetSecretResponse\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\fR\x06secret*\xc9\x01\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15METHOD_CREATE_MACHINE\x10\x01\x12\x1d\n" +
@@ -1131,15 +1134,12 @@ var file_machinist_dialin_v1_dialin_proto_goTypes = []any{
 	(*GetMachineClassResponse)(nil),      // 12: machinist.dialin.v1.GetMachineClassResponse
 	(*GetSecretResponse)(nil),            // 13: machinist.dialin.v1.GetSecretResponse
 	(*durationpb.Duration)(nil),          // 14: google.protobuf.Duration
-	(*v1.Machine)(nil),                   // 15: machinist.driver.v1.Machine
-	(*v1.CreateMachineResponse)(nil),     // 16: machinist.driver.v1.CreateMachineResponse
-	(*v1.InitializeMachineResponse)(nil), // 17: machinist.driver.v1.InitializeMachineResponse
-	(*v1.DeleteMachineResponse)(nil),     // 18: machinist.driver.v1.DeleteMachineResponse
-	(*v1.GetMachineStatusResponse)(nil),  // 19: machinist.driver.v1.GetMachineStatusResponse
-	(*v1.ListMachinesResponse)(nil),      // 20: machinist.driver.v1.ListMachinesResponse
-	(*v1.GetVolumeIDsResponse)(nil),      // 21: machinist.driver.v1.GetVolumeIDsResponse
-	(*v1.MachineClass)(nil),              // 22: machinist.driver.v1.MachineClass
-	(*v1.Secret)(nil),                    // 23: machinist.driver.v1.Secret
+	(*v1.CreateMachineResponse)(nil),     // 15: machinist.driver.v1.CreateMachineResponse
+	(*v1.InitializeMachineResponse)(nil), // 16: machinist.driver.v1.InitializeMachineResponse
+	(*v1.DeleteMachineResponse)(nil),     // 17: machinist.driver.v1.DeleteMachineResponse
+	(*v1.GetMachineStatusResponse)(nil),  // 18: machinist.driver.v1.GetMachineStatusResponse
+	(*v1.ListMachinesResponse)(nil),      // 19: machinist.driver.v1.ListMachinesResponse
+	(*v1.GetVolumeIDsResponse)(nil),      // 20: machinist.driver.v1.GetVolumeIDsResponse
 }
 var file_machinist_dialin_v1_dialin_proto_depIdxs = []int32{
 	2,  // 0: machinist.dialin.v1.RegisterRequest.hello:type_name -> machinist.dialin.v1.Hello
@@ -1149,32 +1149,29 @@ var file_machinist_dialin_v1_dialin_proto_depIdxs = []int32{
 	7,  // 4: machinist.dialin.v1.RegisterResponse.cancel:type_name -> machinist.dialin.v1.Cancel
 	0,  // 5: machinist.dialin.v1.Operation.method:type_name -> machinist.dialin.v1.Method
 	14, // 6: machinist.dialin.v1.Operation.timeout:type_name -> google.protobuf.Duration
-	15, // 7: machinist.dialin.v1.Operation.machine:type_name -> machinist.driver.v1.Machine
-	5,  // 8: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 9: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
-	9,  // 10: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
-	16, // 11: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
-	17, // 12: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
-	18, // 13: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
-	19, // 14: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
-	20, // 15: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
-	21, // 16: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
-	5,  // 17: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 18: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 19: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	22, // 20: machinist.dialin.v1.GetMachineClassResponse.machine_class:type_name -> machinist.driver.v1.MachineClass
-	23, // 21: machinist.dialin.v1.GetSecretResponse.secret:type_name -> machinist.driver.v1.Secret
-	1,  // 22: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
-	10, // 23: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
-	11, // 24: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
-	3,  // 25: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
-	12, // 26: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
-	13, // 27: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
-	25, // [25:28] is the sub-list for method output_type
-	22, // [22:25] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	5,  // 7: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 8: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
+	9,  // 9: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
+	15, // 10: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
+	16, // 11: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
+	17, // 12: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
+	18, // 13: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
+	19, // 14: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
+	20, // 15: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
+	5,  // 16: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 17: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 18: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	1,  // 19: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
+	10, // 20: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
+	11, // 21: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
+	3,  // 22: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
+	12, // 23: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
+	13, // 24: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
+	22, // [22:25] is the sub-list for method output_type
+	19, // [19:22] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_machinist_dialin_v1_dialin_proto_init() }

@@ -2,11 +2,15 @@
 // controller dials a driver server ("dial-out"). The same messages travel inside the dial-in
 // stream (machinist.dialin.v1).
 //
-// Objects travel typed down to the Kubernetes types that have a protobuf encoding of their own:
-// those (ObjectMeta, NodeSpec) are fields of type bytes holding the Kubernetes protobuf encoding
-// (the schema in k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto and
-// k8s.io/api/core/v1/generated.proto), which is what the API server stores in etcd. A driver
-// therefore receives objects that are semantically deep-equal to what the controller sent.
+// Objects travel as bytes fields holding their encoding. Kubernetes types that have a protobuf
+// encoding of their own (Secret, and inside the messages below ObjectMeta, NodeSpec; for
+// GetVolumeIDs PersistentVolumeSpec) use it: the schemas are k8s.io/api/core/v1/generated.proto
+// and k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto, and it is what the API server stores
+// in etcd. Machine and MachineClass, which have none, are the messages defined below, encoded.
+// Bytes rather than message fields let each side encode and decode objects directly (no
+// intermediate message tree) and let a server recognise a class it has seen and reuse its
+// decoding (every machine of a class sends the same bytes). A driver receives objects that are
+// semantically deep-equal to what the controller sent.
 //
 // Errors: every failed call returns a gRPC status whose code is the machine code (0-16 are the
 // gRPC codes) and whose details hold an ErrorInfo with the machine code itself; Uninitialized
@@ -184,10 +188,13 @@ func (x *ErrorInfo) GetCodeName() string {
 }
 
 type CreateMachineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,21 +229,21 @@ func (*CreateMachineRequest) Descriptor() ([]byte, []int) {
 	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *CreateMachineRequest) GetMachine() *Machine {
+func (x *CreateMachineRequest) GetMachine() []byte {
 	if x != nil {
 		return x.Machine
 	}
 	return nil
 }
 
-func (x *CreateMachineRequest) GetMachineClass() *MachineClass {
+func (x *CreateMachineRequest) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
 	return nil
 }
 
-func (x *CreateMachineRequest) GetSecret() *Secret {
+func (x *CreateMachineRequest) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -312,10 +319,13 @@ func (x *CreateMachineResponse) GetAddresses() []*NodeAddress {
 }
 
 type InitializeMachineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,21 +360,21 @@ func (*InitializeMachineRequest) Descriptor() ([]byte, []int) {
 	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *InitializeMachineRequest) GetMachine() *Machine {
+func (x *InitializeMachineRequest) GetMachine() []byte {
 	if x != nil {
 		return x.Machine
 	}
 	return nil
 }
 
-func (x *InitializeMachineRequest) GetMachineClass() *MachineClass {
+func (x *InitializeMachineRequest) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
 	return nil
 }
 
-func (x *InitializeMachineRequest) GetSecret() *Secret {
+func (x *InitializeMachineRequest) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -432,10 +442,13 @@ func (x *InitializeMachineResponse) GetAddresses() []*NodeAddress {
 }
 
 type DeleteMachineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -470,21 +483,21 @@ func (*DeleteMachineRequest) Descriptor() ([]byte, []int) {
 	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *DeleteMachineRequest) GetMachine() *Machine {
+func (x *DeleteMachineRequest) GetMachine() []byte {
 	if x != nil {
 		return x.Machine
 	}
 	return nil
 }
 
-func (x *DeleteMachineRequest) GetMachineClass() *MachineClass {
+func (x *DeleteMachineRequest) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
 	return nil
 }
 
-func (x *DeleteMachineRequest) GetSecret() *Secret {
+func (x *DeleteMachineRequest) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -536,10 +549,13 @@ func (x *DeleteMachineResponse) GetLastKnownState() string {
 }
 
 type GetMachineStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Machine       *Machine               `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
-	MachineClass  *MachineClass          `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,21 +590,21 @@ func (*GetMachineStatusRequest) Descriptor() ([]byte, []int) {
 	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *GetMachineStatusRequest) GetMachine() *Machine {
+func (x *GetMachineStatusRequest) GetMachine() []byte {
 	if x != nil {
 		return x.Machine
 	}
 	return nil
 }
 
-func (x *GetMachineStatusRequest) GetMachineClass() *MachineClass {
+func (x *GetMachineStatusRequest) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
 	return nil
 }
 
-func (x *GetMachineStatusRequest) GetSecret() *Secret {
+func (x *GetMachineStatusRequest) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -656,9 +672,11 @@ func (x *GetMachineStatusResponse) GetAddresses() []*NodeAddress {
 }
 
 type ListMachinesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MachineClass  *MachineClass          `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
-	Secret        *Secret                `protobuf:"bytes,2,opt,name=secret" json:"secret,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded MachineClass message.
+	MachineClass []byte `protobuf:"bytes,1,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf.
+	Secret        []byte `protobuf:"bytes,2,opt,name=secret" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,14 +711,14 @@ func (*ListMachinesRequest) Descriptor() ([]byte, []int) {
 	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{11}
 }
 
-func (x *ListMachinesRequest) GetMachineClass() *MachineClass {
+func (x *ListMachinesRequest) GetMachineClass() []byte {
 	if x != nil {
 		return x.MachineClass
 	}
 	return nil
 }
 
-func (x *ListMachinesRequest) GetSecret() *Secret {
+func (x *ListMachinesRequest) GetSecret() []byte {
 	if x != nil {
 		return x.Secret
 	}
@@ -1809,100 +1827,6 @@ func (x *SecretReference) GetNamespace() string {
 	return ""
 }
 
-// Secret mirrors the core/v1 Secret a driver receives (its data is what drivers read).
-type Secret struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion" json:"api_version,omitempty"`
-	Kind       string                 `protobuf:"bytes,2,opt,name=kind" json:"kind,omitempty"`
-	// k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta, Kubernetes protobuf.
-	Metadata      []byte            `protobuf:"bytes,3,opt,name=metadata" json:"metadata,omitempty"`
-	Data          map[string][]byte `protobuf:"bytes,4,rep,name=data" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StringData    map[string]string `protobuf:"bytes,5,rep,name=string_data,json=stringData" json:"string_data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Type          string            `protobuf:"bytes,6,opt,name=type" json:"type,omitempty"`
-	Immutable     *bool             `protobuf:"varint,7,opt,name=immutable" json:"immutable,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Secret) Reset() {
-	*x = Secret{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[28]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Secret) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Secret) ProtoMessage() {}
-
-func (x *Secret) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[28]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Secret.ProtoReflect.Descriptor instead.
-func (*Secret) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{28}
-}
-
-func (x *Secret) GetApiVersion() string {
-	if x != nil {
-		return x.ApiVersion
-	}
-	return ""
-}
-
-func (x *Secret) GetKind() string {
-	if x != nil {
-		return x.Kind
-	}
-	return ""
-}
-
-func (x *Secret) GetMetadata() []byte {
-	if x != nil {
-		return x.Metadata
-	}
-	return nil
-}
-
-func (x *Secret) GetData() map[string][]byte {
-	if x != nil {
-		return x.Data
-	}
-	return nil
-}
-
-func (x *Secret) GetStringData() map[string]string {
-	if x != nil {
-		return x.StringData
-	}
-	return nil
-}
-
-func (x *Secret) GetType() string {
-	if x != nil {
-		return x.Type
-	}
-	return ""
-}
-
-func (x *Secret) GetImmutable() bool {
-	if x != nil && x.Immutable != nil {
-		return *x.Immutable
-	}
-	return false
-}
-
 var File_machinist_driver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_machinist_driver_v1_driver_proto_rawDesc = "" +
@@ -1914,44 +1838,44 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"K\n" +
 	"\tErrorInfo\x12!\n" +
 	"\fmachine_code\x18\x01 \x01(\rR\vmachineCode\x12\x1b\n" +
-	"\tcode_name\x18\x02 \x01(\tR\bcodeName\"\xcb\x01\n" +
-	"\x14CreateMachineRequest\x126\n" +
-	"\amachine\x18\x01 \x01(\v2\x1c.machinist.driver.v1.MachineR\amachine\x12F\n" +
-	"\rmachine_class\x18\x02 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\x123\n" +
-	"\x06secret\x18\x03 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret\"\xbf\x01\n" +
+	"\tcode_name\x18\x02 \x01(\tR\bcodeName\"m\n" +
+	"\x14CreateMachineRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"\xbf\x01\n" +
 	"\x15CreateMachineResponse\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerId\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12(\n" +
 	"\x10last_known_state\x18\x03 \x01(\tR\x0elastKnownState\x12>\n" +
-	"\taddresses\x18\x04 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"\xcf\x01\n" +
-	"\x18InitializeMachineRequest\x126\n" +
-	"\amachine\x18\x01 \x01(\v2\x1c.machinist.driver.v1.MachineR\amachine\x12F\n" +
-	"\rmachine_class\x18\x02 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\x123\n" +
-	"\x06secret\x18\x03 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret\"\x99\x01\n" +
+	"\taddresses\x18\x04 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"q\n" +
+	"\x18InitializeMachineRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"\x99\x01\n" +
 	"\x19InitializeMachineResponse\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerId\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12>\n" +
-	"\taddresses\x18\x03 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"\xcb\x01\n" +
-	"\x14DeleteMachineRequest\x126\n" +
-	"\amachine\x18\x01 \x01(\v2\x1c.machinist.driver.v1.MachineR\amachine\x12F\n" +
-	"\rmachine_class\x18\x02 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\x123\n" +
-	"\x06secret\x18\x03 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret\"A\n" +
+	"\taddresses\x18\x03 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"m\n" +
+	"\x14DeleteMachineRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"A\n" +
 	"\x15DeleteMachineResponse\x12(\n" +
-	"\x10last_known_state\x18\x01 \x01(\tR\x0elastKnownState\"\xce\x01\n" +
-	"\x17GetMachineStatusRequest\x126\n" +
-	"\amachine\x18\x01 \x01(\v2\x1c.machinist.driver.v1.MachineR\amachine\x12F\n" +
-	"\rmachine_class\x18\x02 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\x123\n" +
-	"\x06secret\x18\x03 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret\"\x98\x01\n" +
+	"\x10last_known_state\x18\x01 \x01(\tR\x0elastKnownState\"p\n" +
+	"\x17GetMachineStatusRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"\x98\x01\n" +
 	"\x18GetMachineStatusResponse\x12\x1f\n" +
 	"\vprovider_id\x18\x01 \x01(\tR\n" +
 	"providerId\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12>\n" +
-	"\taddresses\x18\x03 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"\x92\x01\n" +
-	"\x13ListMachinesRequest\x12F\n" +
-	"\rmachine_class\x18\x01 \x01(\v2!.machinist.driver.v1.MachineClassR\fmachineClass\x123\n" +
-	"\x06secret\x18\x02 \x01(\v2\x1b.machinist.driver.v1.SecretR\x06secret\"\xb5\x01\n" +
+	"\taddresses\x18\x03 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\"R\n" +
+	"\x13ListMachinesRequest\x12#\n" +
+	"\rmachine_class\x18\x01 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\"\xb5\x01\n" +
 	"\x14ListMachinesResponse\x12]\n" +
 	"\fmachine_list\x18\x01 \x03(\v2:.machinist.driver.v1.ListMachinesResponse.MachineListEntryR\vmachineList\x1a>\n" +
 	"\x10MachineListEntry\x12\x10\n" +
@@ -2048,23 +1972,7 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
 	"\x0fSecretReference\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace\"\x93\x03\n" +
-	"\x06Secret\x12\x1f\n" +
-	"\vapi_version\x18\x01 \x01(\tR\n" +
-	"apiVersion\x12\x12\n" +
-	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
-	"\bmetadata\x18\x03 \x01(\fR\bmetadata\x129\n" +
-	"\x04data\x18\x04 \x03(\v2%.machinist.driver.v1.Secret.DataEntryR\x04data\x12L\n" +
-	"\vstring_data\x18\x05 \x03(\v2+.machinist.driver.v1.Secret.StringDataEntryR\n" +
-	"stringData\x12\x12\n" +
-	"\x04type\x18\x06 \x01(\tR\x04type\x12#\n" +
-	"\timmutable\x18\a \x01(\bB\x05\xaa\x01\x02\b\x01R\timmutable\x1a7\n" +
-	"\tDataEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a=\n" +
-	"\x0fStringDataEntry\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\x8e\x05\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace2\x8e\x05\n" +
 	"\rDriverService\x12f\n" +
 	"\rCreateMachine\x12).machinist.driver.v1.CreateMachineRequest\x1a*.machinist.driver.v1.CreateMachineResponse\x12r\n" +
 	"\x11InitializeMachine\x12-.machinist.driver.v1.InitializeMachineRequest\x1a..machinist.driver.v1.InitializeMachineResponse\x12f\n" +
@@ -2087,7 +1995,7 @@ func file_machinist_driver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_machinist_driver_v1_driver_proto_rawDescData
 }
 
-var file_machinist_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_machinist_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_machinist_driver_v1_driver_proto_goTypes = []any{
 	(*GetInfoRequest)(nil),            // 0: machinist.driver.v1.GetInfoRequest
 	(*GetInfoResponse)(nil),           // 1: machinist.driver.v1.GetInfoResponse
@@ -2117,79 +2025,60 @@ var file_machinist_driver_v1_driver_proto_goTypes = []any{
 	(*MachineClass)(nil),              // 25: machinist.driver.v1.MachineClass
 	(*NodeTemplate)(nil),              // 26: machinist.driver.v1.NodeTemplate
 	(*SecretReference)(nil),           // 27: machinist.driver.v1.SecretReference
-	(*Secret)(nil),                    // 28: machinist.driver.v1.Secret
-	nil,                               // 29: machinist.driver.v1.ListMachinesResponse.MachineListEntry
-	nil,                               // 30: machinist.driver.v1.NodeTemplate.CapacityEntry
-	nil,                               // 31: machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
-	nil,                               // 32: machinist.driver.v1.Secret.DataEntry
-	nil,                               // 33: machinist.driver.v1.Secret.StringDataEntry
-	(*durationpb.Duration)(nil),       // 34: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 35: google.protobuf.Timestamp
+	nil,                               // 28: machinist.driver.v1.ListMachinesResponse.MachineListEntry
+	nil,                               // 29: machinist.driver.v1.NodeTemplate.CapacityEntry
+	nil,                               // 30: machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
+	(*durationpb.Duration)(nil),       // 31: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 32: google.protobuf.Timestamp
 }
 var file_machinist_driver_v1_driver_proto_depIdxs = []int32{
-	15, // 0: machinist.driver.v1.CreateMachineRequest.machine:type_name -> machinist.driver.v1.Machine
-	25, // 1: machinist.driver.v1.CreateMachineRequest.machine_class:type_name -> machinist.driver.v1.MachineClass
-	28, // 2: machinist.driver.v1.CreateMachineRequest.secret:type_name -> machinist.driver.v1.Secret
-	21, // 3: machinist.driver.v1.CreateMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	15, // 4: machinist.driver.v1.InitializeMachineRequest.machine:type_name -> machinist.driver.v1.Machine
-	25, // 5: machinist.driver.v1.InitializeMachineRequest.machine_class:type_name -> machinist.driver.v1.MachineClass
-	28, // 6: machinist.driver.v1.InitializeMachineRequest.secret:type_name -> machinist.driver.v1.Secret
-	21, // 7: machinist.driver.v1.InitializeMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	15, // 8: machinist.driver.v1.DeleteMachineRequest.machine:type_name -> machinist.driver.v1.Machine
-	25, // 9: machinist.driver.v1.DeleteMachineRequest.machine_class:type_name -> machinist.driver.v1.MachineClass
-	28, // 10: machinist.driver.v1.DeleteMachineRequest.secret:type_name -> machinist.driver.v1.Secret
-	15, // 11: machinist.driver.v1.GetMachineStatusRequest.machine:type_name -> machinist.driver.v1.Machine
-	25, // 12: machinist.driver.v1.GetMachineStatusRequest.machine_class:type_name -> machinist.driver.v1.MachineClass
-	28, // 13: machinist.driver.v1.GetMachineStatusRequest.secret:type_name -> machinist.driver.v1.Secret
-	21, // 14: machinist.driver.v1.GetMachineStatusResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	25, // 15: machinist.driver.v1.ListMachinesRequest.machine_class:type_name -> machinist.driver.v1.MachineClass
-	28, // 16: machinist.driver.v1.ListMachinesRequest.secret:type_name -> machinist.driver.v1.Secret
-	29, // 17: machinist.driver.v1.ListMachinesResponse.machine_list:type_name -> machinist.driver.v1.ListMachinesResponse.MachineListEntry
-	16, // 18: machinist.driver.v1.Machine.spec:type_name -> machinist.driver.v1.MachineSpec
-	20, // 19: machinist.driver.v1.Machine.status:type_name -> machinist.driver.v1.MachineStatus
-	17, // 20: machinist.driver.v1.MachineSpec.class:type_name -> machinist.driver.v1.ClassSpec
-	18, // 21: machinist.driver.v1.MachineSpec.node_template:type_name -> machinist.driver.v1.NodeTemplateSpec
-	19, // 22: machinist.driver.v1.MachineSpec.configuration:type_name -> machinist.driver.v1.MachineConfiguration
-	34, // 23: machinist.driver.v1.MachineConfiguration.drain_timeout:type_name -> google.protobuf.Duration
-	34, // 24: machinist.driver.v1.MachineConfiguration.health_timeout:type_name -> google.protobuf.Duration
-	34, // 25: machinist.driver.v1.MachineConfiguration.creation_timeout:type_name -> google.protobuf.Duration
-	34, // 26: machinist.driver.v1.MachineConfiguration.in_place_update_timeout:type_name -> google.protobuf.Duration
-	34, // 27: machinist.driver.v1.MachineConfiguration.preserve_timeout:type_name -> google.protobuf.Duration
-	21, // 28: machinist.driver.v1.MachineStatus.addresses:type_name -> machinist.driver.v1.NodeAddress
-	22, // 29: machinist.driver.v1.MachineStatus.conditions:type_name -> machinist.driver.v1.NodeCondition
-	23, // 30: machinist.driver.v1.MachineStatus.last_operation:type_name -> machinist.driver.v1.LastOperation
-	24, // 31: machinist.driver.v1.MachineStatus.current_status:type_name -> machinist.driver.v1.CurrentStatus
-	35, // 32: machinist.driver.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	35, // 33: machinist.driver.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	35, // 34: machinist.driver.v1.LastOperation.last_update_time:type_name -> google.protobuf.Timestamp
-	35, // 35: machinist.driver.v1.CurrentStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	35, // 36: machinist.driver.v1.CurrentStatus.preserve_expiry_time:type_name -> google.protobuf.Timestamp
-	26, // 37: machinist.driver.v1.MachineClass.node_template:type_name -> machinist.driver.v1.NodeTemplate
-	27, // 38: machinist.driver.v1.MachineClass.credentials_secret_ref:type_name -> machinist.driver.v1.SecretReference
-	27, // 39: machinist.driver.v1.MachineClass.secret_ref:type_name -> machinist.driver.v1.SecretReference
-	30, // 40: machinist.driver.v1.NodeTemplate.capacity:type_name -> machinist.driver.v1.NodeTemplate.CapacityEntry
-	31, // 41: machinist.driver.v1.NodeTemplate.virtual_capacity:type_name -> machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
-	32, // 42: machinist.driver.v1.Secret.data:type_name -> machinist.driver.v1.Secret.DataEntry
-	33, // 43: machinist.driver.v1.Secret.string_data:type_name -> machinist.driver.v1.Secret.StringDataEntry
-	3,  // 44: machinist.driver.v1.DriverService.CreateMachine:input_type -> machinist.driver.v1.CreateMachineRequest
-	5,  // 45: machinist.driver.v1.DriverService.InitializeMachine:input_type -> machinist.driver.v1.InitializeMachineRequest
-	7,  // 46: machinist.driver.v1.DriverService.DeleteMachine:input_type -> machinist.driver.v1.DeleteMachineRequest
-	9,  // 47: machinist.driver.v1.DriverService.GetMachineStatus:input_type -> machinist.driver.v1.GetMachineStatusRequest
-	11, // 48: machinist.driver.v1.DriverService.ListMachines:input_type -> machinist.driver.v1.ListMachinesRequest
-	13, // 49: machinist.driver.v1.DriverService.GetVolumeIDs:input_type -> machinist.driver.v1.GetVolumeIDsRequest
-	0,  // 50: machinist.driver.v1.IdentityService.GetInfo:input_type -> machinist.driver.v1.GetInfoRequest
-	4,  // 51: machinist.driver.v1.DriverService.CreateMachine:output_type -> machinist.driver.v1.CreateMachineResponse
-	6,  // 52: machinist.driver.v1.DriverService.InitializeMachine:output_type -> machinist.driver.v1.InitializeMachineResponse
-	8,  // 53: machinist.driver.v1.DriverService.DeleteMachine:output_type -> machinist.driver.v1.DeleteMachineResponse
-	10, // 54: machinist.driver.v1.DriverService.GetMachineStatus:output_type -> machinist.driver.v1.GetMachineStatusResponse
-	12, // 55: machinist.driver.v1.DriverService.ListMachines:output_type -> machinist.driver.v1.ListMachinesResponse
-	14, // 56: machinist.driver.v1.DriverService.GetVolumeIDs:output_type -> machinist.driver.v1.GetVolumeIDsResponse
-	1,  // 57: machinist.driver.v1.IdentityService.GetInfo:output_type -> machinist.driver.v1.GetInfoResponse
-	51, // [51:58] is the sub-list for method output_type
-	44, // [44:51] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	21, // 0: machinist.driver.v1.CreateMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	21, // 1: machinist.driver.v1.InitializeMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	21, // 2: machinist.driver.v1.GetMachineStatusResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	28, // 3: machinist.driver.v1.ListMachinesResponse.machine_list:type_name -> machinist.driver.v1.ListMachinesResponse.MachineListEntry
+	16, // 4: machinist.driver.v1.Machine.spec:type_name -> machinist.driver.v1.MachineSpec
+	20, // 5: machinist.driver.v1.Machine.status:type_name -> machinist.driver.v1.MachineStatus
+	17, // 6: machinist.driver.v1.MachineSpec.class:type_name -> machinist.driver.v1.ClassSpec
+	18, // 7: machinist.driver.v1.MachineSpec.node_template:type_name -> machinist.driver.v1.NodeTemplateSpec
+	19, // 8: machinist.driver.v1.MachineSpec.configuration:type_name -> machinist.driver.v1.MachineConfiguration
+	31, // 9: machinist.driver.v1.MachineConfiguration.drain_timeout:type_name -> google.protobuf.Duration
+	31, // 10: machinist.driver.v1.MachineConfiguration.health_timeout:type_name -> google.protobuf.Duration
+	31, // 11: machinist.driver.v1.MachineConfiguration.creation_timeout:type_name -> google.protobuf.Duration
+	31, // 12: machinist.driver.v1.MachineConfiguration.in_place_update_timeout:type_name -> google.protobuf.Duration
+	31, // 13: machinist.driver.v1.MachineConfiguration.preserve_timeout:type_name -> google.protobuf.Duration
+	21, // 14: machinist.driver.v1.MachineStatus.addresses:type_name -> machinist.driver.v1.NodeAddress
+	22, // 15: machinist.driver.v1.MachineStatus.conditions:type_name -> machinist.driver.v1.NodeCondition
+	23, // 16: machinist.driver.v1.MachineStatus.last_operation:type_name -> machinist.driver.v1.LastOperation
+	24, // 17: machinist.driver.v1.MachineStatus.current_status:type_name -> machinist.driver.v1.CurrentStatus
+	32, // 18: machinist.driver.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	32, // 19: machinist.driver.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	32, // 20: machinist.driver.v1.LastOperation.last_update_time:type_name -> google.protobuf.Timestamp
+	32, // 21: machinist.driver.v1.CurrentStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	32, // 22: machinist.driver.v1.CurrentStatus.preserve_expiry_time:type_name -> google.protobuf.Timestamp
+	26, // 23: machinist.driver.v1.MachineClass.node_template:type_name -> machinist.driver.v1.NodeTemplate
+	27, // 24: machinist.driver.v1.MachineClass.credentials_secret_ref:type_name -> machinist.driver.v1.SecretReference
+	27, // 25: machinist.driver.v1.MachineClass.secret_ref:type_name -> machinist.driver.v1.SecretReference
+	29, // 26: machinist.driver.v1.NodeTemplate.capacity:type_name -> machinist.driver.v1.NodeTemplate.CapacityEntry
+	30, // 27: machinist.driver.v1.NodeTemplate.virtual_capacity:type_name -> machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
+	3,  // 28: machinist.driver.v1.DriverService.CreateMachine:input_type -> machinist.driver.v1.CreateMachineRequest
+	5,  // 29: machinist.driver.v1.DriverService.InitializeMachine:input_type -> machinist.driver.v1.InitializeMachineRequest
+	7,  // 30: machinist.driver.v1.DriverService.DeleteMachine:input_type -> machinist.driver.v1.DeleteMachineRequest
+	9,  // 31: machinist.driver.v1.DriverService.GetMachineStatus:input_type -> machinist.driver.v1.GetMachineStatusRequest
+	11, // 32: machinist.driver.v1.DriverService.ListMachines:input_type -> machinist.driver.v1.ListMachinesRequest
+	13, // 33: machinist.driver.v1.DriverService.GetVolumeIDs:input_type -> machinist.driver.v1.GetVolumeIDsRequest
+	0,  // 34: machinist.driver.v1.IdentityService.GetInfo:input_type -> machinist.driver.v1.GetInfoRequest
+	4,  // 35: machinist.driver.v1.DriverService.CreateMachine:output_type -> machinist.driver.v1.CreateMachineResponse
+	6,  // 36: machinist.driver.v1.DriverService.InitializeMachine:output_type -> machinist.driver.v1.InitializeMachineResponse
+	8,  // 37: machinist.driver.v1.DriverService.DeleteMachine:output_type -> machinist.driver.v1.DeleteMachineResponse
+	10, // 38: machinist.driver.v1.DriverService.GetMachineStatus:output_type -> machinist.driver.v1.GetMachineStatusResponse
+	12, // 39: machinist.driver.v1.DriverService.ListMachines:output_type -> machinist.driver.v1.ListMachinesResponse
+	14, // 40: machinist.driver.v1.DriverService.GetVolumeIDs:output_type -> machinist.driver.v1.GetVolumeIDsResponse
+	1,  // 41: machinist.driver.v1.IdentityService.GetInfo:output_type -> machinist.driver.v1.GetInfoResponse
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_machinist_driver_v1_driver_proto_init() }
@@ -2203,7 +2092,7 @@ func file_machinist_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinist_driver_v1_driver_proto_rawDesc), len(file_machinist_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -2,11 +2,15 @@
 // controller dials a driver server ("dial-out"). The same messages travel inside the dial-in
 // stream (machinist.dialin.v1).
 //
-// Objects travel typed down to the Kubernetes types that have a protobuf encoding of their own:
-// those (ObjectMeta, NodeSpec) are fields of type bytes holding the Kubernetes protobuf encoding
-// (the schema in k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto and
-// k8s.io/api/core/v1/generated.proto), which is what the API server stores in etcd. A driver
-// therefore receives objects that are semantically deep-equal to what the controller sent.
+// Objects travel as bytes fields holding their encoding. Kubernetes types that have a protobuf
+// encoding of their own (Secret, and inside the messages below ObjectMeta, NodeSpec; for
+// GetVolumeIDs PersistentVolumeSpec) use it: the schemas are k8s.io/api/core/v1/generated.proto
+// and k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto, and it is what the API server stores
+// in etcd. Machine and MachineClass, which have none, are the messages defined below, encoded.
+// Bytes rather than message fields let each side encode and decode objects directly (no
+// intermediate message tree) and let a server recognise a class it has seen and reuse its
+// decoding (every machine of a class sends the same bytes). A driver receives objects that are
+// semantically deep-equal to what the controller sent.
 //
 // Errors: every failed call returns a gRPC status whose code is the machine code (0-16 are the
 // gRPC codes) and whose details hold an ErrorInfo with the machine code itself; Uninitialized
