@@ -3,8 +3,8 @@ package grpcbridge_test
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"math/rand"
+	"strings"
 	"sync"
 	"testing"
 
