@@ -540,3 +540,55 @@ func TestConditions(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptionAndRelease: a machine nobody controls that matches a set's selector is adopted
+// and counts towards the set's replicas; a machine whose labels stop matching is released and
+// replaced.
+func TestAdoptionAndRelease(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
+	orphan := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: e.ns, Labels: map[string]string{"set": "s"}},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}},
+	}
+	e.create(orphan)
+	e.startControllers()
+	ms := &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: e.ns},
+		Spec: v1alpha1.MachineSetSpec{
+			Replicas: 2,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"set": "s"}},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"set": "s"}},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}},
+			},
+		},
+	}
+	e.create(ms)
+	e.eventually(20*time.Second, "the orphan adopted and one machine added", func() (bool, string) {
+		all := e.machines()
+		owned := 0
+		for _, m := range all {
+			if ref := metav1.GetControllerOf(&m); ref != nil && ref.Name == "s" {
+				owned++
+			}
+		}
+		return len(all) == 2 && owned == 2, fmt.Sprintf("%d machines, %d owned", len(all), owned)
+	})
+	update(e, orphan, func(m *v1alpha1.Machine) { m.Labels["set"] = "elsewhere" })
+	e.eventually(20*time.Second, "the relabelled machine released and replaced", func() (bool, string) {
+		all := e.machines()
+		owned := 0
+		var released bool
+		for _, m := range all {
+			ref := metav1.GetControllerOf(&m)
+			if ref != nil && ref.Name == "s" {
+				owned++
+			}
+			if m.Name == "orphan" && ref == nil {
+				released = true
+			}
+		}
+		return len(all) == 3 && owned == 2 && released, fmt.Sprintf("%d machines, %d owned, orphan released %v", len(all), owned, released)
+	})
+}
