@@ -215,6 +215,10 @@ func (r *reconciler) stepGetVMStatus(ctx context.Context, m *v1alpha1.Machine, s
 		nodeName = nodes.Items[0].Name
 	} else {
 		class, err := r.machineClass(ctx, m)
+		var ce *errClass
+		if errors.As(err, &ce) {
+			return stepDrain, reconcile.Result{}, nil // the VM deletion step deals with it
+		}
 		if err != nil {
 			return r.stepFailed(ctx, m, s, err, driver.OK)
 		}
@@ -451,7 +455,17 @@ func (r *reconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Mach
 // disks) are cleaned up. NotFound counts as done.
 func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	class, err := r.machineClass(ctx, m)
+	var ce *errClass
+	if errors.As(err, &ce) && m.Spec.ProviderID == "" {
+		// No class (a typo, or never created): no driver was ever called for this machine, since
+		// a class keeps its finalizer while machines use it, so there is no VM to delete.
+		r.event(m, corev1.EventTypeNormal, "NoVM", "Delete", "No VM to delete: "+ce.msg)
+		return r.afterVMDeletion()
+	}
 	if err != nil {
+		if errors.As(err, &ce) {
+			err = fmt.Errorf("%s; the VM %s cannot be deleted without it: recreate the class, or delete the VM yourself and remove the finalizer %s", ce.msg, m.Spec.ProviderID, v1alpha1.FinalizerMachineControllerManager)
+		}
 		return r.stepFailed(ctx, m, s, err, driver.OK)
 	}
 	drv, err := r.driverFor(class)
@@ -473,6 +487,10 @@ func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s 
 	}
 	r.backoff.forget(r.key(m))
 	r.event(m, corev1.EventTypeNormal, "VMDeleted", "Delete", "Deleted VM "+m.Spec.ProviderID)
+	return r.afterVMDeletion()
+}
+
+func (r *reconciler) afterVMDeletion() (step, reconcile.Result, error) {
 	if r.target == nil {
 		return stepFinalizerRemoval, reconcile.Result{}, nil
 	}

@@ -146,3 +146,17 @@ func eventNotes(t *testing.T, e *ctrltest.Env, name, reason string) []string {
 	}
 	return out
 }
+
+// TestMachineWithoutClassDeletes: a machine whose class never existed is not stuck in deletion.
+func TestMachineWithoutClassDeletes(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	e.StartControllers(ctrltest.FastOptions(), true, nil)
+	name := e.Name("typo")
+	e.Machine(name, "no-such-class")
+	m := e.WaitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second)
+	if !strings.Contains(m.Status.LastOperation.Description, "MachineClass "+e.NS+"/no-such-class not found") {
+		t.Fatalf("class problem: %s", ctrltest.Describe(m))
+	}
+	e.DeleteMachine(name)
+	e.WaitGone(name, 30*time.Second)
+}

@@ -22,7 +22,9 @@ const (
 	DefaultAPIServerStatusCheckTimeout = 30 * time.Second
 )
 
-// Options configure the safety controller. A zero field takes its default (see DefaultOptions).
+// Options configure the safety controller. Start from DefaultOptions: a zero period, timeout or
+// cap takes its default, but zero is a meaningful value for OrphanGracePeriod (delete orphans at
+// the first pass after they are found), SafetyUp and SafetyDown.
 type Options struct {
 	// Namespace of the Machine* objects in the control cluster (--namespace).
 	Namespace string
