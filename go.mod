@@ -13,6 +13,7 @@ require (
 	github.com/gophercloud/gophercloud/v2 v2.15.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/urfave/cli/v2 v2.27.7
+	go.uber.org/goleak v1.3.0
 	google.golang.org/grpc v1.81.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/api v0.36.3
