@@ -61,7 +61,7 @@ type index struct {
 	byProviderID map[string]key
 	byNodeName   map[string][]key
 	byName       map[string][]key
-	machinesOf   map[key]map[key]struct{} // MachineSet -> its machines
+	machinesOf   map[key]map[key]*v1alpha1.Machine // MachineSet -> its machines
 	sets         map[key]*v1alpha1.MachineSet
 	setsOf       map[key]map[key]struct{} // MachineDeployment -> its MachineSets
 	mds          map[key]*v1alpha1.MachineDeployment
@@ -75,7 +75,7 @@ func newIndex(log *slog.Logger, now func() time.Time, flags []FlagGroup) *index 
 		log: log, now: now, flags: map[key]Bounds{},
 		machines: map[key]*v1alpha1.Machine{}, byProviderID: map[string]key{},
 		byNodeName: map[string][]key{}, byName: map[string][]key{},
-		machinesOf: map[key]map[key]struct{}{}, sets: map[key]*v1alpha1.MachineSet{},
+		machinesOf: map[key]map[key]*v1alpha1.Machine{}, sets: map[key]*v1alpha1.MachineSet{},
 		setsOf: map[key]map[key]struct{}{}, mds: map[key]*v1alpha1.MachineDeployment{},
 		classes: map[key]*v1alpha1.MachineClass{}, groups: map[string]*group{},
 		tombstones: map[string]tombstone{},
@@ -116,16 +116,16 @@ func ownerName(o metav1.Object, kind string) (string, bool) {
 	return found, found != ""
 }
 
-func addTo(m map[key]map[key]struct{}, owner, k key) {
+func addTo[V any](m map[key]map[key]V, owner, k key, v V) {
 	set := m[owner]
 	if set == nil {
-		set = map[key]struct{}{}
+		set = map[key]V{}
 		m[owner] = set
 	}
-	set[k] = struct{}{}
+	set[k] = v
 }
 
-func removeFrom(m map[key]map[key]struct{}, owner, k key) {
+func removeFrom[V any](m map[key]map[key]V, owner, k key) {
 	if set := m[owner]; set != nil {
 		delete(set, k)
 		if len(set) == 0 {
@@ -173,7 +173,7 @@ func (ix *index) putMachine(m *v1alpha1.Machine) {
 	appendKey(ix.byNodeName, m.Labels[v1alpha1.LabelNode], k)
 	appendKey(ix.byName, m.Name, k)
 	if set, ok := ownerName(m, "MachineSet"); ok {
-		addTo(ix.machinesOf, key{Namespace: m.Namespace, Name: set}, k)
+		addTo(ix.machinesOf, key{Namespace: m.Namespace, Name: set}, k, m)
 	}
 }
 
@@ -223,7 +223,7 @@ func (ix *index) putSet(s *v1alpha1.MachineSet) {
 	}
 	ix.sets[k] = s
 	if md, ok := ownerName(s, "MachineDeployment"); ok {
-		addTo(ix.setsOf, key{Namespace: s.Namespace, Name: md}, k)
+		addTo(ix.setsOf, key{Namespace: s.Namespace, Name: md}, k, struct{}{})
 	}
 }
 
@@ -358,17 +358,23 @@ func (ix *index) machineForNodeLocked(n autoscaler.Node) *v1alpha1.Machine {
 	return nil
 }
 
-// machinesOfLocked returns the machines of a group's MachineDeployment, through its MachineSets.
-func (ix *index) machinesOfLocked(g *group) []*v1alpha1.Machine {
-	var out []*v1alpha1.Machine
+// eachMachineLocked calls f for every machine of a group's MachineDeployment, through its
+// MachineSets, in no particular order.
+func (ix *index) eachMachineLocked(g *group, f func(*v1alpha1.Machine)) {
 	for set := range ix.setsOf[g.md] {
-		for mk := range ix.machinesOf[set] {
-			if m := ix.machines[mk]; m != nil {
-				out = append(out, m)
-			}
+		for _, m := range ix.machinesOf[set] {
+			f(m)
 		}
 	}
-	return out
+}
+
+// countMachinesLocked returns how many machines a group has.
+func (ix *index) countMachinesLocked(g *group) int {
+	n := 0
+	for set := range ix.setsOf[g.md] {
+		n += len(ix.machinesOf[set])
+	}
+	return n
 }
 
 func (ix *index) sweepTombstones() {

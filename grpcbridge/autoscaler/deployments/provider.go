@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -412,14 +411,11 @@ func (p *Provider) registered(g *group, marked map[string]string) int {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	n := 0
-	for _, m := range p.ix.machinesOfLocked(g) {
-		if _, ok := marked[m.Name]; ok || m.DeletionTimestamp != nil {
-			continue
-		}
-		if isRegistered(m) {
+	p.ix.eachMachineLocked(g, func(m *v1alpha1.Machine) {
+		if _, ok := marked[m.Name]; !ok && m.DeletionTimestamp == nil && isRegistered(m) {
 			n++
 		}
-	}
+	})
 	return n
 }
 
@@ -436,7 +432,7 @@ func isRegistered(m *v1alpha1.Machine) bool {
 	return len(m.Status.Conditions) > 0
 }
 
-// Nodes lists every machine of the group as an instance.
+// Nodes lists every machine of the group as an instance, in no particular order.
 func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
@@ -444,16 +440,16 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 	if err != nil {
 		return nil, err
 	}
-	machines := p.ix.machinesOfLocked(g)
-	out := make([]autoscaler.Instance, 0, len(machines))
-	for _, m := range machines {
+	// Unsorted: CA matches instances by id, and sorting 1000 ids with long common prefixes
+	// would cost a third of the call.
+	out := make([]autoscaler.Instance, 0, p.ix.countMachinesLocked(g))
+	p.ix.eachMachineLocked(g, func(m *v1alpha1.Machine) {
 		in := Instance(m)
 		if _, marked := g.marked[m.Name]; marked && in.State != autoscaler.StateDeleting {
 			in.State, in.Error = autoscaler.StateDeleting, nil
 		}
 		out = append(out, in)
-	}
-	slices.SortFunc(out, func(a, b autoscaler.Instance) int { return strings.Compare(a.ID, b.ID) })
+	})
 	return out, nil
 }
 
