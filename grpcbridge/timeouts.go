@@ -35,3 +35,12 @@ func bound(ctx context.Context, d time.Duration) (context.Context, context.Cance
 	}
 	return context.WithTimeout(ctx, d)
 }
+
+// Bound applies the mutating or reading bound to ctx when ctx has no deadline.
+func (t Timeouts) Bound(ctx context.Context, mutating bool) (context.Context, context.CancelFunc) {
+	t = t.orDefault()
+	if mutating {
+		return bound(ctx, t.Mutating)
+	}
+	return bound(ctx, t.Reading)
+}
