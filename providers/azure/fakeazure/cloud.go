@@ -98,6 +98,7 @@ type Cloud struct {
 	skuOff     map[string]bool                            // "location/size/zone" ("" zone = whole location)
 	allocFail  []string                                   // codes for the next VM creations' LROs
 	lroPolls   int
+	opPolls    map[string]int // per-operation override of lroPolls
 	pageSize   int
 	faults     []*faultState
 	requests   []Request
@@ -139,6 +140,7 @@ func New() *Cloud {
 		quota:          map[string]int{},
 		skuOff:         map[string]bool{},
 		lroPolls:       2,
+		opPolls:        map[string]int{},
 		pageSize:       2,
 		lros:           map[string]*lro{},
 		pending:        map[string]pendingPoller{},
@@ -295,6 +297,22 @@ func (c *Cloud) SetLROPolls(n int) {
 	c.lroPolls = n
 }
 
+// SetLROPollsFor sets the in-progress answers of one operation's LROs (OpCreateVM, ...),
+// overriding SetLROPolls for it.
+func (c *Cloud) SetLROPollsFor(op string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opPolls[op] = n
+}
+
+// polls is the number of in-progress answers of op's LROs. Callers hold c.mu.
+func (c *Cloud) polls(op string) int {
+	if n, ok := c.opPolls[op]; ok {
+		return n
+	}
+	return c.lroPolls
+}
+
 // SetPageSize sets how many items a list page holds.
 func (c *Cloud) SetPageSize(n int) {
 	c.mu.Lock()
@@ -444,7 +462,9 @@ func (c *Cloud) resourceID(rg, typ, name string) string {
 
 func key(rg, name string) string { return strings.ToLower(rg + "/" + name) }
 
-func subnetKey(rg, vnet, subnet string) string { return strings.ToLower(rg + "/" + vnet + "/" + subnet) }
+func subnetKey(rg, vnet, subnet string) string {
+	return strings.ToLower(rg + "/" + vnet + "/" + subnet)
+}
 
 func imageKey(location, publisher, offer, sku, version string) string {
 	return strings.ToLower(strings.Join([]string{location, publisher, offer, sku, version}, "/"))

@@ -114,7 +114,7 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 	if limit := c.quota[strings.ToLower(location)]; limit > 0 {
 		used := 0
 		for _, vm := range c.vms {
-			if strings.EqualFold(deref(vm.Location), location) {
+			if strings.EqualFold(deref(vm.Location), location) && vm.Properties.HardwareProfile != nil {
 				used += coresOf(string(deref(vm.Properties.HardwareProfile.VMSize)))
 			}
 		}
@@ -193,7 +193,7 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 		vm.Properties.ProvisioningState = ptr(StateSucceeded)
 		return renderVM(vm), nil
 	})
-	return lroResponder(c.lroPolls, http.StatusCreated, http.StatusOK, armcompute.VirtualMachinesClientCreateOrUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
+	return lroResponder(c.polls(OpCreateVM), http.StatusCreated, http.StatusOK, armcompute.VirtualMachinesClientCreateOrUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
 }
 
 // validateVM checks a new VM the way Microsoft.Compute does before accepting it. Callers hold
@@ -335,7 +335,7 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 		vm.Tags = in.Tags
 	}
 	if p := in.Properties; p != nil {
-		if p.NetworkProfile != nil {
+		if p.NetworkProfile != nil && vm.Properties.NetworkProfile != nil {
 			for _, upd := range p.NetworkProfile.NetworkInterfaces {
 				for _, ref := range vm.Properties.NetworkProfile.NetworkInterfaces {
 					if strings.EqualFold(deref(ref.ID), deref(upd.ID)) && upd.Properties != nil && upd.Properties.DeleteOption != nil {
@@ -347,8 +347,8 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 				}
 			}
 		}
-		if sp := p.StorageProfile; sp != nil {
-			if sp.OSDisk != nil && sp.OSDisk.DeleteOption != nil {
+		if sp := p.StorageProfile; sp != nil && vm.Properties.StorageProfile != nil {
+			if sp.OSDisk != nil && sp.OSDisk.DeleteOption != nil && vm.Properties.StorageProfile.OSDisk != nil {
 				vm.Properties.StorageProfile.OSDisk.DeleteOption = sp.OSDisk.DeleteOption
 			}
 			for _, upd := range sp.DataDisks {
@@ -377,7 +377,7 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 		}
 		return renderVM(vm), nil
 	})
-	return lroResponder(c.lroPolls, http.StatusOK, http.StatusOK, armcompute.VirtualMachinesClientUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
+	return lroResponder(c.polls(OpUpdateVM), http.StatusOK, http.StatusOK, armcompute.VirtualMachinesClientUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
 }
 
 func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.VirtualMachinesClientBeginDeleteOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientDeleteResponse], errResp azfake.ErrorResponder) {
@@ -401,7 +401,11 @@ func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.Virtu
 		}
 		delete(c.vms, k)
 		// Cascade: resources with deleteOption Delete go with the VM, the rest are detached.
-		for _, ref := range vm.Properties.NetworkProfile.NetworkInterfaces {
+		var refs []*armcompute.NetworkInterfaceReference
+		if vm.Properties.NetworkProfile != nil {
+			refs = vm.Properties.NetworkProfile.NetworkInterfaces
+		}
+		for _, ref := range refs {
 			nk := key(rg, lastSegment(deref(ref.ID)))
 			nic := c.nics[nk]
 			if nic == nil {
@@ -413,14 +417,17 @@ func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.Virtu
 				nic.Properties.VirtualMachine = nil
 			}
 		}
-		sp := vm.Properties.StorageProfile
-		c.releaseDisk(rg, sp.OSDisk.ManagedDisk, sp.OSDisk.DeleteOption)
-		for _, dd := range sp.DataDisks {
-			c.releaseDisk(rg, dd.ManagedDisk, dd.DeleteOption)
+		if sp := vm.Properties.StorageProfile; sp != nil {
+			if sp.OSDisk != nil {
+				c.releaseDisk(rg, sp.OSDisk.ManagedDisk, sp.OSDisk.DeleteOption)
+			}
+			for _, dd := range sp.DataDisks {
+				c.releaseDisk(rg, dd.ManagedDisk, dd.DeleteOption)
+			}
 		}
 		return nil, nil
 	})
-	return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armcompute.VirtualMachinesClientDeleteResponse{}), errResp
+	return lroResponder(c.polls(OpDeleteVM), http.StatusAccepted, http.StatusOK, armcompute.VirtualMachinesClientDeleteResponse{}), errResp
 }
 
 // releaseDisk deletes or detaches a disk of a deleted VM. Callers hold c.mu.
@@ -527,7 +534,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 				d.Properties.ProvisioningState = ptr(StateSucceeded)
 				return clone(d), nil
 			})
-			return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armcompute.DisksClientCreateOrUpdateResponse{Disk: *clone(d)}), errResp
+			return lroResponder(c.polls(OpCreateDisk), http.StatusAccepted, http.StatusOK, armcompute.DisksClientCreateOrUpdateResponse{Disk: *clone(d)}), errResp
 		},
 		Get: func(_ context.Context, rg, name string, _ *armcompute.DisksClientGetOptions) (resp azfake.Responder[armcompute.DisksClientGetResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
@@ -564,7 +571,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 				}
 				return nil, nil
 			})
-			return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armcompute.DisksClientUpdateResponse{Disk: *clone(d)}), errResp
+			return lroResponder(c.polls(OpUpdateDisk), http.StatusAccepted, http.StatusOK, armcompute.DisksClientUpdateResponse{Disk: *clone(d)}), errResp
 		},
 		BeginDelete: func(_ context.Context, rg, name string, _ *armcompute.DisksClientBeginDeleteOptions) (resp azfake.PollerResponder[armcompute.DisksClientDeleteResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
@@ -587,7 +594,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 				delete(c.disks, k)
 				return nil, nil
 			})
-			return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armcompute.DisksClientDeleteResponse{}), errResp
+			return lroResponder(c.polls(OpDeleteDisk), http.StatusAccepted, http.StatusOK, armcompute.DisksClientDeleteResponse{}), errResp
 		},
 		NewListByResourceGroupPager: func(rg string, _ *armcompute.DisksClientListByResourceGroupOptions) (resp azfake.PagerResponder[armcompute.DisksClientListByResourceGroupResponse]) {
 			c.mu.Lock()

@@ -54,7 +54,7 @@ func (c *Cloud) interfacesServer() networkfake.InterfacesServer {
 				delete(c.nics, k)
 				return nil, nil
 			})
-			return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armnetwork.InterfacesClientDeleteResponse{}), errResp
+			return lroResponder(c.polls(OpDeleteNIC), http.StatusAccepted, http.StatusOK, armnetwork.InterfacesClientDeleteResponse{}), errResp
 		},
 		NewListPager: func(rg string, _ *armnetwork.InterfacesClientListOptions) (resp azfake.PagerResponder[armnetwork.InterfacesClientListResponse]) {
 			c.mu.Lock()
@@ -136,7 +136,7 @@ func (c *Cloud) createNIC(_ context.Context, rg, name string, in armnetwork.Inte
 		nic.Properties.ProvisioningState = &st
 		return clone(nic), nil
 	})
-	return lroResponder(c.lroPolls, http.StatusCreated, http.StatusOK, armnetwork.InterfacesClientCreateOrUpdateResponse{Interface: *clone(nic)}), errResp
+	return lroResponder(c.polls(OpCreateNIC), http.StatusCreated, http.StatusOK, armnetwork.InterfacesClientCreateOrUpdateResponse{Interface: *clone(nic)}), errResp
 }
 
 // allocateIP hands out the next address of a subnet; Azure reserves the first four. Callers hold

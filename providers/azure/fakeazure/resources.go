@@ -164,7 +164,7 @@ func (c *Cloud) resourceGroupsServer() resourcesfake.ResourceGroupsServer {
 				return resp, fail(errResourceGroupNotFound(name))
 			}
 			c.deleteGroupLocked(name)
-			return lroResponder(c.lroPolls, http.StatusAccepted, http.StatusOK, armresources.ResourceGroupsClientDeleteResponse{}), errResp
+			return lroResponder(c.polls(OpDeleteGroup), http.StatusAccepted, http.StatusOK, armresources.ResourceGroupsClientDeleteResponse{}), errResp
 		},
 	}
 }

@@ -92,6 +92,10 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 
 	var resp *http.Response
 	var err error
+	// Like net/http, a request whose context is already done is not sent.
+	if err := req.Context().Err(); err != nil {
+		return nil, err
+	}
 	switch req.URL.Host {
 	case LoginHost:
 		resp, rec.Op = c.serveLogin(req)
@@ -144,8 +148,12 @@ func (t *Transport) serveARM(req *http.Request, rec Request) (*http.Response, er
 	return resp, nil
 }
 
-// route hands a request to the SDK fake server of its client.
+// route hands a request to the SDK fake server of its client. The fake servers see a context
+// that is never cancelled: their dispatchers race a send against a closed channel when the
+// request's context ends mid-dispatch (a panic). The answer is instantaneous, and Do has checked
+// the context before.
 func (t *Transport) route(req *http.Request, op string) (*http.Response, error) {
+	req = req.WithContext(context.WithoutCancel(req.Context()))
 	client, _, _ := strings.Cut(op, ".")
 	switch client {
 	case "VirtualMachinesClient", "DisksClient", "VirtualMachineImagesClient":

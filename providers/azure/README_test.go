@@ -1,0 +1,100 @@
+package azure
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
+
+// TestREADMESampleDecodes decodes the README's sample MachineClass and Secret with the driver's
+// own decoding and validation.
+func TestREADMESampleDecodes(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for _, m := range yamlBlock.FindAllSubmatch(readme, -1) {
+		docs = append(docs, m[1])
+	}
+	checkSample(t, docs)
+}
+
+// TestKubernetesSamplesDecode does the same for kubernetes/samples/azure.
+func TestKubernetesSamplesDecode(t *testing.T) {
+	var docs [][]byte
+	for _, f := range []string{"machineclass.yaml", "secret.yaml", "machinedeployment.yaml"} {
+		raw, err := os.ReadFile("../../kubernetes/samples/azure/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+			docs = append(docs, doc)
+		}
+	}
+	checkSample(t, docs)
+}
+
+func checkSample(t *testing.T, docs [][]byte) {
+	t.Helper()
+	var class *v1alpha1.MachineClass
+	merged := &corev1.Secret{Data: map[string][]byte{}}
+	secrets := 0
+	for _, doc := range docs {
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatalf("sample is not YAML: %v\n%s", err, doc)
+		}
+		switch meta.Kind {
+		case "MachineClass":
+			class = &v1alpha1.MachineClass{}
+			if err := yaml.UnmarshalStrict(doc, class); err != nil {
+				t.Fatalf("MachineClass: %v", err)
+			}
+		case "Secret":
+			var s corev1.Secret
+			if err := yaml.UnmarshalStrict(doc, &s); err != nil {
+				t.Fatalf("Secret: %v", err)
+			}
+			secrets++
+			for k, v := range s.StringData {
+				merged.Data[k] = []byte(v)
+			}
+		case "MachineDeployment":
+			var md v1alpha1.MachineDeployment
+			if err := yaml.UnmarshalStrict(doc, &md); err != nil {
+				t.Fatalf("MachineDeployment: %v", err)
+			}
+			if class != nil && md.Spec.Template.Spec.Class.Name != class.Name {
+				t.Errorf("MachineDeployment uses class %q, the sample class is %q", md.Spec.Template.Spec.Class.Name, class.Name)
+			}
+		}
+	}
+	if class == nil || secrets == 0 {
+		t.Fatalf("sample lacks a MachineClass or a Secret")
+	}
+	spec, err := decodeSpec(class)
+	if err != nil {
+		t.Fatalf("sample MachineClass: %v", err)
+	}
+	if spec.clusterTag() == "" || !strings.HasPrefix(deref(spec.Properties.StorageProfile.ImageReference.URN), "sap:") {
+		t.Errorf("decoded spec = %+v", spec)
+	}
+	if _, err := credentialsFrom(merged); err != nil {
+		t.Fatalf("sample Secret: %v", err)
+	}
+	if _, err := userDataFrom(merged); err != nil {
+		t.Fatalf("sample Secret: %v", err)
+	}
+}

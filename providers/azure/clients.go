@@ -1,0 +1,149 @@
+package azure
+
+import (
+	"container/list"
+	"fmt"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
+
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// clientSet holds the ARM clients of one credential set. The clients share one credential, so
+// its token cache is reused across calls.
+type clientSet struct {
+	vms       *armcompute.VirtualMachinesClient
+	disks     *armcompute.DisksClient
+	images    *armcompute.VirtualMachineImagesClient
+	nics      *armnetwork.InterfacesClient
+	subnets   *armnetwork.SubnetsClient
+	resources *armresources.Client
+}
+
+// clientCache keeps the client sets of the most recently used credential sets, keyed by a hash
+// of the credentials (so rotated secrets get fresh clients and old ones age out).
+type clientCache struct {
+	mu      sync.Mutex
+	max     int
+	entries map[string]*list.Element
+	order   *list.List // front = most recently used
+}
+
+type cacheEntry struct {
+	key string
+	set *clientSet
+}
+
+func newClientCache(max int) *clientCache {
+	return &clientCache{max: max, entries: map[string]*list.Element{}, order: list.New()}
+}
+
+func (c *clientCache) get(key string, build func() (*clientSet, error)) (*clientSet, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[key]; ok {
+		c.order.MoveToFront(el)
+		return el.Value.(*cacheEntry).set, nil
+	}
+	set, err := build()
+	if err != nil {
+		return nil, err
+	}
+	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, set: set})
+	for c.order.Len() > c.max {
+		old := c.order.Back()
+		c.order.Remove(old)
+		delete(c.entries, old.Value.(*cacheEntry).key)
+	}
+	return set, nil
+}
+
+func (c *clientCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// cloudConfig resolves the cloud of a spec; Options.Cloud overrides it.
+func (d *Driver) cloudConfig(spec *ProviderSpec) (cloud.Configuration, string) {
+	if d.opts.Cloud != nil {
+		return *d.opts.Cloud, "custom"
+	}
+	name := CloudAzurePublic
+	if spec.CloudConfiguration != nil && spec.CloudConfiguration.Name != "" {
+		name = spec.CloudConfiguration.Name
+	}
+	switch name {
+	case CloudAzureChina:
+		return cloud.AzureChina, name
+	case CloudAzureGovernment:
+		return cloud.AzureGovernment, name
+	}
+	return cloud.AzurePublic, CloudAzurePublic
+}
+
+// clients returns the client set of a credential set, building it on first use.
+func (d *Driver) clients(creds credentials, spec *ProviderSpec) (*clientSet, error) {
+	cfg, cloudName := d.cloudConfig(spec)
+	return d.cache.get(creds.hash(cloudName), func() (*clientSet, error) {
+		set, err := d.newClientSet(creds, cfg)
+		if err != nil {
+			return nil, driver.Wrap(driver.InvalidArgument, err, "azure: set up the Azure clients")
+		}
+		return set, nil
+	})
+}
+
+func (d *Driver) newClientSet(creds credentials, cfg cloud.Configuration) (*clientSet, error) {
+	opts := policy.ClientOptions{
+		Cloud:     cfg,
+		Transport: d.opts.Transport,
+		Retry:     d.opts.Retry,
+		Telemetry: policy.TelemetryOptions{ApplicationID: "machinist"},
+		// Instance discovery only knows Microsoft's clouds; a custom cloud has to skip it.
+	}
+	customCloud := d.opts.Cloud != nil
+	var cred azcore.TokenCredential
+	var err error
+	if creds.clientSecret != "" {
+		cred, err = azidentity.NewClientSecretCredential(creds.tenantID, creds.clientID, creds.clientSecret,
+			&azidentity.ClientSecretCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: customCloud})
+	} else {
+		cred, err = azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
+			ClientOptions: opts, ClientID: creds.clientID, TenantID: creds.tenantID, TokenFilePath: creds.tokenFile,
+			DisableInstanceDiscovery: customCloud,
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("credential for client %s in tenant %s: %w", creds.clientID, creds.tenantID, err)
+	}
+	armOpts := &arm.ClientOptions{ClientOptions: opts}
+	factory, err := armcompute.NewClientFactory(creds.subscriptionID, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	network, err := armnetwork.NewClientFactory(creds.subscriptionID, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := armresources.NewClient(creds.subscriptionID, cred, armOpts)
+	if err != nil {
+		return nil, err
+	}
+	return &clientSet{
+		vms:       factory.NewVirtualMachinesClient(),
+		disks:     factory.NewDisksClient(),
+		images:    factory.NewVirtualMachineImagesClient(),
+		nics:      network.NewInterfacesClient(),
+		subnets:   network.NewSubnetsClient(),
+		resources: resources,
+	}, nil
+}

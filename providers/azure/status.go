@@ -1,0 +1,104 @@
+package azure
+
+import (
+	"context"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// GetMachineStatus reports the machine's VM; NotFound when there is none.
+func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	name, err := vmName(req.Machine)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
+	vm, err := cs.vms.Get(ctx, spec.ResourceGroup, name, nil)
+	if isNotFound(err) {
+		return nil, driver.Errorf(driver.NotFound, "azure: no VM %q in resource group %q", name, spec.ResourceGroup)
+	}
+	if err != nil {
+		return nil, statusOf("get VM "+name, err)
+	}
+	if !owns(spec, vm.Tags) {
+		return nil, driver.Errorf(driver.NotFound, "azure: VM %q in resource group %q lacks this class's cluster and role tags, so it is not this machine's", name, spec.ResourceGroup)
+	}
+	return &driver.GetMachineStatusResponse{
+		ProviderID: providerID(spec.Location, name),
+		NodeName:   name,
+		Addresses:  d.addresses(ctx, cs, spec, name),
+	}, nil
+}
+
+// ListMachines lists the class's cluster and role: its VMs, and the NICs and disks whose VM is
+// gone, each under the VM name it belongs to, so the orphan collector deletes leftovers too. The
+// listing is filtered by the cluster tag on Azure's side.
+func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
+	filter := "tagName eq '" + strings.ReplaceAll(spec.clusterTag(), "'", "''") + "'"
+	pager := cs.resources.NewListByResourceGroupPager(spec.ResourceGroup, &armresources.ClientListByResourceGroupOptions{Filter: &filter})
+	out := map[string]string{}
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if isGroupNotFound(err) {
+			return &driver.ListMachinesResponse{MachineList: out}, nil
+		}
+		if err != nil {
+			return nil, statusOf("list resources of resource group "+spec.ResourceGroup, err)
+		}
+		for _, r := range page.Value {
+			// ARM returns tags with a tag-name filter; when it does, the role must match too.
+			if r.Tags != nil && !owns(spec, r.Tags) {
+				continue
+			}
+			vm, ok := vmNameOf(deref(r.Type), deref(r.Name), spec)
+			if !ok {
+				continue
+			}
+			out[providerID(spec.Location, vm)] = vm
+		}
+	}
+	return &driver.ListMachinesResponse{MachineList: out}, nil
+}
+
+// azureDiskCSIDriver is the Azure Disk CSI driver's name.
+const azureDiskCSIDriver = "disk.csi.azure.com"
+
+// GetVolumeIDs returns the Azure disk of each in-tree AzureDisk volume (its disk name) and each
+// disk.csi.azure.com volume (its volume handle), skipping other volumes.
+func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
+	ids := []string{}
+	for _, spec := range req.PVSpecs {
+		id := volumeID(spec)
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
+}
+
+func volumeID(spec *corev1.PersistentVolumeSpec) string {
+	switch {
+	case spec == nil:
+		return ""
+	case spec.AzureDisk != nil:
+		return spec.AzureDisk.DiskName
+	case spec.CSI != nil && spec.CSI.Driver == azureDiskCSIDriver:
+		return spec.CSI.VolumeHandle
+	}
+	return ""
+}
