@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -857,4 +858,37 @@ func TestRunRefusesBadFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
 		}
 	}
+}
+
+// TestRunLeaderElection starts two controllers on one cluster: one holds the Lease, the other
+// waits with warm caches (ready); when the leader stops it hands the Lease over at once.
+func TestRunLeaderElection(t *testing.T) {
+	e := newE2E(t)
+	flags := []string{"--target-kubeconfig", "none", "--leader-elect-resource-name", "mcm-test"}
+	stopA := e.startRun(flags...)
+	holder := func() string {
+		l := &coordinationv1.Lease{}
+		if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "mcm-test"}, l); err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	e.eventually(30*time.Second, "a leader", func() (bool, string) { return holder() != "", "no holder" })
+	first := holder()
+	e.startRun(flags...)
+	standby := e.port
+	e.eventually(30*time.Second, "the standby ready", func() (bool, string) {
+		code, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", standby))
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
+	})
+	if h := holder(); h != first {
+		t.Fatalf("the lease moved to %q while %q was running", h, first)
+	}
+	stopA()
+	// Released on stop, so the standby takes over within its retry period (2s), not the lease
+	// duration (15s).
+	e.eventually(8*time.Second, "the standby leading", func() (bool, string) {
+		h := holder()
+		return h != "" && h != first, "holder " + h
+	})
 }
