@@ -1,10 +1,16 @@
-// Command jsoncloud-provider serves the jsoncloud driver to a machinist controller:
+// Command jsoncloud-provider serves the jsoncloud driver to a machinist controller, in either
+// direction:
 //
 //	# dial-out: the controller dials this server (--driver-endpoint jsoncloud=ADDR), e.g. as a
 //	# sidecar on a shared unix socket
 //	jsoncloud-provider serve --listen unix:///run/machinist/jsoncloud.sock --cloud cloud.json --insecure
 //
-// It uses mutual TLS unless --insecure is given; the certificates are re-read when they change.
+//	# dial-in: this process dials the controller's provider listener and registers jsoncloud; the
+//	# client certificate must carry the URI SAN machinist://provider/jsoncloud
+//	jsoncloud-provider connect --controller machinist.example.com:5000 --cloud cloud.json \
+//	    --cert tls.crt --key tls.key --cacert ca.crt
+//
+// Both use mutual TLS unless --insecure is given; the certificates are re-read when they change.
 package main
 
 import (
@@ -18,7 +24,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 
 	"example.com/machinist-provider-jsoncloud/jsoncloud"
@@ -35,7 +43,7 @@ func main() {
 	}
 }
 
-const usage = "usage: jsoncloud-provider serve [flags] (-h for the flags)"
+const usage = "usage: jsoncloud-provider serve|connect [flags] (-h for the flags of each)"
 
 func run(ctx context.Context, args []string, log *slog.Logger, out io.Writer) error {
 	if len(args) == 0 {
@@ -57,6 +65,13 @@ func run(ctx context.Context, args []string, log *slog.Logger, out io.Writer) er
 			return err
 		}
 		return serve(ctx, c, *listen, log)
+	case "connect":
+		controller := fs.String("controller", "", "the controller's provider listener: host:port or unix:///path.sock")
+		serverName := fs.String("server-name", "", "name the controller's certificate must carry (default: the host of --controller)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return connect(ctx, c, *controller, *serverName, log)
 	}
 	return fmt.Errorf("unknown command %q: %s", args[0], usage)
 }
@@ -116,4 +131,32 @@ func serve(ctx context.Context, o options, listen string, log *slog.Logger) erro
 	}()
 	log.Info("serving the jsoncloud driver", "address", listen, "tls", !o.insecure)
 	return srv.Serve(l)
+}
+
+// connect is dial-in: it registers jsoncloud with the controller and serves the operations sent
+// over the stream, reconnecting with backoff, until ctx ends or the controller refuses it.
+func connect(ctx context.Context, o options, controller, serverName string, log *slog.Logger) error {
+	if controller == "" {
+		return errors.New("connect: no --controller: give the controller's provider listener, e.g. machinist.example.com:5000")
+	}
+	d, err := o.driver(log)
+	if err != nil {
+		return err
+	}
+	t, err := o.transport(false, serverName)
+	if err != nil {
+		return err
+	}
+	p, err := dialin.NewProvider(dialin.ProviderOptions{
+		Controller: controller,
+		Transport:  t,
+		Drivers:    map[string]driver.Driver{jsoncloud.ProviderName: d},
+		Log:        log,
+	})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	log.Info("serving the jsoncloud driver to the controller", "controller", controller, "tls", !o.insecure)
+	return p.Run(ctx)
 }
