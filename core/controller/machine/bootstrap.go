@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
@@ -140,7 +141,7 @@ func (r *reconciler) ensureBootstrapToken(ctx context.Context, m *v1alpha1.Machi
 
 // deleteBootstrapToken removes the machine's token once its node joined (or the machine goes).
 func (r *reconciler) deleteBootstrapToken(ctx context.Context, m *v1alpha1.Machine) error {
-	if r.targetCS == nil {
+	if r.targetCS == nil || !r.mayHaveBootstrapToken(ctx, m) {
 		return nil
 	}
 	name := bootstrapTokenSecretName(m.Name)
@@ -161,6 +162,22 @@ func (r *reconciler) deleteBootstrapToken(ctx context.Context, m *v1alpha1.Machi
 		return fmt.Errorf("machine: delete bootstrap token %s: %w", name, err)
 	}
 	return nil
+}
+
+// mayHaveBootstrapToken reports whether the machine's userData asks for a token (read from the
+// cache), so machines without one cost no API call at join and deletion. When the class or its
+// secret cannot be read it answers true.
+func (r *reconciler) mayHaveBootstrapToken(ctx context.Context, m *v1alpha1.Machine) bool {
+	class := &v1alpha1.MachineClass{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Class.Name}, class); err != nil {
+		return true
+	}
+	secret, err := r.secretFor(ctx, class)
+	if err != nil {
+		return true
+	}
+	ud, ok := secret.Data[classsecret.UserDataKey]
+	return ok && containsPlaceholder(ud, v1alpha1.UserDataBootstrapTokenPlaceholder)
 }
 
 func randomString(n int) (string, error) {

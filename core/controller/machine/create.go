@@ -25,6 +25,10 @@ const (
 	descInitializeSuffix = ". Initialize VM Instance"
 )
 
+// pendingRecheck is the longest a Pending machine waits before its node is looked at again
+// without an event.
+const pendingRecheck = 30 * time.Second
+
 // created is what the driver told about a machine's VM.
 type created struct {
 	providerID     string
@@ -127,8 +131,9 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if r.target == nil {
 		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
 	}
-	// The node's events bring the machine back; this covers the creation timeout.
-	return reconcile.Result{RequeueAfter: r.untilCreationTimeout(m)}, nil
+	// The node's events bring the machine back; the requeue covers a node that registered before
+	// the machine recorded its name (its events found no machine) and the creation timeout.
+	return reconcile.Result{RequeueAfter: min(r.untilCreationTimeout(m), pendingRecheck)}, nil
 }
 
 // findOrCreateVM asks GetMachineStatus first and calls CreateMachine only when the driver has
@@ -171,7 +176,8 @@ func (r *reconciler) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v
 // (a cloud reusing node names): the new VM's kubelet would take over the old node object.
 func (r *reconciler) staleNode(ctx context.Context, c *created) (bool, error) {
 	node := &corev1.Node{}
-	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
+	// The cache suffices: a stale node is one that existed long before this VM.
+	if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

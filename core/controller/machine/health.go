@@ -90,7 +90,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			}
 			r.event(m, corev1.EventTypeWarning, "Failed", "HealthCheck", st.LastOperation.Description)
 		default:
-			requeue = r.untilCreationTimeout(m)
+			requeue = min(r.untilCreationTimeout(m), pendingRecheck)
 		}
 
 	case v1alpha1.MachineRunning:

@@ -182,25 +182,25 @@ func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, nil
 	}
 
-	// No machine in the cache: confirm with the API server before changing anything.
-	machines, err = r.machinesOfNode(ctx, false, node.Name)
-	if err != nil || len(machines) > 0 {
-		return reconcile.Result{}, err
-	}
-	orig := node.DeepCopy()
-	changed := false
-	if controllerutil.RemoveFinalizer(node, v1alpha1.FinalizerNode) {
-		changed = true // the machine was removed without us (force-deleted)
-	}
+	// No machine in the cache. Something to change only for a node holding our finalizer (its
+	// machine was removed without us, e.g. force-deleted) or one old enough to be unmanaged;
+	// confirm with the API server before changing it (a new machine may not be cached yet).
 	age := r.now().Sub(node.CreationTimestamp.Time)
-	if node.DeletionTimestamp == nil && age > r.opts.CreationTimeout && node.Annotations[v1alpha1.AnnotationNotManagedByMCM] != "1" {
-		if node.Annotations == nil {
-			node.Annotations = map[string]string{}
+	removeFinalizer := controllerutil.ContainsFinalizer(node, v1alpha1.FinalizerNode)
+	annotate := node.DeletionTimestamp == nil && age > r.opts.CreationTimeout && node.Annotations[v1alpha1.AnnotationNotManagedByMCM] != "1"
+	if removeFinalizer || annotate {
+		machines, err = r.machinesOfNode(ctx, false, node.Name)
+		if err != nil || len(machines) > 0 {
+			return reconcile.Result{}, err
 		}
-		node.Annotations[v1alpha1.AnnotationNotManagedByMCM] = "1"
-		changed = true
-	}
-	if changed {
+		orig := node.DeepCopy()
+		controllerutil.RemoveFinalizer(node, v1alpha1.FinalizerNode)
+		if annotate {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[v1alpha1.AnnotationNotManagedByMCM] = "1"
+		}
 		if err := r.target.GetClient().Patch(ctx, node, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 			return requeueOnConflict(err)
 		}

@@ -224,9 +224,13 @@ func (r *reconciler) nodeToMachines(ctx context.Context, n *corev1.Node) []recon
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
 	}
 	if len(out) == 0 && r.opts.Namespace != "" {
-		if name := n.Labels[v1alpha1.LabelNodeMachineName]; name != "" {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.opts.Namespace, Name: name}})
+		// The node may register before its machine records the node label (most drivers name
+		// the node after the machine): try the machine-name label, else the node's name.
+		name := n.Labels[v1alpha1.LabelNodeMachineName]
+		if name == "" {
+			name = n.Name
 		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.opts.Namespace, Name: name}})
 	}
 	return out
 }
