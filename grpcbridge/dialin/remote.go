@@ -59,6 +59,9 @@ func (d *remoteDriver) operation(ctx context.Context, method dialinv1.Method, m 
 
 // do runs one operation and returns its result, or the driver error it carried.
 func (d *remoteDriver) do(ctx context.Context, method dialinv1.Method, name string, m *v1alpha1.Machine, c *v1alpha1.MachineClass, sec *corev1.Secret, specs []*corev1.PersistentVolumeSpec) (*dialinv1.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, contextError(ctx, d.name, name) // do not send what nobody waits for
+	}
 	mutating := method == dialinv1.Method_METHOD_CREATE_MACHINE || method == dialinv1.Method_METHOD_INITIALIZE_MACHINE || method == dialinv1.Method_METHOD_DELETE_MACHINE
 	ctx, cancel := d.s.opts.Timeouts.Bound(ctx, mutating)
 	defer cancel()
