@@ -10,6 +10,7 @@
 //     driver's GetVolumeIDs) and, within PVReattachTimeout, attached elsewhere;
 //   - a PodDisruptionBudget that can never allow an eviction (misconfigured) is reported at
 //     once through Options.OnProblem and in the returned error, instead of after hours of retries;
+//     a budget that refuses an eviction for now is reported through Options.OnBlocked;
 //   - Force mode deletes every pod with a zero grace period and waits for no volume.
 //
 // Every wait is bounded by the caller's context and the timeouts in Options; nothing sleeps
@@ -73,8 +74,12 @@ type Options struct {
 	// Parallelism bounds the pods evicted or deleted at once.
 	Parallelism int
 	// OnProblem, when set, is called as soon as a problem that needs a human is found (a
-	// misconfigured PodDisruptionBudget), before the drain returns.
+	// *MisconfiguredPDBError), before the drain returns.
 	OnProblem func(error)
+	// OnBlocked, when set, is called the first time a budget refuses the eviction of a pod (an
+	// *EvictionBlockedError with Attempts 1); the drain goes on retrying. It lets the caller
+	// show what the drain waits for.
+	OnBlocked func(error)
 }
 
 func (o Options) withDefaults() Options {
@@ -136,6 +141,9 @@ type EvictionBlockedError struct {
 }
 
 func (e *EvictionBlockedError) Error() string {
+	if e.Attempts <= 1 {
+		return fmt.Sprintf("eviction of pod %s refused: %s", e.Pod, e.Reason)
+	}
 	return fmt.Sprintf("eviction of pod %s refused %d times: %s", e.Pod, e.Attempts, e.Reason)
 }
 

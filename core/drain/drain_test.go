@@ -78,9 +78,15 @@ func TestDrain(t *testing.T) {
 		setPDBStatus(t, cs, pdb, policyv1.PodDisruptionBudgetStatus{ExpectedPods: 3, CurrentHealthy: 2, DesiredHealthy: 2, DisruptionsAllowed: 0})
 
 		d := &drain.Drainer{Client: cs}
-		var problems atomic.Int32
+		var problems, blockedReports atomic.Int32
 		opts := fast()
 		opts.OnProblem = func(error) { problems.Add(1) }
+		opts.OnBlocked = func(err error) {
+			var b *drain.EvictionBlockedError
+			if errors.As(err, &b) && strings.HasPrefix(b.Pod, ns+"/db-") {
+				blockedReports.Add(1)
+			}
+		}
 		done := make(chan error, 1)
 		go func() { done <- d.Drain(ctx, node, opts) }()
 
@@ -111,6 +117,9 @@ func TestDrain(t *testing.T) {
 		}
 		if problems.Load() != 0 {
 			t.Fatalf("a healthy budget was reported as a problem %d times", problems.Load())
+		}
+		if blockedReports.Load() != 2 {
+			t.Fatalf("blocked evictions reported %d times, want once per db pod", blockedReports.Load())
 		}
 	})
 

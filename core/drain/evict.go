@@ -53,6 +53,9 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 				}
 				return blocked[0]
 			}
+			if attempts == 1 && opts.OnBlocked != nil {
+				opts.OnBlocked(&EvictionBlockedError{Pod: name, Attempts: 1, Reason: err.Error()})
+			}
 		default:
 			if ctx.Err() != nil {
 				return fmt.Errorf("drain: evict pod %s: %w", name, ctx.Err())

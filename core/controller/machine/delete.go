@@ -312,7 +312,11 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 	} else {
 		opts.Timeout = drainTimeout - elapsed
 		opts.MaxEvictRetries = min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval)))
-		opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem) }
+		deadline := m.DeletionTimestamp.Add(drainTimeout).UTC().Format(time.RFC3339)
+		opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem, true) }
+		opts.OnBlocked = func(problem error) {
+			r.reportDrainProblem(ctx, m.Namespace, m.Name, fmt.Errorf("%w; retrying until the drain timeout (%s), then draining forcefully", problem, deadline), false)
+		}
 	}
 
 	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
@@ -336,23 +340,34 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 	}
 }
 
-// reportDrainProblem shows a drain problem that needs a human (a misconfigured budget) in the
-// machine's lastOperation while the drain goes on.
-func (r *reconciler) reportDrainProblem(ctx context.Context, ns, name string, problem error) {
+// reportDrainProblem shows in the machine's lastOperation what a running drain waits for: a
+// problem that needs a human (a misconfigured budget: Failed, FailedPrecondition) or a budget
+// that refuses an eviction for now (Processing).
+func (r *reconciler) reportDrainProblem(ctx context.Context, ns, name string, problem error, needsHuman bool) {
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
 		return
 	}
 	st := m.Status.DeepCopy()
 	st.LastOperation = v1alpha1.LastOperation{
-		Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateFailed,
-		Description: fmt.Sprintf("Drain problem - %v. %s", problem, stepText[stepDrain]),
-		ErrorCode:   driver.FailedPrecondition.String(),
+		Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateProcessing,
+		Description: fmt.Sprintf("Drain waiting - %v. %s", problem, stepText[stepDrain]),
+	}
+	reason := "DrainWaiting"
+	if needsHuman {
+		st.LastOperation.State = v1alpha1.MachineStateFailed
+		st.LastOperation.ErrorCode = driver.FailedPrecondition.String()
+		st.LastOperation.Description = fmt.Sprintf("Drain problem - %v. %s", problem, stepText[stepDrain])
+		reason = "DrainBlocked"
 	}
 	if err := r.writeStatus(ctx, m, *st); err != nil {
 		r.log(m).Debug("report drain problem", "err", err)
 	}
-	r.event(m, corev1.EventTypeWarning, "DrainBlocked", "Drain", problem.Error())
+	eventType := corev1.EventTypeNormal
+	if needsHuman {
+		eventType = corev1.EventTypeWarning
+	}
+	r.event(m, eventType, reason, "Drain", problem.Error())
 }
 
 // volumeIDs returns the drain's volume mapper: the driver's GetVolumeIDs for the machine's

@@ -207,8 +207,9 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 	if !vmExists(t, e, drv, name) {
 		t.Fatal("VM deleted before the drain finished")
 	}
-	if m := e.Get(name); m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || !strings.Contains(m.Status.LastOperation.Description, "Initiate node drain") {
-		t.Fatalf("draining machine: %s", ctrltest.Describe(m))
+	if m := e.Get(name); m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating || !strings.HasSuffix(m.Status.LastOperation.Description, "Initiate node drain") ||
+		!strings.Contains(m.Status.LastOperation.Description, "Drain waiting - eviction of pod "+e.NS+"/db-") || m.Status.LastOperation.State != v1alpha1.MachineStateProcessing {
+		t.Fatalf("draining machine does not say what it waits for: %s", ctrltest.Describe(m))
 	}
 	node, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if err != nil || !node.Spec.Unschedulable || !hasCondition(node, v1alpha1.NodeConditionTerminating, v1alpha1.NodeTerminationReasonScaleDown) {
