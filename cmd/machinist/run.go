@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -9,14 +10,20 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 )
 
@@ -86,10 +93,11 @@ func runCommand() *cli.Command {
 
 			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
-			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "client certificate for driver endpoints (PEM)"},
+			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000); empty: no dial-in"},
+			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},
-			&cli.StringFlag{Category: drivers, Name: "cacert", TakesFile: true, Usage: "CA bundle that signs the driver servers' certificates (PEM)"},
-			&cli.BoolFlag{Category: drivers, Name: "insecure", Usage: "talk to driver endpoints in plain text (unix sockets, tests)"},
+			&cli.StringFlag{Category: drivers, Name: "cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
+			&cli.BoolFlag{Category: drivers, Name: "insecure", Usage: "plain text to driver endpoints and from dialling-in providers (unix sockets, tests); providers may then register any name"},
 		},
 		Action: runAction,
 	}
@@ -107,6 +115,15 @@ func runAction(c *cli.Context) error {
 	defer closeEndpoints()
 	if endpoints != nil {
 		opts.Endpoints = endpoints
+	}
+	if addr := c.String("dialin-listen"); addr != "" {
+		t, err := dialinTransport(c)
+		if err != nil {
+			return err
+		}
+		opts.Remote = func(mgr crmanager.Manager) (registry.Source, error) {
+			return startDialin(mgr, addr, t, c.Bool("insecure"), opts.Namespace, opts.Log)
+		}
 	}
 	m, err := manager.New(opts)
 	if err != nil {
@@ -266,4 +283,92 @@ func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error
 		return grpcbridge.Transport{}, fmt.Errorf("run: --driver-endpoint %s: %w", addr, err)
 	}
 	return grpcbridge.Transport{TLS: cfg}, nil
+}
+
+// dialinTransport secures the dial-in listener: mTLS requiring client certificates signed by
+// --cacert (a provider may register only the names its certificate authorizes), or plain text
+// with --insecure.
+func dialinTransport(c *cli.Context) (grpcbridge.Transport, error) {
+	if c.Bool("insecure") {
+		return grpcbridge.Transport{Insecure: true}, nil
+	}
+	cfg, err := mtls.ServerConfig(mtls.Files{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("cacert")})
+	if err != nil {
+		return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen: %w", err)
+	}
+	return grpcbridge.Transport{TLS: cfg}, nil
+}
+
+// startDialin adds the dial-in listener to the manager. It runs only while this replica leads:
+// providers connect to the replica whose controllers use them, and reconnect (with backoff) to
+// the next leader. Classes and Secrets pulled by name come from the manager's cache.
+func startDialin(mgr crmanager.Manager, addr string, t grpcbridge.Transport, insecure bool, namespace string, log *slog.Logger) (registry.Source, error) {
+	srv := dialin.NewServer(dialin.Options{
+		Source:   cacheObjects{c: mgr.GetClient(), namespace: namespace},
+		Log:      log.With("component", "dialin"),
+		Insecure: insecure,
+	})
+	gs, err := grpcbridge.NewGRPCServer(t)
+	if err != nil {
+		return nil, err
+	}
+	srv.RegisterService(gs)
+	err = mgr.Add(crmanager.RunnableFunc(func(ctx context.Context) error {
+		l, err := grpcbridge.Listen(addr)
+		if err != nil {
+			return fmt.Errorf("run: --dialin-listen: %w", err)
+		}
+		log.Info("listening for providers that dial in", "address", l.Addr().String(), "tls", !insecure)
+		served := make(chan error, 1)
+		go func() { served <- gs.Serve(l) }()
+		select {
+		case <-ctx.Done():
+			srv.Close()
+			gs.GracefulStop()
+			return nil
+		case err := <-served:
+			srv.Close()
+			return fmt.Errorf("run: dial-in listener: %w", err)
+		}
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// cacheObjects answers dialled-in providers' pulls by name from the manager's cache; only
+// objects of the controller's namespace are served.
+type cacheObjects struct {
+	c         client.Reader
+	namespace string
+}
+
+func (s cacheObjects) MachineClass(ctx context.Context, namespace, name string) (*v1alpha1.MachineClass, error) {
+	class := &v1alpha1.MachineClass{}
+	if err := s.get(ctx, namespace, name, class); err != nil {
+		return nil, err
+	}
+	return class, nil
+}
+
+func (s cacheObjects) Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	if err := s.get(ctx, namespace, name, secret); err != nil {
+		return nil, err
+	}
+	return secret, nil
+}
+
+func (s cacheObjects) get(ctx context.Context, namespace, name string, obj client.Object) error {
+	if namespace != s.namespace {
+		return driver.Errorf(driver.PermissionDenied, "namespace %q is not served: this controller manages namespace %q", namespace, s.namespace)
+	}
+	if err := s.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return driver.Errorf(driver.NotFound, "%s/%s not found", namespace, name)
+		}
+		return driver.Wrap(driver.Unavailable, err, "read from the controller's cache")
+	}
+	return nil
 }

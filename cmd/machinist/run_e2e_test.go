@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -31,8 +32,13 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/dialin"
+	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 )
 
 // e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` in this process with
@@ -891,4 +897,76 @@ func TestRunLeaderElection(t *testing.T) {
 		h := holder()
 		return h != "" && h != first, "holder " + h
 	})
+}
+
+// TestRunDialInProvider: `machinist run --dialin-listen` with mutual TLS serves a provider that
+// is not compiled in from a process that dialled in (here the reference mem driver behind a
+// dial-in Provider whose certificate authorizes "mem"), and a MachineDeployment of that
+// provider's class reaches Available machines (no target cluster) with exactly one VM each in
+// the provider's cloud. A provider whose certificate authorizes another name is refused.
+func TestRunDialInProvider(t *testing.T) {
+	e := newE2E(t)
+	port := freeTCPPort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	ca := mtlstest.NewCA(t, "machinist test CA")
+	server := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "machinist-controller"}, ca.PEM)
+	e.startRun("--target-kubeconfig", "none", "--dialin-listen", addr, "--cert", server.Cert, "--key", server.Key, "--cacert", server.CA)
+
+	connect := func(authorizes string) (*dialin.Provider, *memdriver.Cloud) {
+		files := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "provider-" + authorizes, URIs: []string{mtls.ProviderURI(authorizes).String()}}, ca.PEM)
+		cfg, err := mtls.ClientConfig(files, "localhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cloud := memdriver.NewCloud()
+		p, err := dialin.NewProvider(dialin.ProviderOptions{
+			Controller: addr,
+			Transport:  grpcbridge.Transport{TLS: cfg},
+			Drivers:    map[string]driver.Driver{memdriver.ProviderName: memdriver.New(cloud)},
+			Log:        slog.New(slog.NewTextHandler(e.logs, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = p.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done; _ = p.Close() })
+		return p, cloud
+	}
+	intruder, intruderCloud := connect("other")
+	p, cloud := connect(memdriver.ProviderName)
+	e.eventually(30*time.Second, "the provider connected", func() (bool, string) { return p.Connected(), "not connected" })
+
+	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "mem"}, StringData: map[string]string{"userData": "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Create(context.Background(), &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Namespace: "default", Name: "mem"},
+		Provider:     memdriver.ProviderName,
+		ProviderSpec: runtimeRaw(`{"cluster":"e2e","role":"worker"}`),
+		SecretRef:    &corev1.SecretReference{Namespace: "default", Name: "mem"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.newDeployment("default", "remote", "mem", 2, 1, 0)
+	e.eventually(60*time.Second, "2 Available machines", func() (bool, string) {
+		ph, _ := e.phases("default", nil)
+		return ph[v1alpha1.MachineAvailable] == 2 && len(e.machines("default")) == 2, fmt.Sprintf("phases %v", ph)
+	})
+	for _, m := range e.machines("default") {
+		if n := cloud.Count(m.Name); n != 1 {
+			t.Errorf("machine %s has %d VMs in the provider's cloud, want 1", m.Name, n)
+		}
+	}
+	if n := len(cloud.VMs()); n != 2 {
+		t.Errorf("the provider's cloud holds %d VMs, want 2", n)
+	}
+	e.eventually(30*time.Second, "the deployment available", func() (bool, string) {
+		st := e.deployment("default", "remote").Status
+		return st.AvailableReplicas == 2 && st.UpdatedReplicas == 2, fmt.Sprintf("%+v", st)
+	})
+	if intruder.Connected() || len(intruderCloud.VMs()) > 0 {
+		t.Errorf("a provider authorized only for \"other\" registered mem (connected %v, %d VMs)", intruder.Connected(), len(intruderCloud.VMs()))
+	}
 }
