@@ -72,7 +72,7 @@ func here(t *testing.T, rel string) string {
 
 // bases are the kustomizations of this directory that stand on their own (the autoscaler's needs
 // cert-manager and has its own test).
-var bases = []string{"all-in-one", "local"}
+var bases = []string{"all-in-one", "local", "provider-sidecar", "provider-dialin"}
 
 // TestServerSideDryRun runs `kubectl apply --dry-run=server -k` for every base: the API server
 // validates every object (schemas, RBAC references, field values) and stores nothing.
@@ -89,7 +89,11 @@ func TestServerSideDryRun(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kubectl apply --dry-run=server -k %s: %v\n%s", base, err, out)
 			}
-			for _, want := range []string{"deployment.apps/machinist", "clusterrole.rbac.authorization.k8s.io/machinist", "service/machinist-metrics", "(server dry run)"} {
+			wants := []string{"deployment.apps/machinist", "clusterrole.rbac.authorization.k8s.io/machinist", "service/machinist-metrics", "(server dry run)"}
+			if base == "provider-dialin" {
+				wants = append(wants, "deployment.apps/machinist-openstack", "service/machinist-dialin")
+			}
+			for _, want := range wants {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q:\n%s", want, out)
 				}
