@@ -183,6 +183,11 @@ func (p *Provider) session(ctx context.Context) error {
 	defer wg.Wait()
 	defer cancel()
 	send := func(r *dialinv1.Result) {
+		if sctx.Err() != nil {
+			// The session is ending: this operation failed because of it, and the controller
+			// fails it as Unavailable (retryable), not with the driver's Canceled.
+			return
+		}
 		sendMu.Lock()
 		defer sendMu.Unlock()
 		if err := stream.Send(&dialinv1.RegisterRequest{Message: &dialinv1.RegisterRequest_Result{Result: r}}); err != nil && sctx.Err() == nil {
