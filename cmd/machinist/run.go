@@ -23,6 +23,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/childproc"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 )
@@ -93,6 +94,7 @@ func runCommand() *cli.Command {
 
 			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
+			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
 			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000); empty: no dial-in"},
 			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},
@@ -135,7 +137,7 @@ func runAction(c *cli.Context) error {
 	}
 	opts.Log.Info("starting machine-controller-manager",
 		"namespace", opts.Namespace, "target", target, "providers", strings.Join(registry.Names(), ","),
-		"endpoints", strings.Join(c.StringSlice("driver-endpoint"), ","), "port", opts.Port, "leaderElection", opts.LeaderElection.Enabled)
+		"endpoints", strings.Join(c.StringSlice("driver-endpoint"), ","), "exec", strings.Join(c.StringSlice("driver-exec"), ","), "port", opts.Port, "leaderElection", opts.LeaderElection.Enabled)
 	return m.Start(c.Context)
 }
 
@@ -220,19 +222,41 @@ func (s endpointSource) Driver(provider string) (driver.Driver, bool) {
 	return d, ok
 }
 
-// dialEndpoints connects the --driver-endpoint NAME=ADDR driver servers. Connections are lazy:
-// a server that is not up yet fails calls with Unavailable, which the Machine controller retries.
+// dialEndpoints connects the --driver-endpoint NAME=ADDR driver servers and starts the
+// --driver-exec NAME=PATH child providers. Connections are lazy: a server that is not up yet
+// fails calls with Unavailable, which the Machine controller retries. A child must answer its
+// health check before the controllers start.
 func dialEndpoints(c *cli.Context) (registry.Source, func(), error) {
 	specs := c.StringSlice("driver-endpoint")
-	if len(specs) == 0 {
+	execs := c.StringSlice("driver-exec")
+	if len(specs) == 0 && len(execs) == 0 {
 		return nil, func() {}, nil
 	}
 	src := endpointSource{}
 	var closers []func() error
 	closeAll := func() {
-		for _, cl := range closers {
-			_ = cl()
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
 		}
+	}
+	for _, spec := range execs {
+		name, path, ok := strings.Cut(spec, "=")
+		name = registry.Normalize(name)
+		if !ok || !registry.ValidName(name) || path == "" {
+			closeAll()
+			return nil, nil, fmt.Errorf("run: --driver-exec %q: use NAME=PATH, e.g. openstack=/usr/local/bin/machinist-openstack", spec)
+		}
+		if _, dup := src[name]; dup {
+			closeAll()
+			return nil, nil, fmt.Errorf("run: --driver-exec: provider %q given twice", name)
+		}
+		child, err := childproc.Start(c.Context, name, path, childproc.Options{Log: slog.Default().With("component", "driver-exec")})
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("run: --driver-exec %s: %w", spec, err)
+		}
+		closers = append(closers, child.Close)
+		src[name] = child.Driver()
 	}
 	for _, spec := range specs {
 		name, addr, ok := strings.Cut(spec, "=")
@@ -243,7 +267,7 @@ func dialEndpoints(c *cli.Context) (registry.Source, func(), error) {
 		}
 		if _, dup := src[name]; dup {
 			closeAll()
-			return nil, nil, fmt.Errorf("run: --driver-endpoint: provider %q given twice", name)
+			return nil, nil, fmt.Errorf("run: --driver-endpoint: provider %q given twice (or also in --driver-exec)", name)
 		}
 		t, err := endpointTransport(c, addr)
 		if err != nil {

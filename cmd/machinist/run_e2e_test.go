@@ -857,6 +857,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
 		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},
 		{[]string{"--address", "not-an-ip"}, "--address"},
+		{[]string{"--driver-exec", "openstack"}, "--driver-exec"},
+		{[]string{"--driver-exec", "local=/nonexistent/machinist-local"}, "--driver-exec"},
 	} {
 		args := append([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent"}, tc.args...)
 		err := newApp(io.Discard, io.Discard).Run(args)
