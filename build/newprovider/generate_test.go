@@ -204,3 +204,38 @@ func TestDocStatesWhatIsGenerated(t *testing.T) {
 		t.Errorf("docs/writing-a-provider.md says make new-provider generates %s lines in %s files; it generates %s: update the page", m[1], m[2], got)
 	}
 }
+
+// TestDocReferencesExist checks that the links and the repository paths docs/writing-a-provider.md
+// names exist, so the page cannot point at code that moved.
+func TestDocReferencesExist(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "writing-a-provider.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, m := range regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)`).FindAllSubmatch(doc, -1) {
+		link := string(m[1])
+		if strings.Contains(link, "://") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, "docs", link)); err != nil {
+			t.Errorf("docs/writing-a-provider.md links %s, which does not exist", link)
+		}
+		checked++
+	}
+	tops := `(?:core|providers|grpcbridge|build|cmd|docs|kubernetes)`
+	for _, m := range regexp.MustCompile("`(" + tops + `/[A-Za-z0-9_./-]+)` + "`").FindAllSubmatch(doc, -1) {
+		path := strings.TrimSuffix(string(m[1]), "/")
+		if strings.Contains(path, "foo") { // the scaffolded example provider
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, path)); err != nil {
+			t.Errorf("docs/writing-a-provider.md names %s, which does not exist", path)
+		}
+		checked++
+	}
+	if checked < 10 {
+		t.Errorf("only %d references checked: the patterns no longer match the page", checked)
+	}
+}
