@@ -225,7 +225,7 @@ func TestDocReferencesExist(t *testing.T) {
 		checked++
 	}
 	tops := `(?:core|providers|grpcbridge|build|cmd|docs|kubernetes)`
-	for _, m := range regexp.MustCompile("`(" + tops + `/[A-Za-z0-9_./-]+)` + "`").FindAllSubmatch(doc, -1) {
+	for _, m := range regexp.MustCompile("`("+tops+`/[A-Za-z0-9_./-]+)`+"`").FindAllSubmatch(doc, -1) {
 		path := strings.TrimSuffix(string(m[1]), "/")
 		if strings.Contains(path, "foo") { // the scaffolded example provider
 			continue
