@@ -44,6 +44,7 @@ func driverCommand() *cli.Command {
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "bound of the driver call"},
 	}
+	common = append(common, endpointFlags()...) // --endpoint ADDR and its TLS flags (serve.go)
 	with := func(flags ...cli.Flag) []cli.Flag { return append(flags, common...) }
 	return &cli.Command{
 		Name:  "driver",
@@ -168,9 +169,12 @@ func runDriverCall(c *cli.Context, needs callNeeds, do func(*call) error) error 
 	return do(k)
 }
 
-// openDriver returns the driver that serves provider: the compiled-in one, opened with the
-// target cluster of --kubeconfig and --state-dir.
+// openDriver returns the driver that serves provider: the one behind --endpoint, else the
+// compiled-in one, opened with the target cluster of --kubeconfig and --state-dir.
 func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
+	if c.String("endpoint") != "" {
+		return dialDriver(c, provider)
+	}
 	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default()}
 	if path := c.String("kubeconfig"); path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
