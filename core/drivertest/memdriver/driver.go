@@ -130,8 +130,8 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 	return &driver.InitializeMachineResponse{ProviderID: vm.ProviderID(), NodeName: vm.MachineName, Addresses: addresses(vm)}, nil
 }
 
-// DeleteMachine deletes the VM named by the machine's spec.providerID and every VM of the machine
-// in the class's scope. Nothing to delete is OK.
+// DeleteMachine deletes the VM named by the machine's spec.providerID or, without one, every VM of
+// the machine's name in the class's scope. Nothing to delete is OK.
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
 	var m *v1alpha1.Machine
 	var class *v1alpha1.MachineClass
@@ -176,9 +176,13 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 		c.drop(vm.ID)
 		deleted = append(deleted, vm.ID)
 	}
-	for _, vm := range c.scoped(name, spec) {
-		c.drop(vm.ID)
-		deleted = append(deleted, vm.ID)
+	if byID == "" {
+		// Only without a providerID does the name find the VMs: with one, another VM of the same
+		// name (a duplicate the orphan collector is cleaning up) must survive.
+		for _, vm := range c.scoped(name, spec) {
+			c.drop(vm.ID)
+			deleted = append(deleted, vm.ID)
+		}
 	}
 	c.mu.Unlock()
 	if len(deleted) > 0 {

@@ -192,14 +192,22 @@ func TestStatusDeleteAndList(t *testing.T) {
 		t.Fatalf("list(workers) = %v misses the orphan %s", l, dup.ProviderID())
 	}
 
-	// Delete by providerID removes the VM and every other VM of the machine in scope, only there.
+	// Delete by providerID removes exactly that VM: the duplicate of the same name survives, as
+	// the orphan collector needs when it deletes one of two VMs of a machine.
 	del := machine("m2")
 	del.Spec.ProviderID = w2.ProviderID
 	if _, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: del, MachineClass: workers}); err != nil {
 		t.Fatal(err)
 	}
+	if _, left := cloud.VM(dup.ID); cloud.Count("m2") != 1 || !left {
+		t.Fatalf("Count(m2) = %d after deleting %s by providerID, want the duplicate %s left", cloud.Count("m2"), w2.ProviderID, dup.ID)
+	}
+	// Without a providerID the name finds every VM of the machine in scope.
+	if _, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine("m2"), MachineClass: workers}); err != nil {
+		t.Fatal(err)
+	}
 	if n := cloud.Count("m2"); n != 0 {
-		t.Fatalf("Count(m2) = %d after delete, want 0", n)
+		t.Fatalf("Count(m2) = %d after delete by name, want 0", n)
 	}
 	_, err = status(workers, "m2")
 	wantCode(t, err, driver.NotFound)
