@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,7 +23,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -176,8 +176,11 @@ func Scheme() *runtime.Scheme {
 func New(opts Options) (*Manager, error) {
 	opts = opts.withDefaults()
 	logger := logr.FromSlogHandler(opts.Log.Handler())
-	ctrl.SetLogger(logger)
-	klog.SetLogger(logger.WithName("client-go"))
+	setGlobalLoggers.Do(func() {
+		// Process-wide: the first manager of the process sets it.
+		ctrl.SetLogger(logger)
+	})
+	useClientGoLogger(opts.Log.Handler())
 
 	controlCfg, err := restConfig(opts.ControlConfig, opts.ControlKubeconfig, "control")
 	if err != nil {
@@ -422,3 +425,6 @@ func (o Options) withDefaults() Options {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// setGlobalLoggers guards controller-runtime's process-wide logger.
+var setGlobalLoggers sync.Once
