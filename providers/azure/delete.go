@@ -18,9 +18,14 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	if err != nil {
 		return nil, err
 	}
+	if req.Machine == nil || req.Machine.Name == "" {
+		return nil, driver.Error(driver.InvalidArgument, "azure: the request carries no machine name")
+	}
 	name, err := vmNameForDelete(req.Machine)
 	if err != nil {
-		return nil, err
+		// CreateMachine refuses such names, so no VM of it can exist: deleting it is done.
+		d.log.Info("azure: machine name cannot name a VM; nothing to delete", "machine", req.Machine.Name)
+		return &driver.DeleteMachineResponse{}, nil
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()

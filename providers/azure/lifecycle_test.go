@@ -200,3 +200,15 @@ func TestStatusOfAVMOfAnotherRoleIsNotFound(t *testing.T) {
 		t.Errorf("err = %v, want NotFound", err)
 	}
 }
+
+// A machine whose name cannot be a VM name never got a VM: deleting it must not get stuck.
+func TestDeleteAndStatusOfAMachineNameAzureCannotHave(t *testing.T) {
+	e := newTestEnv(t)
+	if err := e.delete(t, e.class, "node.with.dots"); err != nil {
+		t.Errorf("delete: %v, want OK", err)
+	}
+	_, err := e.drv.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine("node.with.dots"), MachineClass: e.class, Secret: e.secret})
+	if driver.CodeOf(err) != driver.NotFound {
+		t.Errorf("status: %v, want NotFound", err)
+	}
+}

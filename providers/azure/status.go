@@ -16,9 +16,12 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
+	if req.Machine == nil || req.Machine.Name == "" {
+		return nil, driver.Error(driver.InvalidArgument, "azure: the request carries no machine name")
+	}
 	name, err := vmName(req.Machine)
 	if err != nil {
-		return nil, err
+		return nil, driver.Errorf(driver.NotFound, "azure: no VM can be named %q: %s", req.Machine.Name, driver.MessageOf(err))
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
