@@ -165,3 +165,9 @@ help:
 .PHONY: bench-autoscaler
 bench-autoscaler: ## Cluster Autoscaler server benchmarks (5000 machines in 5 groups; see docs/performance.md)
 	$(GO) test -run '^$$' -bench . -benchtime 3s ./grpcbridge/autoscaler/deployments/
+
+## ---------------------------------------------------------------- azure provider
+FUZZTIME ?= 60s
+.PHONY: fuzz-azure
+fuzz-azure: ## fuzz the Azure provider spec decoder for $(FUZZTIME) (seeds in providers/azure/testdata/fuzz)
+	$(GO) test -run '^$$' -fuzz FuzzDecodeProviderSpec -fuzztime $(FUZZTIME) ./providers/azure/
