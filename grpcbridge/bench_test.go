@@ -2,8 +2,16 @@ package grpcbridge_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
@@ -12,6 +20,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
@@ -81,6 +90,7 @@ type benchEnv struct {
 	uds     driver.Driver
 	tcp     driver.Driver
 	tcpMTLS driver.Driver
+	dialin  driver.Driver
 	floor   func(ctx context.Context) error
 }
 
@@ -116,13 +126,44 @@ func newBenchEnv(b *testing.B) *benchEnv {
 
 	env.tcp = bridgetest.Serve(b, "127.0.0.1:0", bridgetest.Insecure, bridgetest.Insecure, d).Client
 	env.tcpMTLS = bridgetest.ServeTCPMTLS(b, d).Client
+	env.dialin = dialinDriver(b, d)
 	return env
 }
+
+// dialinDriver serves d by dial-in over a unix socket in plain text (the same transport as
+// uds, so the two differ only by the protocol) and returns the controller-side driver.
+func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
+	addr := "unix://" + filepath.Join(bridgetest.SocketDir(b), "dialin.sock")
+	lis, err := grpcbridge.Listen(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs, err := grpcbridge.NewGRPCServer(bridgetest.Insecure)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ds := dialin.NewServer(dialin.Options{Insecure: true, Log: quiet})
+	ds.RegisterService(gs)
+	go gs.Serve(lis)
+	b.Cleanup(func() { ds.Close(); gs.Stop() })
+	bridgetest.ConnectProvider(b, addr, bridgetest.Insecure, map[string]driver.Driver{"openstack": d},
+		func(o *dialin.ProviderOptions) { o.Log = quiet })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ds.WaitFor(ctx, "openstack", 1); err != nil {
+		b.Fatal(err)
+	}
+	remote, _ := ds.Driver("openstack")
+	return remote
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func runStatus(b *testing.B, d driver.Driver) {
 	req := benchRequest()
 	ctx := context.Background()
 	b.ReportAllocs()
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		if _, err := d.GetMachineStatus(ctx, req); err != nil {
 			b.Fatal(err)
@@ -133,11 +174,30 @@ func runStatus(b *testing.B, d driver.Driver) {
 func runFloor(b *testing.B, floor func(context.Context) error) {
 	ctx := context.Background()
 	b.ReportAllocs()
+	defer cpuPerOp(b)()
 	for b.Loop() {
 		if err := floor(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// cpuPerOp reports the process's CPU time (user + system, both sides of the call when the server
+// runs in this process) per operation as cpu-ns/op. On a shared machine wall time also counts
+// waiting for a CPU; CPU time is the work done, so its ratios are the stable ones.
+func cpuPerOp(b *testing.B) func() {
+	start := processCPU()
+	return func() {
+		b.ReportMetric(float64(processCPU()-start)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGetMachineStatus measures one GetMachineStatus call with a realistic Machine, class
@@ -150,6 +210,7 @@ func BenchmarkGetMachineStatus(b *testing.B) {
 	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
 	b.Run("tcp", func(b *testing.B) { runStatus(b, env.tcp) })
 	b.Run("tcp-mtls", func(b *testing.B) { runStatus(b, env.tcpMTLS) })
+	b.Run("dialin", func(b *testing.B) { runStatus(b, env.dialin) })
 }
 
 // BenchmarkGetMachineStatusParallel is the same with concurrent callers (b.RunParallel), as
@@ -158,6 +219,7 @@ func BenchmarkGetMachineStatusParallel(b *testing.B) {
 	env := newBenchEnv(b)
 	b.Run("floor", func(b *testing.B) {
 		b.ReportAllocs()
+		defer cpuPerOp(b)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := env.floor(context.Background()); err != nil {
@@ -167,18 +229,80 @@ func BenchmarkGetMachineStatusParallel(b *testing.B) {
 			}
 		})
 	})
-	b.Run("uds", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			req := benchRequest()
-			for pb.Next() {
-				if _, err := env.uds.GetMachineStatus(context.Background(), req); err != nil {
-					b.Error(err)
-					return
+	for _, bc := range []struct {
+		name string
+		d    driver.Driver
+	}{{"uds", env.uds}, {"dialin", env.dialin}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			defer cpuPerOp(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				req := benchRequest()
+				for pb.Next() {
+					if _, err := bc.d.GetMachineStatus(context.Background(), req); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
+			})
 		})
-	})
+	}
+}
+
+// serverEnv makes the test binary a driver server in its own process (see TestMain).
+const serverEnv = "GRPCBRIDGE_BENCH_SERVE"
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv(serverEnv); addr != "" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+		defer stop()
+		err := grpcbridge.Serve(ctx, grpcbridge.ServeOptions{Listen: addr, Transport: grpcbridge.Transport{Insecure: true},
+			Drivers: map[string]driver.Driver{"openstack": statusDriver{}}, Log: quiet})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// BenchmarkGetMachineStatusSeparateProcess calls a driver server running in its own process, as
+// in production (process), next to the in-process server of the uds case over the same kind of
+// socket.
+func BenchmarkGetMachineStatusSeparateProcess(b *testing.B) {
+	env := newBenchEnv(b)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := "unix://" + filepath.Join(bridgetest.SocketDir(b), "process.sock")
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), serverEnv+"="+addr)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	conn, err := grpcbridge.Dial(addr, bridgetest.Insecure)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	process := grpcbridge.NewClient(conn)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := process.GetMachineStatus(context.Background(), benchRequest())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("driver server process not ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
+	b.Run("process", func(b *testing.B) { runStatus(b, process) })
 }
 
 // BenchmarkConvert is the bridge's own work per GetMachineStatus call, without gRPC: the client

@@ -30,7 +30,8 @@ type Server struct {
 	providers []string
 	timeouts  Timeouts
 	log       *slog.Logger
-	classes   *classCache
+	classes   *objectCache[*v1alpha1.MachineClass]
+	secrets   *objectCache[*corev1.Secret]
 }
 
 // ServerOption configures a Server.
@@ -49,7 +50,11 @@ func WithServerLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.
 
 // NewServer returns a server for d.
 func NewServer(d driver.Driver, opts ...ServerOption) *Server {
-	s := &Server{d: d, classes: newClassCache(64)}
+	s := &Server{
+		d:       d,
+		classes: newObjectCache(64, DecodeMachineClass, (*v1alpha1.MachineClass).DeepCopy),
+		secrets: newObjectCache(64, DecodeSecret, (*corev1.Secret).DeepCopy),
+	}
 	for _, o := range opts {
 		o(s)
 	}
@@ -139,11 +144,11 @@ func (s *Server) GetMachineStatus(ctx context.Context, req *driverv1.GetMachineS
 }
 
 func (s *Server) ListMachines(ctx context.Context, req *driverv1.ListMachinesRequest) (*driverv1.ListMachinesResponse, error) {
-	c, err := s.classes.decode(req.MachineClass)
+	c, err := s.classes.get(req.MachineClass)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
-	sec, err := DecodeSecret(req.Secret)
+	sec, err := s.secrets.get(req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -182,11 +187,11 @@ func (s *Server) objects(machine, class, secret []byte) (*v1alpha1.Machine, *v1a
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := s.classes.decode(class)
+	c, err := s.classes.get(class)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sec, err := DecodeSecret(secret)
+	sec, err := s.secrets.get(secret)
 	if err != nil {
 		return nil, nil, nil, err
 	}

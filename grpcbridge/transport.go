@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ func NewGRPCServer(t Transport, opts ...grpc.ServerOption) (*grpc.Server, error)
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveParams(serverKeepalive),
 		grpc.KeepaliveEnforcementPolicy(serverPolicy),
+		// Serve calls on long-lived workers: a fresh goroutine per call grows (copies) its stack
+		// while decoding the nested objects, which showed as a few percent of a call's CPU.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	return grpc.NewServer(append(base, opts...)...), nil
 }

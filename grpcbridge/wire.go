@@ -118,9 +118,9 @@ func DecodeMachine(b []byte) (*v1alpha1.Machine, error) {
 	err := fields(b, "machine", func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			m.APIVersion = string(f.b)
+			m.APIVersion = str(f.b)
 		case f.is(2, protowire.BytesType):
-			m.Kind = string(f.b)
+			m.Kind = str(f.b)
 		case f.is(3, protowire.BytesType):
 			m.ObjectMeta = metav1.ObjectMeta{}
 			if err := m.ObjectMeta.Unmarshal(f.b); err != nil {
@@ -146,16 +146,16 @@ func decodeMachineSpec(b []byte, s *v1alpha1.MachineSpec) error {
 			return fields(f.b, "machine.spec.class", func(f field) error {
 				switch {
 				case f.is(1, protowire.BytesType):
-					s.Class.APIGroup = string(f.b)
+					s.Class.APIGroup = str(f.b)
 				case f.is(2, protowire.BytesType):
-					s.Class.Kind = string(f.b)
+					s.Class.Kind = str(f.b)
 				case f.is(3, protowire.BytesType):
-					s.Class.Name = string(f.b)
+					s.Class.Name = str(f.b)
 				}
 				return nil
 			})
 		case f.is(2, protowire.BytesType):
-			s.ProviderID = string(f.b)
+			s.ProviderID = str(f.b)
 		case f.is(3, protowire.BytesType):
 			return fields(f.b, "machine.spec.nodeTemplate", func(f field) error {
 				switch {
@@ -197,7 +197,7 @@ func decodeMachineSpec(b []byte, s *v1alpha1.MachineSpec) error {
 					v := int32(f.v)
 					c.MaxEvictRetries = &v
 				case f.is(8, protowire.BytesType):
-					v := string(f.b)
+					v := str(f.b)
 					c.NodeConditions = &v
 				}
 				return err
@@ -220,17 +220,17 @@ func decodeMachineStatus(b []byte, s *v1alpha1.MachineStatus) error {
 				var err error
 				switch {
 				case f.is(1, protowire.BytesType):
-					c.Type = corev1.NodeConditionType(f.b)
+					c.Type = corev1.NodeConditionType(str(f.b))
 				case f.is(2, protowire.BytesType):
-					c.Status = corev1.ConditionStatus(f.b)
+					c.Status = corev1.ConditionStatus(str(f.b))
 				case f.is(3, protowire.BytesType):
 					c.LastHeartbeatTime, err = decodeTime(f.b)
 				case f.is(4, protowire.BytesType):
 					c.LastTransitionTime, err = decodeTime(f.b)
 				case f.is(5, protowire.BytesType):
-					c.Reason = string(f.b)
+					c.Reason = str(f.b)
 				case f.is(6, protowire.BytesType):
-					c.Message = string(f.b)
+					c.Message = str(f.b)
 				}
 				return err
 			})
@@ -242,15 +242,15 @@ func decodeMachineStatus(b []byte, s *v1alpha1.MachineStatus) error {
 				var err error
 				switch {
 				case f.is(1, protowire.BytesType):
-					o.Description = string(f.b)
+					o.Description = str(f.b)
 				case f.is(2, protowire.BytesType):
-					o.ErrorCode = string(f.b)
+					o.ErrorCode = str(f.b)
 				case f.is(3, protowire.BytesType):
 					o.LastUpdateTime, err = decodeTime(f.b)
 				case f.is(4, protowire.BytesType):
-					o.State = v1alpha1.MachineState(f.b)
+					o.State = v1alpha1.MachineState(str(f.b))
 				case f.is(5, protowire.BytesType):
-					o.Type = v1alpha1.MachineOperationType(f.b)
+					o.Type = v1alpha1.MachineOperationType(str(f.b))
 				}
 				return err
 			})
@@ -260,7 +260,7 @@ func decodeMachineStatus(b []byte, s *v1alpha1.MachineStatus) error {
 				var err error
 				switch {
 				case f.is(1, protowire.BytesType):
-					c.Phase = v1alpha1.MachinePhase(f.b)
+					c.Phase = v1alpha1.MachinePhase(str(f.b))
 				case f.is(2, protowire.VarintType):
 					c.TimeoutActive = protowire.DecodeBool(f.v)
 				case f.is(3, protowire.BytesType):
@@ -273,7 +273,7 @@ func decodeMachineStatus(b []byte, s *v1alpha1.MachineStatus) error {
 				return err
 			})
 		case f.is(5, protowire.BytesType):
-			s.LastKnownState = string(f.b)
+			s.LastKnownState = str(f.b)
 		}
 		return nil
 	})
@@ -328,9 +328,9 @@ func DecodeMachineClass(b []byte) (*v1alpha1.MachineClass, error) {
 	err := fields(b, "machineClass", func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			c.APIVersion = string(f.b)
+			c.APIVersion = str(f.b)
 		case f.is(2, protowire.BytesType):
-			c.Kind = string(f.b)
+			c.Kind = str(f.b)
 		case f.is(3, protowire.BytesType):
 			c.ObjectMeta = metav1.ObjectMeta{}
 			if err := c.ObjectMeta.Unmarshal(f.b); err != nil {
@@ -348,13 +348,13 @@ func DecodeMachineClass(b []byte) (*v1alpha1.MachineClass, error) {
 				case f.is(2, protowire.BytesType):
 					return decodeResource(f.b, &t.VirtualCapacity, "machineClass.nodeTemplate.virtualCapacity")
 				case f.is(3, protowire.BytesType):
-					t.InstanceType = string(f.b)
+					t.InstanceType = str(f.b)
 				case f.is(4, protowire.BytesType):
-					t.Region = string(f.b)
+					t.Region = str(f.b)
 				case f.is(5, protowire.BytesType):
-					t.Zone = string(f.b)
+					t.Zone = str(f.b)
 				case f.is(6, protowire.BytesType):
-					v := string(f.b)
+					v := str(f.b)
 					t.Architecture = &v
 				}
 				return nil
@@ -364,7 +364,7 @@ func DecodeMachineClass(b []byte) (*v1alpha1.MachineClass, error) {
 		case f.is(6, protowire.BytesType):
 			c.ProviderSpec.Raw = slices.Clone(f.b)
 		case f.is(7, protowire.BytesType):
-			c.Provider = string(f.b)
+			c.Provider = str(f.b)
 		case f.is(8, protowire.BytesType):
 			return decodeSecretRef(f.b, &c.SecretRef)
 		}
@@ -572,9 +572,9 @@ func decodeAddress(b []byte) (corev1.NodeAddress, error) {
 	err := fields(b, "address", func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			a.Type = corev1.NodeAddressType(f.b)
+			a.Type = corev1.NodeAddressType(str(f.b))
 		case f.is(2, protowire.BytesType):
-			a.Address = string(f.b)
+			a.Address = str(f.b)
 		}
 		return nil
 	})
@@ -586,9 +586,9 @@ func decodeResource(b []byte, l *corev1.ResourceList, path string) error {
 	if err := fields(b, path, func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			key = string(f.b)
+			key = str(f.b)
 		case f.is(2, protowire.BytesType):
-			value = string(f.b)
+			value = str(f.b)
 		}
 		return nil
 	}); err != nil {
@@ -613,9 +613,9 @@ func decodeSecretRef(b []byte, r **corev1.SecretReference) error {
 	return fields(b, "secretRef", func(f field) error {
 		switch {
 		case f.is(1, protowire.BytesType):
-			ref.Name = string(f.b)
+			ref.Name = str(f.b)
 		case f.is(2, protowire.BytesType):
-			ref.Namespace = string(f.b)
+			ref.Namespace = str(f.b)
 		}
 		return nil
 	})
@@ -631,3 +631,41 @@ func providerSpecJSON(c *v1alpha1.MachineClass) ([]byte, error) {
 	}
 	return raw, nil
 }
+
+// str returns b as a string, without allocating for the values every machine repeats (kinds,
+// phases, node condition types, statuses, reasons and messages, address types).
+func str(b []byte) string {
+	if s, ok := interned[string(b)]; ok { // a map lookup by string(b) does not allocate
+		return s
+	}
+	return string(b)
+}
+
+var interned = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range []string{
+		"machine.sapcloud.io/v1alpha1", "machine.sapcloud.io", "Machine", "MachineClass",
+		string(v1alpha1.MachinePending), string(v1alpha1.MachineAvailable), string(v1alpha1.MachineRunning),
+		string(v1alpha1.MachineTerminating), string(v1alpha1.MachineUnknown), string(v1alpha1.MachineFailed),
+		string(v1alpha1.MachineCrashLoopBackOff), string(v1alpha1.MachineInPlaceUpdating),
+		string(v1alpha1.MachineInPlaceUpdateSuccessful), string(v1alpha1.MachineInPlaceUpdateFailed),
+		string(v1alpha1.MachineStatePending), string(v1alpha1.MachineStateProcessing),
+		string(v1alpha1.MachineStateFailed), string(v1alpha1.MachineStateSuccessful),
+		string(v1alpha1.MachineOperationCreate), string(v1alpha1.MachineOperationUpdate),
+		string(v1alpha1.MachineOperationInPlaceUpdate), string(v1alpha1.MachineOperationDrainNode),
+		string(v1alpha1.MachineOperationHealthCheck), string(v1alpha1.MachineOperationDelete),
+		string(corev1.NodeReady), string(corev1.NodeMemoryPressure), string(corev1.NodeDiskPressure),
+		string(corev1.NodePIDPressure), string(corev1.NodeNetworkUnavailable),
+		string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown),
+		"KubeletReady", "KubeletNotReady", "NodeStatusUnknown", "KubeletHasSufficientMemory",
+		"KubeletHasNoDiskPressure", "KubeletHasSufficientPID", "RouteCreated",
+		"kubelet is posting ready status", "kubelet has sufficient memory available",
+		"kubelet has no disk pressure", "kubelet has sufficient PID available",
+		"Kubelet stopped posting node status.", "RouteController created a route",
+		string(corev1.NodeInternalIP), string(corev1.NodeExternalIP), string(corev1.NodeHostName),
+		string(corev1.NodeInternalDNS), string(corev1.NodeExternalDNS),
+	} {
+		m[s] = s
+	}
+	return m
+}()
