@@ -6,7 +6,9 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,11 +18,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -228,6 +232,62 @@ func (w *syncWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()
+}
+
+// TestContainerArgsParse renders every base with the pinned kubectl and runs each machinist
+// container's command line (image machinist or machinist-<provider>) against the real CLI with
+// --help appended: an unknown subcommand or flag, or a global flag placed after the subcommand,
+// fails here instead of in a crash-looping pod.
+func TestContainerArgsParse(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "machinist")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/machinist")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/machinist: %v\n%s", err, out)
+	}
+	for _, base := range bases {
+		t.Run(base, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out, err := exec.CommandContext(ctx, kubectlPath(t), "kustomize", here(t, base)).Output()
+			if err != nil {
+				t.Fatalf("kubectl kustomize %s: %v", base, err)
+			}
+			checked := 0
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+			for {
+				var d appsv1.Deployment
+				if err := dec.Decode(&d); err != nil {
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					t.Fatal(err)
+				}
+				if d.Kind != "Deployment" {
+					continue
+				}
+				for _, c := range d.Spec.Template.Spec.Containers {
+					image := strings.SplitN(c.Image, ":", 2)[0]
+					if image != "machinist" && !strings.HasPrefix(image, "machinist-") {
+						continue
+					}
+					args := append(append([]string{}, c.Args...), "--help")
+					cmd := exec.CommandContext(ctx, bin, args...)
+					if res, err := cmd.CombinedOutput(); err != nil {
+						t.Errorf("%s/%s container %s: machinist %s: %v\n%s", base, d.Name, c.Name, strings.Join(c.Args, " "), err, tail(string(res), 2000))
+					}
+					checked++
+				}
+			}
+			if checked == 0 {
+				t.Fatal("no machinist container found")
+			}
+		})
+	}
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
