@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"sort"
@@ -971,4 +972,66 @@ func TestRunDialInProvider(t *testing.T) {
 	if intruder.Connected() || len(intruderCloud.VMs()) > 0 {
 		t.Errorf("a provider authorized only for \"other\" registered mem (connected %v, %d VMs)", intruder.Connected(), len(intruderCloud.VMs()))
 	}
+}
+
+// TestRunDriverExec: `machinist run --driver-exec local=PATH` runs a slim local-provider binary
+// as a child process and resolves the local class to it (before the compiled-in driver): the
+// machines' VMs live in the child's state directory, none in the controller's, and the child is
+// gone once the controller stops.
+func TestRunDriverExec(t *testing.T) {
+	e := newE2E(t)
+	root := repoPath(t, "")
+	slim := filepath.Join(t.TempDir(), "machinist-local")
+	build := exec.Command("go", "build", "-tags", "provider_local", "-o", slim, "./cmd/machinist")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the slim local binary: %v\n%s", err, out)
+	}
+	childState := t.TempDir()
+	// The child inherits the environment: serve reads its target cluster and state dir from it.
+	t.Setenv("MACHINIST_KUBECONFIG", e.env.KubeconfigPath)
+	t.Setenv("MACHINIST_STATE_DIR", childState)
+	stop := e.startRun("--driver-exec", "local="+slim)
+	e.localClass("default", "local", "e2e")
+	e.newDeployment("default", "pool", "local", 2, 1, 0)
+	e.waitRunning("default", 2, 90*time.Second, nil)
+
+	controllerState := e.stateDir
+	e.stateDir = childState
+	if vms := e.vms("default", "local"); len(vms) != 2 {
+		t.Errorf("the child's state holds %d VMs, want 2: %v", len(vms), vms)
+	}
+	e.stateDir = controllerState
+	if vms := e.vms("default", "local"); len(vms) != 0 {
+		t.Errorf("the compiled-in driver made VMs although --driver-exec serves local: %v", vms)
+	}
+	if n := len(processesOf(t, slim)); n != 1 {
+		t.Fatalf("%d processes of the slim binary while the controller runs, want 1", n)
+	}
+	stop()
+	e.eventually(10*time.Second, "the child gone", func() (bool, string) {
+		pids := processesOf(t, slim)
+		return len(pids) == 0, fmt.Sprintf("pids %v", pids)
+	})
+}
+
+// processesOf lists the pids of processes running the executable at path.
+func processesOf(t *testing.T, path string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	var pids []int
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", en.Name(), "exe"))
+		if err == nil && (exe == path || exe == path+" (deleted)") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
