@@ -81,6 +81,10 @@ type Reconciler struct {
 	opts     Options
 	writes   *writes
 	now      func() time.Time
+
+	// nodesClean holds the deployments (types.NamespacedName) whose nodes had a clean-up pass
+	// since the process started or their last rollout: they need no other until the next one.
+	nodesClean sync.Map
 }
 
 // Setup registers the MachineDeployment controller with mgr.
@@ -199,6 +203,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.client.Get(ctx, req.NamespacedName, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
+			r.nodesClean.Delete(req.NamespacedName)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err

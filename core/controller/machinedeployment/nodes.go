@@ -33,6 +33,15 @@ func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet
 			break
 		}
 	}
+	// Outside a rollout the nodes need one clean-up pass (also the first pass after a restart),
+	// not one per machine event.
+	key := ro.key()
+	if _, clean := ro.r.nodesClean.Load(key); clean && !rolling {
+		return nil
+	}
+	if rolling {
+		ro.r.nodesClean.Delete(key)
+	}
 	var errs []error
 	for _, ms := range ro.sets {
 		old := ms != newMS
@@ -45,6 +54,9 @@ func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet
 				errs = append(errs, err)
 			}
 		}
+	}
+	if len(errs) == 0 && !rolling {
+		ro.r.nodesClean.Store(key, true)
 	}
 	return errors.Join(errs...)
 }
