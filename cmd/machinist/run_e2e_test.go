@@ -1035,3 +1035,13 @@ func processesOf(t *testing.T, path string) []int {
 	}
 	return pids
 }
+
+// TestRunSaysToInstallCRDs: against a cluster without the machine.sapcloud.io CRDs, `machinist
+// run` stops at once and says how to install them.
+func TestRunSaysToInstallCRDs(t *testing.T) {
+	env := testenv.Start(t, testenv.WithCRDDirs())
+	err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", env.KubeconfigPath, "--port", "-1"})
+	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f kubernetes/crds/") || !strings.Contains(err.Error(), "MachineDeployment") {
+		t.Fatalf("error %v, want one naming the missing kinds and how to install the CRDs", err)
+	}
+}

@@ -14,11 +14,14 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -225,6 +228,9 @@ func New(opts Options) (*Manager, error) {
 		return nil, fmt.Errorf("manager: control cluster %s: %w", controlCfg.Host, err)
 	}
 	m.Manager = mgr
+	if err := checkCRDs(mgr); err != nil {
+		return nil, err
+	}
 
 	if opts.TargetKubeconfig != NoTarget {
 		targetCfg := opts.TargetConfig
@@ -348,6 +354,27 @@ func (m *Manager) healthHandlers() map[string]http.Handler {
 		h[path+"/"] = http.StripPrefix(path, handler)
 	}
 	return h
+}
+
+// checkCRDs fails early, saying what to do, when the control cluster does not serve the
+// machine.sapcloud.io kinds (instead of the controllers failing to sync their caches later).
+func checkCRDs(mgr crmanager.Manager) error {
+	var missing []string
+	for _, kind := range []string{"Machine", "MachineClass", "MachineSet", "MachineDeployment"} {
+		_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: v1alpha1.GroupName, Kind: kind}, v1alpha1.SchemeGroupVersion.Version)
+		if meta.IsNoMatchError(err) {
+			missing = append(missing, kind)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("manager: look up %s in the control cluster: %w", kind, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("manager: the control cluster does not serve %s.%s/%s: install the CRDs with `kubectl apply -f kubernetes/crds/`",
+			strings.Join(missing, ", "), v1alpha1.GroupName, v1alpha1.SchemeGroupVersion.Version)
+	}
+	return nil
 }
 
 func cacheSynced(c cache.Cache) error {
