@@ -171,3 +171,12 @@ FUZZTIME ?= 60s
 .PHONY: fuzz-azure
 fuzz-azure: ## fuzz the Azure provider spec decoder for $(FUZZTIME) (seeds in providers/azure/testdata/fuzz)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeProviderSpec -fuzztime $(FUZZTIME) ./providers/azure/
+
+## ---------------------------------------------------------------- grpc bridge
+.PHONY: bench-grpcbridge fuzz-grpcbridge
+bench-grpcbridge: ## gRPC bridge benchmarks: floor, uds, tcp, tcp-mtls, dial-in, separate process (see docs/performance.md)
+	$(GO) test -run '^$$' -bench 'GetMachineStatus|Convert|ObjectEncoding' -benchtime 3000x -count 8 ./grpcbridge/
+
+fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds in grpcbridge/testdata/fuzz)
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
+	$(GO) test -run '^$$' -fuzz FuzzObjectRoundTrip -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
