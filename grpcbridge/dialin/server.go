@@ -175,7 +175,7 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 	if !s.add(ss) {
 		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
 	}
-	log := s.log.With("session", ss.id, "instance", ss.instance, "peer", ss.peer, "providers", names)
+	log := s.log.With("session", ss.id, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
 	log.Info("dialin: provider connected")
 
 	recvErr := make(chan error, 1)
