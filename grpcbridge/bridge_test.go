@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -152,6 +154,11 @@ func TestErrorsWithoutStatus(t *testing.T) {
 		if driver.CodeOf(err) != tc.code || driver.MessageOf(err) != tc.msg {
 			t.Errorf("driver error %v arrived as %s %q, want %s %q", tc.err, driver.CodeOf(err), driver.MessageOf(err), tc.code, tc.msg)
 		}
+	}
+	// A peer claiming code OK in the detail of a failed call still fails.
+	st, _ := status.New(codes.Internal, "odd").WithDetails(&driverv1.ErrorInfo{MachineCode: 0})
+	if err := grpcbridge.FromGRPCStatus(t.Context(), st.Err()); !driver.IsCode(err, driver.Unknown) {
+		t.Fatalf("ErrorInfo with code OK: %v", err)
 	}
 	// The server survived the panic.
 	set(driver.Error(driver.NotFound, "no VM"))

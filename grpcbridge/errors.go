@@ -68,8 +68,8 @@ func FromGRPCStatus(ctx context.Context, err error) error {
 	for _, d := range s.Details() {
 		if info, ok := d.(*driverv1.ErrorInfo); ok {
 			code := driver.Code(info.MachineCode)
-			if !code.Valid() {
-				code = driver.Unknown
+			if !code.Valid() || code == driver.OK {
+				code = driver.Unknown // a failed call never reads as success
 			}
 			return driver.Error(code, s.Message())
 		}
