@@ -80,6 +80,9 @@ func TestCapacityAndQuotaErrorsAreResourceExhaustedAndLeaveNothing(t *testing.T)
 	}{
 		{"SkuNotAvailable", func(c *fakeazure.Cloud) { c.SetSkuUnavailable(testLocation, "Standard_D2s_v3", "1") }, driver.ResourceExhausted, []string{"SkuNotAvailable", "HTTP 409"}, false},
 		{"core quota", func(c *fakeazure.Cloud) { c.SetCoreQuota(testLocation, 1) }, driver.ResourceExhausted, []string{"OperationNotAllowed", "quota", "Current Limit: 1"}, false},
+		{"family quota", func(c *fakeazure.Cloud) {
+			c.Inject(fakeazure.Fault{Op: fakeazure.OpCreateVM, Err: fakeazure.ErrFamilyQuota("standardDSv3Family", testLocation, 8, 8, 2)})
+		}, driver.ResourceExhausted, []string{"QuotaExceeded", "standardDSv3Family"}, false},
 		{"resource quota", func(c *fakeazure.Cloud) {
 			c.Inject(fakeazure.Fault{Op: fakeazure.OpCreateVM, Err: fakeazure.ErrResourceQuota("Microsoft.Compute/virtualMachines", 800)})
 		}, driver.ResourceExhausted, []string{"ResourceQuotaExceeded"}, false},

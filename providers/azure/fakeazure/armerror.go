@@ -92,6 +92,13 @@ func ErrCoreQuota(location string, limit, usage, required int) *ARMError {
 		location, limit, usage, required, usage+required)
 }
 
+// ErrFamilyQuota is Microsoft.Compute's QuotaExceeded shape for a VM family's vCPU quota.
+func ErrFamilyQuota(family, location string, limit, usage, required int) *ARMError {
+	return armErr(http.StatusConflict, "QuotaExceeded",
+		"Operation could not be completed as it results in exceeding approved %s Cores quota. Additional details - Deployment Model: Resource Manager, Location: %s, Current Limit: %d, Current Usage: %d, Additional Required: %d, (Minimum) New Limit Required: %d. Submit a request for Quota increase at https://aka.ms/ProdportalCRP/#blade/Microsoft_Azure_Capacity/UsageAndQuota.ReactView by specifying parameters listed in the 'Details' section for deployment to succeed.",
+		family, location, limit, usage, required, usage+required)
+}
+
 // ErrResourceQuota is ARM's answer when a resource group holds too many resources of a type.
 func ErrResourceQuota(resourceType string, limit int) *ARMError {
 	return armErr(http.StatusConflict, "ResourceQuotaExceeded",
