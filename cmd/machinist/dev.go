@@ -152,7 +152,11 @@ func runDev(c *cli.Context) error {
 	if err := watchProgress(ctx, cl, out, step, c.Duration("timeout"), done); err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "running; press Ctrl-C to stop and clean up")
+	if temp {
+		fmt.Fprintln(out, "running; press Ctrl-C to stop and clean up")
+	} else {
+		fmt.Fprintf(out, "running; press Ctrl-C to stop (the control plane and machines stay in %s for the next run)\n", dir)
+	}
 	select {
 	case <-ctx.Done():
 		return nil
