@@ -23,7 +23,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
@@ -41,7 +41,7 @@ func (statusDriver) GetMachineStatus(context.Context, *driver.GetMachineStatusRe
 }
 
 func benchRequest() *driver.GetMachineStatusRequest {
-	return &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m-1"), MachineClass: bridgetest.Class("openstack"), Secret: bridgetest.Secret()}
+	return &driver.GetMachineStatusRequest{Machine: fixture.Machine("m-1"), MachineClass: fixture.Class("openstack"), Secret: fixture.Secret()}
 }
 
 // floorService is a bare unary gRPC method that receives and returns opaque bytes of the sizes
@@ -101,12 +101,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	env := &benchEnv{direct: d}
 
 	// uds and floor share one server and one unix socket.
-	addr := "unix://" + filepath.Join(bridgetest.SocketDir(b), "bench.sock")
+	addr := "unix://" + filepath.Join(fixture.SocketDir(b), "bench.sock")
 	lis, err := grpcbridge.Listen(addr)
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := grpcbridge.NewGRPCServer(bridgetest.Insecure)
+	srv, err := grpcbridge.NewGRPCServer(fixture.Insecure)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	srv.RegisterService(&floorService, &floorServer{resp: resp})
 	go srv.Serve(lis)
 	b.Cleanup(srv.Stop)
-	conn, err := grpcbridge.Dial(addr, bridgetest.Insecure)
+	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,8 +126,8 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		return conn.Invoke(ctx, "/machinist.bench.Floor/Echo", req, out)
 	}
 
-	env.tcp = bridgetest.Serve(b, "127.0.0.1:0", bridgetest.Insecure, bridgetest.Insecure, d).Client
-	env.tcpMTLS = bridgetest.ServeTCPMTLS(b, d).Client
+	env.tcp = fixture.Serve(b, "127.0.0.1:0", fixture.Insecure, fixture.Insecure, d).Client
+	env.tcpMTLS = fixture.ServeTCPMTLS(b, d).Client
 	env.dialin = dialinDriver(b, d)
 	return env
 }
@@ -135,12 +135,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 // dialinDriver serves d by dial-in over a unix socket in plain text (the same transport as
 // uds, so the two differ only by the protocol) and returns the controller-side driver.
 func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
-	addr := "unix://" + filepath.Join(bridgetest.SocketDir(b), "dialin.sock")
+	addr := "unix://" + filepath.Join(fixture.SocketDir(b), "dialin.sock")
 	lis, err := grpcbridge.Listen(addr)
 	if err != nil {
 		b.Fatal(err)
 	}
-	gs, err := grpcbridge.NewGRPCServer(bridgetest.Insecure)
+	gs, err := grpcbridge.NewGRPCServer(fixture.Insecure)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 	ds.RegisterService(gs)
 	go gs.Serve(lis)
 	b.Cleanup(func() { ds.Close(); gs.Stop() })
-	bridgetest.ConnectProvider(b, addr, bridgetest.Insecure, map[string]driver.Driver{"openstack": d},
+	fixture.ConnectProvider(b, addr, fixture.Insecure, map[string]driver.Driver{"openstack": d},
 		func(o *dialin.ProviderOptions) { o.Log = quiet })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -278,7 +278,7 @@ func BenchmarkGetMachineStatusSeparateProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	addr := "unix://" + filepath.Join(bridgetest.SocketDir(b), "process.sock")
+	addr := "unix://" + filepath.Join(fixture.SocketDir(b), "process.sock")
 	cmd := exec.Command(self, "-test.run=^$")
 	cmd.Env = append(os.Environ(), serverEnv+"="+addr)
 	cmd.Stderr = os.Stderr
@@ -286,7 +286,7 @@ func BenchmarkGetMachineStatusSeparateProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
-	conn, err := grpcbridge.Dial(addr, bridgetest.Insecure)
+	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
 	if err != nil {
 		b.Fatal(err)
 	}

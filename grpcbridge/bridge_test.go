@@ -15,18 +15,18 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
 // TestObjectsArriveEqual checks, for every method, that the driver behind the bridge receives
 // what the caller sent and the caller receives what the driver answered.
 func TestObjectsArriveEqual(t *testing.T) {
-	m, c, s := bridgetest.Machine("m-1"), bridgetest.Class("mem"), bridgetest.Secret()
+	m, c, s := fixture.Machine("m-1"), fixture.Class("mem"), fixture.Secret()
 	pv := &corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "x", VolumeHandle: "v"}}}
 	addrs := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.7"}, {Type: corev1.NodeHostName, Address: "m-1"}}
 	var got any
-	d := &bridgetest.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
 		got = req
 		switch method {
 		case "CreateMachine":
@@ -42,7 +42,7 @@ func TestObjectsArriveEqual(t *testing.T) {
 		}
 		return &driver.GetVolumeIDsResponse{VolumeIDs: []string{"v"}}, nil
 	}}
-	cl := bridgetest.ServeUnix(t, d).Client
+	cl := fixture.ServeUnix(t, d).Client
 	ctx := t.Context()
 
 	cr, err := cl.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: c, Secret: s})
@@ -95,19 +95,19 @@ func mustOK(t *testing.T, err error) {
 func TestEveryCodeRoundTrips(t *testing.T) {
 	var mu sync.Mutex
 	var next error
-	d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return nil, next
 	}}
-	for _, served := range []*bridgetest.Served{bridgetest.ServeUnix(t, d), bridgetest.ServeTCPMTLS(t, d)} {
+	for _, served := range []*fixture.Served{fixture.ServeUnix(t, d), fixture.ServeTCPMTLS(t, d)} {
 		for code := driver.Code(1); code < driver.NumCodes; code++ {
 			msg := fmt.Sprintf("%s: the cloud said [%d] — ünïcode ok, \xff not UTF-8, 100%% sure", code, code)
 			mu.Lock()
 			next = driver.Error(code, msg)
 			mu.Unlock()
-			for _, method := range bridgetest.Methods {
-				err := bridgetest.CallMethod(t.Context(), served.Client, method)
+			for _, method := range fixture.Methods {
+				err := fixture.CallMethod(t.Context(), served.Client, method)
 				var st *driver.Status
 				if !errors.As(err, &st) {
 					t.Fatalf("%s %s: error %v is not a *driver.Status", method, code, err)
@@ -123,7 +123,7 @@ func TestEveryCodeRoundTrips(t *testing.T) {
 func TestErrorsWithoutStatus(t *testing.T) {
 	var mu sync.Mutex
 	var next error
-	d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if next == nil {
@@ -131,7 +131,7 @@ func TestErrorsWithoutStatus(t *testing.T) {
 		}
 		return nil, next
 	}}
-	cl := bridgetest.ServeUnix(t, d).Client
+	cl := fixture.ServeUnix(t, d).Client
 	set := func(err error) {
 		mu.Lock()
 		next = err
@@ -150,7 +150,7 @@ func TestErrorsWithoutStatus(t *testing.T) {
 	}
 	for _, tc := range cases {
 		set(tc.err)
-		err := bridgetest.CallMethod(t.Context(), cl, "GetMachineStatus")
+		err := fixture.CallMethod(t.Context(), cl, "GetMachineStatus")
 		if driver.CodeOf(err) != tc.code || driver.MessageOf(err) != tc.msg {
 			t.Errorf("driver error %v arrived as %s %q, want %s %q", tc.err, driver.CodeOf(err), driver.MessageOf(err), tc.code, tc.msg)
 		}
@@ -162,7 +162,7 @@ func TestErrorsWithoutStatus(t *testing.T) {
 	}
 	// The server survived the panic.
 	set(driver.Error(driver.NotFound, "no VM"))
-	if err := bridgetest.CallMethod(t.Context(), cl, "GetMachineStatus"); !driver.IsCode(err, driver.NotFound) {
+	if err := fixture.CallMethod(t.Context(), cl, "GetMachineStatus"); !driver.IsCode(err, driver.NotFound) {
 		t.Fatalf("after a panic: %v", err)
 	}
 }
@@ -179,7 +179,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 	cancelled := make(chan struct{}, 1)
 	var mode string
 	var mu sync.Mutex
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, method string, req any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, method string, req any) (any, error) {
 		dl, ok := ctx.Deadline()
 		seenc <- seen{dl, ok}
 		mu.Lock()
@@ -196,7 +196,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 		return nil, nil
 	}}
 	setMode := func(m string) { mu.Lock(); mode = m; mu.Unlock() }
-	served := bridgetest.ServeUnix(t, d, grpcbridge.WithServerTimeouts(grpcbridge.Timeouts{Mutating: 7 * time.Minute, Reading: 3 * time.Minute}))
+	served := fixture.ServeUnix(t, d, grpcbridge.WithServerTimeouts(grpcbridge.Timeouts{Mutating: 7 * time.Minute, Reading: 3 * time.Minute}))
 	within := func(got, want time.Time, what string) {
 		t.Helper()
 		if diff := got.Sub(want); diff < -2*time.Second || diff > 2*time.Second {
@@ -208,7 +208,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 	for _, d := range []time.Duration{5 * time.Second, time.Hour} {
 		ctx, cancel := context.WithTimeout(t.Context(), d)
 		want, _ := ctx.Deadline()
-		mustOK(t, bridgetest.CallMethod(ctx, served.Client, "CreateMachine"))
+		mustOK(t, fixture.CallMethod(ctx, served.Client, "CreateMachine"))
 		cancel()
 		s := <-seenc
 		if !s.has {
@@ -220,9 +220,9 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 	// Without a deadline the client's default applies (reading vs mutating).
 	cl := grpcbridge.NewClient(served.Conn, grpcbridge.WithTimeouts(grpcbridge.Timeouts{Mutating: 20 * time.Minute, Reading: 90 * time.Second}))
 	start := time.Now()
-	mustOK(t, bridgetest.CallMethod(context.Background(), cl, "GetMachineStatus"))
+	mustOK(t, fixture.CallMethod(context.Background(), cl, "GetMachineStatus"))
 	within((<-seenc).deadline, start.Add(90*time.Second), "client default (reading)")
-	mustOK(t, bridgetest.CallMethod(context.Background(), cl, "DeleteMachine"))
+	mustOK(t, fixture.CallMethod(context.Background(), cl, "DeleteMachine"))
 	within((<-seenc).deadline, start.Add(20*time.Minute), "client default (mutating)")
 
 	// A peer that sends no deadline at all gets the server's default.
@@ -237,7 +237,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 	setMode("block")
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
-	go func() { errc <- bridgetest.CallMethod(ctx, served.Client, "CreateMachine") }()
+	go func() { errc <- fixture.CallMethod(ctx, served.Client, "CreateMachine") }()
 	<-seenc
 	cancel()
 	select {
@@ -251,7 +251,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 
 	// A driver that honours its context answers DeadlineExceeded at the deadline.
 	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
-	err := bridgetest.CallMethod(ctx, served.Client, "GetMachineStatus")
+	err := fixture.CallMethod(ctx, served.Client, "GetMachineStatus")
 	cancel()
 	<-seenc
 	<-cancelled
@@ -263,7 +263,7 @@ func TestDeadlineAndCancellationReachTheDriver(t *testing.T) {
 	setMode("ignore")
 	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
 	start = time.Now()
-	err = bridgetest.CallMethod(ctx, served.Client, "GetMachineStatus")
+	err = fixture.CallMethod(ctx, served.Client, "GetMachineStatus")
 	cancel()
 	<-seenc
 	if !driver.IsCode(err, driver.DeadlineExceeded) || time.Since(start) > 1500*time.Millisecond {

@@ -17,7 +17,7 @@ import (
 	"github.com/machinist-io/machinist/core/drivertest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -34,8 +34,8 @@ func TestConformance(t *testing.T) {
 		wrap func(t testing.TB, d driver.Driver) driver.Driver
 	}{
 		{"direct", func(_ testing.TB, d driver.Driver) driver.Driver { return d }},
-		{"uds", func(t testing.TB, d driver.Driver) driver.Driver { return bridgetest.ServeUnix(t, d).Client }},
-		{"tcp-mtls", func(t testing.TB, d driver.Driver) driver.Driver { return bridgetest.ServeTCPMTLS(t, d).Client }},
+		{"uds", func(t testing.TB, d driver.Driver) driver.Driver { return fixture.ServeUnix(t, d).Client }},
+		{"tcp-mtls", func(t testing.TB, d driver.Driver) driver.Driver { return fixture.ServeTCPMTLS(t, d).Client }},
 	}
 	for _, tg := range targets {
 		for _, w := range ways {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
@@ -135,7 +135,7 @@ func mustEqual(t *testing.T, what string, want, got any) {
 }
 
 func TestRealisticObjectsRoundTrip(t *testing.T) {
-	m, c, s := bridgetest.Machine("m-1"), bridgetest.Class("openstack"), bridgetest.Secret()
+	m, c, s := fixture.Machine("m-1"), fixture.Class("openstack"), fixture.Secret()
 	mustEqual(t, "machine", m, wireMachine(t, m))
 	mustEqual(t, "class", c, wireClass(t, c))
 	mustEqual(t, "secret", s, wireSecret(t, s))
@@ -154,7 +154,7 @@ func TestRealisticObjectsRoundTrip(t *testing.T) {
 	mustEqual(t, "empty secret", &corev1.Secret{}, wireSecret(t, &corev1.Secret{}))
 
 	// A providerSpec held only as a decoded object travels as its JSON.
-	withObject := bridgetest.Class("mem")
+	withObject := fixture.Class("mem")
 	withObject.ProviderSpec = runtime.RawExtension{Object: &corev1.Secret{Type: "x"}}
 	got := wireClass(t, withObject)
 	want, _ := json.Marshal(withObject.ProviderSpec.Object)
@@ -225,7 +225,7 @@ func must[T any](v T, err error) T {
 // TestClassEncodingIsDeterministic: equal classes give equal bytes whatever the map order, which
 // is what the server's class cache and dial-in digests rely on.
 func TestClassEncodingIsDeterministic(t *testing.T) {
-	c := bridgetest.Class("openstack")
+	c := fixture.Class("openstack")
 	first := must(grpcbridge.EncodeMachineClass(c))
 	for i := 0; i < 20; i++ {
 		if got := must(grpcbridge.EncodeMachineClass(c.DeepCopy())); !bytes.Equal(first, got) {
@@ -236,7 +236,7 @@ func TestClassEncodingIsDeterministic(t *testing.T) {
 
 // TestLongNestedMessages covers nested messages whose length needs a multi-byte varint.
 func TestLongNestedMessages(t *testing.T) {
-	m := bridgetest.Machine("m-long")
+	m := fixture.Machine("m-long")
 	m.Status.LastOperation.Description = strings.Repeat("d", 200)
 	m.Status.Conditions[0].Message = strings.Repeat("m", 70000)
 	m.Spec.Class.Name = strings.Repeat("c", 130)

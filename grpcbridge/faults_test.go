@@ -14,7 +14,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
@@ -23,16 +23,16 @@ import (
 // gets Unavailable at once instead of waiting for its deadline, and later calls fail the same way.
 func TestServerKilledMidOperation(t *testing.T) {
 	entered := make(chan struct{})
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
 		close(entered)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	served := bridgetest.ServeUnix(t, d)
+	served := fixture.ServeUnix(t, d)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	errc := make(chan error, 1)
-	go func() { errc <- bridgetest.CallMethod(ctx, served.Client, "CreateMachine") }()
+	go func() { errc <- fixture.CallMethod(ctx, served.Client, "CreateMachine") }()
 	<-entered
 	start := time.Now()
 	served.GRPC.Stop()
@@ -40,7 +40,7 @@ func TestServerKilledMidOperation(t *testing.T) {
 	if !driver.IsCode(err, driver.Unavailable) || time.Since(start) > 5*time.Second {
 		t.Fatalf("in-flight call after the server died: %v after %v", err, time.Since(start))
 	}
-	err = bridgetest.CallMethod(ctx, served.Client, "GetMachineStatus")
+	err = fixture.CallMethod(ctx, served.Client, "GetMachineStatus")
 	if !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "unavailable") {
 		t.Fatalf("call to a dead server: %v", err)
 	}
@@ -58,11 +58,11 @@ func (rawCodec) Name() string { return "proto" }
 
 func TestGarbageMessages(t *testing.T) {
 	called := false
-	d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
 		called = true
 		return nil, nil
 	}}
-	served := bridgetest.ServeUnix(t, d)
+	served := fixture.ServeUnix(t, d)
 
 	// Bytes that are not a protobuf message at all.
 	for _, garbage := range [][]byte{{0xff, 0xff, 0xff}, bytes.Repeat([]byte{0x0a}, 64), []byte("hello, driver")} {
@@ -97,7 +97,7 @@ func TestGarbageMessages(t *testing.T) {
 		t.Fatal("the driver was called with an undecodable request")
 	}
 	// The server still works.
-	if err := bridgetest.CallMethod(t.Context(), served.Client, "GetMachineStatus"); err != nil {
+	if err := fixture.CallMethod(t.Context(), served.Client, "GetMachineStatus"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,7 +106,7 @@ func TestGarbageMessages(t *testing.T) {
 // over it is refused by the client; neither hangs or takes the server down.
 func TestOversizedMessages(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), grpcbridge.MaxMessageSize+1)
-	d := &bridgetest.FuncDriver{Handle: func(_ context.Context, method string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(_ context.Context, method string, _ any) (any, error) {
 		if method == "ListMachines" {
 			list := map[string]string{}
 			for i := 0; i < 5; i++ {
@@ -116,18 +116,18 @@ func TestOversizedMessages(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	served := bridgetest.ServeUnix(t, d)
-	s := bridgetest.Secret()
+	served := fixture.ServeUnix(t, d)
+	s := fixture.Secret()
 	s.Data["userData"] = big
-	_, err := served.Client.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class("mem"), Secret: s})
+	_, err := served.Client.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: fixture.Machine("m"), MachineClass: fixture.Class("mem"), Secret: s})
 	if !driver.IsCode(err, driver.ResourceExhausted) || !strings.Contains(driver.MessageOf(err), "larger than max") {
 		t.Fatalf("oversized request: %v", err)
 	}
-	_, err = served.Client.ListMachines(t.Context(), &driver.ListMachinesRequest{MachineClass: bridgetest.Class("mem")})
+	_, err = served.Client.ListMachines(t.Context(), &driver.ListMachinesRequest{MachineClass: fixture.Class("mem")})
 	if !driver.IsCode(err, driver.ResourceExhausted) {
 		t.Fatalf("oversized response: %v", err)
 	}
-	if err := bridgetest.CallMethod(t.Context(), served.Client, "GetMachineStatus"); err != nil {
+	if err := fixture.CallMethod(t.Context(), served.Client, "GetMachineStatus"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -135,24 +135,24 @@ func TestOversizedMessages(t *testing.T) {
 // TestUnauthorizedClientCertificate: a client whose certificate another CA signed, an expired
 // client certificate and a plain-text client are all refused by an mTLS driver server.
 func TestUnauthorizedClientCertificate(t *testing.T) {
-	d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) { return nil, nil }}
-	certs := bridgetest.NewCerts(t)
+	d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) { return nil, nil }}
+	certs := fixture.NewCerts(t)
 	st, ct := certs.Transports(t)
-	served := bridgetest.Serve(t, "127.0.0.1:0", st, ct, d)
-	mustOK(t, bridgetest.CallMethod(t.Context(), served.Client, "GetMachineStatus"))
+	served := fixture.Serve(t, "127.0.0.1:0", st, ct, d)
+	mustOK(t, fixture.CallMethod(t.Context(), served.Client, "GetMachineStatus"))
 
 	other := mtlstest.NewCA(t, "other")
-	intruder := bridgetest.Certs{Client: other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder"}, certs.CA.PEM), Server: certs.Server}
+	intruder := fixture.Certs{Client: other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder"}, certs.CA.PEM), Server: certs.Server}
 	_, badClient := intruder.Transports(t)
-	expired := bridgetest.Certs{Client: certs.CA.IssueFiles(t, mtlstest.Leaf{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)}, nil), Server: certs.Server}
+	expired := fixture.Certs{Client: certs.CA.IssueFiles(t, mtlstest.Leaf{CommonName: "old", NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)}, nil), Server: certs.Server}
 	_, expiredClient := expired.Transports(t)
-	for name, tr := range map[string]grpcbridge.Transport{"other CA": badClient, "expired": expiredClient, "plain text": bridgetest.Insecure} {
+	for name, tr := range map[string]grpcbridge.Transport{"other CA": badClient, "expired": expiredClient, "plain text": fixture.Insecure} {
 		conn, err := grpcbridge.Dial(served.Addr, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		err = bridgetest.CallMethod(ctx, grpcbridge.NewClient(conn), "GetMachineStatus")
+		err = fixture.CallMethod(ctx, grpcbridge.NewClient(conn), "GetMachineStatus")
 		cancel()
 		conn.Close()
 		if !driver.IsCode(err, driver.Unavailable) {
@@ -181,7 +181,7 @@ func TestTransportRequiresAChoice(t *testing.T) {
 }
 
 func TestListenReplacesStaleSocket(t *testing.T) {
-	addr := "unix://" + bridgetest.SocketDir(t) + "/d.sock"
+	addr := "unix://" + fixture.SocketDir(t) + "/d.sock"
 	l, err := grpcbridge.Listen(addr)
 	if err != nil {
 		t.Fatal(err)

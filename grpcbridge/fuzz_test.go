@@ -16,7 +16,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
@@ -151,7 +151,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	}
 	fill := objectFiller(t, 42)
 	for i := 0; i < 4; i++ {
-		m, c, s := bridgetest.Machine(fmt.Sprintf("m-%d", i)), bridgetest.Class("openstack"), bridgetest.Secret()
+		m, c, s := fixture.Machine(fmt.Sprintf("m-%d", i)), fixture.Class("openstack"), fixture.Secret()
 		if i > 0 {
 			m, c, s = &v1alpha1.Machine{}, &v1alpha1.MachineClass{}, &corev1.Secret{}
 			fill.Fill(m)

@@ -12,13 +12,13 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/grpcbridge"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
 // volumeDriver answers GetMachineStatus with its name and maps CSI volumes of its name.
 func volumeDriver(name string) driver.Driver {
-	return &bridgetest.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
+	return &fixture.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
 		switch method {
 		case "GetVolumeIDs":
 			var ids []string
@@ -43,7 +43,7 @@ func csi(driverName, handle string) *corev1.PersistentVolumeSpec {
 // MachineClass.provider (case-insensitively), and GetVolumeIDs by the client's provider.
 func TestServerRoutesByProvider(t *testing.T) {
 	router := grpcbridge.NewRouter(map[string]driver.Driver{"OpenStack": volumeDriver("openstack"), "azure": volumeDriver("azure")})
-	served := bridgetest.ServeUnix(t, router)
+	served := fixture.ServeUnix(t, router)
 	ctx := t.Context()
 
 	info, err := driverv1.NewIdentityServiceClient(served.Conn).GetInfo(ctx, &driverv1.GetInfoRequest{})
@@ -53,17 +53,17 @@ func TestServerRoutesByProvider(t *testing.T) {
 	}
 
 	for provider, want := range map[string]string{"OpenStack": "openstack", "azure": "azure", "AZURE": "azure"} {
-		resp, err := served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class(provider)})
+		resp, err := served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: fixture.Class(provider)})
 		mustOK(t, err)
 		if resp.NodeName != want {
 			t.Fatalf("class provider %q went to %q", provider, resp.NodeName)
 		}
 	}
-	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class("gcp")})
+	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: fixture.Class("gcp")})
 	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), `does not serve provider "gcp"`) {
 		t.Fatalf("unknown provider: %v", err)
 	}
-	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m")})
+	_, err = served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m")})
 	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), "no machineClass") {
 		t.Fatalf("no class: %v", err)
 	}
@@ -87,9 +87,9 @@ func TestServerRoutesByProvider(t *testing.T) {
 func TestRouterServesRealDriver(t *testing.T) {
 	cloud := memdriver.NewCloud()
 	router := grpcbridge.NewRouter(map[string]driver.Driver{"mem": memdriver.New(cloud), "other": volumeDriver("other")})
-	cl := bridgetest.ServeUnix(t, router).Client
+	cl := fixture.ServeUnix(t, router).Client
 	class := memClass("workers", `{"cluster":"c","role":"worker","size":"small"}`)
-	m := bridgetest.Machine("m-routed")
+	m := fixture.Machine("m-routed")
 	m.ObjectMeta = metav1.ObjectMeta{Name: "m-routed", Namespace: "default"}
 	resp, err := cl.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: memSecret()})
 	mustOK(t, err)

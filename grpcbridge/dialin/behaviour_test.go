@@ -20,7 +20,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	dialinv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1"
@@ -31,16 +31,16 @@ const (
 	pullSecret = dialinv1.ControllerService_GetSecret_FullMethodName
 )
 
-func okDriver() *bridgetest.FuncDriver {
-	return &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
+func okDriver() *fixture.FuncDriver {
+	return &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
 		return &driver.GetMachineStatusResponse{NodeName: "n"}, nil
 	}}
 }
 
 func status(ctx context.Context, d driver.Driver, class string, secret *corev1.Secret) error {
-	c := bridgetest.Class("mem")
+	c := fixture.Class("mem")
 	c.Name = class
-	_, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: c, Secret: secret})
+	_, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: c, Secret: secret})
 	return err
 }
 
@@ -48,14 +48,14 @@ func status(ctx context.Context, d driver.Driver, class string, secret *corev1.S
 // changed class is pulled once more; a secret with per-machine content is pulled per content.
 func TestPullsOncePerVersion(t *testing.T) {
 	var received sync.Map
-	d := &bridgetest.FuncDriver{Handle: func(_ context.Context, _ string, req any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(_ context.Context, _ string, req any) (any, error) {
 		r := req.(*driver.GetMachineStatusRequest)
 		received.Store(r.MachineClass.Name+"/"+string(r.Secret.Data["userData"]), r)
 		return &driver.GetMachineStatusResponse{}, nil
 	}}
 	remote, ctrl, p := dialled(t, "mem", d)
 	ctx := t.Context()
-	secret := bridgetest.Secret()
+	secret := fixture.Secret()
 
 	var wg sync.WaitGroup
 	for i := 0; i < 30; i++ {
@@ -102,16 +102,16 @@ func TestPullsOncePerVersion(t *testing.T) {
 
 // TestReplicasShareLoad: operations spread over the connected replicas of a provider.
 func TestReplicasShareLoad(t *testing.T) {
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{}, bridgetest.ServerTransport(t, certs))
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
 	var counts [3]atomic.Int64
 	for i := range counts {
-		d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
+		d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) {
 			counts[i].Add(1)
 			time.Sleep(5 * time.Millisecond)
 			return &driver.GetMachineStatusResponse{}, nil
 		}}
-		bridgetest.ConnectProvider(t, ctrl.Addr, bridgetest.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
+		fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
 	}
 	waitFor(t, ctrl.Server, "mem", 3)
 	remote, _ := ctrl.Server.Driver("mem")
@@ -120,7 +120,7 @@ func TestReplicasShareLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mustOK(t, status(t.Context(), remote, "c", bridgetest.Secret()))
+			mustOK(t, status(t.Context(), remote, "c", fixture.Secret()))
 		}()
 	}
 	wg.Wait()
@@ -139,14 +139,14 @@ func TestReplicasShareLoad(t *testing.T) {
 func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	entered := make(chan struct{}, 10)
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
 		entered <- struct{}{}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{}, bridgetest.ServerTransport(t, certs))
-	p := bridgetest.ConnectProvider(t, ctrl.Addr, bridgetest.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
+	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
 	waitFor(t, ctrl.Server, "mem", 1)
 	remote, _ := ctrl.Server.Driver("mem")
 
@@ -154,7 +154,7 @@ func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	defer cancel()
 	errs := make(chan error, 5)
 	for i := 0; i < 5; i++ {
-		go func() { errs <- status(ctx, remote, "c", bridgetest.Secret()) }()
+		go func() { errs <- status(ctx, remote, "c", fixture.Secret()) }()
 	}
 	for i := 0; i < 5; i++ {
 		<-entered
@@ -173,7 +173,7 @@ func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	if _, ok := ctrl.Server.Driver("mem"); ok {
 		t.Fatal("a provider without replicas still has a driver")
 	}
-	if err := status(ctx, remote, "c", bridgetest.Secret()); !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "machinist connect") {
+	if err := status(ctx, remote, "c", fixture.Secret()); !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "machinist connect") {
 		t.Fatalf("call with no replica: %v", err)
 	}
 	ctrl.Server.Close()
@@ -186,7 +186,7 @@ func TestStreamDroppedMidOperation(t *testing.T) {
 	var block atomic.Bool
 	block.Store(true)
 	entered := make(chan struct{}, 1)
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
 		if block.Load() {
 			entered <- struct{}{}
 			<-ctx.Done()
@@ -194,15 +194,15 @@ func TestStreamDroppedMidOperation(t *testing.T) {
 		}
 		return &driver.GetMachineStatusResponse{NodeName: "back"}, nil
 	}}
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{}, bridgetest.ServerTransport(t, certs))
-	proxy := bridgetest.NewProxy(t, ctrl.Addr)
-	bridgetest.ConnectProvider(t, proxy.Addr, bridgetest.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
+	proxy := fixture.NewProxy(t, ctrl.Addr)
+	fixture.ConnectProvider(t, proxy.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d})
 	waitFor(t, ctrl.Server, "mem", 1)
 	remote, _ := ctrl.Server.Driver("mem")
 
 	errc := make(chan error, 1)
-	go func() { errc <- status(t.Context(), remote, "c", bridgetest.Secret()) }()
+	go func() { errc <- status(t.Context(), remote, "c", fixture.Secret()) }()
 	<-entered
 	proxy.Pause()
 	start := time.Now()
@@ -218,7 +218,7 @@ func TestStreamDroppedMidOperation(t *testing.T) {
 	block.Store(false)
 	proxy.Resume()
 	waitFor(t, ctrl.Server, "mem", 1)
-	resp, err := remote.GetMachineStatus(t.Context(), &driver.GetMachineStatusRequest{Machine: bridgetest.Machine("m"), MachineClass: bridgetest.Class("mem")})
+	resp, err := remote.GetMachineStatus(t.Context(), &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: fixture.Class("mem")})
 	if err != nil || resp.NodeName != "back" {
 		t.Fatalf("after reconnecting: %v %v", resp, err)
 	}
@@ -233,7 +233,7 @@ func TestDeadlineAndCancelReachTheProvider(t *testing.T) {
 	}
 	seenc := make(chan seen, 1)
 	stopped := make(chan error, 1)
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
 		dl, ok := ctx.Deadline()
 		seenc <- seen{dl, ok}
 		<-ctx.Done()
@@ -276,13 +276,13 @@ func TestDeadlineAndCancelReachTheProvider(t *testing.T) {
 // TestErrorsKeepTheirCode: every code and its message cross the stream.
 func TestErrorsKeepTheirCode(t *testing.T) {
 	var next atomic.Value
-	d := &bridgetest.FuncDriver{Handle: func(context.Context, string, any) (any, error) { return nil, next.Load().(error) }}
+	d := &fixture.FuncDriver{Handle: func(context.Context, string, any) (any, error) { return nil, next.Load().(error) }}
 	remote, _, _ := dialled(t, "mem", d)
 	for code := driver.Code(1); code < driver.NumCodes; code++ {
 		msg := fmt.Sprintf("%s: ünïcode and \xff", code)
 		next.Store(driver.Error(code, msg))
-		for _, m := range bridgetest.Methods {
-			err := bridgetest.CallMethod(t.Context(), remote, m)
+		for _, m := range fixture.Methods {
+			err := fixture.CallMethod(t.Context(), remote, m)
 			if driver.CodeOf(err) != code || driver.MessageOf(err) != msg {
 				t.Fatalf("%s: sent %s %q, got %v", m, code, msg, err)
 			}
@@ -295,14 +295,14 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 // refused with PermissionDenied, logged, and the provider stops.
 func TestUnauthorizedCertificates(t *testing.T) {
 	var logs syncBuffer
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}, bridgetest.ServerTransport(t, certs))
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}, fixture.ServerTransport(t, certs))
 	drivers := map[string]driver.Driver{"mem": okDriver()}
 
 	// Another CA signed the provider's certificate (it trusts the controller's CA).
 	other := mtlstest.NewCA(t, "other")
 	intruder := clientTransport(t, other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder", URIs: []string{"machinist://provider/mem"}}, certs.CA.PEM))
-	p := bridgetest.ConnectProvider(t, ctrl.Addr, intruder, drivers)
+	p := fixture.ConnectProvider(t, ctrl.Addr, intruder, drivers)
 	time.Sleep(300 * time.Millisecond)
 	if _, ok := ctrl.Server.Driver("mem"); ok || p.Provider.Connected() {
 		t.Fatal("a certificate of an unknown CA registered")
@@ -312,7 +312,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 	// Expired, then rotated in place: the same provider process connects without a restart.
 	f := certs.CA.IssueFiles(t, mtlstest.Leaf{CommonName: "expired", URIs: []string{"machinist://provider/mem"}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)}, nil)
 	expired := clientTransport(t, f)
-	p = bridgetest.ConnectProvider(t, ctrl.Addr, expired, drivers)
+	p = fixture.ConnectProvider(t, ctrl.Addr, expired, drivers)
 	time.Sleep(300 * time.Millisecond)
 	if _, ok := ctrl.Server.Driver("mem"); ok {
 		t.Fatal("an expired certificate registered")
@@ -322,7 +322,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 	p.Stop()
 
 	// Valid certificate, forbidden name.
-	p = bridgetest.ConnectProvider(t, ctrl.Addr, bridgetest.ProviderCerts(t, certs, "local"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()})
+	p = fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "local"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()})
 	select {
 	case err := <-p.Err:
 		if !errors.Is(err, dialin.ErrRefused) || !strings.Contains(err.Error(), "does not authorize provider mem") || !strings.Contains(err.Error(), "machinist://provider/mem") {
@@ -343,12 +343,12 @@ func TestUnauthorizedCertificates(t *testing.T) {
 // secret of an operation in flight for mem, even knowing its digest; nothing secret is logged.
 func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
 	var logs syncBuffer
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, bridgetest.ServerTransport(t, certs))
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, fixture.ServerTransport(t, certs))
 	refs := make(chan *dialinv1.ObjectRef, 1)
 	release := make(chan struct{})
 	// A provider speaking the raw protocol, to see the references it is sent.
-	mem := bridgetest.ProviderCerts(t, certs, "mem")
+	mem := fixture.ProviderCerts(t, certs, "mem")
 	conn, err := grpcbridge.Dial(ctrl.Addr, mem)
 	mustOK(t, err)
 	defer conn.Close()
@@ -369,7 +369,7 @@ func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
 	}()
 	remote, _ := ctrl.Server.Driver("mem")
 	done := make(chan error, 1)
-	go func() { done <- status(t.Context(), remote, "c", bridgetest.Secret()) }()
+	go func() { done <- status(t.Context(), remote, "c", fixture.Secret()) }()
 	ref := <-refs
 
 	// The rightful provider can pull it.
@@ -379,7 +379,7 @@ func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
 		t.Fatal("rightful pull returned the wrong secret")
 	}
 	// Another provider's certificate cannot.
-	otherConn, err := grpcbridge.Dial(ctrl.Addr, bridgetest.ProviderCerts(t, certs, "local"))
+	otherConn, err := grpcbridge.Dial(ctrl.Addr, fixture.ProviderCerts(t, certs, "local"))
 	mustOK(t, err)
 	defer otherConn.Close()
 	_, err = dialinv1.NewControllerServiceClient(otherConn).GetSecret(t.Context(), &dialinv1.GetSecretRequest{Secret: ref})
@@ -401,8 +401,8 @@ func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
 // TestPullByName: with an ObjectSource, a provider may pull a class of its provider and the
 // secrets that class references, and nothing else.
 func TestPullByName(t *testing.T) {
-	certs := bridgetest.NewCerts(t)
-	class := bridgetest.Class("mem")
+	certs := fixture.NewCerts(t)
+	class := fixture.Class("mem")
 	class.Name, class.Namespace = "workers", "shoot"
 	class.SecretRef = &corev1.SecretReference{Name: "userdata"} // namespace: the class's
 	foreign := class.DeepCopy()
@@ -412,8 +412,8 @@ func TestPullByName(t *testing.T) {
 	unrelated := secret.DeepCopy()
 	unrelated.Name = "unrelated"
 	src := dialin.NewMapSource([]*v1alpha1.MachineClass{class, foreign}, []*corev1.Secret{secret, unrelated})
-	ctrl := bridgetest.ServeController(t, dialin.Options{Source: src}, bridgetest.ServerTransport(t, certs))
-	conn, err := grpcbridge.Dial(ctrl.Addr, bridgetest.ProviderCerts(t, certs, "mem"))
+	ctrl := fixture.ServeController(t, dialin.Options{Source: src}, fixture.ServerTransport(t, certs))
+	conn, err := grpcbridge.Dial(ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"))
 	mustOK(t, err)
 	defer conn.Close()
 	cl := dialinv1.NewControllerServiceClient(conn)
@@ -452,8 +452,8 @@ func TestPullByName(t *testing.T) {
 // TestInsecureOnlyWhenChosen: without TLS the controller accepts providers only with Insecure.
 func TestInsecureOnlyWhenChosen(t *testing.T) {
 	for _, insecure := range []bool{false, true} {
-		ctrl := bridgetest.ServeController(t, dialin.Options{Insecure: insecure}, bridgetest.Insecure)
-		p := bridgetest.ConnectProvider(t, ctrl.Addr, bridgetest.Insecure, map[string]driver.Driver{"mem": okDriver()})
+		ctrl := fixture.ServeController(t, dialin.Options{Insecure: insecure}, fixture.Insecure)
+		p := fixture.ConnectProvider(t, ctrl.Addr, fixture.Insecure, map[string]driver.Driver{"mem": okDriver()})
 		if insecure {
 			waitFor(t, ctrl.Server, "mem", 1)
 			continue
@@ -472,7 +472,7 @@ func TestInsecureOnlyWhenChosen(t *testing.T) {
 // TestCloseEndsStreams: closing the server fails operations in flight and the providers
 // reconnect to nothing (their Run keeps retrying until stopped).
 func TestCloseEndsStreams(t *testing.T) {
-	d := &bridgetest.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}

@@ -19,17 +19,17 @@ import (
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/internal/bridgetest"
+	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
 // dialled serves d as provider name through a controller with mutual TLS and returns the
 // controller-side driver.
-func dialled(t testing.TB, name string, d driver.Driver) (driver.Driver, *bridgetest.Controller, *bridgetest.Connected) {
+func dialled(t testing.TB, name string, d driver.Driver) (driver.Driver, *fixture.Controller, *fixture.Connected) {
 	t.Helper()
-	certs := bridgetest.NewCerts(t)
-	ctrl := bridgetest.ServeController(t, dialin.Options{}, bridgetest.ServerTransport(t, certs))
-	p := bridgetest.ConnectProvider(t, ctrl.Addr, bridgetest.ProviderCerts(t, certs, name), map[string]driver.Driver{name: d})
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
+	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, name), map[string]driver.Driver{name: d})
 	waitFor(t, ctrl.Server, name, 1)
 	remote, ok := ctrl.Server.Driver(name)
 	if !ok {
