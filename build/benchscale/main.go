@@ -41,7 +41,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
@@ -94,12 +94,12 @@ func run(ctx context.Context, machinist, binDir string, n int, timeout time.Dura
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fmt.Printf("starting etcd and kube-apiserver …\n")
-	cp, err := testenv.StartControlPlane(ctx, testenv.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: binDir, Log: log})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: binDir, Log: log})
 	if err != nil {
 		return err
 	}
 	defer cp.Stop()
-	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: testenv.Scheme})
+	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: controlplane.Scheme})
 	if err != nil {
 		return err
 	}

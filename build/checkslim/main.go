@@ -107,6 +107,14 @@ func main() {
 	} else {
 		fmt.Printf("ok   default build: every provider (%s)\n", strings.Join(providers, ", "))
 	}
+	// Test-only packages must not reach the product: `machinist dev` starts its control plane
+	// through core/testenv/controlplane, never the testing.TB wrapper core/testenv.
+	for _, testOnly := range []string{"testing", module + "/core/testenv", module + "/core/drivertest"} {
+		if _, ok := deps[testOnly]; ok {
+			failed = true
+			fmt.Printf("FAIL the product binary links %s: %s\n", testOnly, chain(deps, testOnly))
+		}
+	}
 	if failed {
 		os.Exit(1)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 )
 
 func init() { commands = append(commands, controlPlaneCommand()) }
@@ -52,7 +52,7 @@ func runControlPlane(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := testenv.Options{Dir: dir, BinDir: c.String("bin-dir"), Log: log}
+	opts := controlplane.Options{Dir: dir, BinDir: c.String("bin-dir"), Log: log}
 	if opts.BinDir == "" {
 		opts.BinDir = besideExecutable()
 	}
@@ -60,7 +60,7 @@ func runControlPlane(c *cli.Context) error {
 		opts.CRDDirs = []string{d}
 	}
 	fmt.Fprintf(c.App.Writer, "starting etcd and kube-apiserver in %s …\n", dir)
-	cp, err := testenv.StartControlPlane(c.Context, opts)
+	cp, err := controlplane.Start(c.Context, opts)
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func runControlPlane(c *cli.Context) error {
 
 // createLocalMachines creates (or finds again) n local machines and waits until their nodes are
 // Ready, printing progress. The returned driver runs their node agents until closed.
-func createLocalMachines(c *cli.Context, cp *testenv.ControlPlane, n int, stateDir string) (driver.Driver, error) {
+func createLocalMachines(c *cli.Context, cp *controlplane.ControlPlane, n int, stateDir string) (driver.Driver, error) {
 	var class *v1alpha1.MachineClass
 	var err error
 	if path := c.String("class"); path != "" {

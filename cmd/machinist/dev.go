@@ -25,7 +25,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 )
 
 func init() { commands = append(commands, devCommand()) }
@@ -57,7 +57,7 @@ func runDev(c *cli.Context) error {
 	out := c.App.Writer
 	samples := c.String("samples")
 	if samples == "" {
-		root, err := testenv.RepoRoot()
+		root, err := controlplane.RepoRoot()
 		if err != nil {
 			return fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
 		}
@@ -99,11 +99,11 @@ func runDev(c *cli.Context) error {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	step("starting etcd and kube-apiserver in %s", dir)
-	cpOpts := testenv.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log}
+	cpOpts := controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log}
 	if cpOpts.BinDir == "" {
 		cpOpts.BinDir = besideExecutable()
 	}
-	cp, err := testenv.StartControlPlane(c.Context, cpOpts)
+	cp, err := controlplane.Start(c.Context, cpOpts)
 	if err != nil {
 		return err
 	}

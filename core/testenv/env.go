@@ -7,27 +7,18 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 )
 
 // Scheme holds the Kubernetes core types, apiextensions v1 and machine.sapcloud.io/v1alpha1.
-var Scheme = newScheme()
+var Scheme = controlplane.Scheme
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
-	return s
-}
+// Options configure the control plane of Start.
+type Options = controlplane.Options
 
 // Env is a control plane owned by one test.
 type Env struct {
@@ -36,7 +27,7 @@ type Env struct {
 	// KubeconfigPath is a kubeconfig file for Config.
 	KubeconfigPath string
 	// ControlPlane is the running control plane.
-	ControlPlane *ControlPlane
+	ControlPlane *controlplane.ControlPlane
 
 	t         testing.TB
 	once      sync.Once
@@ -76,7 +67,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cp, err := StartControlPlane(ctx, o)
+	cp, err := controlplane.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 )
 
 // One control plane serves every check below: starting one costs seconds on a busy machine.
@@ -107,7 +108,7 @@ func TestControlPlane(t *testing.T) {
 }
 
 func TestMissingBinariesSayMakeTools(t *testing.T) {
-	_, err := testenv.StartControlPlane(context.Background(), testenv.Options{BinDir: t.TempDir()})
+	_, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: t.TempDir()})
 	if err == nil {
 		t.Fatal("started without binaries")
 	}
@@ -122,7 +123,7 @@ func TestPersistentDir(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	first, err := testenv.StartControlPlane(ctx, testenv.Options{Dir: dir})
+	first, err := controlplane.Start(ctx, controlplane.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestPersistentDir(t *testing.T) {
 		t.Fatalf("Stop removed a caller's Dir: %v", err)
 	}
 
-	second, err := testenv.StartControlPlane(ctx, testenv.Options{Dir: dir})
+	second, err := controlplane.Start(ctx, controlplane.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -41,7 +42,7 @@ func kubectlPath(t *testing.T) string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		dirs = append(dirs, d)
 	}
-	if root, err := testenv.RepoRoot(); err == nil {
+	if root, err := controlplane.RepoRoot(); err == nil {
 		dirs = append(dirs, filepath.Join(root, "bin"))
 	}
 	for _, d := range dirs {
@@ -67,7 +68,7 @@ func kubectl(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 
 func here(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func (w *syncWriter) String() string {
 // --help appended: an unknown subcommand or flag, or a global flag placed after the subcommand,
 // fails here instead of in a crash-looping pod.
 func TestContainerArgsParse(t *testing.T) {
-	root, err := testenv.RepoRoot()
+	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,15 +26,16 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 )
 
 // One control plane serves every test of the package; each test has its own namespace.
-var controlPlane *testenv.ControlPlane
+var controlPlane *controlplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cp, err := testenv.StartControlPlane(ctx, testenv.Options{Log: slog.New(slog.DiscardHandler)})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Log: slog.New(slog.DiscardHandler)})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,11 +1,11 @@
-// Package testenv runs a real Kubernetes control plane — the pinned etcd and kube-apiserver that
-// `make tools` builds into bin/ — on loopback, installs machinist's CRDs and hands out a
-// rest.Config. Controller and provider tests use it through Start; `make run` uses
-// StartControlPlane.
+// Package controlplane runs a real Kubernetes control plane — the pinned etcd and kube-apiserver
+// that `make tools` builds into bin/ — on loopback, installs machinist's CRDs and hands out a
+// rest.Config. Tests use it through core/testenv; `machinist dev` and `machinist controlplane`
+// use Start directly. It does not import package testing, so the product binary stays free of it.
 //
 // Nothing else of Kubernetes runs: no kube-controller-manager, no scheduler, no kubelet. Nodes
 // come from the local provider's node agents.
-package testenv
+package controlplane
 
 import (
 	"context"
@@ -82,9 +82,9 @@ type ports struct {
 	APIServer  int `json:"apiServer"`
 }
 
-// StartControlPlane starts etcd and kube-apiserver, waits until the API server is ready and
+// Start starts etcd and kube-apiserver, waits until the API server is ready and
 // installs the CRDs. Stop it with Stop. ctx bounds only the start.
-func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	cp := &ControlPlane{opts: opts, log: opts.Log}
 	if cp.log == nil {
 		cp.log = slog.Default()
@@ -100,7 +100,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	if crdDirs == nil {
 		root, err := RepoRoot()
 		if err != nil {
-			return nil, fmt.Errorf("testenv: locate the CRDs (or set Options.CRDDirs): %w", err)
+			return nil, fmt.Errorf("controlplane: locate the CRDs (or set Options.CRDDirs): %w", err)
 		}
 		crdDirs = []string{filepath.Join(root, "kubernetes", "crds")}
 	}
@@ -108,11 +108,11 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 	cp.Dir = opts.Dir
 	if cp.Dir == "" {
 		if cp.Dir, err = os.MkdirTemp("", "machinist-testenv-"); err != nil {
-			return nil, fmt.Errorf("testenv: %w", err)
+			return nil, fmt.Errorf("controlplane: %w", err)
 		}
 		cp.tempDir = true
 	} else if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("testenv: %w", err)
+		return nil, fmt.Errorf("controlplane: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -148,7 +148,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 		if !errors.Is(err, errAddrInUse) || attempt == 2 {
 			return nil, err
 		}
-		cp.log.Info("testenv: a port was taken, retrying with new ports", "error", err)
+		cp.log.Info("controlplane: a port was taken, retrying with new ports", "error", err)
 	}
 
 	if err := cp.writeKubeconfig(); err != nil {
@@ -162,7 +162,7 @@ func StartControlPlane(ctx context.Context, opts Options) (_ *ControlPlane, err 
 
 func (cp *ControlPlane) startAll(ctx context.Context) error {
 	start := time.Now()
-	cp.log.Info("testenv: starting etcd", "dir", cp.Dir)
+	cp.log.Info("controlplane: starting etcd", "dir", cp.Dir)
 	if err := cp.etcd.start(); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (cp *ControlPlane) startAll(ctx context.Context) error {
 		cp.etcd.stop(5 * time.Second)
 		return err
 	}
-	cp.log.Info("testenv: control plane ready", "apiserver", cp.Config.Host, "took", time.Since(start).Round(time.Millisecond))
+	cp.log.Info("controlplane: control plane ready", "apiserver", cp.Config.Host, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -195,7 +195,7 @@ func (cp *ControlPlane) choosePorts(fresh bool) (ports, error) {
 	p = ports{EtcdClient: free[0], EtcdPeer: free[1], APIServer: free[2]}
 	b, _ := json.Marshal(p)
 	if err := os.WriteFile(file, b, 0o600); err != nil {
-		return p, fmt.Errorf("testenv: %w", err)
+		return p, fmt.Errorf("controlplane: %w", err)
 	}
 	return p, nil
 }
@@ -285,7 +285,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 	}
 	transport, err := rest.TransportFor(cp.Config)
 	if err != nil {
-		return fmt.Errorf("testenv: %w", err)
+		return fmt.Errorf("controlplane: %w", err)
 	}
 	hc := &http.Client{Transport: transport, Timeout: 5 * time.Second}
 	if err := cp.waitReady(ctx, cp.apiserver, hc, cp.Config.Host+"/readyz"); err != nil {
@@ -318,9 +318,9 @@ func (cp *ControlPlane) waitReady(ctx context.Context, p *process, hc *http.Clie
 			}
 			return err
 		case <-ctx.Done():
-			return fmt.Errorf("testenv: waiting for %s: %w", p.name, ctx.Err())
+			return fmt.Errorf("controlplane: waiting for %s: %w", p.name, ctx.Err())
 		case <-deadline.C:
-			return fmt.Errorf("testenv: %s not ready at %s after %s; last lines of %s:\n%s",
+			return fmt.Errorf("controlplane: %s not ready at %s after %s; last lines of %s:\n%s",
 				p.name, url, cp.opts.StartTimeout, p.logFile, tail(p.logFile, 25))
 		case <-tick.C:
 		}
@@ -375,7 +375,7 @@ func (cp *ControlPlane) writeKubeconfig() error {
 	cfg.CurrentContext = "machinist"
 	cp.KubeconfigPath = filepath.Join(cp.Dir, "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, cp.KubeconfigPath); err != nil {
-		return fmt.Errorf("testenv: write kubeconfig: %w", err)
+		return fmt.Errorf("controlplane: write kubeconfig: %w", err)
 	}
 	return nil
 }
@@ -399,9 +399,9 @@ func findBinDir(dir string) (string, error) {
 		}
 	}
 	if len(candidates) == 0 {
-		return "", errors.New("testenv: etcd and kube-apiserver not found (not inside the machinist repository and KUBEBUILDER_ASSETS unset): run `make tools` in the repository or set KUBEBUILDER_ASSETS to a directory holding them")
+		return "", errors.New("controlplane: etcd and kube-apiserver not found (not inside the machinist repository and KUBEBUILDER_ASSETS unset): run `make tools` in the repository or set KUBEBUILDER_ASSETS to a directory holding them")
 	}
-	return "", fmt.Errorf("testenv: etcd and kube-apiserver not found in %v: run `make tools` (it builds them into bin/) or set KUBEBUILDER_ASSETS", candidates)
+	return "", fmt.Errorf("controlplane: etcd and kube-apiserver not found in %v: run `make tools` (it builds them into bin/) or set KUBEBUILDER_ASSETS", candidates)
 }
 
 func isExecutable(path string) bool {
@@ -422,7 +422,7 @@ func RepoRoot() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("testenv: the working directory is not inside the machinist repository")
+			return "", errors.New("controlplane: the working directory is not inside the machinist repository")
 		}
 		dir = parent
 	}

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"crypto"
@@ -73,7 +73,7 @@ func (p *pki) load() error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("testenv: read certificates in %s (delete the directory to start afresh): %w", p.dir, err)
+		return fmt.Errorf("controlplane: read certificates in %s (delete the directory to start afresh): %w", p.dir, err)
 	}
 	return nil
 }
@@ -95,7 +95,7 @@ func (p *pki) create() error {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
 	if err != nil {
-		return fmt.Errorf("testenv: create CA: %w", err)
+		return fmt.Errorf("controlplane: create CA: %w", err)
 	}
 	ca, err := x509.ParseCertificate(caDER)
 	if err != nil {
@@ -150,7 +150,7 @@ func (p *pki) create() error {
 	}
 	for name, data := range files {
 		if err := os.WriteFile(p.path(name), data, 0o600); err != nil {
-			return fmt.Errorf("testenv: write %s: %w", name, err)
+			return fmt.Errorf("controlplane: write %s: %w", name, err)
 		}
 	}
 	return nil
@@ -159,7 +159,7 @@ func (p *pki) create() error {
 func newKey() (*ecdsa.PrivateKey, error) {
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: generate key: %w", err)
+		return nil, fmt.Errorf("controlplane: generate key: %w", err)
 	}
 	return k, nil
 }
@@ -172,7 +172,7 @@ func signed(ca *x509.Certificate, caKey crypto.Signer, tmpl *x509.Certificate) (
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
 	if err != nil {
-		return nil, nil, fmt.Errorf("testenv: sign certificate %q: %w", tmpl.Subject.CommonName, err)
+		return nil, nil, fmt.Errorf("controlplane: sign certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {

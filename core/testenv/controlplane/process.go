@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"bytes"
@@ -30,11 +30,11 @@ func (p *process) start() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return fmt.Errorf("testenv: %s is already running", p.name)
+		return fmt.Errorf("controlplane: %s is already running", p.name)
 	}
 	logf, err := os.OpenFile(p.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return fmt.Errorf("testenv: open %s log: %w", p.name, err)
+		return fmt.Errorf("controlplane: open %s log: %w", p.name, err)
 	}
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Stdout = logf
@@ -42,7 +42,7 @@ func (p *process) start() error {
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("testenv: start %s: %w", p.name, err)
+		return fmt.Errorf("controlplane: start %s: %w", p.name, err)
 	}
 	p.cmd = cmd
 	exited := make(chan struct{})
@@ -92,7 +92,7 @@ func (p *process) exitError() error {
 	p.mu.Lock()
 	err := p.err
 	p.mu.Unlock()
-	return fmt.Errorf("testenv: %s exited early (%v); last lines of %s:\n%s", p.name, err, p.logFile, tail(p.logFile, 25))
+	return fmt.Errorf("controlplane: %s exited early (%v); last lines of %s:\n%s", p.name, err, p.logFile, tail(p.logFile, 25))
 }
 
 // logMentions reports whether the log contains s (used to detect a port taken between picking
@@ -122,7 +122,7 @@ func freePorts(n int) ([]int, error) {
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("testenv: find a free port: %w", err)
+			return nil, fmt.Errorf("controlplane: find a free port: %w", err)
 		}
 		defer l.Close() // held until all are chosen, so they differ
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
@@ -145,7 +145,7 @@ func waitPortFree(port int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for !portFree(port) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: port %d is still in use after %s", port, timeout)
+			return fmt.Errorf("controlplane: port %d is still in use after %s", port, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

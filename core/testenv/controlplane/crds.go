@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config, dirs []string, timeout t
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
-		return fmt.Errorf("testenv: install CRDs: %w", err)
+		return fmt.Errorf("controlplane: install CRDs: %w", err)
 	}
 	for _, crd := range crds {
 		if err := apply(ctx, c, crd); err != nil {
@@ -49,7 +49,7 @@ func installCRDs(ctx context.Context, cfg *rest.Config, dirs []string, timeout t
 	defer cancel()
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("testenv: install CRDs: %w", err)
+		return fmt.Errorf("controlplane: install CRDs: %w", err)
 	}
 	for _, crd := range crds {
 		if err := waitServed(ctx, c, dc, crd); err != nil {
@@ -71,7 +71,7 @@ func apply(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomReso
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("testenv: install CRD %s: %w", crd.Name, err)
+		return fmt.Errorf("controlplane: install CRD %s: %w", crd.Name, err)
 	}
 	return nil
 }
@@ -86,7 +86,7 @@ func waitServed(ctx context.Context, c client.Client, dc discovery.DiscoveryInte
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("testenv: CRD %s not established: %w (last error: %v)", crd.Name, ctx.Err(), err)
+			return fmt.Errorf("controlplane: CRD %s not established: %w (last error: %v)", crd.Name, ctx.Err(), err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -124,7 +124,7 @@ func readCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinition, error
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return nil, fmt.Errorf("testenv: read CRDs: %w", err)
+			return nil, fmt.Errorf("controlplane: read CRDs: %w", err)
 		}
 		for _, e := range entries {
 			ext := filepath.Ext(e.Name())
@@ -134,7 +134,7 @@ func readCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinition, error
 			path := filepath.Join(dir, e.Name())
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return nil, fmt.Errorf("testenv: read CRDs: %w", err)
+				return nil, fmt.Errorf("controlplane: read CRDs: %w", err)
 			}
 			reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
 			for i := 1; ; i++ {
@@ -143,14 +143,14 @@ func readCRDs(dirs []string) ([]*apiextensionsv1.CustomResourceDefinition, error
 					break
 				}
 				if err != nil {
-					return nil, fmt.Errorf("testenv: %s document %d: %w", path, i, err)
+					return nil, fmt.Errorf("controlplane: %s document %d: %w", path, i, err)
 				}
 				if len(bytes.TrimSpace(doc)) == 0 {
 					continue
 				}
 				var crd apiextensionsv1.CustomResourceDefinition
 				if err := yaml.UnmarshalStrict(doc, &crd); err != nil {
-					return nil, fmt.Errorf("testenv: %s document %d: %w", path, i, err)
+					return nil, fmt.Errorf("controlplane: %s document %d: %w", path, i, err)
 				}
 				if crd.Kind == "CustomResourceDefinition" {
 					crds = append(crds, &crd)
