@@ -19,4 +19,3 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(v1alpha1.AddToScheme(s))
 	return s
 }
-
