@@ -48,6 +48,10 @@ $(BIN)/buf: build/tools/buf/go.mod build/tools/buf/go.sum
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd
 GEN_TOOLS     := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/buf
 
+.PHONY: system-deps
+system-deps: ## install missing Debian packages the build needs (git, gcc, ca-certificates) with apt-get
+	@build/system-deps.sh
+
 .PHONY: tools
 tools: $(CONTROL_PLANE) $(GEN_TOOLS) ## build every pinned tool into bin/
 
@@ -99,7 +103,7 @@ lint: ## gofmt and go vet
 # `go vet` with the same -race flag, so vet and test share one compilation of the dependencies.
 TEST_FLAGS ?= -race -timeout 20m
 .PHONY: test
-test: $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated code and slim builds, run every test
+test: system-deps $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated code and slim builds, run every test
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 ## ---------------------------------------------------------------- provider developer kit
@@ -129,7 +133,7 @@ test: test-examples
 # RUN_FLAGS passes flags to `machinist dev`, e.g. RUN_FLAGS="--dir .cache/run" to keep state.
 RUN_FLAGS ?=
 .PHONY: run
-run: $(CONTROL_PLANE) ## start a local control plane, the controllers and 3 sample machines (Ctrl-C stops and cleans up)
+run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers and 3 sample machines (Ctrl-C stops and cleans up)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
 
