@@ -34,6 +34,7 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 		return d.deletePod(ctx, p, nil)
 	}
 	var attempts int32
+	var refused error // the last refusal by a budget, so running out of time still says why
 	for {
 		attempts++
 		err := d.Client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
@@ -47,6 +48,7 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 		case apierrors.IsNotFound(err), isUIDMismatch(err):
 			return nil // already gone, or replaced by a new pod of the same name
 		case apierrors.IsTooManyRequests(err):
+			refused = err
 			if blocked, perr := d.misconfiguredPDBs(ctx, []corev1.Pod{*p}); perr == nil && len(blocked) > 0 {
 				if opts.OnProblem != nil {
 					opts.OnProblem(blocked[0])
@@ -58,6 +60,11 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 			}
 		default:
 			if ctx.Err() != nil {
+				if refused != nil {
+					// The time ran out during a retry of an eviction a budget kept refusing: the
+					// budget, not the clock, is what the caller must hear about.
+					return &EvictionBlockedError{Pod: name, Attempts: attempts - 1, Reason: refused.Error() + " (the drain ran out of time)"}
+				}
 				return fmt.Errorf("drain: evict pod %s: %w", name, ctx.Err())
 			}
 			d.log().Warn("drain: eviction failed, will retry", "pod", name, "err", err)

@@ -328,9 +328,11 @@ func (cp *ControlPlane) waitReady(ctx context.Context, p *process, hc *http.Clie
 }
 
 // StopAPIServer stops kube-apiserver and leaves etcd running, so the API is unreachable until
-// StartAPIServer brings it back on the same port with the same data.
+// StartAPIServer brings it back on the same port with the same data. It simulates an outage, so
+// the API server gets only a short grace period: a graceful shutdown would wait up to 30 s for
+// the clients' open watches, and kube-apiserver keeps no state of its own to lose.
 func (cp *ControlPlane) StopAPIServer() error {
-	if err := cp.apiserver.stop(30 * time.Second); err != nil {
+	if err := cp.apiserver.stop(2 * time.Second); err != nil {
 		return err
 	}
 	return waitPortFree(cp.APIServerPort, 30*time.Second)
