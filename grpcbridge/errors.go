@@ -78,10 +78,13 @@ func FromGRPCStatus(ctx context.Context, err error) error {
 	if !code.Valid() {
 		code = driver.Unknown
 	}
+	// The server may notice the deadline a moment before the caller's own timer fires (it counts
+	// from the grpc-timeout it received), so a DeadlineExceeded from the transport is read the
+	// same as an expired context here.
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		return driver.Error(driver.Canceled, "grpcbridge: the caller cancelled the call: "+s.Message())
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), code == driver.DeadlineExceeded:
 		return driver.Error(driver.DeadlineExceeded, "grpcbridge: the call's deadline passed before the driver answered: "+s.Message())
 	case code == driver.Unavailable:
 		return driver.Error(code, "grpcbridge: driver server unavailable: "+s.Message())
