@@ -29,6 +29,26 @@ import (
 // the SIGKILL test, the parent (role parent) that starts a child and prints its pid.
 const roleEnv = "CHILDPROC_TEST_ROLE"
 
+// arrivedEnv names a file the child creates when a CreateMachine of a "block-" machine arrives;
+// that call then blocks until it is cancelled, so a test knows the call is inside the child.
+const arrivedEnv = "CHILDPROC_TEST_ARRIVED"
+
+type arrivalDriver struct {
+	driver.Driver
+	marker string
+}
+
+func (d arrivalDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+	if d.marker != "" && strings.HasPrefix(req.Machine.Name, "block-") {
+		if err := os.WriteFile(d.marker, nil, 0o644); err != nil {
+			return nil, err
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return d.Driver.CreateMachine(ctx, req)
+}
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(roleEnv) {
 	case "child":
@@ -74,7 +94,7 @@ func childMain(args []string) int {
 	}
 	err := grpcbridge.Serve(ctx, grpcbridge.ServeOptions{
 		Listen: *listen, Transport: grpcbridge.Transport{Insecure: true},
-		Drivers: map[string]driver.Driver{*provider: memdriver.New(memdriver.NewCloud())},
+		Drivers: map[string]driver.Driver{*provider: arrivalDriver{memdriver.New(memdriver.NewCloud()), os.Getenv(arrivedEnv)}},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -169,23 +189,32 @@ func TestStartServesAndRestarts(t *testing.T) {
 // TestInFlightCallFailsWhenChildDies: a call inside the child when it is killed returns
 // Unavailable at once.
 func TestInFlightCallFailsWhenChildDies(t *testing.T) {
-	c, err := Start(t.Context(), "mem", self(t), testOptions(t))
+	arrived := filepath.Join(t.TempDir(), "arrived")
+	opts := testOptions(t)
+	opts.Env = append(opts.Env, arrivedEnv+"="+arrived)
+	c, err := Start(t.Context(), "mem", self(t), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// A stopped (SIGSTOP) child accepts the call's bytes but never answers: the call is in flight
-	// when the child is killed.
 	pid := c.Pid()
-	syscall.Kill(pid, syscall.SIGSTOP)
 	errc := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_, err := c.Driver().CreateMachine(ctx, memRequest("m1"))
+		_, err := c.Driver().CreateMachine(ctx, memRequest("block-m1"))
 		errc <- err
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// Kill only once the call is inside the child: a call that never left this process may
+	// rightly be served by the restarted child instead.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(arrived); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the child")
+		}
+	}
 	start := time.Now()
 	syscall.Kill(pid, syscall.SIGKILL)
 	select {
