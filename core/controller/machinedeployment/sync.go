@@ -318,7 +318,7 @@ func (ro *rollout) isSaturated(ms *v1alpha1.MachineSet) bool {
 // scale applies a change of spec.replicas to the sets. With one active set it takes the whole
 // change. During a rollout, added replicas go to the new set only (old templates are not grown),
 // and removed replicas are first taken from the sets holding machines a scaler marked for
-// deletion, then proportionally to the sets' sizes.
+// deletion, then proportionally to the sets' sizes (see proportionalSizes).
 func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) error {
 	d := ro.d
 	if a := findActiveOrLatest(newMS, old); a != nil {
@@ -334,45 +334,82 @@ func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []
 		}
 		return nil
 	}
+	sets, sizes := ro.proportionalSizes(newMS, old)
+	// One write per set, old sets first: a pass can stop part-way (a conflict with the
+	// MachineSet controller's status write, say); proportionalSizes finishes such a pass.
+	for _, ms := range sets {
+		if _, err := ro.scaleSet(ctx, ms, sizes[ms.UID]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// proportionalSizes decides, for a change of spec.replicas during a rollout, the size of each set
+// to write, in write order: the active sets, old ones first. The sets are sized to replicas +
+// maxSurge in total.
+//
+// A set whose replica annotations already name the current replicas and maxSurge was resized
+// for them by an earlier pass that then stopped part-way: the rest of the change belongs to
+// the sets not resized yet. Spreading it over every set again would resize the done ones
+// twice: shrinking 8 → 4 (maxSurge 2) with new 6 and old 4 gives new 4 and old 2, but if only
+// the old set's write landed, spreading the remaining 2 over new 6 and old 2 would leave old 1.
+func (ro *rollout) proportionalSizes(newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) ([]*v1alpha1.MachineSet, map[types.UID]int32) {
+	d := ro.d
 	all := activeSets(append(append([]*v1alpha1.MachineSet{}, old...), newMS))
+	sizes := make(map[types.UID]int32, len(all)+1)
+	for _, ms := range all {
+		sizes[ms.UID] = ms.Spec.Replicas
+	}
 	if len(all) == 0 {
-		return nil
+		return nil, sizes
 	}
 	var allowed int32
 	if d.Spec.Replicas > 0 {
 		allowed = d.Spec.Replicas + maxSurge(d)
 	}
-	sizes := make(map[types.UID]int32, len(all))
-	for _, ms := range all {
-		sizes[ms.UID] = ms.Spec.Replicas
-	}
 	delta := allowed - replicaSum(all)
+	var pending []*v1alpha1.MachineSet
+	for _, ms := range all {
+		if !ro.scaledForReplicas(ms) {
+			pending = append(pending, ms)
+		}
+	}
+	if len(pending) == 0 {
+		// Every set was resized for these replicas, yet the total differs (a paused rollout that
+		// had not reached replicas + maxSurge, say): the change is everybody's.
+		pending = all
+	}
 	switch {
 	case delta > 0 && newMS != nil:
+		// An inactive new set is not written here: the rolling pass grows it within maxSurge.
 		sizes[newMS.UID] += delta
 	case delta > 0:
-		distribute(all, sizes, replicaSum(all)+delta)
+		distribute(pending, sizes, replicaSum(pending)+delta)
 	case delta < 0:
 		remove := -delta
-		for _, ms := range all {
+		for _, ms := range pending {
 			take := min(ro.markedCount(ms), sizes[ms.UID], remove)
 			sizes[ms.UID] -= take
 			remove -= take
 		}
 		if remove > 0 {
 			var total int32
-			for _, v := range sizes {
-				total += v
+			for _, ms := range pending {
+				total += sizes[ms.UID]
 			}
-			distribute(all, sizes, total-remove)
+			distribute(pending, sizes, total-remove)
 		}
 	}
-	for _, ms := range all {
-		if _, err := ro.scaleSet(ctx, ms, sizes[ms.UID]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return all, sizes
+}
+
+// scaledForReplicas reports whether a set's replica annotations name the deployment's current
+// replicas and replicas + maxSurge, i.e. this controller last sized it for them.
+func (ro *rollout) scaledForReplicas(ms *v1alpha1.MachineSet) bool {
+	desired, ok1 := annotationInt(ms, v1alpha1.AnnotationDesiredReplicas)
+	maxR, ok2 := annotationInt(ms, v1alpha1.AnnotationMaxReplicas)
+	return ok1 && ok2 && desired == ro.d.Spec.Replicas && maxR == ro.d.Spec.Replicas+maxSurge(ro.d)
 }
 
 // markedCount counts a set's live machines a scaler marked for deletion (priority 1).

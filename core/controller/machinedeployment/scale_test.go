@@ -1,0 +1,163 @@
+package machinedeployment
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// scaledSet is a set last sized by the controller for a deployment of the given replicas.
+func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {
+	ms := set(name, replicas, age)
+	setReplicaAnnotations(d, ms)
+	return ms
+}
+
+// applyWrites does what scale's writes do to the first n sets: size and annotate them.
+func applyWrites(d *v1alpha1.MachineDeployment, order []*v1alpha1.MachineSet, sizes map[types.UID]int32, n int) {
+	for _, ms := range order[:n] {
+		ms.Spec.Replicas = sizes[ms.UID]
+		setReplicaAnnotations(d, ms)
+	}
+}
+
+// TestProportionalScaleDownFinishesAPartialPass is the flake of
+// TestPauseRevisionHistoryAndProportionalScaling made deterministic: 8 → 4 replicas (maxSurge
+// 2, maxUnavailable 0) while the new set never becomes available. The single pass gives new 4
+// and old 2; when only the old set's write lands (the new set's conflicts with its MachineSet
+// controller's status write), the next pass must shrink only the new set, not the old one again.
+func TestProportionalScaleDownFinishesAPartialPass(t *testing.T) {
+	before := deployment(8, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	d := before.DeepCopy()
+	d.Spec.Replicas = 4
+	oldMS := scaledSet("b", 4, 2*time.Hour, before)
+	newMS := scaledSet("stuck", 6, time.Hour, before)
+	ro := &rollout{d: d}
+
+	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+	if len(order) != 2 || order[0] != oldMS || order[1] != newMS {
+		t.Fatalf("write order %v, want the old set first", order)
+	}
+	if sizes[oldMS.UID] != 2 || sizes[newMS.UID] != 4 {
+		t.Fatalf("single pass: old %d new %d, want 2 and 4", sizes[oldMS.UID], sizes[newMS.UID])
+	}
+
+	applyWrites(d, order, sizes, 1) // the new set's write failed
+	_, sizes = ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+	if sizes[oldMS.UID] != 2 || sizes[newMS.UID] != 4 {
+		t.Fatalf("after a partial pass: old %d new %d, want 2 and 4 (the old set shrunk twice)", sizes[oldMS.UID], sizes[newMS.UID])
+	}
+}
+
+// TestProportionalScaleDownTakesMarkedMachinesOnce: a scaler lowered replicas 8 → 4 (maxSurge 2)
+// and marked one machine of the old set for deletion. The old set gives its marked machine and
+// then its share of the rest. Once the old set's write landed, its marked machine (still there
+// until the MachineSet controller deletes it) must not be taken a second time.
+func TestProportionalScaleDownTakesMarkedMachinesOnce(t *testing.T) {
+	before := deployment(8, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	d := before.DeepCopy()
+	d.Spec.Replicas = 4
+	oldMS := scaledSet("old", 4, 2*time.Hour, before)
+	newMS := scaledSet("new", 6, time.Hour, before)
+	marked := &v1alpha1.Machine{}
+	marked.Annotations = map[string]string{v1alpha1.AnnotationMachinePriority: v1alpha1.DeletionCandidateMachinePriority}
+	ro := &rollout{d: d, machines: map[types.UID][]*v1alpha1.Machine{oldMS.UID: {marked, {}, {}, {}}}}
+
+	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+	if sizes[oldMS.UID] != 2 || sizes[newMS.UID] != 4 {
+		t.Fatalf("single pass: old %d new %d, want 2 and 4", sizes[oldMS.UID], sizes[newMS.UID])
+	}
+	applyWrites(d, order, sizes, 1)
+	_, sizes = ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+	if sizes[oldMS.UID] != 2 || sizes[newMS.UID] != 4 {
+		t.Fatalf("after a partial pass: old %d new %d, want 2 and 4", sizes[oldMS.UID], sizes[newMS.UID])
+	}
+}
+
+// TestProportionalScalingConvergesAfterAnyPartialPass stops the first pass after every possible
+// number of writes (and, with three sets, the second pass too), then lets the next pass finish.
+// The result always sums to replicas + maxSurge, moves every set only in the scaling direction
+// (growth goes to the new set only), and is at most one machine per set away from what a single
+// pass gives; with two sets, exactly that.
+func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
+	type scenario struct {
+		sizes    []int32 // oldest first; the last is the new set
+		from, to int32
+		surge    int32
+	}
+	var scenarios []scenario
+	for _, sizes := range [][]int32{{4, 6}, {1, 9}, {5, 5}, {7, 2}, {3, 3, 4}, {6, 3, 1}, {1, 1, 8}, {2, 5, 3}} {
+		var total int32
+		for _, s := range sizes {
+			total += s
+		}
+		for _, surge := range []int32{0, 1, 2} {
+			from := total - surge
+			if from <= 0 {
+				continue
+			}
+			for _, to := range []int32{1, from / 2, from - 1, from + 1, from*2 + 3} {
+				if to <= 0 || to == from {
+					continue
+				}
+				scenarios = append(scenarios, scenario{sizes: sizes, from: from, to: to, surge: surge})
+			}
+		}
+	}
+	build := func(sc scenario) (*v1alpha1.MachineDeployment, *rollout, []*v1alpha1.MachineSet, *v1alpha1.MachineSet) {
+		before := deployment(sc.from, ios(intstr.FromInt32(sc.surge)), ios(intstr.FromInt32(0)))
+		d := before.DeepCopy()
+		d.Spec.Replicas = sc.to
+		var sets []*v1alpha1.MachineSet
+		for i, s := range sc.sizes {
+			sets = append(sets, scaledSet(fmt.Sprintf("s%d", i), s, time.Duration(len(sc.sizes)-i)*time.Hour, before))
+		}
+		return d, &rollout{d: d}, sets[:len(sets)-1], sets[len(sets)-1]
+	}
+	for _, sc := range scenarios {
+		_, ro, old, newMS := build(sc)
+		_, single := ro.proportionalSizes(newMS, old)
+		allowed := sc.to + sc.surge
+		n := len(old) + 1
+		// Every failure point of the first pass, and of the second when there is one left.
+		for k1 := 0; k1 < n; k1++ {
+			for k2 := 0; k2 < n; k2++ {
+				name := fmt.Sprintf("sizes %v, %d → %d, surge %d, pass 1 stops after %d writes, pass 2 after %d", sc.sizes, sc.from, sc.to, sc.surge, k1, k2)
+				d, ro, old, newMS := build(sc)
+				all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
+				order, sizes := ro.proportionalSizes(newMS, old)
+				applyWrites(d, order, sizes, k1)
+				order, sizes = ro.proportionalSizes(newMS, old)
+				applyWrites(d, order, sizes, min(k2, len(order)))
+				order, sizes = ro.proportionalSizes(newMS, old)
+				applyWrites(d, order, sizes, len(order))
+
+				var total int32
+				for i, ms := range all {
+					got, orig, want := ms.Spec.Replicas, sc.sizes[i], single[ms.UID]
+					total += got
+					if sc.to < sc.from && got > orig {
+						t.Errorf("%s: set %d grew %d → %d in a scale-down", name, i, orig, got)
+					}
+					if sc.to > sc.from && got < orig {
+						t.Errorf("%s: set %d shrank %d → %d in a scale-up", name, i, orig, got)
+					}
+					if sc.to > sc.from && ms != newMS && got != orig {
+						t.Errorf("%s: old set %d resized %d → %d in a scale-up", name, i, orig, got)
+					}
+					if diff := got - want; diff > 1 || diff < -1 || (n == 2 && diff != 0) {
+						t.Errorf("%s: set %d got %d, a single pass gives %d", name, i, got, want)
+					}
+				}
+				if total != allowed {
+					t.Errorf("%s: %d replicas in total, want %d", name, total, allowed)
+				}
+			}
+		}
+	}
+}
