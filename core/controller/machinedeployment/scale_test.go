@@ -80,21 +80,30 @@ func TestProportionalScaleDownTakesMarkedMachinesOnce(t *testing.T) {
 }
 
 // TestProportionalScalingConvergesAfterAnyPartialPass stops the first pass after every possible
-// number of writes (and, with three sets, the second pass too), then lets the next pass finish.
-// The result always sums to replicas + maxSurge, moves every set only in the scaling direction
-// (growth goes to the new set only), and is at most one machine per set away from what a single
-// pass gives; with two sets, exactly that.
+// number of writes (and, with three active sets, the second pass too), then lets the next pass
+// finish. The result always sums to replicas + maxSurge, moves every set only in the scaling
+// direction (growth goes to the new set only; when a pause keeps the new set at 0, to the active
+// old sets, the new set staying at 0), and is at most one machine per set away from what a
+// single pass gives; with two active sets, exactly that.
 func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 	type scenario struct {
 		sizes    []int32 // oldest first; the last is the new set
 		from, to int32
 		surge    int32
+		paused   bool
 	}
 	var scenarios []scenario
-	for _, sizes := range [][]int32{{4, 6}, {1, 9}, {5, 5}, {7, 2}, {3, 3, 4}, {6, 3, 1}, {1, 1, 8}, {2, 5, 3}} {
+	for _, sizes := range [][]int32{{4, 6}, {1, 9}, {5, 5}, {7, 2}, {3, 3, 4}, {6, 3, 1}, {1, 1, 8}, {2, 5, 3},
+		{4, 2, 0}, {3, 3, 0}, {1, 6, 0}, {2, 5, 3, 0}, {1, 1, 1, 0}} {
 		var total int32
 		for _, s := range sizes {
 			total += s
+		}
+		// An inactive new set is grown by the rolling pass, not here (TestRollingScaleUpLeavesOldSetsAlone):
+		// only a paused deployment sizes the sets to replicas + maxSurge in this pass.
+		pauses := []bool{false, true}
+		if sizes[len(sizes)-1] == 0 {
+			pauses = []bool{true}
 		}
 		for _, surge := range []int32{0, 1, 2} {
 			from := total - surge
@@ -105,12 +114,15 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 				if to <= 0 || to == from {
 					continue
 				}
-				scenarios = append(scenarios, scenario{sizes: sizes, from: from, to: to, surge: surge})
+				for _, paused := range pauses {
+					scenarios = append(scenarios, scenario{sizes: sizes, from: from, to: to, surge: surge, paused: paused})
+				}
 			}
 		}
 	}
 	build := func(sc scenario) (*v1alpha1.MachineDeployment, *rollout, []*v1alpha1.MachineSet, *v1alpha1.MachineSet) {
 		before := deployment(sc.from, ios(intstr.FromInt32(sc.surge)), ios(intstr.FromInt32(0)))
+		before.Spec.Paused = sc.paused
 		d := before.DeepCopy()
 		d.Spec.Replicas = sc.to
 		var sets []*v1alpha1.MachineSet
@@ -123,11 +135,12 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 		_, ro, old, newMS := build(sc)
 		_, single := ro.proportionalSizes(newMS, old)
 		allowed := sc.to + sc.surge
-		n := len(old) + 1
+		n := len(activeSets(append(append([]*v1alpha1.MachineSet{}, old...), newMS))) // writes per pass
+		newInactive := newMS.Spec.Replicas == 0
 		// Every failure point of the first pass, and of the second when there is one left.
 		for k1 := 0; k1 < n; k1++ {
 			for k2 := 0; k2 < n; k2++ {
-				name := fmt.Sprintf("sizes %v, %d → %d, surge %d, pass 1 stops after %d writes, pass 2 after %d", sc.sizes, sc.from, sc.to, sc.surge, k1, k2)
+				name := fmt.Sprintf("sizes %v, %d → %d, surge %d, paused %v, pass 1 stops after %d writes, pass 2 after %d", sc.sizes, sc.from, sc.to, sc.surge, sc.paused, k1, k2)
 				d, ro, old, newMS := build(sc)
 				all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
 				order, sizes := ro.proportionalSizes(newMS, old)
@@ -147,8 +160,11 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 					if sc.to > sc.from && got < orig {
 						t.Errorf("%s: set %d shrank %d → %d in a scale-up", name, i, orig, got)
 					}
-					if sc.to > sc.from && ms != newMS && got != orig {
+					if sc.to > sc.from && !newInactive && ms != newMS && got != orig {
 						t.Errorf("%s: old set %d resized %d → %d in a scale-up", name, i, orig, got)
+					}
+					if newInactive && ms == newMS && got != 0 {
+						t.Errorf("%s: the paused deployment's inactive new set grew to %d", name, got)
 					}
 					if diff := got - want; diff > 1 || diff < -1 || (n == 2 && diff != 0) {
 						t.Errorf("%s: set %d got %d, a single pass gives %d", name, i, got, want)
@@ -159,5 +175,64 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestPausedScaleUpGrowsTheActiveSets: a deployment paused mid-rollout whose new set has no
+// replicas (here a rollback to the template of an emptied set) and two old sets holding
+// machines is scaled 4 → 8 (maxSurge 2). Nothing rolls out while paused, so the new set stays
+// at 0 and the active sets share the 4 added replicas in proportion to their sizes: 4 and 2
+// become 7 and 3 (10 = replicas + maxSurge in total; the larger set takes the rounding unit).
+// A pass that stops after the first write is finished by the next one.
+func TestPausedScaleUpGrowsTheActiveSets(t *testing.T) {
+	before := deployment(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	before.Spec.Paused = true
+	d := before.DeepCopy()
+	d.Spec.Replicas = 8
+	newMS := scaledSet("a", 0, 3*time.Hour, before)
+	b := scaledSet("b", 4, 2*time.Hour, before)
+	stuck := scaledSet("stuck", 2, time.Hour, before)
+	ro := &rollout{d: d}
+
+	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
+	if len(order) != 2 || order[0] != b || order[1] != stuck {
+		t.Fatalf("write order %v, want the two active old sets, oldest first", order)
+	}
+	if sizes[b.UID] != 7 || sizes[stuck.UID] != 3 {
+		t.Fatalf("b %d stuck %d, want 7 and 3", sizes[b.UID], sizes[stuck.UID])
+	}
+
+	applyWrites(d, order, sizes, 1) // the stuck set's write failed
+	order, sizes = ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
+	applyWrites(d, order, sizes, len(order))
+	if b.Spec.Replicas != 7 || stuck.Spec.Replicas != 3 || newMS.Spec.Replicas != 0 {
+		t.Fatalf("after a partial pass: b %d stuck %d new %d, want 7, 3 and 0", b.Spec.Replicas, stuck.Spec.Replicas, newMS.Spec.Replicas)
+	}
+	// Settled: another pass changes nothing.
+	_, sizes = ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
+	if sizes[b.UID] != 7 || sizes[stuck.UID] != 3 {
+		t.Fatalf("a settled pass resized: b %d stuck %d", sizes[b.UID], sizes[stuck.UID])
+	}
+}
+
+// TestRollingScaleUpLeavesOldSetsAlone: the same sets without the pause. The rolling pass grows
+// the new set within maxSurge even from 0, so the additions are left to it and the old templates
+// do not grow (MCM #754): the scaling pass only records the new replicas on the old sets.
+func TestRollingScaleUpLeavesOldSetsAlone(t *testing.T) {
+	before := deployment(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	d := before.DeepCopy()
+	d.Spec.Replicas = 8
+	newMS := scaledSet("a", 0, 3*time.Hour, before)
+	b := scaledSet("b", 4, 2*time.Hour, before)
+	stuck := scaledSet("stuck", 2, time.Hour, before)
+	ro := &rollout{d: d}
+
+	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
+	if len(order) != 2 || sizes[b.UID] != 4 || sizes[stuck.UID] != 2 {
+		t.Fatalf("old sets resized: %d writes, b %d stuck %d, want b 4 and stuck 2", len(order), sizes[b.UID], sizes[stuck.UID])
+	}
+	applyWrites(d, order, sizes, len(order))
+	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{b, stuck, newMS}, newMS); got != 4 {
+		t.Fatalf("the rolling pass grows the new set to %d, want 4", got)
 	}
 }

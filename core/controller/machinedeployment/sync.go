@@ -316,9 +316,9 @@ func (ro *rollout) isSaturated(ms *v1alpha1.MachineSet) bool {
 }
 
 // scale applies a change of spec.replicas to the sets. With one active set it takes the whole
-// change. During a rollout, added replicas go to the new set only (old templates are not grown),
-// and removed replicas are first taken from the sets holding machines a scaler marked for
-// deletion, then proportionally to the sets' sizes (see proportionalSizes).
+// change. During a rollout, added replicas go to the new set (old templates are not grown) unless
+// a pause keeps it inactive, and removed replicas are first taken from the sets holding machines
+// a scaler marked for deletion, then proportionally to the sets' sizes (see proportionalSizes).
 func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) error {
 	d := ro.d
 	if a := findActiveOrLatest(newMS, old); a != nil {
@@ -348,6 +348,9 @@ func (ro *rollout) scale(ctx context.Context, newMS *v1alpha1.MachineSet, old []
 // proportionalSizes decides, for a change of spec.replicas during a rollout, the size of each set
 // to write, in write order: the active sets, old ones first. The sets are sized to replicas +
 // maxSurge in total.
+//
+// Added replicas belong to the new set when it takes them (see newSetTakesAdditions); otherwise
+// the active sets share them in proportion to their sizes, as the Deployment controller does.
 //
 // A set whose replica annotations already name the current replicas and maxSurge was resized
 // for them by an earlier pass that then stopped part-way: the rest of the change belongs to
@@ -381,7 +384,7 @@ func (ro *rollout) proportionalSizes(newMS *v1alpha1.MachineSet, old []*v1alpha1
 		pending = all
 	}
 	switch {
-	case delta > 0 && newMS != nil:
+	case delta > 0 && ro.newSetTakesAdditions(newMS):
 		// An inactive new set is not written here: the rolling pass grows it within maxSurge.
 		sizes[newMS.UID] += delta
 	case delta > 0:
@@ -402,6 +405,15 @@ func (ro *rollout) proportionalSizes(newMS *v1alpha1.MachineSet, old []*v1alpha1
 		}
 	}
 	return all, sizes
+}
+
+// newSetTakesAdditions reports whether replicas added during a rollout go to the new set alone
+// (MCM #754: machines added to an old template would only be replaced later). An active new set
+// takes them. So does an inactive one while the deployment rolls out, since the rolling pass grows
+// it within maxSurge. A paused deployment does not roll out: its inactive new set stays at 0, and
+// leaving the additions to it would leave spec.replicas unmet until the deployment is resumed.
+func (ro *rollout) newSetTakesAdditions(newMS *v1alpha1.MachineSet) bool {
+	return newMS != nil && (newMS.Spec.Replicas > 0 || !ro.d.Spec.Paused)
 }
 
 // scaledForReplicas reports whether a set's replica annotations name the deployment's current
