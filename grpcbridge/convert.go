@@ -360,26 +360,6 @@ func AddressesFromProto(as []*driverv1.NodeAddress) []corev1.NodeAddress {
 	return out
 }
 
-// The request triple shared by create, initialize, delete and status.
-type objects struct {
-	machine []byte
-	class   []byte
-	secret  []byte
-}
-
-func objectsToProto(m *v1alpha1.Machine, c *v1alpha1.MachineClass, s *corev1.Secret) (objects, error) {
-	var o objects
-	var err error
-	if o.machine, err = EncodeMachine(m); err != nil {
-		return o, err
-	}
-	if o.class, err = EncodeMachineClass(c); err != nil {
-		return o, err
-	}
-	o.secret, err = EncodeSecret(s)
-	return o, err
-}
-
 func secretRefToProto(r *corev1.SecretReference) *driverv1.SecretReference {
 	if r == nil {
 		return nil

@@ -31,10 +31,18 @@ func EncodeMachine(m *v1alpha1.Machine) ([]byte, error) {
 		return nil, nil
 	}
 	e := encoder{b: make([]byte, 0, 1024)}
+	if err := e.machine(m); err != nil {
+		return nil, err
+	}
+	return e.b, nil
+}
+
+// machine appends the fields of a Machine message.
+func (e *encoder) machine(m *v1alpha1.Machine) error {
 	e.str(1, m.APIVersion)
 	e.str(2, m.Kind)
 	if err := e.gogo(3, &m.ObjectMeta); err != nil {
-		return nil, encodeError("machine metadata", err)
+		return encodeError("machine metadata", err)
 	}
 	spec := e.begin(4)
 	if s := &m.Spec; true {
@@ -46,10 +54,10 @@ func EncodeMachine(m *v1alpha1.Machine) ([]byte, error) {
 		e.str(2, s.ProviderID)
 		tmpl := e.begin(3)
 		if err := e.gogo(1, &s.NodeTemplateSpec.ObjectMeta); err != nil {
-			return nil, encodeError("machine nodeTemplate metadata", err)
+			return encodeError("machine nodeTemplate metadata", err)
 		}
 		if err := e.gogo(2, &s.NodeTemplateSpec.Spec); err != nil {
-			return nil, encodeError("machine nodeTemplate spec", err)
+			return encodeError("machine nodeTemplate spec", err)
 		}
 		e.end(tmpl)
 		if c := s.MachineConfiguration; c != nil {
@@ -106,7 +114,7 @@ func EncodeMachine(m *v1alpha1.Machine) ([]byte, error) {
 		e.str(5, s.LastKnownState)
 	}
 	e.end(status)
-	return e.b, nil
+	return nil
 }
 
 // DecodeMachine decodes a machinist.driver.v1.Machine message; empty bytes yield nil.
@@ -287,15 +295,23 @@ func EncodeMachineClass(c *v1alpha1.MachineClass) ([]byte, error) {
 	if c == nil {
 		return nil, nil
 	}
-	raw, err := providerSpecJSON(c)
-	if err != nil {
+	e := encoder{b: make([]byte, 0, 512+len(c.ProviderSpec.Raw))}
+	if err := e.machineClass(c); err != nil {
 		return nil, err
 	}
-	e := encoder{b: make([]byte, 0, 512+len(raw))}
+	return e.b, nil
+}
+
+// machineClass appends the fields of a MachineClass message.
+func (e *encoder) machineClass(c *v1alpha1.MachineClass) error {
+	raw, err := providerSpecJSON(c)
+	if err != nil {
+		return err
+	}
 	e.str(1, c.APIVersion)
 	e.str(2, c.Kind)
 	if err := e.gogo(3, &c.ObjectMeta); err != nil {
-		return nil, encodeError("machineClass metadata", err)
+		return encodeError("machineClass metadata", err)
 	}
 	if t := c.NodeTemplate; t != nil {
 		tmpl := e.begin(4)
@@ -316,7 +332,7 @@ func EncodeMachineClass(c *v1alpha1.MachineClass) ([]byte, error) {
 	}
 	e.str(7, c.Provider)
 	e.secretRef(8, c.SecretRef)
-	return e.b, nil
+	return nil
 }
 
 // DecodeMachineClass decodes a machinist.driver.v1.MachineClass message; empty bytes yield nil.
