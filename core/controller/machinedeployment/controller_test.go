@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,6 +368,122 @@ func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
 	if runB < 2 {
 		t.Fatalf("only %d Running machines left", runB)
 	}
+}
+
+// TestScalingAPausedRolloutGrowsTheActiveSets pauses a rollout whose new set has no replicas
+// while two old sets hold machines: a rollback to the emptied first template, paused in the same
+// update, while a rollout to a template that never boots is stuck at maxSurge. Scaling 4 → 8
+// (maxSurge 2) then adds machines to the two active sets in proportion to their sizes (4 and 2
+// become 7 and 3: replicas + maxSurge in total) and none of the paused new template. Resumed,
+// the rollback completes, never above replicas + maxSurge machines.
+func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
+	e := newEnv(t)
+	life := machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
+	life.Stuck("stuck")
+	e.startControllers()
+	const surge = 2
+	d := e.deployment("ps", 4, "a", surge, 0)
+	e.create(d)
+	e.eventually(30*time.Second, "4 Running of class a", func() (bool, string) {
+		all, run := running(e.machines(), "a")
+		return all == 4 && run == 4, fmt.Sprintf("%d/%d", all, run)
+	})
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
+	e.eventually(30*time.Second, "4 Running of class b, none of a", func() (bool, string) {
+		ms := e.machines()
+		allA, _ := running(ms, "a")
+		allB, runB := running(ms, "b")
+		return allA == 0 && allB == 4 && runB == 4, fmt.Sprintf("a %d, b %d/%d", allA, allB, runB)
+	})
+	replicasOf := func() map[string]int32 {
+		out := map[string]int32{}
+		for _, ms := range e.sets() {
+			out[ms.Spec.Template.Spec.Class.Name] = ms.Spec.Replicas
+		}
+		return out
+	}
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "stuck" })
+	e.eventually(20*time.Second, "the stuck rollout at maxSurge: stuck 2 (machines created), b 4, a 0", func() (bool, string) {
+		r := replicasOf()
+		all, _ := running(e.machines(), "stuck")
+		return len(r) == 3 && r["stuck"] == 2 && r["b"] == 4 && r["a"] == 0 && all == 2, fmt.Sprintf("sets %v, %d stuck machines", r, all)
+	})
+
+	// No more machines than replicas + maxSurge from here on, and none of class a while paused.
+	var limit atomic.Int32
+	limit.Store(4 + surge)
+	var paused atomic.Bool
+	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+		w.maxAll = max(w.maxAll, len(ms))
+		if n := int32(len(ms)); n > limit.Load() {
+			return fmt.Sprintf("%d machines > replicas+maxSurge %d", n, limit.Load())
+		}
+		for name, m := range ms {
+			if paused.Load() && m.Spec.Class.Name == "a" {
+				return "machine " + name + " of the paused new template was created"
+			}
+		}
+		return ""
+	})
+	time.Sleep(200 * time.Millisecond)
+	w.arm()
+	paused.Store(true)
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = true; d.Spec.Template.Spec.Class.Name = "a" })
+	e.eventually(10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
+		got := &v1alpha1.MachineDeployment{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err.Error()
+		}
+		c := condition(got, v1alpha1.MachineDeploymentProgressing)
+		return got.Status.ObservedGeneration == got.Generation && c != nil && c.Reason == "DeploymentPaused", fmt.Sprintf("%+v", c)
+	})
+	if r := replicasOf(); r["a"] != 0 || r["b"] != 4 || r["stuck"] != 2 {
+		t.Fatalf("pausing resized the sets: %v", r)
+	}
+
+	limit.Store(8 + surge)
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 8 })
+	e.eventually(20*time.Second, "b 7 and stuck 3 with their machines, a 0", func() (bool, string) {
+		r := replicasOf()
+		ms := e.machines()
+		allB, runB := running(ms, "b")
+		allStuck, _ := running(ms, "stuck")
+		ok := r["a"] == 0 && r["b"] == 7 && r["stuck"] == 3 && allB == 7 && runB == 7 && allStuck == 3
+		return ok, fmt.Sprintf("sets %v, b machines %d (%d Running), stuck machines %d", r, allB, runB, allStuck)
+	})
+	for _, ms := range e.sets() {
+		if ms.Spec.Replicas == 0 {
+			continue
+		}
+		if got := ms.Annotations[v1alpha1.AnnotationDesiredReplicas]; got != "8" {
+			t.Errorf("set %s: desired-replicas %q, want 8", ms.Name, got)
+		}
+		if got := ms.Annotations[v1alpha1.AnnotationMaxReplicas]; got != "10" {
+			t.Errorf("set %s: max-replicas %q, want 10", ms.Name, got)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a second resize, or a machine of class a, would show now
+	if r := replicasOf(); r["a"] != 0 || r["b"] != 7 || r["stuck"] != 3 {
+		t.Fatalf("the paused sets moved after the scale-up: %v", r)
+	}
+
+	paused.Store(false)
+	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = false })
+	e.eventually(60*time.Second, "the rollback complete: 8 Running of class a, nothing else", func() (bool, string) {
+		ms := e.machines()
+		allA, runA := running(ms, "a")
+		allB, _ := running(ms, "b")
+		allStuck, _ := running(ms, "stuck")
+		r := replicasOf()
+		ok := allA == 8 && runA == 8 && allB == 0 && allStuck == 0 && r["a"] == 8 && r["b"] == 0 && r["stuck"] == 0
+		return ok, fmt.Sprintf("a %d/%d, b %d, stuck %d, sets %v", allA, runA, allB, allStuck, r)
+	})
+	w.stop()
+	violations, maxAll, _ := w.result()
+	if len(violations) > 0 {
+		t.Fatalf("%d violations, first: %s", len(violations), violations[0])
+	}
+	t.Logf("at most %d machines", maxAll)
 }
 
 // TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced uses a bare MachineSet.
