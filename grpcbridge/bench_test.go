@@ -421,3 +421,84 @@ func BenchmarkObjectEncoding(b *testing.B) {
 		b.ReportMetric(float64(size), "wire-bytes")
 	})
 }
+
+// breakdownServer is the real DriverService with the bridge's work switched off piece by piece:
+// it answers GetMachineStatus with a response converted once, and decodes the machine only when
+// asked to.
+type breakdownServer struct {
+	driverv1.UnimplementedDriverServiceServer
+	decodeMachine bool
+	resp          *driverv1.GetMachineStatusResponse
+}
+
+func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetMachineStatusRequest) (*driverv1.GetMachineStatusResponse, error) {
+	if s.decodeMachine {
+		if _, err := grpcbridge.DecodeMachine(req.Machine); err != nil {
+			return nil, err
+		}
+	}
+	return s.resp, nil
+}
+
+// BenchmarkGetMachineStatusBreakdown splits the distance between floor and uds (same request
+// bytes, same socket kind, same run):
+//   - messages: the generated request and response types over the real method, pre-encoded
+//     once, no conversion at all;
+//   - machine: as messages, but the Machine is encoded and decoded per call and the response
+//     converted back (class and secret travel pre-encoded and are not looked at);
+//   - uds: the whole bridge (also the class and secret per call: encoded, cached by content on
+//     the server, copied for the driver).
+func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
+	env := newBenchEnv(b)
+	open := func(b *testing.B, decodeMachine bool) driverv1.DriverServiceClient {
+		addr := "unix://" + filepath.Join(fixture.SocketDir(b), "breakdown.sock")
+		lis, err := grpcbridge.Listen(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv, err := grpcbridge.NewGRPCServer(fixture.Insecure)
+		if err != nil {
+			b.Fatal(err)
+		}
+		driverv1.RegisterDriverServiceServer(srv, &breakdownServer{decodeMachine: decodeMachine, resp: grpcbridge.StatusResponseToProto(statusResponse)})
+		go srv.Serve(lis)
+		b.Cleanup(srv.Stop)
+		conn, err := grpcbridge.Dial(addr, fixture.Insecure)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		return driverv1.NewDriverServiceClient(conn)
+	}
+	r := benchRequest()
+	pre := &driverv1.GetMachineStatusRequest{
+		Machine:      must(grpcbridge.EncodeMachine(r.Machine)),
+		MachineClass: must(grpcbridge.EncodeMachineClass(r.MachineClass)),
+		Secret:       must(grpcbridge.EncodeSecret(r.Secret)),
+	}
+	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
+	b.Run("messages", func(b *testing.B) {
+		rpc := open(b, false)
+		runFloor(b, func(ctx context.Context) error {
+			_, err := rpc.GetMachineStatus(ctx, pre)
+			return err
+		})
+	})
+	b.Run("machine", func(b *testing.B) {
+		rpc := open(b, true)
+		runFloor(b, func(ctx context.Context) error {
+			req := &driverv1.GetMachineStatusRequest{MachineClass: pre.MachineClass, Secret: pre.Secret}
+			var err error
+			if req.Machine, err = grpcbridge.EncodeMachine(r.Machine); err != nil {
+				return err
+			}
+			resp, err := rpc.GetMachineStatus(ctx, req)
+			if err != nil {
+				return err
+			}
+			grpcbridge.StatusResponseFromProto(resp)
+			return nil
+		})
+	})
+	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
+}
