@@ -25,10 +25,6 @@ const (
 	descInitializeSuffix = ". Initialize VM Instance"
 )
 
-// pendingRecheck is the longest a Pending machine waits before its node is looked at again
-// without an event.
-const pendingRecheck = 30 * time.Second
-
 // created is what the driver told about a machine's VM.
 type created struct {
 	providerID     string
@@ -131,9 +127,10 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if r.target == nil {
 		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
 	}
-	// The node's events bring the machine back; the requeue covers a node that registered before
-	// the machine recorded its name (its events found no machine) and the creation timeout.
-	return reconcile.Result{RequeueAfter: min(r.untilCreationTimeout(m), pendingRecheck)}, nil
+	// Look at the node now: it may have registered already (during CreateMachine, or long before
+	// for an adopted VM) and then sends no more events. A node still to come brings the machine
+	// back with its events; reconcileHealth's Pending recheck is the backstop.
+	return r.reconcileHealth(ctx, m)
 }
 
 // findOrCreateVM asks GetMachineStatus first and calls CreateMachine only when the driver has
@@ -234,7 +231,14 @@ func (r *reconciler) recordVM(ctx context.Context, m *v1alpha1.Machine, c *creat
 	if !changed {
 		return nil
 	}
-	if err := r.client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+	patch := client.MergeFrom(orig)
+	if !c.fresh {
+		// An adopted VM may be one this controller recorded moments ago that the cache does not
+		// show yet: the lock stops a reconcile of the stale machine here, before it rewrites the
+		// newer machine's phase or reports an adoption.
+		patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.client.Patch(ctx, m, patch); err != nil {
 		*m = *orig
 		return fmt.Errorf("machine: record VM %s on machine: %w", c.providerID, err)
 	}

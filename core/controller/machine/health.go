@@ -56,6 +56,9 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 	}
 	healthy := node != nil && isHealthy(node.Status.Conditions, r.effectiveNodeConditions(m))
 	requeue := r.opts.LongRetry
+	// The event of a transition is recorded once its status is written: a reconcile of a stale
+	// machine fails the write and must not report the transition a second time.
+	var announce healthEvent
 
 	switch phase {
 	case v1alpha1.MachinePending, v1alpha1.MachineAvailable, "":
@@ -68,13 +71,15 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
 				Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, joined),
 			}
-			if err := r.deleteBootstrapToken(ctx, m); err != nil {
-				return reconcile.Result{}, err
-			}
+			// First the optimistic write: a reconcile of a stale machine (already Running) stops
+			// at its conflict, before any other request or a second Joined event.
 			if err := r.setJoinDuration(ctx, m, joined); err != nil {
 				return requeueOnConflict(err)
 			}
-			r.event(m, corev1.EventTypeNormal, "Joined", "HealthCheck", st.LastOperation.Description)
+			if err := r.deleteBootstrapToken(ctx, m); err != nil {
+				return reconcile.Result{}, err
+			}
+			announce = healthEvent{corev1.EventTypeNormal, "Joined"}
 		case now.Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m):
 			st.CurrentStatus.Phase = v1alpha1.MachineFailed
 			st.CurrentStatus.TimeoutActive = false
@@ -88,9 +93,9 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
 				Description: fmt.Sprintf("Machine %s failed to join the cluster in %s: %s", m.Name, r.effectiveCreationTimeout(m), why),
 			}
-			r.event(m, corev1.EventTypeWarning, "Failed", "HealthCheck", st.LastOperation.Description)
+			announce = healthEvent{corev1.EventTypeWarning, "Failed"}
 		default:
-			requeue = min(r.untilCreationTimeout(m), pendingRecheck)
+			requeue = min(r.untilCreationTimeout(m), r.opts.PendingRecheck)
 		}
 
 	case v1alpha1.MachineRunning:
@@ -101,7 +106,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
 				Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(node, r.effectiveNodeConditions(m))),
 			}
-			r.event(m, corev1.EventTypeWarning, "Unhealthy", "HealthCheck", st.LastOperation.Description)
+			announce = healthEvent{corev1.EventTypeWarning, "Unhealthy"}
 			requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
 		}
 
@@ -115,7 +120,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
 				Description: fmt.Sprintf("Machine %s has re-joined the cluster", m.Name),
 			}
-			r.event(m, corev1.EventTypeNormal, "Recovered", "HealthCheck", st.LastOperation.Description)
+			announce = healthEvent{corev1.EventTypeNormal, "Recovered"}
 		case healthTimeoutDisabled(m):
 		case unknownFor > r.effectiveHealthTimeout(m) && !r.stillUnknownSince(ctx, m):
 			// The cache was stale (e.g. the safety controller just reset the machine); the
@@ -140,7 +145,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
 				Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor.Round(time.Second), r.effectiveHealthTimeout(m), unhealthyReason(node, r.effectiveNodeConditions(m))),
 			}
-			r.event(m, corev1.EventTypeWarning, "Failed", "HealthCheck", st.LastOperation.Description)
+			announce = healthEvent{corev1.EventTypeWarning, "Failed"}
 		default:
 			requeue = clampRequeue(r.effectiveHealthTimeout(m)-unknownFor+time.Second, r.opts.LongRetry)
 		}
@@ -150,8 +155,14 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 		r.limiter.unmark(m)
 		return requeueOnConflict(err)
 	}
+	if announce.reason != "" {
+		r.event(m, announce.eventType, announce.reason, "HealthCheck", st.LastOperation.Description)
+	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
 }
+
+// healthEvent is the event a health transition records.
+type healthEvent struct{ eventType, reason string }
 
 // stillUnknownSince confirms with the API server, right before the irreversible Unknown →
 // Failed, that the machine is still Unknown since the same time: a machine the safety controller
@@ -231,6 +242,8 @@ func hasTaint(node *corev1.Node, key string) bool {
 	return false
 }
 
+// setJoinDuration records how long the machine took to join, with an optimistic lock: it is the
+// first write of the Pending → Running transition, so a stale cached machine fails here.
 func (r *reconciler) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d time.Duration) error {
 	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] != "" {
 		return nil
@@ -240,7 +253,7 @@ func (r *reconciler) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d
 		m.Annotations = map[string]string{}
 	}
 	m.Annotations[v1alpha1.AnnotationMachineJoinDuration] = d.String()
-	if err := r.client.Patch(ctx, m, client.MergeFrom(orig)); err != nil {
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		*m = *orig
 		return err
 	}

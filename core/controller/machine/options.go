@@ -26,6 +26,7 @@ const (
 	DefaultEvictRetryInterval     = 20 * time.Second
 	DefaultDrainPollInterval      = 5 * time.Second
 	DefaultForceDrainNotReady     = 5 * time.Minute
+	DefaultPendingRecheck         = 30 * time.Second
 )
 
 // DefaultNodeConditions are the node condition types that make a machine unhealthy when True
@@ -99,6 +100,9 @@ type Options struct {
 	DrainPollInterval time.Duration
 	// ForceDrainNotReadyAfter: a node NotReady for longer than this is drained forcefully (5m).
 	ForceDrainNotReadyAfter time.Duration
+	// PendingRecheck is the longest a Pending machine waits before its node is looked at again
+	// without a node event (30s): a backstop, since the node's events bring the machine back.
+	PendingRecheck time.Duration
 
 	// Freeze is consulted before acting on machines that are not being deleted; nil means never
 	// frozen. Pass the *safety.Controller returned by safety.Setup.
@@ -126,6 +130,7 @@ func DefaultOptions() Options {
 		EvictRetryInterval:      DefaultEvictRetryInterval,
 		DrainPollInterval:       DefaultDrainPollInterval,
 		ForceDrainNotReadyAfter: DefaultForceDrainNotReady,
+		PendingRecheck:          DefaultPendingRecheck,
 	}
 }
 
@@ -149,6 +154,7 @@ func (o Options) withDefaults() Options {
 	setDur(&o.EvictRetryInterval, d.EvictRetryInterval)
 	setDur(&o.DrainPollInterval, d.DrainPollInterval)
 	setDur(&o.ForceDrainNotReadyAfter, d.ForceDrainNotReadyAfter)
+	setDur(&o.PendingRecheck, d.PendingRecheck)
 	if o.MaxEvictRetries <= 0 {
 		o.MaxEvictRetries = d.MaxEvictRetries
 	}

@@ -1,0 +1,352 @@
+package machine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/providers/local"
+)
+
+// The tests here make every timer that could bring a Pending machine back without an event an
+// hour long (the Pending recheck, the steady-state resync, the creation timeout), so a machine
+// Running within seconds got there from what the controller saw, never from a recheck.
+const promptly = 20 * time.Second
+
+func noRecheckOptions() machine.Options {
+	o := ctrltest.FastOptions()
+	o.PendingRecheck = time.Hour
+	o.LongRetry = time.Hour
+	o.CreationTimeout = 2 * time.Hour
+	return o
+}
+
+// classInUse gives the class the finalizer the controller would add, so that adding it does
+// not send the class's machines an extra event that would hide a missed node event.
+func classInUse(t *testing.T, e *ctrltest.Env, name string) *v1alpha1.MachineClass {
+	t.Helper()
+	class := &v1alpha1.MachineClass{}
+	if err := e.C.Get(context.Background(), e.Key(name), class); err != nil {
+		t.Fatal(err)
+	}
+	orig := class.DeepCopy()
+	controllerutil.AddFinalizer(class, v1alpha1.FinalizerMachineControllerManager)
+	if err := e.C.Patch(context.Background(), class, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	return class
+}
+
+func waitNodeReady(t *testing.T, e *ctrltest.Env, name string) {
+	t.Helper()
+	ctrltest.Eventually(t, promptly, "node "+name+" Ready", func() bool {
+		n, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	})
+}
+
+// TestRecordedVMWithReadyNodeRunsWithoutRecheck: the controller stopped after recording a
+// machine's VM (providerID, node label) and before writing Pending; meanwhile the node registered
+// and became Ready. After the restart the creation completes by adopting the VM, and no node
+// event follows (the node's events were all delivered before): the machine must still be
+// Running at once, not after the Pending recheck.
+func TestRecordedVMWithReadyNodeRunsWithoutRecheck(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx := context.Background()
+	drv := localProvider(t, e)
+	class := classInUse(t, e, "local")
+	name := e.Name("recorded")
+
+	probe := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
+	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: probe, MachineClass: class, Secret: &corev1.Secret{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, e, resp.NodeName)
+	e.Machine(name, "local", func(m *v1alpha1.Machine) {
+		m.Finalizers = []string{v1alpha1.FinalizerMachineControllerManager}
+		m.Labels = map[string]string{v1alpha1.LabelNode: resp.NodeName}
+		m.Annotations = map[string]string{v1alpha1.AnnotationMachinePriority: v1alpha1.DefaultMachinePriority}
+		m.Spec.ProviderID = resp.ProviderID
+	})
+
+	e.StartControllers(noRecheckOptions(), true, nil)
+	m := e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	if m.Spec.ProviderID != resp.ProviderID {
+		t.Fatalf("providerID %q, want the recorded %q", m.Spec.ProviderID, resp.ProviderID)
+	}
+}
+
+// flakyInit fails InitializeMachine with Unavailable the first `failures` times: the VM and
+// its node exist by then, and the retried creation adopts them.
+type flakyInit struct {
+	driver.Driver
+	failures atomic.Int32
+}
+
+func (d *flakyInit) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
+	if d.failures.Add(-1) >= 0 {
+		return nil, driver.Error(driver.Unavailable, "initialize: network not ready (injected)")
+	}
+	return d.Driver.InitializeMachine(ctx, req)
+}
+
+// TestRetriedCreationWithReadyNodeRunsWithoutRecheck: the first creation attempt made the VM,
+// whose node registered Ready at once, and then failed (InitializeMachine Unavailable). The
+// retry adopts the VM after the node's events were delivered; the machine must be Running at
+// once.
+func TestRetriedCreationWithReadyNodeRunsWithoutRecheck(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	drv := &flakyInit{Driver: localProvider(t, e)}
+	drv.failures.Store(1)
+	e.Drivers.Set(local.ProviderName, drv)
+	classInUse(t, e, "local")
+	e.StartControllers(noRecheckOptions(), true, nil)
+
+	name := e.Name("retried")
+	e.Machine(name, "local")
+	e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	if drv.failures.Load() > 0 {
+		t.Fatal("InitializeMachine was never called: the test did not exercise a retried creation")
+	}
+	reasons := e.EventReasons(name)
+	if !ctrltest.Contains(reasons, "CreateFailed") {
+		t.Fatalf("events %v: want the failed first attempt's CreateFailed", reasons)
+	}
+}
+
+// TestFreshMachinesRunWithoutRecheck: machines created together, each node registering Ready
+// before CreateMachine returns (the local provider), are all Running without a recheck, and
+// none is reported as adopting the VM the controller itself just made (a reconcile reading a
+// cache that does not show the machine's VM yet must not act on it).
+func TestFreshMachinesRunWithoutRecheck(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	localProvider(t, e)
+	classInUse(t, e, "local")
+	e.StartControllers(noRecheckOptions(), true, nil)
+
+	var names []string
+	for i := range 8 {
+		n := e.Name(fmt.Sprintf("m%d", i))
+		names = append(names, n)
+		e.Machine(n, "local")
+	}
+	for _, n := range names {
+		e.WaitPhase(n, v1alpha1.MachineRunning, promptly)
+	}
+	for _, n := range names {
+		var reasons []string
+		ctrltest.Eventually(t, 10*time.Second, "events Created and Joined of "+n, func() bool {
+			reasons = e.EventReasons(n)
+			return ctrltest.Contains(reasons, "Created") && ctrltest.Contains(reasons, "Joined")
+		})
+		if ctrltest.Contains(reasons, "Adopted") {
+			t.Errorf("machine %s: events %v: the controller reported adopting the VM it created", n, reasons)
+		}
+	}
+}
+
+// laggingCache serves chosen machines from a snapshot instead of the informer cache: a cache
+// that has not caught up with the controller's own writes yet, on demand.
+type laggingCache struct {
+	cache.Cache
+	mu     sync.Mutex
+	stale  map[client.ObjectKey]*v1alpha1.Machine
+	served atomic.Int32
+}
+
+func (c *laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if m, ok := obj.(*v1alpha1.Machine); ok {
+		c.mu.Lock()
+		s := c.stale[key]
+		c.mu.Unlock()
+		if s != nil {
+			s.DeepCopyInto(m)
+			c.served.Add(1)
+			return nil
+		}
+	}
+	return c.Cache.Get(ctx, key, obj, opts...)
+}
+
+// serveStale makes reads of key return snapshot (nil: the real cache again).
+func (c *laggingCache) serveStale(key client.ObjectKey, snapshot *v1alpha1.Machine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stale[key] = snapshot
+	c.served.Store(0)
+}
+
+// startWithLaggingCache runs the Machine controller (with the test's namespace as target
+// cluster) on a manager whose cache is a laggingCache, until the test ends.
+func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options) *laggingCache {
+	t.Helper()
+	lc := &laggingCache{stale: map[client.ObjectKey]*v1alpha1.Machine{}}
+	skip := true
+	mgr, err := ctrl.NewManager(e.Config, manager.Options{
+		Scheme:                 testenv.Scheme,
+		Logger:                 logr.FromSlogHandler(ctrltest.Logger().Handler()),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+		NewCache: func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+			c, err := cache.New(cfg, o)
+			lc.Cache = c
+			return lc, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := cluster.New(e.Config, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(target); err != nil {
+		t.Fatal(err)
+	}
+	opts.Namespace = e.NS
+	if err := machine.Setup(mgr, target, &registry.Resolver{Endpoints: e.Drivers}, opts); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return lc
+}
+
+// eventCount counts the events of reason on the named object, series included.
+func eventCount(t *testing.T, e *ctrltest.Env, name, reason string) int {
+	t.Helper()
+	list, err := e.CS.EventsV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range list.Items {
+		if ev.Regarding.Name != name || ev.Reason != reason {
+			continue
+		}
+		n++
+		if ev.Series != nil && ev.Series.Count > 1 {
+			n += int(ev.Series.Count) - 1
+		}
+	}
+	return n
+}
+
+// TestStaleMachineReadWritesNothing: a reconcile that reads a machine older than what the
+// controller already wrote (the cache lags behind, and the node's events woke the machine
+// again at once) must not act on it: a Running machine seen as not yet created must not be
+// adopted again and put back to Pending, nor one seen as still Pending join a second time. Its
+// first write conflicts, and nothing is written or reported.
+func TestStaleMachineReadWritesNothing(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx := context.Background()
+	localProvider(t, e)
+	classInUse(t, e, "local")
+	lc := startWithLaggingCache(t, e, noRecheckOptions())
+
+	name := e.Name("stale")
+	first := e.Machine(name, "local") // its resourceVersion is a genuine older version
+	e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	ctrltest.Eventually(t, 10*time.Second, "events Created and Joined", func() bool {
+		return eventCount(t, e, name, "Created") > 0 && eventCount(t, e, name, "Joined") > 0
+	})
+	if c, a, j := eventCount(t, e, name, "Created"), eventCount(t, e, name, "Adopted"), eventCount(t, e, name, "Joined"); c != 1 || a != 0 || j != 1 {
+		t.Fatalf("events Created %d, Adopted %d, Joined %d; want 1, 0, 1", c, a, j)
+	}
+
+	cases := []struct {
+		seen  string
+		stale func(cur *v1alpha1.Machine) *v1alpha1.Machine
+	}{
+		{"VM not recorded yet", func(cur *v1alpha1.Machine) *v1alpha1.Machine {
+			s := cur.DeepCopy()
+			s.ResourceVersion = first.ResourceVersion
+			s.Status = v1alpha1.MachineStatus{}
+			s.Spec.ProviderID = ""
+			delete(s.Labels, v1alpha1.LabelNode)
+			delete(s.Annotations, v1alpha1.AnnotationMachinePriority)
+			delete(s.Annotations, v1alpha1.AnnotationMachineJoinDuration)
+			return s
+		}},
+		{"still Pending", func(cur *v1alpha1.Machine) *v1alpha1.Machine {
+			s := cur.DeepCopy()
+			s.ResourceVersion = first.ResourceVersion
+			s.Status.CurrentStatus.Phase = v1alpha1.MachinePending
+			s.Status.CurrentStatus.TimeoutActive = true
+			s.Status.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateProcessing, Description: "Creating machine on cloud provider"}
+			delete(s.Annotations, v1alpha1.AnnotationMachineJoinDuration)
+			return s
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.seen, func(t *testing.T) {
+			cur := e.Get(name)
+			lc.serveStale(e.Key(name), tc.stale(cur))
+			// Wake the machine with a label change, as an event would.
+			orig := cur.DeepCopy()
+			cur.Labels[fmt.Sprintf("poke-%d", i)] = "1"
+			if err := e.C.Patch(ctx, cur, client.MergeFrom(orig)); err != nil {
+				t.Fatal(err)
+			}
+			// Two stale reads: the first reconcile is over and was retried. One that acted on
+			// the stale read instead wrote the machine or reported something.
+			ctrltest.Eventually(t, promptly, "a retried stale reconcile, a write or an event", func() bool {
+				return lc.served.Load() >= 2 || e.Get(name).ResourceVersion != cur.ResourceVersion ||
+					eventCount(t, e, name, "Adopted") > 0 || eventCount(t, e, name, "Joined") > 1
+			})
+			lc.serveStale(e.Key(name), nil)
+			if now := e.Get(name); now.ResourceVersion != cur.ResourceVersion {
+				t.Fatalf("the reconcile of a stale read wrote the machine: %s", ctrltest.Describe(now))
+			}
+			if n := eventCount(t, e, name, "Adopted"); n != 0 {
+				t.Fatalf("%d Adopted events for the machine's own VM", n)
+			}
+			if n := eventCount(t, e, name, "Joined"); n != 1 {
+				t.Fatalf("%d Joined events, want 1", n)
+			}
+		})
+	}
+	if m := e.WaitPhase(name, v1alpha1.MachineRunning, promptly); m.Labels[v1alpha1.LabelNode] != name {
+		t.Fatalf("machine after the stale reads: %s", ctrltest.Describe(m))
+	}
+}
