@@ -242,6 +242,9 @@ func (r *reconciler) recordVM(ctx context.Context, m *v1alpha1.Machine, c *creat
 		*m = *orig
 		return fmt.Errorf("machine: record VM %s on machine: %w", c.providerID, err)
 	}
+	if r.target != nil && c.nodeName != "" {
+		r.recordedNodes.Store(c.nodeName, r.now())
+	}
 	return nil
 }
 

@@ -555,6 +555,10 @@ func (r *reconciler) stepFinalizerRemoval(ctx context.Context, m *v1alpha1.Machi
 		return "", res, err
 	}
 	r.backoff.forget(r.key(m))
+	r.writes.forget(r.key(m))
+	if n := m.Labels[v1alpha1.LabelNode]; n != "" {
+		r.recordedNodes.Delete(n)
+	}
 	r.log(m).Info("machine deleted")
 	return "", reconcile.Result{}, nil
 }

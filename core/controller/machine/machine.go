@@ -32,13 +32,19 @@ const frozenRetry = 30 * time.Second
 // reconcileMachine drives a machine that is not being deleted: it creates the VM when there is
 // none yet and then follows the node's health.
 func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := req.String()
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.backoff.forget(req.String())
+			r.backoff.forget(key)
+			r.writes.forget(key)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
+	}
+	if r.writes.outdated(key, m.ResourceVersion) {
+		// The cache does not show our last writes yet: the newer machine is on its way.
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if m.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // the termination controller owns it now

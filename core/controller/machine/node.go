@@ -147,6 +147,11 @@ func nodeChanged() predicate.TypedPredicate[*corev1.Node] {
 	}
 }
 
+// recordedNodeGrace is how long after the Machine controller recorded a node on a machine the
+// node controller trusts that the machine is about to appear in its cache, before it asks the
+// API server instead.
+const recordedNodeGrace = 5 * time.Second
+
 // setupNodeController watches the target cluster's nodes: a node someone deletes takes its
 // machine along; a node whose machine is gone loses the finalizer; a node no machine owns (and
 // older than the creation timeout) is annotated not-managed-by-mcm.
@@ -161,6 +166,9 @@ func (r *reconciler) setupNodeController(mgr manager.Manager) error {
 func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := r.target.GetClient().Get(ctx, req.NamespacedName, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.recordedNodes.Delete(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	machines, err := r.machinesOfNode(ctx, true, node.Name)
@@ -168,6 +176,7 @@ func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 	if len(machines) > 0 {
+		r.recordedNodes.Delete(node.Name)
 		m := &machines[0]
 		if node.DeletionTimestamp != nil {
 			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
@@ -189,6 +198,12 @@ func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (
 	removeFinalizer := controllerutil.ContainsFinalizer(node, v1alpha1.FinalizerNode)
 	annotate := node.DeletionTimestamp == nil && age > r.opts.CreationTimeout && node.Annotations[v1alpha1.AnnotationNotManagedByMCM] != "1"
 	if removeFinalizer || annotate {
+		if at, ok := r.recordedNodes.Load(node.Name); ok && r.now().Sub(at.(time.Time)) < recordedNodeGrace {
+			// The Machine controller recorded this node on a machine moments ago (and synced the
+			// node at once): the cache is about to show that machine.
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
+		r.recordedNodes.Delete(node.Name)
 		machines, err = r.machinesOfNode(ctx, false, node.Name)
 		if err != nil || len(machines) > 0 {
 			return reconcile.Result{}, err

@@ -3,6 +3,9 @@ package machine_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,13 +210,17 @@ func (c *laggingCache) serveStale(key client.ObjectKey, snapshot *v1alpha1.Machi
 	c.served.Store(0)
 }
 
-// startWithLaggingCache runs the Machine controller (with the test's namespace as target
-// cluster) on a manager whose cache is a laggingCache, until the test ends.
-func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options) *laggingCache {
+// startWithLaggingCache runs the Machine controller (with the test's API server as target
+// cluster too) on a manager whose cache is a laggingCache, until the test ends. cfg nil means
+// the test's config.
+func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options, cfg *rest.Config) *laggingCache {
 	t.Helper()
+	if cfg == nil {
+		cfg = e.Config
+	}
 	lc := &laggingCache{stale: map[client.ObjectKey]*v1alpha1.Machine{}}
 	skip := true
-	mgr, err := ctrl.NewManager(e.Config, manager.Options{
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                 testenv.Scheme,
 		Logger:                 logr.FromSlogHandler(ctrltest.Logger().Handler()),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
@@ -229,7 +236,7 @@ func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := cluster.New(e.Config, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
+	target, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +289,7 @@ func TestStaleMachineReadWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	localProvider(t, e)
 	classInUse(t, e, "local")
-	lc := startWithLaggingCache(t, e, noRecheckOptions())
+	lc := startWithLaggingCache(t, e, noRecheckOptions(), nil)
 
 	name := e.Name("stale")
 	first := e.Machine(name, "local") // its resourceVersion is a genuine older version
@@ -348,5 +355,121 @@ func TestStaleMachineReadWritesNothing(t *testing.T) {
 	}
 	if m := e.WaitPhase(name, v1alpha1.MachineRunning, promptly); m.Labels[v1alpha1.LabelNode] != name {
 		t.Fatalf("machine after the stale reads: %s", ctrltest.Describe(m))
+	}
+}
+
+// requestCounter counts the API requests of a client by verb and resource, and the conflicts.
+type requestCounter struct {
+	mu        sync.Mutex
+	counts    map[string]int
+	conflicts map[string]int
+	selectors []string // of the machine LISTs by label
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		what := req.Method + " " + requestResource(req.URL)
+		if req.Method == http.MethodGet && req.URL.Query().Get("labelSelector") != "" {
+			what = "LIST-SELECTED " + requestResource(req.URL)
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.counts[what]++
+		if what == "LIST-SELECTED machines" {
+			c.selectors = append(c.selectors, req.URL.Query().Get("labelSelector"))
+		}
+		if err == nil && resp.StatusCode == http.StatusConflict {
+			c.conflicts[what]++
+		}
+		return resp, err
+	})
+}
+
+func (c *requestCounter) get(m map[string]int, what string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return m[what]
+}
+
+// requestResource names the resource (and subresource) of an API path:
+// /apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines/m/status → machines/status.
+func requestResource(u *url.URL) string {
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	for i, p := range parts {
+		if p == "namespaces" && i+2 < len(parts) {
+			parts = parts[i+2:]
+			break
+		}
+		if p == "v1" || p == "v1alpha1" {
+			parts = parts[i+1:]
+			if len(parts) > 0 && parts[0] == "namespaces" && len(parts) > 2 {
+				parts = parts[2:]
+			}
+			break
+		}
+	}
+	if len(parts) >= 3 {
+		return parts[0] + "/" + parts[2]
+	}
+	if len(parts) > 0 {
+		return parts[0]
+	}
+	return u.Path
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestNewMachinesCostNoExtraRequests: machines created together, whose nodes register Ready
+// while they are created, each cost the controller exactly the writes of their way to Running
+// (3 machine PATCHes: finalizer, VM record, join duration; 2 status updates: Pending, Running)
+// though every one is woken again while its reconcile still writes: no reconcile acts on a
+// cached machine older than our own writes (no conflicts), and the node controller never asks
+// the API server for the machine of a node that was just recorded.
+func TestNewMachinesCostNoExtraRequests(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	localProvider(t, e)
+	classInUse(t, e, "local")
+	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Wrap(rc.wrap)
+	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
+
+	const n = 8
+	var names []string
+	for i := range n {
+		name := e.Name(fmt.Sprintf("m%d", i))
+		names = append(names, name)
+		e.Machine(name, "local")
+	}
+	for _, name := range names {
+		e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	}
+	// Let the reconciles the last writes woke finish.
+	time.Sleep(time.Second)
+
+	t.Logf("requests: %v; conflicts: %v", rc.counts, rc.conflicts)
+	if got := rc.get(rc.counts, "PATCH machines"); got != 3*n {
+		t.Errorf("%d machine PATCHes, want %d", got, 3*n)
+	}
+	if got := rc.get(rc.counts, "PUT machines/status"); got != 2*n {
+		t.Errorf("%d machine status updates, want %d", got, 2*n)
+	}
+	for _, what := range []string{"PATCH machines", "PUT machines/status"} {
+		if got := rc.get(rc.conflicts, what); got != 0 {
+			t.Errorf("%d conflicts on %s: a reconcile acted on an outdated machine", got, what)
+		}
+	}
+	// (The node controller also sees the nodes other tests left in the shared API server.)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, sel := range rc.selectors {
+		for _, name := range names {
+			if sel == v1alpha1.LabelNode+"="+name {
+				t.Errorf("uncached LIST of the machines of node %s", name)
+			}
+		}
 	}
 }

@@ -65,6 +65,11 @@ type reconciler struct {
 	// creating holds the keys of machines whose creation is in flight, so the termination
 	// controller never starts deleting a machine while a CreateMachine for it may still return.
 	creating sync.Map
+	// writes holds the machine versions our own writes replaced (client records them).
+	writes *ownWrites
+	// recordedNodes maps the node names recorded on machines to when, until the node controller
+	// finds the machine in its cache: a node whose machine is that new is not asked about.
+	recordedNodes sync.Map
 }
 
 // Setup adds the Machine controller (creation, health, deletion), the MachineClass and Secret
@@ -80,8 +85,10 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 	if err := opts.validate(); err != nil {
 		return err
 	}
+	writes := newOwnWrites()
 	r := &reconciler{
-		client:    mgr.GetClient(),
+		client:    trackingClient{Client: mgr.GetClient(), writes: writes},
+		writes:    writes,
 		apiReader: mgr.GetAPIReader(),
 		target:    target,
 		drivers:   drivers,

@@ -195,3 +195,33 @@ func TestDeletionStepFromMarkerOrMCMText(t *testing.T) {
 		t.Fatal("an unknown step was accepted")
 	}
 }
+
+func TestOwnWritesOutdatedUntilTheCacheCatchesUp(t *testing.T) {
+	w := newOwnWrites()
+	if w.outdated("ns/m", "1") {
+		t.Fatal("a machine never written is not outdated")
+	}
+	// Two writes in one reconcile: 1 → 2 → 3. The cache may still show 1 or 2.
+	w.record("ns/m", "1")
+	w.record("ns/m", "2")
+	for _, rv := range []string{"1", "2", "2"} {
+		if !w.outdated("ns/m", rv) {
+			t.Fatalf("version %s was replaced by our write: outdated", rv)
+		}
+	}
+	if w.outdated("ns/other", "1") {
+		t.Fatal("versions are per machine")
+	}
+	// The cache shows 3 (or anything newer): caught up, and the replaced versions are forgotten.
+	if w.outdated("ns/m", "3") {
+		t.Fatal("our latest write is not outdated")
+	}
+	if w.outdated("ns/m", "1") || len(w.superseded) != 0 {
+		t.Fatalf("after catching up nothing is remembered: %v", w.superseded)
+	}
+	w.record("ns/m", "3")
+	w.forget("ns/m")
+	if w.outdated("ns/m", "3") {
+		t.Fatal("a forgotten machine is not outdated")
+	}
+}
