@@ -101,25 +101,11 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	env := &benchEnv{direct: d}
 
 	// uds and floor share one server and one unix socket.
-	addr := "unix://" + filepath.Join(fixture.SocketDir(b), "bench.sock")
-	lis, err := grpcbridge.Listen(addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := grpcbridge.NewGRPCServer(fixture.Insecure)
-	if err != nil {
-		b.Fatal(err)
-	}
-	grpcbridge.NewServer(d).Register(srv)
 	req, resp := floorPayloads(b)
-	srv.RegisterService(&floorService, &floorServer{resp: resp})
-	go srv.Serve(lis)
-	b.Cleanup(srv.Stop)
-	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close() })
+	conn := serveUnix(b, "bench.sock", func(srv *grpc.Server) {
+		grpcbridge.NewServer(d).Register(srv)
+		srv.RegisterService(&floorService, &floorServer{resp: resp})
+	})
 	env.uds = grpcbridge.NewClient(conn)
 	env.floor = func(ctx context.Context) error {
 		out := new(wrapperspb.BytesValue)
@@ -130,6 +116,29 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	env.tcpMTLS = fixture.ServeTCPMTLS(b, d).Client
 	env.dialin = dialinDriver(b, d)
 	return env
+}
+
+// serveUnix serves what register adds on a plain-text unix socket named name and returns a
+// connection to it; both end with b.
+func serveUnix(b *testing.B, name string, register func(*grpc.Server)) *grpc.ClientConn {
+	addr := "unix://" + filepath.Join(fixture.SocketDir(b), name)
+	lis, err := grpcbridge.Listen(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := grpcbridge.NewGRPCServer(fixture.Insecure)
+	if err != nil {
+		b.Fatal(err)
+	}
+	register(srv)
+	go srv.Serve(lis)
+	b.Cleanup(srv.Stop)
+	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // dialinDriver serves d by dial-in over a unix socket in plain text (the same transport as
@@ -451,24 +460,9 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 	env := newBenchEnv(b)
 	open := func(b *testing.B, decodeMachine bool) driverv1.DriverServiceClient {
-		addr := "unix://" + filepath.Join(fixture.SocketDir(b), "breakdown.sock")
-		lis, err := grpcbridge.Listen(addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv, err := grpcbridge.NewGRPCServer(fixture.Insecure)
-		if err != nil {
-			b.Fatal(err)
-		}
-		driverv1.RegisterDriverServiceServer(srv, &breakdownServer{decodeMachine: decodeMachine, resp: grpcbridge.StatusResponseToProto(statusResponse)})
-		go srv.Serve(lis)
-		b.Cleanup(srv.Stop)
-		conn, err := grpcbridge.Dial(addr, fixture.Insecure)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { conn.Close() })
-		return driverv1.NewDriverServiceClient(conn)
+		return driverv1.NewDriverServiceClient(serveUnix(b, "breakdown.sock", func(srv *grpc.Server) {
+			driverv1.RegisterDriverServiceServer(srv, &breakdownServer{decodeMachine: decodeMachine, resp: grpcbridge.StatusResponseToProto(statusResponse)})
+		}))
 	}
 	r := benchRequest()
 	pre := &driverv1.GetMachineStatusRequest{
