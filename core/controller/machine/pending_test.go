@@ -220,13 +220,14 @@ func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options, 
 	}
 	lc := &laggingCache{stale: map[client.ObjectKey]*v1alpha1.Machine{}}
 	skip := true
+	noPriorityQueue := false // as core/controller/manager (controller-runtime#3538)
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                 testenv.Scheme,
 		Logger:                 logr.FromSlogHandler(ctrltest.Logger().Handler()),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
+		Controller:             config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &noPriorityQueue},
 		NewCache: func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
 			c, err := cache.New(cfg, o)
 			lc.Cache = c

@@ -82,7 +82,7 @@ func (e *env) startControllers() (stop func()) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr(true)},
+		Controller:             config.Controller{SkipNameValidation: ptr(true), UsePriorityQueue: ptr(false)}, // as core/controller/manager (controller-runtime#3538)
 	})
 	if err != nil {
 		e.t.Fatal(err)

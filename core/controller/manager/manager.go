@@ -213,7 +213,12 @@ func New(opts Options) (*Manager, error) {
 		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
 		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
 		// process run the manager again after stopping it (tests restart the controllers).
-		Controller: config.Controller{SkipNameValidation: ptrTo(true)},
+		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
+		// handed to a worker that already returned blocks the queue's lock, its workers never
+		// finish and the manager waits out the whole graceful-shutdown period
+		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
+		// 1.37 modules). The classic rate-limited queue has no such race.
+		Controller: config.Controller{SkipNameValidation: ptrTo(true), UsePriorityQueue: ptrTo(false)},
 	}
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace

@@ -167,13 +167,14 @@ func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety
 		e.T.Fatal("controllers already running")
 	}
 	skip := true
+	noPriorityQueue := false // as core/controller/manager (controller-runtime#3538)
 	mgr, err := ctrl.NewManager(e.Config, manager.Options{
 		Scheme:                 testenv.Scheme,
 		Logger:                 logr.FromSlogHandler(Logger().Handler()),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip},
+		Controller:             config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &noPriorityQueue},
 	})
 	if err != nil {
 		e.T.Fatal(err)
