@@ -22,12 +22,23 @@ func (n *named) ListMachines(context.Context, *driver.ListMachinesRequest) (*dri
 
 func register(t *testing.T, name string, opens *int) {
 	t.Helper()
-	Register(Registration{Name: name, Description: "test", New: func(Env) (driver.Driver, error) {
+	registerForTest(t, Registration{Name: name, Description: "test", New: func(Env) (driver.Driver, error) {
 		if opens != nil {
 			*opens++
 		}
 		return &named{from: "compiled"}, nil
 	}})
+}
+
+// registerForTest registers r until the test ends, so the test can run again (go test -count=N).
+func registerForTest(t *testing.T, r Registration) {
+	t.Helper()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(regs, r.Name)
+	})
+	Register(r)
 }
 
 func mustPanic(t *testing.T, what string, f func()) {
@@ -89,7 +100,7 @@ func TestUnknownProviderNamesTheFixes(t *testing.T) {
 
 func TestOpenWrapsFactoryErrors(t *testing.T) {
 	boom := driver.Error(driver.Internal, "no state dir")
-	Register(Registration{Name: "brokencloud", New: func(Env) (driver.Driver, error) { return nil, boom }})
+	registerForTest(t, Registration{Name: "brokencloud", New: func(Env) (driver.Driver, error) { return nil, boom }})
 	_, err := Open("brokencloud", Env{})
 	if driver.CodeOf(err) != driver.Internal || !strings.Contains(err.Error(), "brokencloud") {
 		t.Fatalf("Open = %v", err)
@@ -158,7 +169,7 @@ func (c *closer) Close() error { c.closed++; return nil }
 
 func TestResolverCloseClosesOpenedDrivers(t *testing.T) {
 	c := &closer{}
-	Register(Registration{Name: "closecloud", New: func(Env) (driver.Driver, error) { return c, nil }})
+	registerForTest(t, Registration{Name: "closecloud", New: func(Env) (driver.Driver, error) { return c, nil }})
 	r := &Resolver{}
 	if _, err := r.Resolve("closecloud"); err != nil {
 		t.Fatal(err)

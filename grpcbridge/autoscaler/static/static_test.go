@@ -194,6 +194,12 @@ func running(t *testing.T, ca *caclient.Client, id string, n int) []caclient.Ins
 // provider (real Nodes in a real kube-apiserver) and of the mem driver (slow and failing
 // creates on demand).
 func TestStaticGroups(t *testing.T) {
+	// The cloud outlives a run of this test (go test -count=N): start from an empty one.
+	for _, vm := range cloud.VMs() {
+		cloud.Remove(vm.ID)
+	}
+	cloud.ClearFaults()
+	cloud.ResetCalls()
 	s := newSetup(t)
 	ca, _, stop := s.start(t)
 	cs := s.env.Clientset()
