@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -19,10 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
@@ -219,21 +215,13 @@ func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options, 
 		cfg = e.Config
 	}
 	lc := &laggingCache{stale: map[client.ObjectKey]*v1alpha1.Machine{}}
-	skip := true
-	noPriorityQueue := false // as core/controller/manager (controller-runtime#3538)
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 testenv.Scheme,
-		Logger:                 logr.FromSlogHandler(ctrltest.Logger().Handler()),
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &noPriorityQueue},
-		NewCache: func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
-			c, err := cache.New(cfg, o)
-			lc.Cache = c
-			return lc, err
-		},
-	})
+	mopts := ctrltest.ManagerOptions(e.NS)
+	mopts.NewCache = func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+		c, err := cache.New(cfg, o)
+		lc.Cache = c
+		return lc, err
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		t.Fatal(err)
 	}

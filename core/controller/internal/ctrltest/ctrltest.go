@@ -157,6 +157,21 @@ func FastOptions() machine.Options {
 	return o
 }
 
+// ManagerOptions are the options of a manager running controllers under test: the test scheme
+// and logger, a cache of namespace ns, no listeners, and the controller settings of
+// core/controller/manager (controller names reusable, the classic work queue: controller-runtime#3538).
+func ManagerOptions(ns string) manager.Options {
+	skip, priorityQueue := true, false
+	return manager.Options{
+		Scheme:                 testenv.Scheme,
+		Logger:                 logr.FromSlogHandler(Logger().Handler()),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &priorityQueue},
+	}
+}
+
 // StartControllers runs the Machine controller (and, with so, the safety controller) until the
 // test ends or StopControllers. withTarget false runs without a target cluster.
 func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety.Options) {
@@ -166,16 +181,7 @@ func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety
 	if e.stop != nil {
 		e.T.Fatal("controllers already running")
 	}
-	skip := true
-	noPriorityQueue := false // as core/controller/manager (controller-runtime#3538)
-	mgr, err := ctrl.NewManager(e.Config, manager.Options{
-		Scheme:                 testenv.Scheme,
-		Logger:                 logr.FromSlogHandler(Logger().Handler()),
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.NS: {}}},
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: &skip, UsePriorityQueue: &noPriorityQueue},
-	})
+	mgr, err := ctrl.NewManager(e.Config, ManagerOptions(e.NS))
 	if err != nil {
 		e.T.Fatal(err)
 	}
