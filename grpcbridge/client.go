@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-
 	"github.com/machinist-io/machinist/core/driver"
 	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
