@@ -35,10 +35,6 @@ func volumeDriver(name string) driver.Driver {
 	}}
 }
 
-func csi(driverName, handle string) *corev1.PersistentVolumeSpec {
-	return &corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driverName, VolumeHandle: handle}}}
-}
-
 // TestServerRoutesByProvider serves two providers from one server and routes by
 // MachineClass.provider (case-insensitively), and GetVolumeIDs by the client's provider.
 func TestServerRoutesByProvider(t *testing.T) {
@@ -68,7 +64,7 @@ func TestServerRoutesByProvider(t *testing.T) {
 		t.Fatalf("no class: %v", err)
 	}
 
-	specs := []*corev1.PersistentVolumeSpec{csi("azure", "a1"), csi("nfs", "n1"), csi("openstack", "o1"), nil, csi("azure", "a2")}
+	specs := []*corev1.PersistentVolumeSpec{fixture.CSIVolume("azure", "a1"), fixture.CSIVolume("nfs", "n1"), fixture.CSIVolume("openstack", "o1"), nil, fixture.CSIVolume("azure", "a2")}
 	azure := grpcbridge.NewClient(served.Conn, grpcbridge.WithProvider("azure"))
 	vr, err := azure.GetVolumeIDs(ctx, &driver.GetVolumeIDsRequest{PVSpecs: specs})
 	mustOK(t, err)
@@ -88,10 +84,10 @@ func TestRouterServesRealDriver(t *testing.T) {
 	cloud := memdriver.NewCloud()
 	router := grpcbridge.NewRouter(map[string]driver.Driver{"mem": memdriver.New(cloud), "other": volumeDriver("other")})
 	cl := fixture.ServeUnix(t, router).Client
-	class := memClass("workers", `{"cluster":"c","role":"worker","size":"small"}`)
+	class := fixture.MemClass("workers", `{"cluster":"c","role":"worker","size":"small"}`)
 	m := fixture.Machine("m-routed")
 	m.ObjectMeta = metav1.ObjectMeta{Name: "m-routed", Namespace: "default"}
-	resp, err := cl.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: memSecret()})
+	resp, err := cl.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: fixture.MemSecret()})
 	mustOK(t, err)
 	if cloud.Count("m-routed") != 1 || !strings.HasPrefix(resp.ProviderID, "mem:///c/") {
 		t.Fatalf("routed create: %+v, %d VMs", resp, cloud.Count("m-routed"))
