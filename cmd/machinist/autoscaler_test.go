@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
 func TestAutoscalerInsecureOnlyOnLoopback(t *testing.T) {
@@ -44,24 +43,6 @@ func freePort(t *testing.T) string {
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 }
 
-// syncBuffer is a log sink the server goroutine writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestAutoscalerCommand runs `machinist -v 5 autoscaler` with mTLS in static mode over the local
 // provider and talks to it like CA: accepted with the right client certificate, refused
 // without one or with one from another CA; calls logged, /metrics and /healthz served.
@@ -81,7 +62,7 @@ func TestAutoscalerCommand(t *testing.T) {
 `)
 	grpcPort, httpPort := freePort(t), freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp(io.Discard, &logs).RunContext(ctx, []string{"machinist", "-v", "5", "autoscaler",

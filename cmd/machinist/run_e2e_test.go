@@ -41,6 +41,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
 // e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` in this process with
@@ -52,25 +53,7 @@ type e2e struct {
 	c        client.WithWatch
 	stateDir string
 	port     int
-	logs     *e2eLog
-}
-
-// e2eLog keeps the controller's log and prints it when the test fails.
-type e2eLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *e2eLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *e2eLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+	logs     *syncbuf.Buffer
 }
 
 func newE2E(t *testing.T) *e2e {
@@ -80,7 +63,7 @@ func newE2E(t *testing.T) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &e2e{t: t, env: env, c: c, stateDir: t.TempDir(), logs: &e2eLog{}}
+	e := &e2e{t: t, env: env, c: c, stateDir: t.TempDir(), logs: &syncbuf.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			out := e.logs.String()
@@ -797,7 +780,7 @@ func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw
 // plane, the controllers and the samples, reports the three machines Running, and on
 // cancellation (Ctrl-C) stops everything and removes its temporary directory.
 func TestDevRunsSamplesAndCleansUp(t *testing.T) {
-	var out e2eLog
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

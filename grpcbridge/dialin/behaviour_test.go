@@ -1,7 +1,6 @@
 package dialin_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	dialinv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
 const (
@@ -294,7 +294,7 @@ func TestErrorsKeepTheirCode(t *testing.T) {
 // neither until rotation replaces it; a valid certificate naming a provider it may not serve is
 // refused with PermissionDenied, logged, and the provider stops.
 func TestUnauthorizedCertificates(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	certs := fixture.NewCerts(t)
 	ctrl := fixture.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}, fixture.ServerTransport(t, certs))
 	drivers := map[string]driver.Driver{"mem": okDriver()}
@@ -342,7 +342,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 // TestSecretsOnlyToAuthorizedProviders: a provider authorized for another name cannot pull the
 // secret of an operation in flight for mem, even knowing its digest; nothing secret is logged.
 func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	certs := fixture.NewCerts(t)
 	ctrl := fixture.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, fixture.ServerTransport(t, certs))
 	refs := make(chan *dialinv1.ObjectRef, 1)
@@ -510,23 +510,6 @@ func TestBackoff(t *testing.T) {
 	if d := b.Delay(1000); d > b.Max {
 		t.Fatalf("huge attempt: %v", d)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func mustOK(t testing.TB, err error) {

@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -135,7 +135,7 @@ func TestRBACIsEnough(t *testing.T) {
 		t.Fatalf("the ServiceAccount may list secrets in default (err %v): the test would prove nothing", err)
 	}
 
-	logs := &syncWriter{}
+	logs := &syncbuf.Buffer{}
 	opts := manager.DefaultOptions()
 	opts.ControlConfig = sa
 	opts.Namespace = ns
@@ -215,24 +215,6 @@ func TestRBACIsEnough(t *testing.T) {
 	if strings.Contains(logs.String(), "forbidden") {
 		t.Errorf("the controllers were refused something:\n%s", grepLines(logs.String(), "forbidden"))
 	}
-}
-
-// syncWriter is a log sink safe for concurrent writers and readers.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
 
 // TestContainerArgsParse renders every base with the pinned kubectl and runs each machinist

@@ -1,12 +1,10 @@
 package azure
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
 )
 
@@ -36,24 +35,7 @@ type testEnv struct {
 	drv    *Driver
 	class  *v1alpha1.MachineClass
 	secret *corev1.Secret
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs   *syncbuf.Buffer
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -66,7 +48,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	c.AddImage(testLocation, "sap", "gardenlinux", "greatest", "1592.1.0", nil)
 	c.AddImage(testLocation, "canonical", "ubuntu-pro", "22_04-lts", "22.4.202401010", &armcompute.PurchasePlan{Name: to("pro-22_04-lts"), Product: to("0001-com-ubuntu-pro-jammy"), Publisher: to("canonical")})
 	cfg := c.Configuration()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	drv := New(Options{
 		Transport:      c.Transport(),
 		Cloud:          &cfg,

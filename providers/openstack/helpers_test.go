@@ -1,12 +1,10 @@
 package openstack
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
 
@@ -24,28 +23,10 @@ const (
 	userData   = "#cloud-config\nhostname: <<MACHINE_NAME>>\nbootstrap-token: 0123456789abcdef-token\n"
 )
 
-// logBuffer collects the driver's logs so tests can check that no secret reaches them.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // testDriver returns a driver with fast polls whose logs go to the returned buffer.
-func testDriver(t testing.TB, tune ...func(*Options)) (*Driver, *logBuffer) {
+func testDriver(t testing.TB, tune ...func(*Options)) (*Driver, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	opts := Options{
 		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PollInterval:   5 * time.Millisecond,
