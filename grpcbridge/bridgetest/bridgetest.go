@@ -1,11 +1,9 @@
 // Package bridgetest puts a driver behind the gRPC bridge inside a test, the way it runs in
 // production, so a provider's own tests can run the conformance kit through both directions:
 //
-//	drivertest.Run(t, func(t testing.TB) drivertest.Target {
-//		target := newTarget(t)
-//		target.Driver = bridgetest.DialOut(t, "openstack", target.Driver)
-//		return target
-//	})
+//	bridgetest.Run(t, "openstack", newTarget) // the kit as subtests dial-out and dial-in
+//
+// DialOut and DialIn return the bridged driver for tests of their own.
 //
 // Both directions use loopback TCP with mutual TLS from a throw-away CA (mtlstest), the
 // transport a controller and a provider in different pods use.
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
@@ -121,4 +120,21 @@ func DialIn(t testing.TB, provider string, d driver.Driver) driver.Driver {
 		t.Fatalf("bridgetest: the %s provider dialled in but the controller has no driver for it", provider)
 	}
 	return remote
+}
+
+// Run runs the conformance kit against the targets of newTarget through both directions, as the
+// subtests dial-out and dial-in, with the kit's options.
+func Run(t *testing.T, provider string, newTarget func(t testing.TB) drivertest.Target, opts ...drivertest.Option) {
+	for _, way := range []struct {
+		name string
+		wrap func(testing.TB, string, driver.Driver) driver.Driver
+	}{{"dial-out", DialOut}, {"dial-in", DialIn}} {
+		t.Run(way.name, func(t *testing.T) {
+			drivertest.Run(t, func(t testing.TB) drivertest.Target {
+				target := newTarget(t)
+				target.Driver = way.wrap(t, provider, target.Driver)
+				return target
+			}, opts...)
+		})
+	}
 }

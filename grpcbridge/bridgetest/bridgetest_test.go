@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/grpcbridge/bridgetest"
@@ -23,21 +22,14 @@ func class(name, spec string) *v1alpha1.MachineClass {
 // The reference driver passes the conformance kit through both directions, so a provider whose
 // direct run passes and whose bridged run fails has found a bridge bug, not a driver bug.
 func TestMemdriverThroughBothDirections(t *testing.T) {
-	for name, through := range map[string]func(testing.TB, string, driver.Driver) driver.Driver{
-		"dial-out": bridgetest.DialOut,
-		"dial-in":  bridgetest.DialIn,
-	} {
-		t.Run(name, func(t *testing.T) {
-			drivertest.Run(t, func(t testing.TB) drivertest.Target {
-				cloud := memdriver.NewCloud()
-				return drivertest.Target{
-					Driver:     through(t, memdriver.ProviderName, memdriver.New(cloud)),
-					Class:      class("workers", `{"cluster":"shoot-a","role":"worker","size":"small"}`),
-					OtherClass: class("others", `{"cluster":"shoot-b","role":"worker","size":"small"}`),
-					Secret:     &corev1.Secret{Data: map[string][]byte{"userData": []byte("#!/bin/sh")}},
-					CountVMs:   func(_ context.Context, name string) (int, error) { return cloud.Count(name), nil },
-				}
-			})
-		})
-	}
+	bridgetest.Run(t, memdriver.ProviderName, func(t testing.TB) drivertest.Target {
+		cloud := memdriver.NewCloud()
+		return drivertest.Target{
+			Driver:     memdriver.New(cloud),
+			Class:      class("workers", `{"cluster":"shoot-a","role":"worker","size":"small"}`),
+			OtherClass: class("others", `{"cluster":"shoot-b","role":"worker","size":"small"}`),
+			Secret:     &corev1.Secret{Data: map[string][]byte{"userData": []byte("#!/bin/sh")}},
+			CountVMs:   func(_ context.Context, name string) (int, error) { return cloud.Count(name), nil },
+		}
+	})
 }

@@ -13,18 +13,7 @@ import (
 )
 
 func TestConformanceThroughTheGRPCBridge(t *testing.T) {
-	for _, way := range []struct {
-		name string
-		wrap func(testing.TB, string, driver.Driver) driver.Driver
-	}{{"dial-out", bridgetest.DialOut}, {"dial-in", bridgetest.DialIn}} {
-		t.Run(way.name, func(t *testing.T) {
-			drivertest.Run(t, func(t testing.TB) drivertest.Target {
-				target := conformanceTarget(t)
-				target.Driver = way.wrap(t, Name, target.Driver)
-				return target
-			}, drivertest.WithTimeout(60*time.Second))
-		})
-	}
+	bridgetest.Run(t, Name, conformanceTarget, drivertest.WithTimeout(60*time.Second))
 }
 
 // TestAzureErrorsCrossTheBridge checks that a capacity failure keeps its code and its ARM details

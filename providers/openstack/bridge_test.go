@@ -12,18 +12,10 @@ import (
 )
 
 func TestConformanceThroughBridge(t *testing.T) {
-	for _, way := range []struct {
-		name string
-		wrap func(testing.TB, string, driver.Driver) driver.Driver
-	}{{"dial-out", bridgetest.DialOut}, {"dial-in", bridgetest.DialIn}} {
-		t.Run(way.name, func(t *testing.T) {
-			drivertest.Run(t, func(t testing.TB) drivertest.Target {
-				target, _ := conformanceTarget(t)
-				target.Driver = way.wrap(t, ProviderName, target.Driver)
-				return target
-			}, drivertest.WithTimeout(20*time.Second), drivertest.WithPromptBound(2*time.Second))
-		})
-	}
+	bridgetest.Run(t, ProviderName, func(t testing.TB) drivertest.Target {
+		target, _ := conformanceTarget(t)
+		return target
+	}, drivertest.WithTimeout(20*time.Second), drivertest.WithPromptBound(2*time.Second))
 }
 
 // TestCloudErrorsCrossTheBridge checks that Nova's fault, the request ID and the code reach the
