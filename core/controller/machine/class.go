@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,10 +25,11 @@ func (r *reconciler) setupClassController(mgr manager.Manager) error {
 		Named("machineclass").
 		For(&v1alpha1.MachineClass{}).
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if n := o.(*v1alpha1.Machine).Spec.Class.Name; n != "" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: n}}}
+			var out []reconcile.Request
+			for _, n := range classesOf(o.(*v1alpha1.Machine)) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: n}})
 			}
-			return nil
+			return out
 		})).
 		WithOptions(r.controllerOptions()).
 		Complete(reconcile.Func(r.reconcileClass))
@@ -53,7 +55,7 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 			return reconcile.Result{}, err
 		}
 		for _, m := range live.Items {
-			if m.Spec.Class.Name == class.Name {
+			if slices.Contains(classesOf(&m), class.Name) {
 				return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 			}
 		}

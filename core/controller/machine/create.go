@@ -64,6 +64,9 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 
 	c, err := r.findOrCreateVM(callCtx, drv, m, class, secret)
 	if err != nil {
+		if res, handled, ferr := r.afterCreateFailed(ctx, m, class, err); handled {
+			return res, ferr
+		}
 		var lks string
 		if c != nil {
 			lks = c.lastKnownState
@@ -103,6 +106,9 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	}
 
 	r.backoff.forget(key)
+	if c.fresh {
+		r.createdOn(ctx, class)
+	}
 	st := m.Status.DeepCopy()
 	st.LastKnownState = c.lastKnownState
 	if r.target == nil {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -469,6 +470,15 @@ func (r *reconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Mach
 // stepVMDeletion calls DeleteMachine, even when the VM seems gone, so partial creations (NICs,
 // disks) are cleaned up. NotFound counts as done.
 func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	if old := m.Annotations[fallback.AnnotationVacate]; old != "" && old != m.Spec.Class.Name {
+		// A capacity fallback moved the machine before the class it left was checked.
+		if gone, err := r.deleteOnClass(ctx, m, old); err != nil || !gone {
+			if err == nil {
+				return s.Step, reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+			}
+			return r.stepFailed(ctx, m, s, fmt.Errorf("class %s this machine was moved away from: %s%s", old, descProviderPrefix, driver.MessageOf(err)), driver.CodeOf(err))
+		}
+	}
 	class, err := r.machineClass(ctx, m)
 	var ce *errClass
 	if errors.As(err, &ce) && m.Spec.ProviderID == "" {

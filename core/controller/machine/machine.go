@@ -57,6 +57,11 @@ func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request
 		return reconcile.Result{RequeueAfter: min(frozenRetry, r.opts.LongRetry, max(r.opts.ShortRetry, time.Second))}, nil
 	}
 
+	if needsCreation(m) {
+		if res, done, err := r.capacityFallback(ctx, m); done || err != nil {
+			return res, err
+		}
+	}
 	class, err := r.machineClass(ctx, m)
 	if err != nil {
 		return r.classProblem(ctx, m, err)

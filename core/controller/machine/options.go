@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/machinist-io/machinist/core/controller/fallback"
 )
 
 // Defaults of the flags of `machinist run` that configure the Machine controller. They are
@@ -104,6 +106,10 @@ type Options struct {
 	// without a node event (30s): a backstop, since the node's events bring the machine back.
 	PendingRecheck time.Duration
 
+	// Fallback is the cache of MachineClasses marked exhausted (capacity fallback); share it with
+	// the MachineSet controller. nil means a cache of the controller's own with the default TTL.
+	Fallback *fallback.Cache
+
 	// Freeze is consulted before acting on machines that are not being deleted; nil means never
 	// frozen. Pass the *safety.Controller returned by safety.Setup.
 	Freeze FreezeGate
@@ -169,6 +175,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Fallback == nil {
+		o.Fallback = fallback.NewCache(fallback.DefaultTTL)
 	}
 	return o
 }

@@ -29,18 +29,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
 // Field indexes the controllers register on the manager's cache. Other controllers may use
 // them (client.MatchingFields{IndexMachineClassName: name}).
 const (
-	// IndexMachineClassName indexes Machines by spec.class.name.
+	// IndexMachineClassName indexes Machines by spec.class.name, and by the class a capacity
+	// fallback has yet to make sure holds no VM of the machine (fallback.AnnotationVacate): the
+	// class keeps its finalizer, and its credentials, until then.
 	IndexMachineClassName = "spec.class.name"
 	// IndexMachineNode indexes Machines by their node label.
 	IndexMachineNode = "metadata.labels.node"
@@ -125,6 +129,9 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 			return err
 		}
 	}
+	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
+		return fmt.Errorf("machine: register fallback metrics: %w", err)
+	}
 	return registerPhaseMetrics(mgr)
 }
 
@@ -132,10 +139,7 @@ func (r *reconciler) addIndexes(mgr manager.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.Machine{}, IndexMachineClassName, func(o client.Object) []string {
-		if n := o.(*v1alpha1.Machine).Spec.Class.Name; n != "" {
-			return []string{n}
-		}
-		return nil
+		return classesOf(o.(*v1alpha1.Machine))
 	}); err != nil {
 		return fmt.Errorf("machine: index machines by class: %w", err)
 	}
@@ -155,7 +159,43 @@ func (r *reconciler) addIndexes(mgr manager.Manager) error {
 	return nil
 }
 
+// classesOf are the classes a machine may hold a VM with: spec.class and the class a capacity
+// fallback is vacating.
+func classesOf(m *v1alpha1.Machine) []string {
+	var out []string
+	if n := m.Spec.Class.Name; n != "" {
+		out = append(out, n)
+	}
+	if n := m.Annotations[fallback.AnnotationVacate]; n != "" && n != m.Spec.Class.Name {
+		out = append(out, n)
+	}
+	return out
+}
+
 func notDeleting(o client.Object) bool { return o.GetDeletionTimestamp() == nil }
+
+// notOnlyMarkChanged drops class updates that only publish or lift an exhausted mark
+// (fallback.AnnotationExhausted): they must not wake every machine of the class.
+func notOnlyMarkChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld, e.ObjectNew
+		if o.GetGeneration() != n.GetGeneration() || !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+			!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) {
+			return true
+		}
+		strip := func(a map[string]string) map[string]string {
+			out := make(map[string]string, len(a))
+			for k, v := range a {
+				if k != fallback.AnnotationExhausted {
+					out[k] = v
+				}
+			}
+			return out
+		}
+		return !equality.Semantic.DeepEqual(strip(o.GetAnnotations()), strip(n.GetAnnotations()))
+	}}
+}
 
 // specOrMetaChanged passes every event but updates that touch only the status: the controller's
 // own status writes must not retrigger it (that would defeat its backoff); what it waits for
@@ -182,7 +222,7 @@ func (r *reconciler) setupMachineController(mgr manager.Manager) error {
 	b := builder.ControllerManagedBy(mgr).
 		Named("machine").
 		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting), specOrMetaChanged())).
-		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines)).
+		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines), builder.WithPredicates(notOnlyMarkChanged())).
 		WithOptions(r.controllerOptions())
 	if r.target != nil {
 		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
