@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -46,6 +47,9 @@ type Options struct {
 	ExpectationsTTL time.Duration
 	// ResyncPeriod re-reconciles every set this often even without events (MCM: 10m).
 	ResyncPeriod time.Duration
+	// Fallback is the cache of MachineClasses marked exhausted, shared with the Machine
+	// controller (capacity fallback); nil means a cache of the controller's own.
+	Fallback *fallback.Cache
 }
 
 // DefaultOptions returns MCM's defaults.
@@ -66,6 +70,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = d.ResyncPeriod
+	}
+	if o.Fallback == nil {
+		o.Fallback = fallback.NewCache(fallback.DefaultTTL)
 	}
 	return o
 }
@@ -191,10 +198,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	ok, wait := r.exp.satisfied(req.NamespacedName, view)
 	var manageErr error
+	var recheck time.Duration
 	if ok {
-		manageErr = r.manageReplicas(ctx, ms, machines)
+		recheck, manageErr = r.manageReplicas(ctx, ms, machines)
 	}
 	res := reconcile.Result{RequeueAfter: r.opts.ResyncPeriod}
+	if recheck > 0 && recheck < res.RequeueAfter {
+		res.RequeueAfter = recheck
+	}
 	if !ok && wait < res.RequeueAfter {
 		// Watch events normally satisfy the expectations sooner; this bounds the wait if they never come.
 		res.RequeueAfter = wait
@@ -310,8 +321,9 @@ func Frozen(ms *v1alpha1.MachineSet) bool {
 }
 
 // manageReplicas deletes Failed machines (they are replaced) and surplus machines, or creates
-// missing ones, at most BurstReplicas per pass.
-func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
+// missing ones, at most BurstReplicas per pass, after the capacity fallback's rebalancing. It
+// returns when the set wants to be looked at again without an event (0: no need).
+func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (time.Duration, error) {
 	now := r.now()
 	var active, failed []*v1alpha1.Machine
 	for _, m := range machines {
@@ -322,6 +334,10 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		default:
 			active = append(active, m)
 		}
+	}
+	active, recheck, err := r.rebalance(ctx, ms, machines, active)
+	if err != nil {
+		return 0, err
 	}
 	budget := r.opts.BurstReplicas
 	var errs []error
@@ -348,13 +364,24 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		SortForDeletion(active, now)
 		errs = append(errs, r.deleteMachines(ctx, ms, active[:min(diff, budget)], "scaling down"))
 	}
-	return errors.Join(errs...)
+	return recheck, errors.Join(errs...)
 }
 
 // createMachines creates n machines in slow-start batches (1, 2, 4, ...), stopping at the first
 // batch with a failure so a broken template or quota does not produce a storm of errors.
 func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet, n int) error {
 	key := client.ObjectKeyFromObject(ms)
+	class, note := r.newMachineClass(ctx, ms)
+	var mu sync.Mutex
+	var made []*v1alpha1.Machine
+	defer func() { r.fallbackEvents(ms, made, class, note) }()
+	build := func() *v1alpha1.Machine {
+		m := newMachine(ms)
+		if class != "" {
+			m.Spec.Class.Name = class
+		}
+		return m
+	}
 	created := 0
 	for batch := 1; created < n; batch *= 2 {
 		size := min(batch, n-created)
@@ -362,11 +389,11 @@ func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet
 		errCh := make(chan error, size)
 		for range size {
 			wg.Go(func() {
-				m := newMachine(ms)
+				m := build()
 				err := r.client.Create(ctx, m)
 				if apierrors.IsAlreadyExists(err) && m.GenerateName != "" {
 					// The API server's generated name collided: try one more name.
-					m = newMachine(ms)
+					m = build()
 					err = r.client.Create(ctx, m)
 				}
 				if err != nil {
@@ -374,6 +401,9 @@ func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet
 					return
 				}
 				r.exp.created(key, m.Name)
+				mu.Lock()
+				made = append(made, m)
+				mu.Unlock()
 			})
 		}
 		wg.Wait()
