@@ -16,7 +16,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,14 +27,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -54,6 +61,8 @@ type Options struct {
 	// NoScaleDownAnnotationDuringRollout leaves Cluster Autoscaler's annotation alone
 	// (MCM: --autoscaler-scaledown-annotation-during-rollout=false).
 	NoScaleDownAnnotationDuringRollout bool
+	// Log is the controller's logger; nil means slog.Default().
+	Log *slog.Logger
 }
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
@@ -85,6 +94,9 @@ type Reconciler struct {
 	// nodesClean holds the deployments (types.NamespacedName) whose nodes had a clean-up pass
 	// since the process started or their last rollout: they need no other until the next one.
 	nodesClean sync.Map
+	// fallbackFieldPruned: the API server dropped status.fallbackReplicas (a CRD without it).
+	fallbackFieldPruned atomic.Bool
+	log                 *slog.Logger
 }
 
 // Setup registers the MachineDeployment controller with mgr.
@@ -97,6 +109,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 		opts:     opts,
 		writes:   newWrites(),
 		now:      time.Now,
+		log:      opts.Log,
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
+		return fmt.Errorf("machinedeployment: register fallback metrics: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -106,6 +125,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
 		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.deploymentOfMachine)).
+		// A fallback class that appears or goes changes the FallbackClasses condition.
+		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfClass),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
 		Complete(r)
 }
@@ -204,6 +226,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			r.writes.forget(req.NamespacedName)
 			r.nodesClean.Delete(req.NamespacedName)
+			fallback.ForgetDeployment(req.Namespace, req.Name)
 			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, err
@@ -234,7 +257,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	ro := &rollout{r: r, d: d, sets: sets, machines: machines}
+	fc, err := r.checkFallback(ctx, d)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ro := &rollout{r: r, d: d, sets: sets, machines: machines, fallback: fc}
+	ro.reportFallback()
 
 	marksVisible, err := r.markTriggeredMachines(ctx, ro)
 	if err != nil {

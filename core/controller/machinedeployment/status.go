@@ -98,6 +98,7 @@ func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1
 	} else if c := getCondition(st, v1alpha1.MachineDeploymentFrozen); c != nil && c.Status == v1alpha1.ConditionTrue {
 		setCondition(st, v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionFalse, "Unfrozen", "No machine set of the deployment is frozen.", now)
 	}
+	ro.applyFallback(st, now)
 	return *st
 }
 
@@ -153,6 +154,7 @@ func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) e
 	if err := ro.r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
 	}
+	ro.r.notePruned(st.FallbackReplicas, upd.Status.FallbackReplicas)
 	*d = *upd
 	return nil
 }

@@ -26,6 +26,7 @@ type rollout struct {
 	created      *v1alpha1.MachineSet              // the new set, when this pass created it
 	newMS        *v1alpha1.MachineSet              // the current template's set, once known
 	requeueAfter time.Duration
+	fallback     fallbackCheck // the capacity fallback list, checked
 }
 
 func (ro *rollout) key() types.NamespacedName { return client.ObjectKeyFromObject(ro.d) }

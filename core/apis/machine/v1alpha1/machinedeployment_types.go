@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.spec.replicas`,description="Number of desired machines."
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`,description="Total number of non-terminated machines targeted by this machine deployment that have the desired template spec."
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,description="Total number of available machines (ready for at least minReadySeconds) targeted by this machine deployment."
+// +kubebuilder:printcolumn:name="Fallback",type=integer,JSONPath=`.status.fallbackReplicas`,description="Machines running on a fallback class (machinist.io/fallback-classes) instead of the template's class."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineDeployment struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -206,4 +207,9 @@ type MachineDeploymentStatus struct {
 	// LabelSelector is the deployment's selector in string form, for the scale subresource.
 	// +optional
 	LabelSelector string `json:"labelSelector,omitempty"`
+	// FallbackReplicas counts the non-terminated machines running on a fallback class
+	// (annotation machinist.io/fallback-classes) instead of the template's class. machinist's
+	// own field: Gardener MCM's CRD has no such field and prunes it.
+	// +optional
+	FallbackReplicas int32 `json:"fallbackReplicas,omitempty"`
 }
