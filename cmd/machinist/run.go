@@ -17,6 +17,7 @@ import (
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/controller/safety"
@@ -79,6 +80,7 @@ func runCommand() *cli.Command {
 			&cli.IntFlag{Category: machines, Name: "machine-max-evict-retries", Value: int(md.MaxEvictRetries), Usage: "eviction retries of a pod blocked by a PodDisruptionBudget"},
 			&cli.StringFlag{Category: machines, Name: "node-conditions", Value: strings.Join(md.NodeConditions, ","), Usage: "node condition types that make a machine unhealthy when True"},
 			&cli.DurationFlag{Category: machines, Name: "resource-exhausted-retry", Value: md.ResourceExhaustedRetry, Usage: "first wait after a quota or capacity error (later waits back off)"},
+			&cli.DurationFlag{Category: machines, Name: "fallback-exhausted-ttl", Value: fallback.DefaultTTL, Usage: "how long a MachineClass whose create failed with a quota or capacity error is skipped by machines with fallback classes (machinist.io/fallback-classes)"},
 			&cli.StringFlag{Category: machines, Name: "bootstrap-token-auth-extra-groups", Usage: "extra groups of the bootstrap tokens (comma-separated)"},
 			&cli.StringFlag{Category: machines, Name: "max-replacements-per-deployment", Value: md.MaxReplacements.String(), Usage: "unhealthy machines of one MachineDeployment replaced at a time: a count or a percentage"},
 
@@ -187,6 +189,11 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	mo.MaxEvictRetries = int32(c.Int("machine-max-evict-retries"))
 	mo.NodeConditions = machine.ParseNodeConditions(c.String("node-conditions"))
 	mo.ResourceExhaustedRetry = c.Duration("resource-exhausted-retry")
+	ttl := c.Duration("fallback-exhausted-ttl")
+	if ttl <= 0 {
+		return o, fmt.Errorf("run: --fallback-exhausted-ttl %s: use a positive duration such as 3m", ttl)
+	}
+	mo.Fallback = fallback.NewCache(ttl)
 	mo.BootstrapTokenAuthExtraGroups = c.String("bootstrap-token-auth-extra-groups")
 	mo.MaxReplacements = intstr.Parse(c.String("max-replacements-per-deployment"))
 

@@ -35,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
@@ -298,6 +299,9 @@ func (m *Manager) setupControllers(opts Options) error {
 	mo := opts.Machine
 	mo.Namespace = opts.Namespace
 	mo.Freeze = sc
+	if mo.Fallback == nil {
+		mo.Fallback = fallback.NewCache(fallback.DefaultTTL)
+	}
 	if mo.Log == nil {
 		mo.Log = opts.Log.With("controller", "machine")
 	}
@@ -306,6 +310,7 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 
 	mso := opts.MachineSet
+	mso.Fallback = mo.Fallback // one cache of exhausted classes for both
 	if mso.ConcurrentSyncs <= 0 {
 		mso.ConcurrentSyncs = opts.ConcurrentSyncs
 	}
@@ -318,6 +323,9 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 	if m.Target != nil {
 		mdo.Target = m.Target.GetClient()
+	}
+	if mdo.Log == nil {
+		mdo.Log = opts.Log.With("controller", "machinedeployment")
 	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
