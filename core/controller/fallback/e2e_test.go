@@ -1,0 +1,455 @@
+package fallback_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/testenv"
+	_ "github.com/machinist-io/machinist/providers/local"
+)
+
+// End-to-end tests of the capacity fallback: the real controller manager (Machine, MachineSet,
+// MachineDeployment and safety controllers) on a real kube-apiserver, with the local provider
+// whose machines become real Nodes. A local class with providerSpec.createError
+// ResourceExhausted is a zone out of capacity; removing it brings the zone back.
+
+func TestMain(m *testing.M) { ctrltest.Main(m) }
+
+type world struct {
+	t   *testing.T
+	e   *ctrltest.Env
+	c   client.WithWatch
+	ctx context.Context
+}
+
+func newWorld(t *testing.T) *world {
+	e := ctrltest.NewEnv(t)
+	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, e: e, c: c, ctx: context.Background()}
+}
+
+// start runs the controller manager of `machinist run` for the test's namespace with marks
+// lasting ttl and the default ResourceExhausted retry (10 minutes).
+func (w *world) start(ttl time.Duration) {
+	w.t.Helper()
+	opts := manager.DefaultOptions()
+	opts.ControlConfig, opts.TargetConfig = w.e.Config, w.e.Config
+	opts.Namespace = w.e.NS
+	opts.Port = -1
+	opts.LeaderElection.Enabled = false
+	opts.StateDir = w.t.TempDir()
+	opts.Log = ctrltest.Logger()
+	opts.Machine.Fallback = fallback.NewCache(ttl)
+	m, err := manager.New(opts)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	w.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				w.t.Errorf("controller manager: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			w.t.Error("controller manager did not stop in 60s")
+		}
+	})
+}
+
+// class creates a local MachineClass in zone; exhausted makes every create fail with
+// ResourceExhausted.
+func (w *world) class(name, zone string, exhausted bool) {
+	w.t.Helper()
+	spec := fmt.Sprintf(`{"cluster":%q,"zone":%q,"heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"`, w.e.NS, zone)
+	if exhausted {
+		spec += fmt.Sprintf(`,"createError":{"code":"ResourceExhausted","message":"zone %s has no capacity for flavor local"}`, zone)
+	}
+	w.e.Create(&v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: name},
+		Provider:     "local",
+		ProviderSpec: runtime.RawExtension{Raw: []byte(spec + "}")},
+	})
+}
+
+// capacityBack removes the simulated stock-out from a class.
+func (w *world) capacityBack(name string) {
+	w.t.Helper()
+	cl := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Namespace: w.e.NS, Name: name}}
+	if err := w.c.Patch(w.ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"providerSpec":{"createError":null}}`))); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w *world) deployment(name, primary string, replicas int32, annotations map[string]string) {
+	w.t.Helper()
+	labels := map[string]string{"pool": name}
+	w.e.Create(&v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Strategy: v1alpha1.MachineDeploymentStrategy{
+				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				}},
+			},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: primary}},
+			},
+		},
+	})
+}
+
+func (w *world) getDeployment(name string) *v1alpha1.MachineDeployment {
+	w.t.Helper()
+	d := &v1alpha1.MachineDeployment{}
+	if err := w.c.Get(w.ctx, w.e.Key(name), d); err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
+func (w *world) machines() []v1alpha1.Machine {
+	w.t.Helper()
+	var list v1alpha1.MachineList
+	if err := w.c.List(w.ctx, &list, client.InNamespace(w.e.NS)); err != nil {
+		w.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// running counts the live machines Running on class, and all live machines.
+func (w *world) running(class string) (onClass, live int, desc string) {
+	var parts []string
+	for _, m := range w.machines() {
+		if m.DeletionTimestamp != nil {
+			continue
+		}
+		live++
+		if m.Spec.Class.Name == class && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			onClass++
+		}
+		parts = append(parts, m.Name+"="+m.Spec.Class.Name+"/"+string(m.Status.CurrentStatus.Phase))
+	}
+	sort.Strings(parts)
+	return onClass, live, strings.Join(parts, " ")
+}
+
+func (w *world) waitRunningOn(class string, n int, timeout time.Duration) {
+	w.t.Helper()
+	var desc string
+	deadline := time.Now().Add(timeout)
+	for {
+		on, live, d := w.running(class)
+		desc = d
+		if on == n && live == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("not %d machines Running on %s within %s: %s", n, class, timeout, desc)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// readyWatch follows the machines and records the fewest Ready (Running, not deleting) and the
+// most live machines seen at any event once armed.
+type readyWatch struct {
+	mu       sync.Mutex
+	machines map[string]*v1alpha1.Machine
+	armed    bool
+	minReady int
+	maxLive  int
+	stop     func()
+}
+
+func (w *world) watchReady() *readyWatch {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(w.ctx)
+	wi, err := w.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(w.e.NS))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	rw := &readyWatch{machines: map[string]*v1alpha1.Machine{}, minReady: 1 << 30}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.Machine)
+			if !ok {
+				continue
+			}
+			rw.mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(rw.machines, m.Name)
+			} else {
+				rw.machines[m.Name] = m
+			}
+			if rw.armed {
+				ready, live := rw.countLocked()
+				rw.minReady = min(rw.minReady, ready)
+				rw.maxLive = max(rw.maxLive, live)
+			}
+			rw.mu.Unlock()
+		}
+	}()
+	rw.stop = func() { cancel(); <-done }
+	w.t.Cleanup(rw.stop)
+	return rw
+}
+
+func (rw *readyWatch) countLocked() (ready, live int) {
+	for _, m := range rw.machines {
+		if m.DeletionTimestamp != nil {
+			continue
+		}
+		live++
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			ready++
+		}
+	}
+	return ready, live
+}
+
+// arm starts recording once the watch shows n Ready machines.
+func (rw *readyWatch) arm(t *testing.T, n int) {
+	t.Helper()
+	ctrltest.Eventually(t, 30*time.Second, "the watch shows the Ready machines", func() bool {
+		rw.mu.Lock()
+		defer rw.mu.Unlock()
+		if ready, _ := rw.countLocked(); ready >= n {
+			rw.armed = true
+			return true
+		}
+		return false
+	})
+}
+
+func (rw *readyWatch) result() (minReady, maxLive int) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	return rw.minReady, rw.maxLive
+}
+
+// hasEvent reports whether an event of reason about name has a note containing text.
+func (w *world) hasEvent(name, reason, text string) bool {
+	list, err := w.e.CS.EventsV1().Events(w.e.NS).List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		return false
+	}
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name && ev.Reason == reason && strings.Contains(ev.Note, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// gauge reads a fallback metric of the namespace from the controllers' registry.
+func gauge(t *testing.T, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	fams, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue(), true
+			}
+			return m.GetCounter().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// TestDeploymentFallsBackAndRebalances is the issue's whole story on one deployment of 5:
+// the primary zone is out of capacity, so the 5 machines run on the fallback class within a
+// minute (the ResourceExhausted retry is the default 10 minutes: only the fallback can do it),
+// visible in status, printer column, events and metrics. Then the zone comes back and
+// rebalancing moves all 5 to the primary, surge first, one at a time, and the deployment never
+// has fewer than replicas − maxUnavailable Ready machines (it never has fewer than replicas).
+func TestDeploymentFallsBackAndRebalances(t *testing.T) {
+	w := newWorld(t)
+	w.class("zone-1", "local-1", true)
+	w.class("zone-2", "local-2", false)
+	w.deployment("pool", "zone-1", 5, map[string]string{fallback.AnnotationClasses: "zone-2"})
+	w.start(3 * time.Second)
+
+	w.waitRunningOn("zone-2", 5, time.Minute)
+
+	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 5 and condition FallbackClasses True", func() bool {
+		d := w.getDeployment("pool")
+		for _, c := range d.Status.Conditions {
+			if c.Type == fallback.ConditionClasses && c.Status == v1alpha1.ConditionTrue {
+				return d.Status.FallbackReplicas == 5
+			}
+		}
+		return false
+	})
+	for _, name := range []string{"pool", w.machines()[0].Name} {
+		found := false
+		for _, r := range w.e.EventReasons(name) {
+			found = found || r == fallback.ReasonCapacityFallback
+		}
+		if !found {
+			t.Errorf("no %s event on %s", fallback.ReasonCapacityFallback, name)
+		}
+	}
+	if v, ok := gauge(t, "machinist_fallback_machines", map[string]string{"namespace": w.e.NS, "machinedeployment": "pool"}); !ok || v != 5 {
+		t.Errorf("machinist_fallback_machines = %v (found %v), want 5", v, ok)
+	}
+	if v, ok := gauge(t, "machinist_fallback_exhausted_marks_total", map[string]string{"namespace": w.e.NS, "class": "zone-1"}); !ok || v < 1 {
+		t.Errorf("machinist_fallback_exhausted_marks_total of zone-1 = %v (found %v), want ≥ 1", v, ok)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := w.c.Get(w.ctx, client.ObjectKey{Name: "machinedeployments.machine.sapcloud.io"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	column := false
+	for _, c := range crd.Spec.Versions[0].AdditionalPrinterColumns {
+		column = column || (c.Name == "Fallback" && c.JSONPath == ".status.fallbackReplicas")
+	}
+	if !column {
+		t.Error("the MachineDeployment CRD has no Fallback printer column")
+	}
+
+	// Rebalancing is switched on while the zone is still out: the probe is refused and deleted,
+	// and nothing else moves.
+	rw := w.watchReady()
+	rw.arm(t, 5)
+	before := map[string]bool{}
+	for _, m := range w.machines() {
+		before[m.Name] = true
+	}
+	d := w.getDeployment("pool")
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Annotations[fallback.AnnotationRebalance] = "true"
+	if err := w.c.Patch(w.ctx, d, patch); err != nil {
+		t.Fatal(err)
+	}
+	ctrltest.Eventually(t, time.Minute, "a refused probe", func() bool { return w.hasEvent("pool", fallback.ReasonRebalance, "refused") })
+	ctrltest.Eventually(t, 30*time.Second, "the refused probe gone, the fallback machines untouched", func() bool {
+		for _, m := range w.machines() {
+			if m.DeletionTimestamp == nil && !before[m.Name] {
+				return false
+			}
+		}
+		on, live, _ := w.running("zone-2")
+		return on == 5 && live == 5
+	})
+	if w.hasEvent("pool", fallback.ReasonRebalance, "is replaced by") {
+		t.Fatal("a fallback machine was replaced while the primary refused the probe")
+	}
+
+	// The zone comes back: all machines move to the primary, surge first, one at a time.
+	w.capacityBack("zone-1")
+	w.waitRunningOn("zone-1", 5, 4*time.Minute)
+	minReady, maxLive := rw.result()
+	if minReady < 5-1 {
+		t.Errorf("only %d machines were Ready at one point, below replicas − maxUnavailable = 4", minReady)
+	}
+	if maxLive > 6 {
+		t.Errorf("%d live machines at one point: more than one surge machine at a time", maxLive)
+	}
+	for _, m := range w.machines() {
+		if fallback.IsSurge(&m) {
+			t.Errorf("machine %s still carries the surge annotation", m.Name)
+		}
+	}
+	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 0", func() bool { return w.getDeployment("pool").Status.FallbackReplicas == 0 })
+}
+
+// TestBadFallbackListIsReported: every unusable entry of the list is named in the condition and
+// a Warning Event; the machines are still created on the usable classes.
+func TestBadFallbackListIsReported(t *testing.T) {
+	w := newWorld(t)
+	w.class("zone-1", "local-1", true)
+	w.class("zone-2", "local-2", false)
+	w.deployment("pool", "zone-1", 2, map[string]string{fallback.AnnotationClasses: "missing, other/zone-2, zone-2, zone-2, zone-1"})
+	w.start(time.Minute)
+
+	var msg string
+	ctrltest.Eventually(t, 30*time.Second, "condition FallbackClasses False", func() bool {
+		for _, c := range w.getDeployment("pool").Status.Conditions {
+			if c.Type == fallback.ConditionClasses && c.Status == v1alpha1.ConditionFalse && c.Reason == fallback.ReasonInvalidFallbackClasses {
+				msg = c.Message
+				return true
+			}
+		}
+		return false
+	})
+	for _, want := range []string{`entry 1 "missing": MachineClass ` + w.e.NS + `/missing not found`, `entry 2 "other/zone-2"`, `entry 4 "zone-2": MachineClass "zone-2" is listed twice`, `entry 5 "zone-1"`, "in order: zone-1, zone-2"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("condition message lacks %q:\n%s", want, msg)
+		}
+	}
+	ctrltest.Eventually(t, 30*time.Second, "Warning event "+fallback.ReasonInvalidFallbackClasses, func() bool {
+		for _, r := range w.e.EventReasons("pool") {
+			if r == fallback.ReasonInvalidFallbackClasses {
+				return true
+			}
+		}
+		return false
+	})
+	w.waitRunningOn("zone-2", 2, time.Minute)
+
+	// Fixing the list (creating the missing class) makes the condition True.
+	w.class("missing", "local-3", false)
+	d := w.getDeployment("pool")
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Annotations[fallback.AnnotationClasses] = "missing,zone-2"
+	if err := w.c.Patch(w.ctx, d, patch); err != nil {
+		t.Fatal(err)
+	}
+	ctrltest.Eventually(t, 30*time.Second, "condition FallbackClasses True", func() bool {
+		for _, c := range w.getDeployment("pool").Status.Conditions {
+			if c.Type == fallback.ConditionClasses {
+				return c.Status == v1alpha1.ConditionTrue && strings.Contains(c.Message, "zone-1, missing, zone-2")
+			}
+		}
+		return false
+	})
+}
