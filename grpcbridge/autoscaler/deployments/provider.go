@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
@@ -51,6 +52,10 @@ type Config struct {
 	Log *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Marks tells which MachineClasses are marked out of capacity (capacity fallback); nil reads
+	// the marks the controller publishes on the MachineClasses (annotation
+	// machinist.io/capacity-exhausted), which is what a separate process has to go by.
+	Marks fallback.Marks
 }
 
 // Provider serves MachineDeployments as node groups. Create it with New and Start it before
@@ -443,14 +448,75 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 	// Unsorted: CA matches instances by id, and sorting 1000 ids with long common prefixes
 	// would cost a third of the call.
 	out := make([]autoscaler.Instance, 0, p.ix.countMachinesLocked(g))
+	exhausted := p.exhaustedLocked(g)
 	p.ix.eachMachineLocked(g, func(m *v1alpha1.Machine) {
 		in := Instance(m)
 		if _, marked := g.marked[m.Name]; marked && in.State != autoscaler.StateDeleting {
 			in.State, in.Error = autoscaler.StateDeleting, nil
 		}
+		if exhausted != nil && in.State == autoscaler.StateCreating && in.Error == nil {
+			// Every class of the group is out of capacity: the machine waits, and CA should back
+			// off the group in this loop rather than after its provisioning timeout.
+			in.Error = exhausted
+		}
 		out = append(out, in)
 	})
 	return out, nil
+}
+
+// marks are the exhausted marks the provider goes by.
+func (p *Provider) marks() fallback.Marks {
+	if p.cfg.Marks != nil {
+		return p.cfg.Marks
+	}
+	return publishedMarks{p}
+}
+
+// publishedMarks reads the marks published on the classes of the index. Callers hold ix.mu.
+type publishedMarks struct{ p *Provider }
+
+func (m publishedMarks) Exhausted(namespace, class string) (fallback.Mark, bool) {
+	return fallback.PublishedMark(m.p.ix.classes[key{Namespace: namespace, Name: class}], m.p.now())
+}
+
+// chainLocked is the fallback chain of a deployment (classes in the index only), or ok false
+// for a deployment without fallback classes.
+func (p *Provider) chainLocked(md *v1alpha1.MachineDeployment) (fallback.Chain, bool) {
+	v, ok := md.Annotations[fallback.AnnotationClasses]
+	if !ok {
+		return fallback.Chain{}, false
+	}
+	chain, _ := fallback.Parse(md.Namespace, md.Spec.Template.Spec.Class.Name, v)
+	known := chain.Classes[:1]
+	for _, n := range chain.Classes[1:] {
+		if p.ix.classes[key{Namespace: md.Namespace, Name: n}] != nil {
+			known = append(known, n)
+		}
+	}
+	chain.Classes = known
+	return chain, true
+}
+
+// exhaustedLocked returns the error of a group with fallback classes that are all marked out of
+// capacity, nil otherwise.
+func (p *Provider) exhaustedLocked(g *group) *autoscaler.InstanceError {
+	md := p.ix.mds[g.md]
+	if md == nil {
+		return nil
+	}
+	chain, ok := p.chainLocked(md)
+	if !ok {
+		return nil
+	}
+	_, skipped, found := fallback.Pick(chain, p.marks(), nil)
+	if found {
+		return nil
+	}
+	return &autoscaler.InstanceError{
+		Code:    driver.ResourceExhausted.String(),
+		Message: "every class of MachineDeployment " + md.Namespace + "/" + md.Name + " is out of capacity: " + fallback.Describe(chain.Classes, skipped),
+		Class:   autoscaler.ErrorClassOutOfResources,
+	}
 }
 
 // Instance describes a machine as CA sees it: its providerID once known, else a placeholder;
@@ -507,6 +573,12 @@ func (p *Provider) TemplateNode(_ context.Context, id string) (*corev1.Node, err
 	ref := md.Spec.Template.Spec.Class
 	if ref.Kind != "" && ref.Kind != "MachineClass" {
 		return nil, fmt.Errorf("node group %q: class kind %q: %w", id, ref.Kind, autoscaler.ErrNoTemplate)
+	}
+	if chain, ok := p.chainLocked(md); ok {
+		// With fallback classes a new node gets the first class not out of capacity.
+		if next, _, found := fallback.Pick(chain, p.marks(), nil); found {
+			ref.Name = next
+		}
 	}
 	class := p.ix.classes[key{Namespace: md.Namespace, Name: ref.Name}]
 	if class == nil {
