@@ -1,29 +1,44 @@
 package fallback_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -35,8 +50,9 @@ import (
 func TestMain(m *testing.M) { ctrltest.Main(m) }
 
 type world struct {
-	t   *testing.T
-	e   *ctrltest.Env
+	t   testing.TB
+	ns  string
+	cfg *rest.Config
 	c   client.WithWatch
 	ctx context.Context
 }
@@ -47,20 +63,72 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, e: e, c: c, ctx: context.Background()}
+	return &world{t: t, ns: e.NS, cfg: e.Config, c: c, ctx: context.Background()}
+}
+
+// newWorldIn is newWorld in namespace ns of the shared control plane, created unless it exists
+// (benchmarks, and the sample in namespace default).
+func newWorldIn(t testing.TB, ns string) *world {
+	cfg := rest.CopyConfig(ctrltest.ControlPlane.Config)
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return &world{t: t, ns: ns, cfg: cfg, c: c, ctx: context.Background()}
+}
+
+// events lists the reasons of the events about name.
+func (w *world) events(name string) []string {
+	w.t.Helper()
+	cs, err := kubernetes.NewForConfig(w.cfg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	list, err := cs.EventsV1().Events(w.ns).List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Name == name {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}
+
+var benchSeq atomic.Int32
+
+func (w *world) key(name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: w.ns, Name: name}
+}
+
+func (w *world) create(o client.Object) {
+	w.t.Helper()
+	o.SetNamespace(w.ns)
+	if err := w.c.Create(w.ctx, o); err != nil {
+		w.t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
 }
 
 // start runs the controller manager of `machinist run` for the test's namespace with marks
 // lasting ttl and the default ResourceExhausted retry (10 minutes).
-func (w *world) start(ttl time.Duration) {
+func (w *world) start(ttl time.Duration) { w.startWith(ttl, nil) }
+
+// startWith is start with the drivers of endpoints before the compiled-in ones.
+func (w *world) startWith(ttl time.Duration, endpoints registry.Source) {
 	w.t.Helper()
 	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = w.e.Config, w.e.Config
-	opts.Namespace = w.e.NS
+	opts.ControlConfig, opts.TargetConfig = w.cfg, w.cfg
+	opts.Namespace = w.ns
 	opts.Port = -1
 	opts.LeaderElection.Enabled = false
 	opts.StateDir = w.t.TempDir()
 	opts.Log = ctrltest.Logger()
+	opts.Endpoints = endpoints
 	opts.Machine.Fallback = fallback.NewCache(ttl)
 	m, err := manager.New(opts)
 	if err != nil {
@@ -86,11 +154,11 @@ func (w *world) start(ttl time.Duration) {
 // ResourceExhausted.
 func (w *world) class(name, zone string, exhausted bool) {
 	w.t.Helper()
-	spec := fmt.Sprintf(`{"cluster":%q,"zone":%q,"heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"`, w.e.NS, zone)
+	spec := fmt.Sprintf(`{"cluster":%q,"zone":%q,"heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"`, w.ns, zone)
 	if exhausted {
 		spec += fmt.Sprintf(`,"createError":{"code":"ResourceExhausted","message":"zone %s has no capacity for flavor local"}`, zone)
 	}
-	w.e.Create(&v1alpha1.MachineClass{
+	w.create(&v1alpha1.MachineClass{
 		ObjectMeta:   metav1.ObjectMeta{Name: name},
 		Provider:     "local",
 		ProviderSpec: runtime.RawExtension{Raw: []byte(spec + "}")},
@@ -100,7 +168,7 @@ func (w *world) class(name, zone string, exhausted bool) {
 // capacityBack removes the simulated stock-out from a class.
 func (w *world) capacityBack(name string) {
 	w.t.Helper()
-	cl := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Namespace: w.e.NS, Name: name}}
+	cl := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
 	if err := w.c.Patch(w.ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"providerSpec":{"createError":null}}`))); err != nil {
 		w.t.Fatal(err)
 	}
@@ -109,7 +177,7 @@ func (w *world) capacityBack(name string) {
 func (w *world) deployment(name, primary string, replicas int32, annotations map[string]string) {
 	w.t.Helper()
 	labels := map[string]string{"pool": name}
-	w.e.Create(&v1alpha1.MachineDeployment{
+	w.create(&v1alpha1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
 		Spec: v1alpha1.MachineDeploymentSpec{
 			Replicas: replicas,
@@ -131,7 +199,7 @@ func (w *world) deployment(name, primary string, replicas int32, annotations map
 func (w *world) getDeployment(name string) *v1alpha1.MachineDeployment {
 	w.t.Helper()
 	d := &v1alpha1.MachineDeployment{}
-	if err := w.c.Get(w.ctx, w.e.Key(name), d); err != nil {
+	if err := w.c.Get(w.ctx, w.key(name), d); err != nil {
 		w.t.Fatal(err)
 	}
 	return d
@@ -140,7 +208,7 @@ func (w *world) getDeployment(name string) *v1alpha1.MachineDeployment {
 func (w *world) machines() []v1alpha1.Machine {
 	w.t.Helper()
 	var list v1alpha1.MachineList
-	if err := w.c.List(w.ctx, &list, client.InNamespace(w.e.NS)); err != nil {
+	if err := w.c.List(w.ctx, &list, client.InNamespace(w.ns)); err != nil {
 		w.t.Fatal(err)
 	}
 	return list.Items
@@ -194,7 +262,7 @@ type readyWatch struct {
 func (w *world) watchReady() *readyWatch {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(w.ctx)
-	wi, err := w.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(w.e.NS))
+	wi, err := w.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(w.ns))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -241,17 +309,22 @@ func (rw *readyWatch) countLocked() (ready, live int) {
 }
 
 // arm starts recording once the watch shows n Ready machines.
-func (rw *readyWatch) arm(t *testing.T, n int) {
+func (rw *readyWatch) arm(t testing.TB, n int) {
 	t.Helper()
-	ctrltest.Eventually(t, 30*time.Second, "the watch shows the Ready machines", func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		rw.mu.Lock()
-		defer rw.mu.Unlock()
-		if ready, _ := rw.countLocked(); ready >= n {
-			rw.armed = true
-			return true
+		ready, _ := rw.countLocked()
+		rw.armed = ready >= n
+		rw.mu.Unlock()
+		if ready >= n {
+			return
 		}
-		return false
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("the watch shows %d Ready machines, not %d", ready, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (rw *readyWatch) result() (minReady, maxLive int) {
@@ -262,7 +335,11 @@ func (rw *readyWatch) result() (minReady, maxLive int) {
 
 // hasEvent reports whether an event of reason about name has a note containing text.
 func (w *world) hasEvent(name, reason, text string) bool {
-	list, err := w.e.CS.EventsV1().Events(w.e.NS).List(w.ctx, metav1.ListOptions{})
+	cs, err := kubernetes.NewForConfig(w.cfg)
+	if err != nil {
+		return false
+	}
+	list, err := cs.EventsV1().Events(w.ns).List(w.ctx, metav1.ListOptions{})
 	if err != nil {
 		return false
 	}
@@ -275,7 +352,7 @@ func (w *world) hasEvent(name, reason, text string) bool {
 }
 
 // gauge reads a fallback metric of the namespace from the controllers' registry.
-func gauge(t *testing.T, name string, labels map[string]string) (float64, bool) {
+func gauge(t testing.TB, name string, labels map[string]string) (float64, bool) {
 	t.Helper()
 	fams, err := metrics.Registry.Gather()
 	if err != nil {
@@ -331,17 +408,17 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 	})
 	for _, name := range []string{"pool", w.machines()[0].Name} {
 		found := false
-		for _, r := range w.e.EventReasons(name) {
+		for _, r := range w.events(name) {
 			found = found || r == fallback.ReasonCapacityFallback
 		}
 		if !found {
 			t.Errorf("no %s event on %s", fallback.ReasonCapacityFallback, name)
 		}
 	}
-	if v, ok := gauge(t, "machinist_fallback_machines", map[string]string{"namespace": w.e.NS, "machinedeployment": "pool"}); !ok || v != 5 {
+	if v, ok := gauge(t, "machinist_fallback_machines", map[string]string{"namespace": w.ns, "machinedeployment": "pool"}); !ok || v != 5 {
 		t.Errorf("machinist_fallback_machines = %v (found %v), want 5", v, ok)
 	}
-	if v, ok := gauge(t, "machinist_fallback_exhausted_marks_total", map[string]string{"namespace": w.e.NS, "class": "zone-1"}); !ok || v < 1 {
+	if v, ok := gauge(t, "machinist_fallback_exhausted_marks_total", map[string]string{"namespace": w.ns, "class": "zone-1"}); !ok || v < 1 {
 		t.Errorf("machinist_fallback_exhausted_marks_total of zone-1 = %v (found %v), want ≥ 1", v, ok)
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -421,13 +498,13 @@ func TestBadFallbackListIsReported(t *testing.T) {
 		}
 		return false
 	})
-	for _, want := range []string{`entry 1 "missing": MachineClass ` + w.e.NS + `/missing not found`, `entry 2 "other/zone-2"`, `entry 4 "zone-2": MachineClass "zone-2" is listed twice`, `entry 5 "zone-1"`, "in order: zone-1, zone-2"} {
+	for _, want := range []string{`entry 1 "missing": MachineClass ` + w.ns + `/missing not found`, `entry 2 "other/zone-2"`, `entry 4 "zone-2": MachineClass "zone-2" is listed twice`, `entry 5 "zone-1"`, "in order: zone-1, zone-2"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("condition message lacks %q:\n%s", want, msg)
 		}
 	}
 	ctrltest.Eventually(t, 30*time.Second, "Warning event "+fallback.ReasonInvalidFallbackClasses, func() bool {
-		for _, r := range w.e.EventReasons("pool") {
+		for _, r := range w.events("pool") {
 			if r == fallback.ReasonInvalidFallbackClasses {
 				return true
 			}
@@ -452,4 +529,60 @@ func TestBadFallbackListIsReported(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestSampleLocalFallback applies kubernetes/samples/local-fallback as `kubectl apply -k` would
+// (the files its kustomization lists, unchanged, in namespace default): 3 machines run on the
+// fallback class local-zone-2, the deployment counts them and the events say why.
+func TestSampleLocalFallback(t *testing.T) {
+	w := newWorldIn(t, "default")
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "kubernetes", "samples", "local-fallback")
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &kust); err != nil || len(kust.Resources) == 0 {
+		t.Fatalf("kustomization.yaml: %v (%d resources)", err, len(kust.Resources))
+	}
+	for _, f := range kust.Resources {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if u.GetNamespace() != "default" {
+				t.Fatalf("%s: %s %s is not in namespace default", f, u.GetKind(), u.GetName())
+			}
+			if err := w.c.Create(w.ctx, u); err != nil {
+				t.Fatalf("%s: create %s %s: %v", f, u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	w.start(fallback.DefaultTTL)
+
+	w.waitRunningOn("local-zone-2", 3, time.Minute)
+	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 3", func() bool { return w.getDeployment("local-fallback").Status.FallbackReplicas == 3 })
+	for _, name := range []string{"local-fallback", w.machines()[0].Name} {
+		if !w.hasEvent(name, fallback.ReasonCapacityFallback, "local-zone-1") {
+			t.Errorf("no %s event naming local-zone-1 on %s", fallback.ReasonCapacityFallback, name)
+		}
+	}
 }
