@@ -154,9 +154,20 @@ func (w *world) startWith(ttl time.Duration, endpoints registry.Source) {
 // ResourceExhausted.
 func (w *world) class(name, zone string, exhausted bool) {
 	w.t.Helper()
-	spec := fmt.Sprintf(`{"cluster":%q,"zone":%q,"heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"`, w.ns, zone)
+	times := -1
 	if exhausted {
-		spec += fmt.Sprintf(`,"createError":{"code":"ResourceExhausted","message":"zone %s has no capacity for flavor local"}`, zone)
+		times = 0
+	}
+	w.classFailing(name, zone, times)
+}
+
+// classFailing creates a local MachineClass in zone whose creates fail with ResourceExhausted:
+// the first times per machine, every one for 0, none for -1.
+func (w *world) classFailing(name, zone string, times int) {
+	w.t.Helper()
+	spec := fmt.Sprintf(`{"cluster":%q,"zone":%q,"heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"`, w.ns, zone)
+	if times >= 0 {
+		spec += fmt.Sprintf(`,"createError":{"code":"ResourceExhausted","message":"zone %s has no capacity for flavor local","times":%d}`, zone, times)
 	}
 	w.create(&v1alpha1.MachineClass{
 		ObjectMeta:   metav1.ObjectMeta{Name: name},
