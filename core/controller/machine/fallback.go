@@ -146,7 +146,8 @@ func (r *reconciler) afterCreateFailed(ctx context.Context, m *v1alpha1.Machine,
 func (r *reconciler) markExhausted(ctx context.Context, class *v1alpha1.MachineClass, msg string) fallback.Mark {
 	mark := r.opts.Fallback.Mark(class.Namespace, class.Name, msg)
 	r.opts.Log.Info("machine class marked exhausted", "class", class.Namespace+"/"+class.Name, "until", mark.Until.Format(time.RFC3339), "message", mark.Message)
-	if pub, ok := fallback.PublishedMark(class, r.now()); ok && !mark.Until.After(pub.Until.Add(time.Second)) {
+	if pub, ok := fallback.PublishedMark(class, r.now()); ok && pub.Until.Sub(r.now()) > r.opts.Fallback.TTL()/2 {
+		// Published recently enough: machines retrying on the class do not rewrite it each time.
 		return mark
 	}
 	r.publishMark(ctx, class, mark.Encode())
