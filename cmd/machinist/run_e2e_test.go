@@ -839,6 +839,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--leader-elect-lease-duration", "5s"}, "--leader-elect-lease-duration"},
 		{[]string{"--machine-safety-apiserver-statuscheck-period", "10s"}, "--machine-safety-apiserver-statuscheck-period"},
 		{[]string{"--machine-health-timeout", "0s"}, "--machine-health-timeout"},
+		{[]string{"--fallback-exhausted-ttl", "0s"}, "--fallback-exhausted-ttl"},
 		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
 		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},
 		{[]string{"--address", "not-an-ip"}, "--address"},
