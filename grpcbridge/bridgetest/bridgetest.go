@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest"
 	"github.com/machinist-io/machinist/grpcbridge"
@@ -90,7 +92,7 @@ func DialIn(t testing.TB, provider string, d driver.Driver) driver.Driver {
 		Transport:  grpcbridge.Transport{TLS: providerTLS},
 		Drivers:    map[string]driver.Driver{provider: d},
 		Instance:   provider + "-bridgetest",
-		Backoff:    dialin.Backoff{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		Backoff:    wait.Backoff{Duration: 20 * time.Millisecond, Cap: 200 * time.Millisecond},
 	})
 	if err != nil {
 		ctrl.Close()

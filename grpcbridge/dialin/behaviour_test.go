@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 
@@ -490,25 +491,85 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	b := dialin.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Factor: 2, Jitter: 0.2}
-	for attempt, want := range []time.Duration{100, 200, 400, 800, 1600, 2000, 2000} {
-		want *= time.Millisecond
-		lo, hi := time.Duration(float64(want)*0.8), min(time.Duration(float64(want)*1.2), b.Max)
-		seen := map[time.Duration]bool{}
-		for i := 0; i < 50; i++ {
-			d := b.Delay(attempt)
-			if d < lo || d > hi {
-				t.Fatalf("attempt %d: delay %v outside [%v, %v]", attempt, d, lo, hi)
-			}
-			seen[d] = true
-		}
-		if len(seen) < 10 {
-			t.Fatalf("attempt %d: no jitter (%d distinct delays)", attempt, len(seen))
-		}
+// TestBackoffStartsOverOnceRegistered: a provider that waited longer and longer while the
+// controller was away waits only the first, short delay after a registration was accepted, however
+// briefly the stream then lasted (a controller that restarts quickly). The delays are read from
+// the provider's "retrying" log lines, not timed.
+func TestBackoffStartsOverOnceRegistered(t *testing.T) {
+	lis, err := grpcbridge.Listen("127.0.0.1:0")
+	mustOK(t, err)
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens yet: every attempt fails and the delay grows
+
+	delays := &retryLog{}
+	b := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 100, Cap: time.Minute}
+	certs := fixture.NewCerts(t)
+	fixture.ConnectProvider(t, addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": okDriver()},
+		func(o *dialin.ProviderOptions) {
+			o.Backoff = b
+			o.Log = slog.New(delays)
+		})
+	delays.waitFor(t, 6) // 5, 10, 20, 40, 80, 160 ms
+	if d := delays.all()[5]; d < 150*time.Millisecond {
+		t.Fatalf("the sixth delay is %v: the backoff does not grow", d)
 	}
-	if d := b.Delay(1000); d > b.Max {
-		t.Fatalf("huge attempt: %v", d)
+
+	lis, err = grpcbridge.Listen(addr)
+	mustOK(t, err)
+	srv, err := grpcbridge.NewGRPCServer(fixture.ServerTransport(t, certs))
+	mustOK(t, err)
+	ctrl := dialin.NewServer(dialin.Options{})
+	ctrl.RegisterService(srv)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	waitFor(t, ctrl, "mem", 1)
+	before := len(delays.all())
+	ctrl.Close() // the controller goes away at once after accepting the registration
+	delays.waitFor(t, before+1)
+	limit := time.Duration(float64(b.Duration) * (1 + b.Jitter))
+	if d := delays.all()[before]; d > limit {
+		t.Fatalf("after an accepted registration the provider waits %v before reconnecting, want the first delay (at most %v)", d, limit)
+	}
+}
+
+// retryLog is a slog handler that records the delay of each "retrying" line.
+type retryLog struct {
+	mu     sync.Mutex
+	delays []time.Duration
+}
+
+func (h *retryLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *retryLog) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *retryLog) WithGroup(string) slog.Handler            { return h }
+func (h *retryLog) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "retrying") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "in" {
+			h.mu.Lock()
+			h.delays = append(h.delays, a.Value.Duration())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *retryLog) all() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.delays...)
+}
+
+func (h *retryLog) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(h.all()) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d retries logged, want %d: %v", len(h.all()), n, h.all())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
@@ -38,8 +40,9 @@ type ProviderOptions struct {
 	Instance string
 	// Log receives connection changes; nil means slog.Default().
 	Log *slog.Logger
-	// Backoff paces reconnection; zero fields take DefaultBackoff's.
-	Backoff Backoff
+	// Backoff paces reconnection; zero fields take DefaultBackoff's. It starts over once the
+	// controller accepts a registration.
+	Backoff wait.Backoff
 	// CacheSize bounds the classes and the secrets kept (each; default 256).
 	CacheSize int
 	// DialOptions are added to the gRPC dial (tests route through a proxy with them).
@@ -115,14 +118,40 @@ func (p *Provider) Pulls() (classes, secrets int64) { return p.classPulls.Load()
 // authorize a name, an invalid name): reconnecting cannot help, so Run returns it.
 var ErrRefused = errors.New("dialin: the controller refused this provider")
 
+// DefaultBackoff reconnects after about 0.5 s, 1 s, 2 s, ... up to 30 s, each wait plus up to a
+// fifth at random so that replicas that lost the controller together do not come back in
+// lockstep.
+var DefaultBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// withDefaults fills the zero fields of b from DefaultBackoff.
+func withDefaults(b wait.Backoff) wait.Backoff {
+	if b.Duration <= 0 {
+		b.Duration = DefaultBackoff.Duration
+	}
+	if b.Factor < 1 {
+		b.Factor = DefaultBackoff.Factor
+	}
+	if b.Jitter <= 0 {
+		b.Jitter = DefaultBackoff.Jitter
+	}
+	if b.Steps <= 0 {
+		b.Steps = DefaultBackoff.Steps
+	}
+	if b.Cap <= 0 {
+		b.Cap = max(DefaultBackoff.Cap, b.Duration)
+	}
+	return b
+}
+
 // Run connects, serves operations and reconnects with backoff until ctx ends (then it returns
-// nil) or the controller refuses the registration (ErrRefused).
+// nil) or the controller refuses the registration (ErrRefused). The backoff starts over each
+// time the controller accepts a registration, so a controller that restarts quickly is found
+// again after the first short wait however long it was away before.
 func (p *Provider) Run(ctx context.Context) error {
-	backoff := p.opts.Backoff.orDefault()
-	attempt := 0
+	initial := withDefaults(p.opts.Backoff)
+	backoff := initial
 	for {
-		start := time.Now()
-		err := p.session(ctx)
+		welcomed, err := p.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -131,11 +160,10 @@ func (p *Provider) Run(ctx context.Context) error {
 			p.log.Error("dialin: registration refused", "err", err)
 			return fmt.Errorf("%w: %s", ErrRefused, status.Convert(err).Message())
 		}
-		if time.Since(start) > backoff.Max {
-			attempt = 0 // the session was healthy for a while: start over
+		if welcomed {
+			backoff = initial
 		}
-		delay := backoff.Delay(attempt)
-		attempt++
+		delay := backoff.Step()
 		p.log.Warn("dialin: not connected to the controller; retrying", "in", delay.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(delay)
 		select {
@@ -147,27 +175,27 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 }
 
-// session serves one Register stream until it ends. Operations in flight are cancelled when it
-// ends and finish before it returns.
-func (p *Provider) session(ctx context.Context) error {
+// session serves one Register stream until it ends and reports whether the controller accepted
+// the registration. Operations in flight are cancelled when it ends and finish before it returns.
+func (p *Provider) session(ctx context.Context) (welcomed bool, _ error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := p.client.Register(sctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := stream.Send(&dialinv1.RegisterRequest{Message: &dialinv1.RegisterRequest_Hello{Hello: &dialinv1.Hello{
 		Providers: p.names, Instance: p.opts.Instance, Version: version.Version,
 	}}}); err != nil {
-		return recvError(stream, err)
+		return false, recvError(stream, err)
 	}
 	first, err := stream.Recv()
 	if err != nil {
-		return err
+		return false, err
 	}
 	welcome := first.GetWelcome()
 	if welcome == nil {
-		return fmt.Errorf("dialin: the controller answered Hello with %T", first.GetMessage())
+		return false, fmt.Errorf("dialin: the controller answered Hello with %T", first.GetMessage())
 	}
 	log := p.log.With("session", welcome.Session)
 	log.Info("dialin: connected to the controller")
@@ -197,7 +225,7 @@ func (p *Provider) session(ctx context.Context) error {
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
-			return err
+			return true, err
 		}
 		switch m := msg.Message.(type) {
 		case *dialinv1.RegisterResponse_Operation:
