@@ -2,9 +2,9 @@ package grpcbridge
 
 import (
 	"bytes"
-	"container/list"
 	"hash/maphash"
-	"sync"
+
+	"k8s.io/utils/lru"
 )
 
 // objectCache remembers decoded objects by their encoding. Every machine of a class sends the
@@ -16,22 +16,17 @@ import (
 type objectCache[T comparable] struct {
 	decode func([]byte) (T, error)
 	clone  func(T) T
-
-	mu     sync.Mutex
 	seed   maphash.Seed
-	max    int
-	byHash map[uint64]*list.Element
-	lru    list.List
+	lru    *lru.Cache // hash -> *cacheEntry[T]
 }
 
 type cacheEntry[T any] struct {
-	hash uint64
-	raw  []byte
-	obj  T
+	raw []byte
+	obj T
 }
 
 func newObjectCache[T comparable](max int, decode func([]byte) (T, error), clone func(T) T) *objectCache[T] {
-	return &objectCache[T]{decode: decode, clone: clone, seed: maphash.MakeSeed(), max: max, byHash: map[uint64]*list.Element{}}
+	return &objectCache[T]{decode: decode, clone: clone, seed: maphash.MakeSeed(), lru: lru.New(max)}
 }
 
 // get returns a fresh copy of the object b encodes; b must not be modified afterwards. Empty
@@ -42,37 +37,17 @@ func (c *objectCache[T]) get(b []byte) (T, error) {
 		return zero, nil
 	}
 	h := maphash.Bytes(c.seed, b)
-	c.mu.Lock()
-	if el, ok := c.byHash[h]; ok {
-		if e := el.Value.(*cacheEntry[T]); bytes.Equal(e.raw, b) {
-			c.lru.MoveToFront(el)
-			obj := e.obj
-			c.mu.Unlock()
-			return c.clone(obj), nil
+	if v, ok := c.lru.Get(h); ok {
+		if e := v.(*cacheEntry[T]); bytes.Equal(e.raw, b) {
+			return c.clone(e.obj), nil
 		}
 	}
-	c.mu.Unlock()
-
 	obj, err := c.decode(b)
 	if err != nil || obj == zero {
 		return obj, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.byHash[h]; ok {
-		c.lru.Remove(el)
-	}
-	c.byHash[h] = c.lru.PushFront(&cacheEntry[T]{hash: h, raw: b, obj: obj})
-	for c.lru.Len() > c.max {
-		oldest := c.lru.Back()
-		c.lru.Remove(oldest)
-		delete(c.byHash, oldest.Value.(*cacheEntry[T]).hash)
-	}
+	c.lru.Add(h, &cacheEntry[T]{raw: b, obj: obj})
 	return c.clone(obj), nil
 }
 
-func (c *objectCache[T]) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Len()
-}
+func (c *objectCache[T]) len() int { return c.lru.Len() }

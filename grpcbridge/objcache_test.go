@@ -3,6 +3,7 @@ package grpcbridge
 import (
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -45,4 +46,31 @@ func TestObjectCache(t *testing.T) {
 	if got, err := c.get(nil); got != nil || err != nil {
 		t.Fatal("empty bytes are no class")
 	}
+}
+
+// BenchmarkObjectCacheHit is the server's per-call cost of a class already decoded: hash,
+// compare, copy (the copy dominates). Parallel, as the server's workers call it.
+func BenchmarkObjectCacheHit(b *testing.B) {
+	c := newObjectCache(64, DecodeMachineClass, (*v1alpha1.MachineClass).DeepCopy)
+	raw, err := EncodeMachineClass(&v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: "worker-a", Namespace: "shoot--dev--cluster", UID: "c1a55000-0000-4000-8000-000000000001", ResourceVersion: "1700001"},
+		ProviderSpec: runtime.RawExtension{Raw: []byte(`{"imageName":"gardenlinux-1592.3","flavorName":"m1.xlarge","keyName":"shoot--dev--cluster-ssh","networkID":"5d9a0d4e-2a44-4bd6-b7a3-f1e9bd5e4a11","region":"RegionOne","rootDiskSize":50,"tags":{"kubernetes.io-cluster-shoot--dev--cluster":"1","kubernetes.io-role-node":"1"}}`)},
+		Provider:     "openstack",
+		SecretRef:    &corev1.SecretReference{Name: "shoot--dev--cluster-worker-a", Namespace: "shoot--dev--cluster"},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := c.get(raw); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.get(raw); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
