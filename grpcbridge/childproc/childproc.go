@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -53,9 +55,9 @@ type Options struct {
 	Output io.Writer
 	// ReadyTimeout bounds each start until the child is healthy (default 30 s).
 	ReadyTimeout time.Duration
-	// RestartBackoff paces restarts: Initial doubles up to Max (defaults 500 ms and 30 s). A child
-	// that ran longer than Max before dying is restarted after Initial again.
-	RestartBackoff struct{ Initial, Max time.Duration }
+	// RestartBackoff paces restarts; zero fields take DefaultRestartBackoff's. A child that ran
+	// longer than its Cap before dying is restarted after the first delay again.
+	RestartBackoff wait.Backoff
 	// StopTimeout is how long Close waits after SIGTERM before SIGKILL (default 5 s).
 	StopTimeout time.Duration
 	// Timeouts bound driver calls whose caller set no deadline.
@@ -63,6 +65,26 @@ type Options struct {
 
 	// noPdeathsig leaves the parent-death signal off, so tests can check the child's own watch.
 	noPdeathsig bool
+}
+
+// DefaultRestartBackoff restarts a dying child after 0.5 s, 1 s, 2 s, ... up to 30 s.
+var DefaultRestartBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
+
+// restartBackoff fills the zero fields of b from DefaultRestartBackoff.
+func restartBackoff(b wait.Backoff) wait.Backoff {
+	if b.Duration <= 0 {
+		b.Duration = DefaultRestartBackoff.Duration
+	}
+	if b.Factor < 1 {
+		b.Factor = DefaultRestartBackoff.Factor
+	}
+	if b.Steps <= 0 {
+		b.Steps = DefaultRestartBackoff.Steps
+	}
+	if b.Cap <= 0 {
+		b.Cap = max(DefaultRestartBackoff.Cap, b.Duration)
+	}
+	return b
 }
 
 // Child is a supervised provider process.
@@ -105,12 +127,7 @@ func Start(ctx context.Context, name, path string, o Options) (*Child, error) {
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 30 * time.Second
 	}
-	if o.RestartBackoff.Initial <= 0 {
-		o.RestartBackoff.Initial = 500 * time.Millisecond
-	}
-	if o.RestartBackoff.Max < o.RestartBackoff.Initial {
-		o.RestartBackoff.Max = max(30*time.Second, o.RestartBackoff.Initial)
-	}
+	o.RestartBackoff = restartBackoff(o.RestartBackoff)
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
@@ -192,7 +209,7 @@ func (c *Child) supervise() {
 	defer close(c.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	attempt := 0
+	backoff := c.opts.RestartBackoff
 	for {
 		started := time.Now()
 		first := !c.isReady()
@@ -205,11 +222,10 @@ func (c *Child) supervise() {
 			return
 		}
 		c.restarts.Add(1)
-		if time.Since(started) > c.opts.RestartBackoff.Max {
-			attempt = 0
+		if time.Since(started) > c.opts.RestartBackoff.Cap {
+			backoff = c.opts.RestartBackoff // it ran well for a while: start over
 		}
-		delay := min(c.opts.RestartBackoff.Initial<<min(attempt, 20), c.opts.RestartBackoff.Max)
-		attempt++
+		delay := backoff.Step()
 		c.log.Warn("childproc: provider process exited; restarting", "err", err, "in", delay)
 		t := time.NewTimer(delay)
 		select {
