@@ -160,6 +160,42 @@ func TestResolverOrder(t *testing.T) {
 	}
 }
 
+// TestResolverPreferRemote: a dialled-in provider shadowed by a compiled-in driver or an endpoint
+// is reported as shadowed and gets the work once preferred (by name or "*"), but only while one is
+// connected; the other sources serve again when none is.
+func TestResolverPreferRemote(t *testing.T) {
+	register(t, "shadowcloud", nil)
+	remote := source{"shadowcloud": &named{from: "remote"}, "endpointcloud": &named{from: "remote"}}
+	r := &Resolver{Endpoints: source{"endpointcloud": &named{from: "endpoint"}}, Remote: remote}
+	for name, by := range map[string]string{"ShadowCloud": "compiled-in driver", "endpointcloud": "driver endpoint", "onlyremote": ""} {
+		if got := r.ShadowedBy(name); got != by {
+			t.Errorf("ShadowedBy(%s) = %q, want %q", name, got, by)
+		}
+	}
+	if d, _ := r.Resolve("shadowcloud"); from(t, d) != "compiled" {
+		t.Fatal("without a preference the compiled-in driver serves")
+	}
+	for _, prefer := range [][]string{{"ShadowCloud", "endpointcloud"}, {"*"}} {
+		r.PreferRemote = prefer
+		for _, name := range []string{"shadowcloud", "endpointcloud"} {
+			if got := r.ShadowedBy(name); got != "" {
+				t.Errorf("prefer %v: %s still shadowed by %s", prefer, name, got)
+			}
+			d, err := r.Resolve(name)
+			if err != nil || from(t, d) != "remote" {
+				t.Fatalf("prefer %v: %s resolved to %v (%v), want the dialled-in provider", prefer, name, d, err)
+			}
+		}
+	}
+	r.Remote = source{}
+	if d, _ := r.Resolve("shadowcloud"); from(t, d) != "compiled" {
+		t.Fatal("a preferred provider with no replica connected must fall back to the compiled-in driver")
+	}
+	if d, _ := r.Resolve("endpointcloud"); from(t, d) != "endpoint" {
+		t.Fatal("a preferred provider with no replica connected must fall back to its endpoint")
+	}
+}
+
 type closer struct {
 	named
 	closed int

@@ -15,13 +15,17 @@ type Source interface {
 }
 
 // Resolver picks the driver of a MachineClass, in the order of design.md: a configured endpoint
-// for the provider, then the compiled-in driver, then a provider that dialled in. Compiled-in
-// drivers are opened once and reused.
+// for the provider, then the compiled-in driver, then a provider that dialled in. PreferRemote
+// moves dialled-in providers to the front for the names it lists. Compiled-in drivers are opened
+// once and reused.
 type Resolver struct {
 	// Endpoints are configured driver servers (dial-out); nil means none.
 	Endpoints Source
 	// Remote are providers that dialled in; nil means none.
 	Remote Source
+	// PreferRemote names the providers whose dialled-in replicas, while any is connected, serve
+	// before an endpoint or the compiled-in driver of the same name; "*" means every provider.
+	PreferRemote []string
 	// Env is passed to compiled-in drivers when they are opened.
 	Env Env
 
@@ -40,6 +44,11 @@ func (r *Resolver) ForClass(class *v1alpha1.MachineClass) (driver.Driver, error)
 // Resolve returns the driver of a provider name.
 func (r *Resolver) Resolve(provider string) (driver.Driver, error) {
 	name := Normalize(provider)
+	if r.Remote != nil && r.prefersRemote(name) {
+		if d, ok := r.Remote.Driver(name); ok {
+			return d, nil
+		}
+	}
 	if r.Endpoints != nil {
 		if d, ok := r.Endpoints.Driver(name); ok {
 			return d, nil
@@ -54,6 +63,39 @@ func (r *Resolver) Resolve(provider string) (driver.Driver, error) {
 		}
 	}
 	return nil, UnknownProvider(name)
+}
+
+// ResolutionOrder says in words in which order the sources are asked, for messages.
+const ResolutionOrder = "--driver-endpoint/--driver-exec, then compiled-in, then dialled-in"
+
+// ShadowedBy says what serves provider instead of a dialled-in replica of that name: "driver
+// endpoint" or "compiled-in driver", or "" when a dialled-in replica would get the work.
+func (r *Resolver) ShadowedBy(provider string) string {
+	name := Normalize(provider)
+	switch {
+	case r.prefersRemote(name):
+		return ""
+	case r.Endpoints != nil && hasDriver(r.Endpoints, name):
+		return "driver endpoint"
+	}
+	if _, ok := Lookup(name); ok {
+		return "compiled-in driver"
+	}
+	return ""
+}
+
+func hasDriver(s Source, name string) bool {
+	_, ok := s.Driver(name)
+	return ok
+}
+
+func (r *Resolver) prefersRemote(name string) bool {
+	for _, p := range r.PreferRemote {
+		if p == "*" || Normalize(p) == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Resolver) compiled(name string) (driver.Driver, error) {
