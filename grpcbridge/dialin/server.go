@@ -36,6 +36,7 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/grpcbridge/proto/infra"
 	dialinv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	Timeouts grpcbridge.Timeouts
 	// SendQueue is the number of messages that may wait to be sent to one provider (default 64).
 	SendQueue int
+	// ShadowedBy, when set, says what serves a provider name instead of its dialled-in replicas
+	// ("" when they get the work): the controller's resolution order (registry.Resolver). A
+	// registration of a shadowed name is accepted with a warning, and Shadowed reports it.
+	ShadowedBy func(provider string) string
 }
 
 // Server is the controller side of dial-in.
@@ -67,6 +72,7 @@ type Server struct {
 	log     *slog.Logger
 	classes *store
 	secrets *store
+	seed    *seedRefs
 
 	mu       sync.Mutex
 	sessions map[string][]*session
@@ -90,6 +96,7 @@ func NewServer(o Options) *Server {
 		log:      o.Log,
 		classes:  newStore(),
 		secrets:  newStore(),
+		seed:     newSeedRefs(),
 		sessions: map[string][]*session{},
 		drivers:  map[string]*remoteDriver{},
 		changed:  make(chan struct{}),
@@ -97,9 +104,11 @@ func NewServer(o Options) *Server {
 	}
 }
 
-// RegisterService adds the ControllerService to a gRPC server.
+// RegisterService adds the ControllerService and the seed's infra.Infragrpc (see seed.go) to a
+// gRPC server.
 func (s *Server) RegisterService(r grpc.ServiceRegistrar) {
 	dialinv1.RegisterControllerServiceServer(r, s)
+	infra.RegisterInfragrpcServer(r, &seedService{s: s})
 }
 
 // Close ends every provider stream (their operations in flight fail with Unavailable) and makes
@@ -117,10 +126,12 @@ func (s *Server) Close() {
 // session is one connected provider process.
 type session struct {
 	id        string
+	protocol  string // dialinv1's package or the seed's ("infra")
 	instance  string
 	peer      string
 	providers []string
 	since     time.Time
+	kind      string // the machine-class kind a seed-protocol provider registered
 
 	sendq     chan *dialinv1.RegisterResponse
 	done      chan struct{}
@@ -131,6 +142,20 @@ type session struct {
 	inflight atomic.Int64
 	mu       sync.Mutex
 	pending  map[uint64]chan *dialinv1.Result
+}
+
+func (s *Server) newSession(ctx context.Context, protocol, instance string, providers []string) *session {
+	return &session{
+		id:        newID(),
+		protocol:  protocol,
+		instance:  instance,
+		peer:      mtls.PeerIdentity(ctx),
+		providers: providers,
+		since:     time.Now(),
+		sendq:     make(chan *dialinv1.RegisterResponse, s.opts.SendQueue),
+		done:      make(chan struct{}),
+		pending:   map[uint64]chan *dialinv1.Result{},
+	}
 }
 
 func (ss *session) close(reason error) {
@@ -153,20 +178,14 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "dialin: the first message on Register must be Hello naming the providers served")
 	}
-	names, err := s.authorizeRegistration(ctx, hello)
+	if len(hello.Providers) == 0 {
+		return status.Error(codes.InvalidArgument, "dialin: Hello names no provider: start the provider with --provider NAME")
+	}
+	names, err := s.authorizeNames(ctx, hello.Instance, hello.Providers)
 	if err != nil {
 		return err
 	}
-	ss := &session{
-		id:        newID(),
-		instance:  hello.Instance,
-		peer:      mtls.PeerIdentity(ctx),
-		providers: names,
-		since:     time.Now(),
-		sendq:     make(chan *dialinv1.RegisterResponse, s.opts.SendQueue),
-		done:      make(chan struct{}),
-		pending:   map[uint64]chan *dialinv1.Result{},
-	}
+	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
 	if err := stream.Send(&dialinv1.RegisterResponse{Message: &dialinv1.RegisterResponse_Welcome{
 		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names},
 	}}); err != nil {
@@ -175,8 +194,9 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 	if !s.add(ss) {
 		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
 	}
-	log := s.log.With("session", ss.id, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
+	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
 	log.Info("dialin: provider connected")
+	s.warnShadowed(ss, log)
 
 	recvErr := make(chan error, 1)
 	go func() {
@@ -186,15 +206,25 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 				recvErr <- err
 				return
 			}
-			s.deliver(ss, msg, log)
+			r := msg.GetResult()
+			if r == nil {
+				log.Warn("dialin: unexpected message from provider ignored", "type", fmt.Sprintf("%T", msg.GetMessage()))
+				continue
+			}
+			s.deliver(ss, r)
 		}
 	}()
+	return s.serve(ctx, ss, stream.Send, recvErr, log)
+}
 
+// serve sends a session's queued messages with send until the stream fails, the receiver ends
+// (recvErr), the controller shuts down or ctx ends; then it takes the session out of service.
+func (s *Server) serve(ctx context.Context, ss *session, send func(*dialinv1.RegisterResponse) error, recvErr <-chan error, log *slog.Logger) error {
 	var end error
 	for end == nil {
 		select {
 		case msg := <-ss.sendq:
-			if err := stream.Send(msg); err != nil {
+			if err := send(msg); err != nil {
 				end = err
 			}
 		case err := <-recvErr:
@@ -216,14 +246,12 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 
 var errShutdown = errors.New("controller shutting down")
 
-// authorizeRegistration returns the normalized names of hello, or the status that refuses it.
-func (s *Server) authorizeRegistration(ctx context.Context, hello *dialinv1.Hello) ([]string, error) {
-	if len(hello.Providers) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "dialin: Hello names no provider: start the provider with --provider NAME")
-	}
+// authorizeNames returns the normalized provider names a registration asks for, or the status
+// that refuses it.
+func (s *Server) authorizeNames(ctx context.Context, instance string, requested []string) ([]string, error) {
 	seen := map[string]bool{}
 	var names, denied []string
-	for _, raw := range hello.Providers {
+	for _, raw := range requested {
 		n := registry.Normalize(raw)
 		if !registry.ValidName(n) {
 			return nil, status.Errorf(codes.InvalidArgument, "dialin: %q is not a provider name: use lower-case letters and digits, starting with a letter", raw)
@@ -241,7 +269,7 @@ func (s *Server) authorizeRegistration(ctx context.Context, hello *dialinv1.Hell
 	if len(denied) > 0 {
 		cert := mtls.PeerCertificate(ctx)
 		s.log.Warn("dialin: registration refused: certificate does not authorize the provider names",
-			"peer", mtls.PeerIdentity(ctx), "instance", hello.Instance, "requested", names, "denied", denied,
+			"peer", mtls.PeerIdentity(ctx), "instance", instance, "requested", names, "denied", denied,
 			"authorized", mtls.AuthorizedProviders(cert))
 		if cert == nil {
 			return nil, status.Error(codes.Unauthenticated, "dialin: no client certificate: connect with --cert/--key/--cacert (the controller does not run --insecure)")
@@ -301,13 +329,38 @@ func (s *Server) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
-// deliver routes a Result to the operation waiting for it.
-func (s *Server) deliver(ss *session, msg *dialinv1.RegisterRequest, log *slog.Logger) {
-	r := msg.GetResult()
-	if r == nil {
-		log.Warn("dialin: unexpected message from provider ignored", "type", fmt.Sprintf("%T", msg.GetMessage()))
+// warnShadowed logs each name of a new session that the controller's resolution order serves
+// from elsewhere: the replica is connected but gets no work.
+func (s *Server) warnShadowed(ss *session, log *slog.Logger) {
+	if s.opts.ShadowedBy == nil {
 		return
 	}
+	for _, n := range ss.providers {
+		if by := s.opts.ShadowedBy(n); by != "" {
+			log.Warn(fmt.Sprintf("dialin: provider %s registered but gets no operations: the %s of that name serves them (resolution order: %s); "+
+				"start the controller with --prefer-dialin=%s to send them to dialled-in replicas", n, by, registry.ResolutionOrder, n),
+				"provider", n, "shadowedBy", by)
+		}
+	}
+}
+
+// Shadowed returns the connected provider names whose operations go elsewhere (see
+// Options.ShadowedBy), each with what serves it instead.
+func (s *Server) Shadowed() map[string]string {
+	out := map[string]string{}
+	if s.opts.ShadowedBy == nil {
+		return out
+	}
+	for n := range s.Providers() {
+		if by := s.opts.ShadowedBy(n); by != "" {
+			out[n] = by
+		}
+	}
+	return out
+}
+
+// deliver routes a Result to the operation waiting for it.
+func (s *Server) deliver(ss *session, r *dialinv1.Result) {
 	ss.mu.Lock()
 	ch, ok := ss.pending[r.Id]
 	delete(ss.pending, r.Id)
