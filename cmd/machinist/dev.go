@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -26,6 +28,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/livedir"
 )
 
 func init() { commands = append(commands, devCommand()) }
@@ -68,19 +71,22 @@ func runDev(c *cli.Context) error {
 		return err
 	}
 
-	dir, temp := c.String("dir"), false
+	// Cleanup must not die with a closed stdout (`make run | tee`, Ctrl-C): writes then fail
+	// instead of raising SIGPIPE.
+	signal.Ignore(syscall.SIGPIPE)
+	dir, temp := c.String("dir"), (*livedir.Dir)(nil)
 	if dir == "" {
-		if dir, err = os.MkdirTemp("", "machinist-dev-"); err != nil {
+		if temp, err = livedir.New("machinist-dev-"); err != nil { // also removes those of killed runs
 			return err
 		}
-		temp = true
+		dir = temp.Path()
 	}
 	if dir, err = filepath.Abs(dir); err != nil {
 		return err
 	}
 	defer func() {
-		if temp {
-			os.RemoveAll(dir)
+		if temp != nil {
+			temp.Remove()
 		}
 	}()
 	logPath := filepath.Join(dir, "machinist.log")
@@ -152,7 +158,7 @@ func runDev(c *cli.Context) error {
 	if err := watchProgress(ctx, cl, out, step, c.Duration("timeout"), done); err != nil {
 		return err
 	}
-	if temp {
+	if temp != nil {
 		fmt.Fprintln(out, "running; press Ctrl-C to stop and clean up")
 	} else {
 		fmt.Fprintf(out, "running; press Ctrl-C to stop (the control plane and machines stay in %s for the next run)\n", dir)

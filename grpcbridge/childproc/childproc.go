@@ -40,6 +40,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/internal/livedir"
 )
 
 // Options tune Start. The zero value works.
@@ -92,7 +93,7 @@ type Child struct {
 	name, path string
 	opts       Options
 	log        *slog.Logger
-	dir        string
+	dir        *livedir.Dir
 	socket     string
 	conn       *grpc.ClientConn
 	drv        driver.Driver
@@ -131,16 +132,13 @@ func Start(ctx context.Context, name, path string, o Options) (*Child, error) {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
-	// A short private directory: socket paths are limited to ~108 bytes.
-	dir, err := os.MkdirTemp("", "machinist-"+name+"-")
+	// A short private directory (0700): socket paths are limited to ~108 bytes. Directories of
+	// earlier parents that were killed before they could remove theirs are removed here.
+	dir, err := livedir.New("machinist-" + name + "-")
 	if err != nil {
 		return nil, fmt.Errorf("childproc: socket directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("childproc: socket directory: %w", err)
-	}
-	socket := filepath.Join(dir, "driver.sock")
+	socket := filepath.Join(dir.Path(), "driver.sock")
 	conn, err := grpcbridge.Dial("unix://"+socket, grpcbridge.Transport{Insecure: true},
 		grpc.WithConnectParams(grpc.ConnectParams{
 			// Reconnect soon after a restart instead of gRPC's default minutes-long backoff.
@@ -148,7 +146,7 @@ func Start(ctx context.Context, name, path string, o Options) (*Child, error) {
 			MinConnectTimeout: time.Second,
 		}))
 	if err != nil {
-		os.RemoveAll(dir)
+		dir.Remove()
 		return nil, err
 	}
 	c := &Child{
@@ -199,7 +197,7 @@ func (c *Child) Close() error {
 
 func (c *Child) cleanup() {
 	c.conn.Close()
-	os.RemoveAll(c.dir)
+	c.dir.Remove()
 }
 
 // supervise runs the child, restarting it until stop. The goroutine keeps its OS thread locked

@@ -112,7 +112,7 @@ func parentMain() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println("child", c.Pid())
+	fmt.Println("child", c.Pid(), c.dir.Path())
 	select {}
 }
 
@@ -260,7 +260,7 @@ func TestNoChildOutlivesAKilledParent(t *testing.T) {
 				t.Fatalf("parent said nothing: %v", err)
 			}
 			f := strings.Fields(line)
-			if len(f) != 2 || f[0] != "child" {
+			if len(f) != 3 || f[0] != "child" {
 				t.Fatalf("parent: %s", line)
 			}
 			child, _ := strconv.Atoi(f[1])
@@ -296,4 +296,61 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestKilledParentsSocketDirIsRemovedAtNextStart: a parent killed with SIGKILL cannot remove its
+// child's socket directory (the child exits with it); the next Start of that provider removes
+// it, and leaves the directory of a parent that still runs.
+func TestKilledParentsSocketDirIsRemovedAtNextStart(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	start := func() (*exec.Cmd, int, string) {
+		cmd := exec.Command(self(t), "-test.run=^$")
+		cmd.Env = append(os.Environ(), roleEnv+"=parent")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		f := strings.Fields(line)
+		if err != nil || len(f) != 3 || f[0] != "child" {
+			t.Fatalf("parent: %q %v", line, err)
+		}
+		pid, _ := strconv.Atoi(f[1])
+		return cmd, pid, f[2]
+	}
+	killed, child, stale := start()
+	_, _, live := start()
+	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(child) {
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d outlived its parent", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("the killed parent's socket directory is already gone (%v): the test proves nothing", err)
+	}
+
+	c, err := Start(context.Background(), "mem", self(t), testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the killed parent's socket directory %s is still there (stat: %v)", stale, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the running parent's socket directory %s was removed: %v", live, err)
+	}
+	if filepath.Dir(c.dir.Path()) != os.TempDir() {
+		t.Errorf("socket directory %s not in the temp dir %s", c.dir.Path(), os.TempDir())
+	}
 }
