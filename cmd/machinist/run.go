@@ -97,7 +97,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
-			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000); empty: no dial-in"},
+			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the seed's infra.Infragrpc); empty: no dial-in"},
+			&cli.StringSliceFlag{Category: drivers, Name: "prefer-dialin", Usage: "NAME: while a provider NAME is dialled in, it serves before --driver-endpoint/--driver-exec and the compiled-in driver of that name; repeatable, * for every provider"},
 			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},
 			&cli.StringFlag{Category: drivers, Name: "cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
@@ -120,16 +121,20 @@ func runAction(c *cli.Context) error {
 	if endpoints != nil {
 		opts.Endpoints = endpoints
 	}
+	opts.PreferRemote = c.StringSlice("prefer-dialin")
+	var m *manager.Manager
 	if addr := c.String("dialin-listen"); addr != "" {
-		t, err := dialinTransport(c)
+		t, err := dialinTransport(c, addr)
 		if err != nil {
 			return err
 		}
+		// Registrations arrive once the manager runs, after m is set.
+		shadowedBy := func(provider string) string { return m.Drivers.ShadowedBy(provider) }
 		opts.Remote = func(mgr crmanager.Manager) (registry.Source, error) {
-			return startDialin(mgr, addr, t, c.Bool("insecure"), opts.Namespace, opts.Log)
+			return startDialin(mgr, addr, t, c.Bool("insecure"), opts.Namespace, opts.Log, shadowedBy)
 		}
 	}
-	m, err := manager.New(opts)
+	m, err = manager.New(opts)
 	if err != nil {
 		return err
 	}
@@ -318,9 +323,12 @@ func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error
 
 // dialinTransport secures the dial-in listener: mTLS requiring client certificates signed by
 // --cacert (a provider may register only the names its certificate authorizes), or plain text
-// with --insecure.
-func dialinTransport(c *cli.Context) (grpcbridge.Transport, error) {
+// with --insecure, which only a loopback address or a unix socket may serve.
+func dialinTransport(c *cli.Context, addr string) (grpcbridge.Transport, error) {
 	if c.Bool("insecure") {
+		if err := loopbackOnly(addr); err != nil {
+			return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen with --insecure: %w", err)
+		}
 		return grpcbridge.Transport{Insecure: true}, nil
 	}
 	cfg, err := mtls.ServerConfig(mtls.Files{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("cacert")})
@@ -333,11 +341,12 @@ func dialinTransport(c *cli.Context) (grpcbridge.Transport, error) {
 // startDialin adds the dial-in listener to the manager. It runs only while this replica leads:
 // providers connect to the replica whose controllers use them, and reconnect (with backoff) to
 // the next leader. Classes and Secrets pulled by name come from the manager's cache.
-func startDialin(mgr crmanager.Manager, addr string, t grpcbridge.Transport, insecure bool, namespace string, log *slog.Logger) (registry.Source, error) {
+func startDialin(mgr crmanager.Manager, addr string, t grpcbridge.Transport, insecure bool, namespace string, log *slog.Logger, shadowedBy func(string) string) (registry.Source, error) {
 	srv := dialin.NewServer(dialin.Options{
-		Source:   cacheObjects{c: mgr.GetClient(), namespace: namespace},
-		Log:      log.With("component", "dialin"),
-		Insecure: insecure,
+		Source:     cacheObjects{c: mgr.GetClient(), namespace: namespace},
+		Log:        log.With("component", "dialin"),
+		Insecure:   insecure,
+		ShadowedBy: shadowedBy,
 	})
 	gs, err := grpcbridge.NewGRPCServer(t)
 	if err != nil {
@@ -350,6 +359,7 @@ func startDialin(mgr crmanager.Manager, addr string, t grpcbridge.Transport, ins
 			return fmt.Errorf("run: --dialin-listen: %w", err)
 		}
 		log.Info("listening for providers that dial in", "address", l.Addr().String(), "tls", !insecure)
+		defer dialinMetrics.add(srv)()
 		served := make(chan error, 1)
 		go func() { served <- gs.Serve(l) }()
 		select {

@@ -123,6 +123,9 @@ type Options struct {
 	// It may add a listener to mgr as a Runnable and read MachineClasses and Secrets through
 	// mgr's cache.
 	Remote func(mgr crmanager.Manager) (registry.Source, error)
+	// PreferRemote names the providers whose dialled-in replicas serve before an endpoint or
+	// the compiled-in driver of the same name ("*": all; --prefer-dialin).
+	PreferRemote []string
 
 	// Log is the structured logger of everything, controller-runtime and client-go included.
 	Log *slog.Logger
@@ -272,6 +275,7 @@ func New(opts Options) (*Manager, error) {
 		Endpoints: opts.Endpoints,
 		Env:       registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver")},
 	}
+	m.Drivers.PreferRemote = opts.PreferRemote
 	if opts.Remote != nil {
 		if m.Drivers.Remote, err = opts.Remote(mgr); err != nil {
 			return nil, fmt.Errorf("manager: dial-in providers: %w", err)
