@@ -22,6 +22,10 @@ import (
 // (convert.go) are the reference: tests decode this encoding with the generated code and the
 // generated encoding with this decoder, and require the same objects.
 //
+// It stays hand-written on purpose: BenchmarkObjectEncoding measures 24 µs and 90 allocations
+// per request's objects with it against 38 µs and 195 with the generated message types (and
+// 343 instead of 252 allocations per bridge call; docs/performance.md).
+//
 // Field numbers below are those of driver.proto.
 
 // EncodeMachine encodes a Machine as a machinist.driver.v1.Machine message; nil yields nil.
