@@ -199,6 +199,12 @@ func (p *Provider) session(ctx context.Context) (welcomed bool, _ error) {
 	}
 	log := p.log.With("session", welcome.Session)
 	log.Info("dialin: connected to the controller")
+	for _, n := range p.names {
+		if by := welcome.ShadowedBy[n]; by != "" {
+			log.Warn(fmt.Sprintf("dialin: this replica gets no operations for provider %s: the controller serves it with its %s (resolution order: %s); "+
+				"start the controller with --prefer-dialin=%s to send them here", n, by, registry.ResolutionOrder, n), "provider", n, "shadowedBy", by)
+		}
+	}
 	p.connected.Store(true)
 	defer p.connected.Store(false)
 

@@ -187,7 +187,7 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 	}
 	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
 	if err := stream.Send(&dialinv1.RegisterResponse{Message: &dialinv1.RegisterResponse_Welcome{
-		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names},
+		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names, ShadowedBy: s.shadowedOf(names)},
 	}}); err != nil {
 		return err
 	}
@@ -332,11 +332,8 @@ func (s *Server) notifyLocked() {
 // warnShadowed logs each name of a new session that the controller's resolution order serves
 // from elsewhere: the replica is connected but gets no work.
 func (s *Server) warnShadowed(ss *session, log *slog.Logger) {
-	if s.opts.ShadowedBy == nil {
-		return
-	}
 	for _, n := range ss.providers {
-		if by := s.opts.ShadowedBy(n); by != "" {
+		if by := s.shadowedOf([]string{n})[n]; by != "" {
 			log.Warn(fmt.Sprintf("dialin: provider %s registered but gets no operations: the %s of that name serves them (resolution order: %s); "+
 				"start the controller with --prefer-dialin=%s to send them to dialled-in replicas", n, by, registry.ResolutionOrder, n),
 				"provider", n, "shadowedBy", by)
@@ -347,11 +344,21 @@ func (s *Server) warnShadowed(ss *session, log *slog.Logger) {
 // Shadowed returns the connected provider names whose operations go elsewhere (see
 // Options.ShadowedBy), each with what serves it instead.
 func (s *Server) Shadowed() map[string]string {
+	var names []string
+	for n := range s.Providers() {
+		names = append(names, n)
+	}
+	return s.shadowedOf(names)
+}
+
+// shadowedOf returns the names that Options.ShadowedBy says are served elsewhere, with what
+// serves each.
+func (s *Server) shadowedOf(names []string) map[string]string {
 	out := map[string]string{}
 	if s.opts.ShadowedBy == nil {
 		return out
 	}
-	for n := range s.Providers() {
+	for _, n := range names {
 		if by := s.opts.ShadowedBy(n); by != "" {
 			out[n] = by
 		}

@@ -29,7 +29,9 @@ func TestShadowedRegistrationIsReported(t *testing.T) {
 			return ""
 		},
 	}, fixture.ServerTransport(t, certs))
-	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "local", "mem"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()})
+	providerLogs := &syncbuf.Buffer{}
+	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "local", "mem"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()},
+		func(o *dialin.ProviderOptions) { o.Log = slog.New(slog.NewTextHandler(providerLogs, nil)) })
 	waitFor(t, ctrl.Server, "local", 1)
 	seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "OpenStackMachineClass", &seedtest.AWS{}, 0)
 	waitFor(t, ctrl.Server, "openstack", 1)
@@ -48,8 +50,18 @@ func TestShadowedRegistrationIsReported(t *testing.T) {
 	if strings.Contains(out, "provider mem registered but") {
 		t.Errorf("mem, which nothing else serves, was reported as shadowed:\n%s", out)
 	}
-	p.Stop()
+	// The provider process is told too (Welcome.shadowed_by), so `machinist connect` says it.
 	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(providerLogs.String(), "this replica gets no operations for provider local: the controller serves it with its compiled-in driver") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the provider logged no warning:\n%s", providerLogs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pl := providerLogs.String(); !strings.Contains(pl, "--prefer-dialin=local") || strings.Contains(pl, "provider mem:") {
+		t.Errorf("provider warning:\n%s", pl)
+	}
+	p.Stop()
 	for ctrl.Server.Providers()["local"] != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the stopped provider stayed registered")

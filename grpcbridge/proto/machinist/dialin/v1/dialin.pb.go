@@ -340,7 +340,11 @@ type Welcome struct {
 	// Session id, for logs on both sides.
 	Session string `protobuf:"bytes,1,opt,name=session" json:"session,omitempty"`
 	// The accepted provider names (normalized).
-	Providers     []string `protobuf:"bytes,2,rep,name=providers" json:"providers,omitempty"`
+	Providers []string `protobuf:"bytes,2,rep,name=providers" json:"providers,omitempty"`
+	// Accepted names that get no operations because the controller serves them from elsewhere,
+	// each with what serves it ("compiled-in driver", "driver endpoint"); the controller's
+	// --prefer-dialin changes that.
+	ShadowedBy    map[string]string `protobuf:"bytes,3,rep,name=shadowed_by,json=shadowedBy" json:"shadowed_by,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -385,6 +389,13 @@ func (x *Welcome) GetSession() string {
 func (x *Welcome) GetProviders() []string {
 	if x != nil {
 		return x.Providers
+	}
+	return nil
+}
+
+func (x *Welcome) GetShadowedBy() map[string]string {
+	if x != nil {
+		return x.ShadowedBy
 	}
 	return nil
 }
@@ -1047,10 +1058,15 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\awelcome\x18\x01 \x01(\v2\x1c.machinist.dialin.v1.WelcomeH\x00R\awelcome\x12>\n" +
 	"\toperation\x18\x02 \x01(\v2\x1e.machinist.dialin.v1.OperationH\x00R\toperation\x125\n" +
 	"\x06cancel\x18\x03 \x01(\v2\x1b.machinist.dialin.v1.CancelH\x00R\x06cancelB\t\n" +
-	"\amessage\"A\n" +
+	"\amessage\"\xcf\x01\n" +
 	"\aWelcome\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x1c\n" +
-	"\tproviders\x18\x02 \x03(\tR\tproviders\"\x92\x01\n" +
+	"\tproviders\x18\x02 \x03(\tR\tproviders\x12M\n" +
+	"\vshadowed_by\x18\x03 \x03(\v2,.machinist.dialin.v1.Welcome.ShadowedByEntryR\n" +
+	"shadowedBy\x1a=\n" +
+	"\x0fShadowedByEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
 	"\tObjectRef\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12)\n" +
@@ -1117,7 +1133,7 @@ func file_machinist_dialin_v1_dialin_proto_rawDescGZIP() []byte {
 }
 
 var file_machinist_dialin_v1_dialin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_machinist_dialin_v1_dialin_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_machinist_dialin_v1_dialin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_machinist_dialin_v1_dialin_proto_goTypes = []any{
 	(Method)(0),                          // 0: machinist.dialin.v1.Method
 	(*RegisterRequest)(nil),              // 1: machinist.dialin.v1.RegisterRequest
@@ -1133,13 +1149,14 @@ var file_machinist_dialin_v1_dialin_proto_goTypes = []any{
 	(*GetSecretRequest)(nil),             // 11: machinist.dialin.v1.GetSecretRequest
 	(*GetMachineClassResponse)(nil),      // 12: machinist.dialin.v1.GetMachineClassResponse
 	(*GetSecretResponse)(nil),            // 13: machinist.dialin.v1.GetSecretResponse
-	(*durationpb.Duration)(nil),          // 14: google.protobuf.Duration
-	(*v1.CreateMachineResponse)(nil),     // 15: machinist.driver.v1.CreateMachineResponse
-	(*v1.InitializeMachineResponse)(nil), // 16: machinist.driver.v1.InitializeMachineResponse
-	(*v1.DeleteMachineResponse)(nil),     // 17: machinist.driver.v1.DeleteMachineResponse
-	(*v1.GetMachineStatusResponse)(nil),  // 18: machinist.driver.v1.GetMachineStatusResponse
-	(*v1.ListMachinesResponse)(nil),      // 19: machinist.driver.v1.ListMachinesResponse
-	(*v1.GetVolumeIDsResponse)(nil),      // 20: machinist.driver.v1.GetVolumeIDsResponse
+	nil,                                  // 14: machinist.dialin.v1.Welcome.ShadowedByEntry
+	(*durationpb.Duration)(nil),          // 15: google.protobuf.Duration
+	(*v1.CreateMachineResponse)(nil),     // 16: machinist.driver.v1.CreateMachineResponse
+	(*v1.InitializeMachineResponse)(nil), // 17: machinist.driver.v1.InitializeMachineResponse
+	(*v1.DeleteMachineResponse)(nil),     // 18: machinist.driver.v1.DeleteMachineResponse
+	(*v1.GetMachineStatusResponse)(nil),  // 19: machinist.driver.v1.GetMachineStatusResponse
+	(*v1.ListMachinesResponse)(nil),      // 20: machinist.driver.v1.ListMachinesResponse
+	(*v1.GetVolumeIDsResponse)(nil),      // 21: machinist.driver.v1.GetVolumeIDsResponse
 }
 var file_machinist_dialin_v1_dialin_proto_depIdxs = []int32{
 	2,  // 0: machinist.dialin.v1.RegisterRequest.hello:type_name -> machinist.dialin.v1.Hello
@@ -1147,31 +1164,32 @@ var file_machinist_dialin_v1_dialin_proto_depIdxs = []int32{
 	4,  // 2: machinist.dialin.v1.RegisterResponse.welcome:type_name -> machinist.dialin.v1.Welcome
 	6,  // 3: machinist.dialin.v1.RegisterResponse.operation:type_name -> machinist.dialin.v1.Operation
 	7,  // 4: machinist.dialin.v1.RegisterResponse.cancel:type_name -> machinist.dialin.v1.Cancel
-	0,  // 5: machinist.dialin.v1.Operation.method:type_name -> machinist.dialin.v1.Method
-	14, // 6: machinist.dialin.v1.Operation.timeout:type_name -> google.protobuf.Duration
-	5,  // 7: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 8: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
-	9,  // 9: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
-	15, // 10: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
-	16, // 11: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
-	17, // 12: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
-	18, // 13: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
-	19, // 14: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
-	20, // 15: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
-	5,  // 16: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 17: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 18: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	1,  // 19: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
-	10, // 20: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
-	11, // 21: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
-	3,  // 22: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
-	12, // 23: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
-	13, // 24: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 5: machinist.dialin.v1.Welcome.shadowed_by:type_name -> machinist.dialin.v1.Welcome.ShadowedByEntry
+	0,  // 6: machinist.dialin.v1.Operation.method:type_name -> machinist.dialin.v1.Method
+	15, // 7: machinist.dialin.v1.Operation.timeout:type_name -> google.protobuf.Duration
+	5,  // 8: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 9: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
+	9,  // 10: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
+	16, // 11: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
+	17, // 12: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
+	18, // 13: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
+	19, // 14: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
+	20, // 15: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
+	21, // 16: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
+	5,  // 17: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 18: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 19: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	1,  // 20: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
+	10, // 21: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
+	11, // 22: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
+	3,  // 23: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
+	12, // 24: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
+	13, // 25: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
+	23, // [23:26] is the sub-list for method output_type
+	20, // [20:23] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_machinist_dialin_v1_dialin_proto_init() }
@@ -1203,7 +1221,7 @@ func file_machinist_dialin_v1_dialin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinist_dialin_v1_dialin_proto_rawDesc), len(file_machinist_dialin_v1_dialin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
