@@ -1,6 +1,18 @@
-// Command machinist manages cloud machines for Kubernetes: one binary with every compiled-in
-// provider (or, built with -tags provider_<name>, only those). Each subcommand lives in its own
+// Command machinist manages cloud machines for Kubernetes. Each subcommand lives in its own
 // file and adds itself to commands from init().
+//
+// Two build tags choose what a binary holds:
+//
+//   - provider_<name> (repeatable) links in only the named providers; without one, every provider
+//     under providers/ is linked in (providers/all).
+//   - slim leaves out the subcommands that need the controllers, controller-runtime or the
+//     autoscaler server (run, autoscaler, dev, controlplane, fakecloud: their files start with
+//     //go:build !slim). A slim binary keeps what a provider process needs: serve, connect,
+//     driver, providers and version.
+//
+// `make build` writes bin/machinist (no tags: every subcommand and provider) and, per provider,
+// bin/machinist-<name> (-tags slim,provider_<name>). `go build -tags provider_openstack` without
+// slim is a full binary with one provider. `make check-slim` proves what each slim build links.
 package main
 
 import (
