@@ -16,9 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/machinist-io/machinist/internal/kubeclient"
 )
 
 // What the node agent reports, in the words kubelet and the node lifecycle controller use.
@@ -49,7 +50,7 @@ var (
 // at a time; mu is held during a beat so removal can wait for a running one.
 type agent struct {
 	rec    *record
-	client kubernetes.Interface
+	client *kubeclient.Clientset
 	log    *slog.Logger
 
 	mu sync.Mutex
@@ -75,7 +76,7 @@ type agent struct {
 	runAgain time.Time
 }
 
-func newAgent(rec *record, client kubernetes.Interface, log *slog.Logger, stopped bool) *agent {
+func newAgent(rec *record, client *kubeclient.Clientset, log *slog.Logger, stopped bool) *agent {
 	a := &agent{rec: rec, client: client, log: log.With("machine", rec.Name), index: -1}
 	a.stopped.Store(stopped)
 	return a

@@ -16,13 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeclient"
 )
 
 const (
@@ -70,7 +70,7 @@ type Driver struct {
 	mu       sync.Mutex
 	host     bool
 	agents   map[string]*agent // by machine name; client nil when the machine has no target
-	clients  map[string]kubernetes.Interface
+	clients  map[string]*kubeclient.Clientset
 	failures map[string]int // injected error counts, by "op/machine"
 	closed   bool
 
@@ -90,7 +90,7 @@ func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driv
 		log:          env.Logger().With("provider", ProviderName),
 		syncInterval: syncInterval,
 		agents:       map[string]*agent{},
-		clients:      map[string]kubernetes.Interface{},
+		clients:      map[string]*kubeclient.Clientset{},
 		failures:     map[string]int{},
 	}
 	d.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
@@ -334,7 +334,7 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 
 // client returns the clientset of a target: "" is the process's target (nil when it has none),
 // anything else a kubeconfig kept from a class secret.
-func (d *Driver) client(target string) (kubernetes.Interface, error) {
+func (d *Driver) client(target string) (*kubeclient.Clientset, error) {
 	d.mu.Lock()
 	c, ok := d.clients[target]
 	d.mu.Unlock()
@@ -364,7 +364,7 @@ func (d *Driver) client(target string) (kubernetes.Interface, error) {
 		cfg.Burst = minClientBurst
 	}
 	cfg.UserAgent = "machinist-local-node-agent"
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("local: target client: %w", err)
 	}
@@ -490,7 +490,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 		return &driver.DeleteMachineResponse{}, nil
 	}
 	a := d.removeAgentLocked(name)
-	client := (kubernetes.Interface)(nil)
+	var client *kubeclient.Clientset
 	if a != nil {
 		client = a.client
 	} else {
@@ -507,7 +507,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 }
 
 // deleteNode deletes a machine's Node and Lease, logging failures.
-func (d *Driver) deleteNode(client kubernetes.Interface, name string) {
+func (d *Driver) deleteNode(client *kubeclient.Clientset, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), nodeDeleteTimeout)
 	defer cancel()
 	if err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
