@@ -30,6 +30,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/logbridge"
 	"github.com/machinist-io/machinist/internal/version"
 	_ "github.com/machinist-io/machinist/providers/all"
 )
@@ -76,7 +77,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 }
 
-// setupLogging makes slog's default logger write to w at the chosen verbosity and format.
+// setupLogging makes slog's default logger write to w at the chosen verbosity and format, and
+// routes the libraries' own loggers there too: klog (client-go) here, controller-runtime in
+// logging_full.go (not in slim builds).
 func setupLogging(w io.Writer, v int, format string) error {
 	level := slog.LevelInfo
 	if v > 0 {
@@ -93,6 +96,7 @@ func setupLogging(w io.Writer, v int, format string) error {
 		return fmt.Errorf("--log-format %q: use text or json", format)
 	}
 	slog.SetDefault(slog.New(h))
+	logbridge.Use(h)
 	return nil
 }
 

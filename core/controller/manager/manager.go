@@ -41,6 +41,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/logbridge"
 )
 
 // NoTarget as the target kubeconfig runs without a target cluster (MCM's "none").
@@ -183,11 +184,9 @@ func Scheme() *runtime.Scheme {
 func New(opts Options) (*Manager, error) {
 	opts = opts.withDefaults()
 	logger := logr.FromSlogHandler(opts.Log.Handler())
-	setGlobalLoggers.Do(func() {
-		// Process-wide: the first manager of the process sets it.
-		ctrl.SetLogger(logger)
-	})
-	useClientGoLogger(opts.Log.Handler())
+	// klog's and controller-runtime's process-wide loggers forward to the latest manager's handler.
+	logbridge.Use(opts.Log.Handler())
+	setGlobalLoggers.Do(func() { ctrl.SetLogger(logbridge.Logger("")) })
 
 	controlCfg, err := restConfig(opts.ControlConfig, opts.ControlKubeconfig, "control")
 	if err != nil {
@@ -470,5 +469,5 @@ func (o Options) withDefaults() Options {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// setGlobalLoggers guards controller-runtime's process-wide logger.
+// setGlobalLoggers guards controller-runtime's process-wide logger (it keeps only the first).
 var setGlobalLoggers sync.Once
