@@ -11,8 +11,22 @@ SHELL := /usr/bin/env bash
 GO        ?= go
 BIN       := $(CURDIR)/bin
 PROVIDERS := $(sort $(notdir $(patsubst %/register.go,%,$(wildcard providers/*/register.go))))
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -X github.com/machinist-io/machinist/internal/version.Version=$(VERSION)
+# VERSION names a build: `machinist version`, the image tags (machinist:VERSION,
+# machinist-<provider>:VERSION) and their version label. Its default is the tag the overlays in
+# kubernetes/deploy reference (kubernetes/deploy/deploy_test.go checks), so `make image` builds
+# what `kubectl apply -k kubernetes/deploy/<overlay>` runs. A release sets it (make image
+# VERSION=v1.2.0) and points its overlays at it (kustomize edit set image). The git commit is
+# stamped separately (REVISION): `machinist version` and the image's revision label show it.
+VERSION   ?= dev
+REVISION  := $(shell git describe --always --dirty --abbrev=40 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/machinist-io/machinist/internal/version.Version=$(VERSION) \
+	-X github.com/machinist-io/machinist/internal/version.Revision=$(REVISION)
+# Tags of every binary the Makefile builds: grpcnotrace leaves out gRPC's golang.org/x/net/trace
+# (grpc.EnableTracing, never set) and urfave_cli_no_docs the CLI's man page and markdown
+# generators (never called), about 0.7 MB of each binary. build/docker/image.sh uses the same.
+BUILD_TAGS := grpcnotrace urfave_cli_no_docs
+comma := ,
+tags   = $(subst $() ,$(comma),$(strip $(1) $(BUILD_TAGS)))
 KUBE_VERSION := v1.36.3
 
 export PATH := $(BIN):$(PATH)
@@ -79,16 +93,27 @@ check-generated: $(GEN_TOOLS) ## fail when generated code differs from what `mak
 
 ## ---------------------------------------------------------------- build
 .PHONY: build
-build: ## build bin/machinist (every provider) and a slim bin/machinist-<provider> per provider
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+# bin/machinist has every subcommand and provider; bin/machinist-<provider> is the slim provider
+# binary: -tags slim (no controllers, controller-runtime or autoscaler server: serve, connect,
+# driver, providers, version) and provider_<name>. Unstripped, for debugging; `make image` and
+# `make slim-sizes` build the static, stripped release binaries.
+build: ## build bin/machinist (everything) and a slim bin/machinist-<provider> per provider
+	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	@for p in $(PROVIDERS); do \
-		echo "$(GO) build -tags provider_$$p -o $(BIN)/machinist-$$p ./cmd/machinist"; \
-		$(GO) build -tags provider_$$p -ldflags "$(LDFLAGS)" -o $(BIN)/machinist-$$p ./cmd/machinist; \
+		echo "$(GO) build -tags $(call tags,slim provider_$$p) -o $(BIN)/machinist-$$p ./cmd/machinist"; \
+		$(GO) build -tags $(call tags,slim provider_$$p) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist-$$p ./cmd/machinist; \
 	done
 
-.PHONY: check-slim
-check-slim: ## prove each slim build links no other provider and no other provider's SDK
-	$(GO) run ./build/checkslim $(PROVIDERS)
+.PHONY: check-slim slim-sizes
+check-slim: ## prove with go list -deps what each slim binary links (its provider) and does not (controllers, other providers)
+	$(GO) run ./build/checkslim -tags "$(call tags)" $(PROVIDERS)
+
+# Builds every binary as the images do (static, -trimpath, stripped) and compares sizes: each slim
+# binary against SLIM_MAX_PERCENT of the all-in-one. Not part of `make test` (five release builds);
+# docs/performance.md records its output.
+SLIM_MAX_PERCENT ?= 40
+slim-sizes: ## build stripped release binaries and report each slim binary's size against the all-in-one
+	$(GO) run ./build/checkslim -tags "$(call tags)" -sizes -max-percent $(SLIM_MAX_PERCENT) $(PROVIDERS)
 
 ## ---------------------------------------------------------------- test
 .PHONY: lint
@@ -112,8 +137,10 @@ new-provider: ## scaffold providers/$(NAME) and regenerate providers/all: make n
 	@$(GO) run ./build/newprovider -name "$(NAME)" -go "$(GO)"
 
 .PHONY: image
+# Offline: the static binary is built here and copied into an image FROM scratch (nothing is
+# pulled). Exit 2 without a working docker or podman.
 image: ## build a container image with docker or podman: make image PROVIDER=openstack (slim), make image (all-in-one)
-	@build/docker/image.sh "$(PROVIDER)" "$(VERSION)"
+	@GO="$(GO)" GO_TAGS="$(BUILD_TAGS)" REVISION="$(REVISION)" build/docker/image.sh "$(PROVIDER)" "$(VERSION)"
 
 # Example modules: each has its own go.mod (so ./... of the root skips it) with a replace of this
 # repository, and a complete go.sum, so they build offline from the module cache.
@@ -134,7 +161,7 @@ test: test-examples
 RUN_FLAGS ?=
 .PHONY: run
 run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers and 3 sample machines (Ctrl-C stops and cleans up)
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
 
 # kubectl from its own pinned module (build/kubectl): for watching `make run` and for the deploy
@@ -158,7 +185,7 @@ test: $(BIN)/kubectl
 BENCH_MACHINES ?= 1000
 .PHONY: bench-scale
 bench-scale: $(CONTROL_PLANE) ## scale benchmark: one MachineDeployment of 1000 local machines
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES)
 
 .PHONY: help

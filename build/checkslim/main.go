@@ -1,18 +1,28 @@
-// Command checkslim proves that each slim build links only its own provider: for every
-// provider P, `go list -deps -tags provider_P ./cmd/machinist` must contain providers/P, no other
-// providers/X package and no module only another provider needs (its cloud SDK); and the
-// default build (no tags) must contain every provider. `make check-slim` runs it.
+// Command checkslim proves what each binary of cmd/machinist links, with `go list -deps`:
+//
+//   - each slim provider binary (-tags slim,provider_P) links providers/P, the driver server and
+//     the dial-in client, and none of notInSlim (controllers, controller-runtime, the autoscaler
+//     server, the control plane, client-go's clientset), no other providers/X package and no
+//     module only another provider needs (its cloud SDK);
+//   - a full build with one provider (-tags provider_P) still has the controllers;
+//   - the default build (no tags) has every provider and the controllers, and no test-only
+//     package.
 //
 // A provider's SDK modules are known two ways: a small fixed map of well-known SDK prefixes,
 // and, so that a new provider is covered without editing this file, the modules its packages
 // import that nothing outside providers/ imports.
 //
-// Usage: go run ./build/checkslim [provider ...]   (default: every providers/<name>/register.go)
+// With -sizes it also builds every binary as the images do (static, -trimpath, stripped) and
+// fails when a slim binary is larger than -max-percent of the all-in-one.
+//
+// Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40]] [provider ...]
+// (default: every providers/<name>/register.go). `make check-slim` and `make slim-sizes` run it.
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +41,46 @@ var knownSDKs = map[string][]string{
 	"azure":     {"github.com/Azure/", "github.com/AzureAD/"},
 }
 
+// rule is an import path (and everything under it, unless exact) with the reason it is refused
+// or required.
+type rule struct {
+	path, why string
+	exact     bool
+}
+
+// notInSlim is what a slim provider binary must not link.
+var notInSlim = []rule{
+	{"sigs.k8s.io/controller-runtime", "controller-runtime belongs to the controllers (run, dev)", false},
+	{module + "/core/controller", "the controllers belong to run and dev", false},
+	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server belongs to autoscaler", false},
+	{module + "/core/testenv", "the local control plane belongs to dev and controlplane", false},
+	{"k8s.io/apiextensions-apiserver", "CRD types belong to the controllers and the control plane", false},
+	{"k8s.io/client-go/kubernetes", "client-go's clientset registers every API group (~20 MB stripped): use internal/kubeclient", false},
+	{"k8s.io/client-go/applyconfigurations", "apply configurations of every API type come with client-go's typed clients: use internal/kubeclient", false},
+	{"k8s.io/client-go/informers", "shared informers of every API group come with the clientset", false},
+	{"testing", "test-only", false},
+}
+
+// inSlim is what a slim provider binary must link, besides its provider: serve, connect, driver.
+var inSlim = []rule{
+	{module + "/core/registry", "the provider registry", false},
+	{module + "/grpcbridge", "the driver server (serve) and client (driver --endpoint)", false},
+	{module + "/grpcbridge/dialin", "the dial-in client (connect)", false},
+}
+
+// inFull is what every non-slim build must link: the controllers and the autoscaler server.
+var inFull = []rule{
+	{module + "/core/controller/manager", "the controller manager (run)", false},
+	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server (autoscaler)", false},
+}
+
+// testOnly must reach no binary.
+var testOnly = []rule{
+	{"testing", "test-only", false},
+	{module + "/core/testenv", "its root package wraps testing.TB; dev uses core/testenv/controlplane", true},
+	{module + "/core/drivertest", "the conformance kit is test-only", false},
+}
+
 // pkg is one package of a `go list -deps` result.
 type pkg struct {
 	path    string
@@ -39,7 +89,12 @@ type pkg struct {
 }
 
 func main() {
-	providers := os.Args[1:]
+	extraTags := flag.String("tags", "", "extra build tags of every build, comma-separated (the Makefile's BUILD_TAGS)")
+	sizes := flag.Bool("sizes", false, "also build stripped static binaries and compare their sizes")
+	maxPercent := flag.Float64("max-percent", 40, "with -sizes: the largest a slim binary may be, in percent of the all-in-one")
+	flag.Parse()
+	extra := splitTags(*extraTags)
+	providers := flag.Args()
 	if len(providers) == 0 {
 		var err error
 		if providers, err = discover(); err != nil {
@@ -74,50 +129,124 @@ func main() {
 	}
 
 	failed := false
+	report := func(build string, problems []string, ok string) {
+		if len(problems) > 0 {
+			failed = true
+			fmt.Printf("FAIL %s:\n", build)
+			for _, prob := range problems {
+				fmt.Printf("  %s\n", prob)
+			}
+			return
+		}
+		fmt.Printf("ok   %s: %s\n", build, ok)
+	}
+
 	for _, p := range providers {
-		deps, err := list([]string{"provider_" + p}, "./cmd/machinist")
+		tags := append([]string{"slim", "provider_" + p}, extra...)
+		deps, err := list(tags, "./cmd/machinist")
 		if err != nil {
 			fail(err)
 		}
 		problems := checkSlim(p, providers, deps, own[p], exclusive)
-		if len(problems) > 0 {
-			failed = true
-			fmt.Printf("FAIL -tags provider_%s:\n", p)
-			for _, prob := range problems {
-				fmt.Printf("  %s\n", prob)
-			}
-			continue
-		}
-		fmt.Printf("ok   -tags provider_%s: %d packages; no other provider, no other provider's SDK\n", p, len(deps))
+		problems = append(problems, refused(deps, notInSlim)...)
+		problems = append(problems, missing(deps, inSlim)...)
+		report("-tags "+strings.Join(tags, ","), problems, fmt.Sprintf(
+			"%d packages; no controllers, controller-runtime, autoscaler server or clientset; no other provider or its SDK", len(deps)))
 	}
 
-	deps, err := list(nil, "./cmd/machinist")
+	// Without slim, one provider still makes a full binary.
+	oneTags := append([]string{"provider_" + providers[0]}, extra...)
+	deps, err := list(oneTags, "./cmd/machinist")
 	if err != nil {
 		fail(err)
 	}
-	var missing []string
+	report("-tags "+strings.Join(oneTags, ","), append(missing(deps, inFull), refused(deps, testOnly)...),
+		fmt.Sprintf("%d packages; a full binary with the controllers and the autoscaler server", len(deps)))
+
+	deps, err = list(extra, "./cmd/machinist")
+	if err != nil {
+		fail(err)
+	}
+	var problems []string
+	var lacking []string
 	for _, p := range providers {
 		if _, ok := deps[module+"/providers/"+p]; !ok {
-			missing = append(missing, p)
+			lacking = append(lacking, p)
 		}
 	}
-	if len(missing) > 0 {
-		failed = true
-		fmt.Printf("FAIL default build lacks providers %v: run `make generate` (providers/all is stale)\n", missing)
-	} else {
-		fmt.Printf("ok   default build: every provider (%s)\n", strings.Join(providers, ", "))
+	if len(lacking) > 0 {
+		problems = append(problems, fmt.Sprintf("lacks providers %v: run `make generate` (providers/all is stale)", lacking))
 	}
-	// Test-only packages must not reach the product: `machinist dev` starts its control plane
-	// through core/testenv/controlplane, never the testing.TB wrapper core/testenv.
-	for _, testOnly := range []string{"testing", module + "/core/testenv", module + "/core/drivertest"} {
-		if _, ok := deps[testOnly]; ok {
+	problems = append(problems, missing(deps, inFull)...)
+	problems = append(problems, refused(deps, testOnly)...)
+	report("default build", problems, fmt.Sprintf("%d packages; every provider (%s), the controllers and the autoscaler server",
+		len(deps), strings.Join(providers, ", ")))
+
+	if *sizes && !failed {
+		if !compareSizes(providers, extra, *maxPercent) {
 			failed = true
-			fmt.Printf("FAIL the product binary links %s: %s\n", testOnly, chain(deps, testOnly))
 		}
 	}
 	if failed {
 		os.Exit(1)
 	}
+}
+
+// refused lists the packages of deps that rules refuse, each with how it got in.
+func refused(deps map[string]pkg, rules []rule) []string {
+	var problems []string
+	for _, r := range rules {
+		var hits []string
+		for path := range deps {
+			if r.matches(path) {
+				hits = append(hits, path)
+			}
+		}
+		if len(hits) == 0 {
+			continue
+		}
+		sort.Strings(hits)
+		// The shortest chain to any hit shows where the dependency enters.
+		best := ""
+		for _, h := range hits {
+			if c := chain(deps, h); best == "" || strings.Count(c, "->") < strings.Count(best, "->") {
+				best = c
+			}
+		}
+		problems = append(problems, fmt.Sprintf("links %s (%d packages; %s): %s", r.path, len(hits), r.why, best))
+	}
+	return problems
+}
+
+// missing lists the rules of which deps holds no package.
+func missing(deps map[string]pkg, rules []rule) []string {
+	var problems []string
+	for _, r := range rules {
+		found := false
+		for path := range deps {
+			if r.matches(path) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("does not link %s (%s)", r.path, r.why))
+		}
+	}
+	return problems
+}
+
+// matches reports whether path is the rule's package or, unless exact, a package below it.
+func (r rule) matches(path string) bool {
+	return path == r.path || (!r.exact && strings.HasPrefix(path, r.path+"/"))
+}
+
+func splitTags(s string) []string {
+	var tags []string
+	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		tags = append(tags, t)
+	}
+	return tags
 }
 
 // checkSlim lists what is wrong with the slim build of provider p.

@@ -66,3 +66,41 @@ func TestCheckSlimCatchesLeaks(t *testing.T) {
 		t.Fatalf("shared module reported: %v", probs)
 	}
 }
+
+func TestRefusedAndMissing(t *testing.T) {
+	root := pkg{path: module + "/cmd/machinist", module: module, imports: []string{module + "/providers/local", module + "/grpcbridge"}}
+	local := pkg{path: module + "/providers/local", module: module, imports: []string{"k8s.io/client-go/kubernetes"}}
+	bridge := pkg{path: module + "/grpcbridge", module: module}
+	clientset := pkg{path: "k8s.io/client-go/kubernetes", module: "k8s.io/client-go", imports: []string{"k8s.io/client-go/kubernetes/scheme"}}
+	scheme := pkg{path: "k8s.io/client-go/kubernetes/scheme", module: "k8s.io/client-go"}
+	build := deps(root, local, bridge, clientset, scheme)
+
+	probs := refused(build, notInSlim)
+	if len(probs) != 1 {
+		t.Fatalf("refused = %q, want one problem", probs)
+	}
+	for _, want := range []string{"links k8s.io/client-go/kubernetes (2 packages", "internal/kubeclient", "cmd/machinist -> providers/local -> k8s.io/client-go/kubernetes"} {
+		if !strings.Contains(probs[0], want) {
+			t.Errorf("problem %q lacks %q", probs[0], want)
+		}
+	}
+	// A sibling with a common prefix is not below the rule's path.
+	sibling := deps(root, pkg{path: "k8s.io/client-go/kubernetesfoo", module: "k8s.io/client-go"})
+	if probs := refused(sibling, notInSlim); len(probs) != 0 {
+		t.Errorf("sibling package refused: %q", probs)
+	}
+
+	probs = missing(build, inSlim)
+	if len(probs) != 2 || !strings.Contains(strings.Join(probs, "\n"), "grpcbridge/dialin") || !strings.Contains(strings.Join(probs, "\n"), "core/registry") {
+		t.Errorf("missing = %q, want core/registry and grpcbridge/dialin", probs)
+	}
+
+	// Exact rules leave the packages below alone: dev links core/testenv/controlplane.
+	cp := deps(root, pkg{path: module + "/core/testenv/controlplane", module: module})
+	if probs := refused(cp, testOnly); len(probs) != 0 {
+		t.Errorf("core/testenv/controlplane refused: %q", probs)
+	}
+	if probs := refused(deps(root, pkg{path: module + "/core/testenv", module: module}), testOnly); len(probs) != 1 {
+		t.Errorf("core/testenv not refused: %q", probs)
+	}
+}

@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Builds a machinist container image with docker or podman (`make image PROVIDER=x`).
+# Builds a machinist container image with docker or podman, offline (`make image PROVIDER=x`,
+# `make image`).
 #
 #   build/docker/image.sh [PROVIDER] [VERSION]
 #
-# PROVIDER names a directory under providers/ and builds the slim image <repo>-<provider>;
-# empty or "all" builds the all-in-one image <repo>. IMAGE_REPO sets <repo> (default machinist),
-# CONTAINER_ENGINE picks the engine (default: docker, else podman).
+# PROVIDER names a directory under providers/ and builds the slim image <repo>-<provider>:VERSION
+# (machinist built with -tags slim,provider_<name>); empty or "all" builds the all-in-one image
+# <repo>:VERSION (every subcommand and provider). VERSION defaults to dev.
 #
-# Only bash builtins besides the engine, so it reports a missing engine even on a bare PATH.
+# The binary is built here with the local Go toolchain: static (CGO_ENABLED=0), -trimpath,
+# stripped (-s -w). It is copied with the host's CA certificates and an /etc/passwd and
+# /etc/group naming the non-root user 65532 into an image FROM scratch (build/docker/Dockerfile),
+# so nothing is pulled.
+#
+# Environment: IMAGE_REPO (default machinist), CONTAINER_ENGINE (default: the first of docker
+# and podman whose `info` works), GO (default go), GO_TAGS (extra build tags, default: the
+# Makefile's), CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt).
+#
+# Exit codes: 0 built, 2 a usage or environment problem (no engine, unknown provider, no CA
+# certificates), anything else a failed build.
 set -euo pipefail
 
 provider="${1:-}"
-version="${2:-dev}"
+version="${2:-}"
+[[ -n "$version" ]] || version=dev
 repo="${IMAGE_REPO:-machinist}"
+go_cmd="${GO:-go}"
+# Keep in step with BUILD_TAGS in the Makefile (build/docker/image_test.go checks).
+go_tags="${GO_TAGS-grpcnotrace urfave_cli_no_docs}"
+ca_bundle="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
+source_url=https://github.com/machinist-io/machinist
 
 here="${BASH_SOURCE[0]%/*}"
 [[ "$here" == "${BASH_SOURCE[0]}" ]] && here=.
@@ -26,6 +43,40 @@ fail() {
 	exit 2
 }
 
+# The engine is checked first, with bash builtins only, so a machine without one gets this
+# error before anything is built.
+engine="${CONTAINER_ENGINE:-}"
+if [[ -n "$engine" ]]; then
+	command -v "$engine" >/dev/null 2>&1 || fail "CONTAINER_ENGINE=$engine is not an executable in PATH: install it or unset CONTAINER_ENGINE"
+	if ! info="$("$engine" info 2>&1 >/dev/null)"; then
+		fail "$engine cannot build images: '$engine info' failed:" "${info%%$'\n'*}" \
+			"Start it, or unset CONTAINER_ENGINE to use another engine."
+	fi
+else
+	tried=()
+	for candidate in docker podman; do
+		command -v "$candidate" >/dev/null 2>&1 || continue
+		# A docker CLI without a running daemon is common (e.g. in CI containers): try the next.
+		if info="$("$candidate" info 2>&1 >/dev/null)"; then
+			engine="$candidate"
+			break
+		fi
+		tried+=("$candidate is installed but cannot build images: '$candidate info' failed: ${info%%$'\n'*}")
+	done
+	if [[ -z "$engine" && ${#tried[@]} -gt 0 ]]; then
+		fail "no working container engine:" "${tried[@]}" \
+			"Start one (e.g. sudo systemctl start docker), or install podman (build/system-deps.sh does, with apt-get)."
+	fi
+	if [[ -z "$engine" ]]; then
+		fail "no container engine found: neither docker nor podman is in PATH." \
+			"Install one and rerun:" \
+			"  Podman: apt-get install podman runc (Debian/Ubuntu; build/system-deps.sh does it) or dnf install podman" \
+			"  Docker: https://docs.docker.com/engine/install/ (the engine, not only the CLI)" \
+			"or point CONTAINER_ENGINE at one. Without an engine, build the same static binary with:" \
+			"  CGO_ENABLED=0 go build -trimpath -tags slim,provider_<name> -ldflags '-s -w' ./cmd/machinist"
+	fi
+fi
+
 providers=()
 for f in providers/*/register.go; do
 	[[ -f "$f" ]] || continue
@@ -34,46 +85,43 @@ for f in providers/*/register.go; do
 done
 
 if [[ -z "$provider" || "$provider" == all ]]; then
-	dockerfile=build/docker/all-in-one.Dockerfile
-	target=all-in-one
 	image="$repo:$version"
-	args=()
+	tags="$go_tags"
+	title=machinist
+	description="machinist: the controllers, the driver server, the Cluster Autoscaler server and every provider"
 else
 	found=
 	for p in "${providers[@]}"; do [[ "$p" == "$provider" ]] && found=1; done
 	[[ -n "$found" ]] || fail "unknown provider \"$provider\": choose one of: ${providers[*]} (or leave PROVIDER empty for the all-in-one image)"
-	dockerfile=build/docker/provider.Dockerfile
-	target=slim
 	image="$repo-$provider:$version"
-	args=(--build-arg "PROVIDER=$provider")
+	tags="slim provider_$provider $go_tags"
+	title="machinist-$provider"
+	description="machinist with the $provider provider only: serve, connect and driver (no controllers)"
 fi
+[[ -f "$ca_bundle" ]] || fail "no CA certificates at $ca_bundle: install them (apt-get install ca-certificates) or set CA_BUNDLE"
 
-engine="${CONTAINER_ENGINE:-}"
-if [[ -z "$engine" ]]; then
-	for candidate in docker podman; do
-		if command -v "$candidate" >/dev/null 2>&1; then
-			engine="$candidate"
-			break
-		fi
-	done
-fi
-if [[ -z "$engine" ]]; then
-	fail "no container engine found: neither docker nor podman is in PATH." \
-		"Install one and rerun:" \
-		"  Docker: https://docs.docker.com/engine/install/ (the engine, not only the CLI)" \
-		"  Podman: apt-get install podman (Debian/Ubuntu) or dnf install podman (Fedora/RHEL)" \
-		"or point CONTAINER_ENGINE at one. Without an engine, build the same static binary with:" \
-		"  CGO_ENABLED=0 go build -tags provider_<name> ./cmd/machinist"
-fi
-command -v "$engine" >/dev/null 2>&1 || fail "CONTAINER_ENGINE=$engine is not an executable in PATH: install it or unset CONTAINER_ENGINE"
+revision="${REVISION:-$(git describe --always --dirty --abbrev=40 2>/dev/null || echo unknown)}"
+ctx="$(mktemp -d "${TMPDIR:-/tmp}/machinist-image.XXXXXX")"
+trap 'rm -rf "$ctx"' EXIT
 
-# A docker CLI without a running daemon is common (e.g. in CI containers): say so before building.
-if ! info="$("$engine" info 2>&1 >/dev/null)"; then
-	reason="${info%%$'\n'*}"
-	fail "$engine is installed but cannot build images: '$engine info' failed:" \
-		"${reason:-(no output)}" \
-		"Start the engine (e.g. sudo systemctl start docker, or podman machine start), or use another one with CONTAINER_ENGINE=podman."
-fi
+# The root file system of the image: the binary, CA certificates, the users, /tmp, and the home
+# of the non-root user (copied with its owner set by the Dockerfile).
+mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp" "$ctx/home"
+chmod 1777 "$ctx/rootfs/tmp"
+chmod 0700 "$ctx/home"
+printf '>> %s build -tags "%s" (static, stripped) -> %s\n' "$go_cmd" "${tags// /,}" "$image"
+CGO_ENABLED=0 "$go_cmd" build -trimpath -tags "${tags// /,}" \
+	-ldflags "-s -w -X github.com/machinist-io/machinist/internal/version.Version=$version -X github.com/machinist-io/machinist/internal/version.Revision=$revision" \
+	-o "$ctx/rootfs/usr/local/bin/machinist" ./cmd/machinist
+cp "$ca_bundle" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
+chmod 0644 "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$ctx/rootfs/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\n' >"$ctx/rootfs/etc/group"
+cp build/docker/Dockerfile "$ctx/Dockerfile"
 
-printf '>> %s build %s -> %s\n' "$engine" "$dockerfile" "$image"
-exec "$engine" build -f "$dockerfile" --target "$target" "${args[@]}" --build-arg "VERSION=$version" -t "$image" .
+printf '>> %s build %s (FROM scratch, nothing pulled)\n' "$engine" "$image"
+"$engine" build -f "$ctx/Dockerfile" \
+	--build-arg "VERSION=$version" --build-arg "REVISION=$revision" --build-arg "SOURCE=$source_url" \
+	--build-arg "TITLE=$title" --build-arg "DESCRIPTION=$description" \
+	-t "$image" "$ctx"
+printf '>> built %s\n' "$image"

@@ -1,3 +1,6 @@
+// Package docker holds `make image`'s script and Dockerfile. These tests check the script's
+// choices with a fake engine and a fake Go toolchain (fast, no engine needed);
+// container_test.go builds and runs a real image with podman.
 package docker
 
 import (
@@ -13,6 +16,8 @@ import (
 	"testing"
 	"time"
 )
+
+const repoRoot = "../.."
 
 // providerDirs returns the provider directories: those under providers/ with a register.go.
 func providerDirs(t *testing.T) []string {
@@ -31,18 +36,18 @@ func providerDirs(t *testing.T) []string {
 	return names
 }
 
-// runImage runs image.sh with a PATH of only dir (plus nothing else: the script needs bash
-// builtins and the engine only) and returns its output and exit code.
-func runImage(t *testing.T, pathDir string, env []string, args ...string) (string, int) {
+// runImage runs image.sh with PATH set to path and env added, and returns its output and exit
+// code.
+func runImage(t *testing.T, path string, env []string, args ...string) (string, int) {
 	t.Helper()
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("bash is not installed")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bash, append([]string{"image.sh"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + pathDir, "HOME=" + t.TempDir()}, env...)
+	cmd.Env = append([]string{"PATH=" + path, "HOME=" + t.TempDir(), "TMPDIR=" + t.TempDir()}, env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -55,23 +60,70 @@ func runImage(t *testing.T, pathDir string, env []string, args ...string) (strin
 	return out.String(), code
 }
 
-// fakeEngine writes an engine named name into dir that records its arguments in dir/calls and
-// answers `info` as told.
-func fakeEngine(t *testing.T, dir, name string, infoOK bool) string {
+// toolsPath is a PATH with the tools image.sh needs besides the engine and Go (git, mktemp,
+// mkdir, cp, chmod, rm), and without docker or podman: the directories of those tools.
+func toolsPath(t *testing.T, first string) string {
+	t.Helper()
+	dirs := []string{first}
+	for _, tool := range []string{"git", "mktemp", "mkdir", "cp", "chmod", "rm"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skipf("%s is not installed", tool)
+		}
+		dirs = append(dirs, filepath.Dir(p))
+	}
+	for _, d := range dirs[1:] {
+		for _, engine := range []string{"docker", "podman"} {
+			_, fake := os.Stat(filepath.Join(first, engine))
+			if _, err := os.Stat(filepath.Join(d, engine)); err == nil && fake != nil {
+				// Shadow the real engine with one that is never found working.
+				writeScript(t, filepath.Join(first, engine), "#!/bin/sh\necho 'shadowed by the test' >&2\nexit 1\n")
+			}
+		}
+	}
+	return strings.Join(slices.Compact(dirs), ":")
+}
+
+func writeScript(t *testing.T, path, script string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeEngine writes an engine named name into dir that records its arguments in dir/<name>.calls,
+// answers `info` as told and, on `build`, copies its build context (the last argument) to
+// dir/<name>.context.
+func fakeEngine(t *testing.T, dir, name string, infoOK bool) (calls, context string) {
 	t.Helper()
 	info := `echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?" >&2; exit 1`
 	if infoOK {
 		info = "exit 0"
 	}
-	calls := filepath.Join(dir, "calls")
-	script := "#!/bin/sh\necho \"$*\" >> " + calls + "\nif [ \"$1\" = info ]; then " + info + "; fi\nexit 0\n"
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	calls = filepath.Join(dir, name+".calls")
+	context = filepath.Join(dir, name+".context")
+	writeScript(t, filepath.Join(dir, name), `#!/bin/sh
+echo "$*" >> `+calls+`
+if [ "$1" = info ]; then `+info+`; fi
+if [ "$1" = build ]; then for last in "$@"; do :; done; cp -Rp "$last" `+context+`; fi
+exit 0
+`)
+	return calls, context
+}
+
+// fakeGo writes a Go toolchain into dir that records its arguments and CGO_ENABLED in
+// dir/go.calls and writes a placeholder binary to its -o argument.
+func fakeGo(t *testing.T, dir string) string {
+	t.Helper()
+	calls := filepath.Join(dir, "go.calls")
+	writeScript(t, filepath.Join(dir, "fakego"), `#!/bin/sh
+echo "CGO_ENABLED=$CGO_ENABLED $*" >> `+calls+`
+while [ $# -gt 0 ]; do if [ "$1" = -o ]; then echo binary > "$2"; fi; shift; done
+`)
 	return calls
 }
 
-func readCalls(t *testing.T, path string) []string {
+func readLines(t *testing.T, path string) []string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -85,10 +137,10 @@ func readCalls(t *testing.T, path string) []string {
 
 func TestImageWithoutAnEngineSaysWhatToInstall(t *testing.T) {
 	out, code := runImage(t, t.TempDir(), nil, "local", "v1")
-	if code == 0 {
-		t.Fatalf("image.sh without docker or podman succeeded:\n%s", out)
+	if code != 2 {
+		t.Fatalf("image.sh without docker or podman exited %d, want 2:\n%s", code, out)
 	}
-	for _, want := range []string{"no container engine found", "docker", "podman", "Install"} {
+	for _, want := range []string{"no container engine found", "docker", "podman", "apt-get install podman runc", "CGO_ENABLED=0 go build"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -97,55 +149,126 @@ func TestImageWithoutAnEngineSaysWhatToInstall(t *testing.T) {
 
 func TestImageWithAnEngineThatCannotRunSaysWhy(t *testing.T) {
 	dir := t.TempDir()
-	calls := fakeEngine(t, dir, "docker", false)
+	calls, _ := fakeEngine(t, dir, "docker", false)
 	out, code := runImage(t, dir, nil, "local", "v1")
-	if code == 0 {
-		t.Fatalf("image.sh with a docker CLI but no daemon succeeded:\n%s", out)
+	if code != 2 {
+		t.Fatalf("image.sh with a docker CLI but no daemon exited %d, want 2:\n%s", code, out)
 	}
-	for _, want := range []string{"docker is installed but cannot build images", "Cannot connect to the Docker daemon", "CONTAINER_ENGINE=podman"} {
+	for _, want := range []string{"no working container engine", "docker is installed but cannot build images", "Cannot connect to the Docker daemon", "install podman"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if got := readCalls(t, calls); !slices.Equal(got, []string{"info"}) {
+	if got := readLines(t, calls); !slices.Equal(got, []string{"info"}) {
 		t.Errorf("engine calls = %q, want only info", got)
+	}
+
+	out, code = runImage(t, dir, []string{"CONTAINER_ENGINE=docker"}, "local", "v1")
+	if code != 2 || !strings.Contains(out, "docker cannot build images") || !strings.Contains(out, "unset CONTAINER_ENGINE") {
+		t.Errorf("CONTAINER_ENGINE=docker without a daemon: exit %d:\n%s", code, out)
 	}
 }
 
+// TestImageBuildsTheChosenImage checks, per choice, the Go build (static, stripped, the right
+// tags and version), the build context (binary, CA certificates, users) and the engine's build
+// command (tag, labels).
 func TestImageBuildsTheChosenImage(t *testing.T) {
 	provider := providerDirs(t)[0]
 	for _, tc := range []struct {
-		name, engine string
-		args, env    []string
-		want         string
+		name      string
+		engines   map[string]bool // fake engines and whether their info works
+		args, env []string
+		engine    string
+		image     string
+		tags      string
+		version   string
 	}{
-		{"slim with docker", "docker", []string{provider, "v1.2.3"}, nil,
-			"build -f build/docker/provider.Dockerfile --target slim --build-arg PROVIDER=" + provider + " --build-arg VERSION=v1.2.3 -t machinist-" + provider + ":v1.2.3 ."},
-		{"all-in-one with podman", "podman", []string{"", "v2"}, []string{"IMAGE_REPO=ghcr.io/acme/machinist"},
-			"build -f build/docker/all-in-one.Dockerfile --target all-in-one --build-arg VERSION=v2 -t ghcr.io/acme/machinist:v2 ."},
-		{"all is all-in-one", "docker", []string{"all"}, nil,
-			"build -f build/docker/all-in-one.Dockerfile --target all-in-one --build-arg VERSION=dev -t machinist:dev ."},
+		{"slim", map[string]bool{"docker": true}, []string{provider, "v1.2.3"}, nil,
+			"docker", "machinist-" + provider + ":v1.2.3", "slim,provider_" + provider + ",grpcnotrace,urfave_cli_no_docs", "v1.2.3"},
+		{"all-in-one, podman when docker has no daemon", map[string]bool{"docker": false, "podman": true}, []string{"", "v2"}, []string{"IMAGE_REPO=ghcr.io/acme/machinist"},
+			"podman", "ghcr.io/acme/machinist:v2", "grpcnotrace,urfave_cli_no_docs", "v2"},
+		{"all is all-in-one, version defaults to dev", map[string]bool{"docker": true}, []string{"all"}, []string{"GO_TAGS="},
+			"docker", "machinist:dev", "", "dev"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			calls := fakeEngine(t, dir, tc.engine, true)
-			out, code := runImage(t, dir, tc.env, tc.args...)
+			var calls, context string
+			for name, ok := range tc.engines {
+				c, ctx := fakeEngine(t, dir, name, ok)
+				if name == tc.engine {
+					calls, context = c, ctx
+				}
+			}
+			goCalls := fakeGo(t, dir)
+			tmp := t.TempDir()
+			env := append([]string{"GO=" + filepath.Join(dir, "fakego"), "REVISION=0123abc", "TMPDIR=" + tmp}, tc.env...)
+			out, code := runImage(t, toolsPath(t, dir), env, tc.args...)
 			if code != 0 {
 				t.Fatalf("image.sh failed (%d):\n%s", code, out)
 			}
-			got := readCalls(t, calls)
-			if len(got) != 2 || got[0] != "info" || got[1] != tc.want {
-				t.Errorf("engine calls:\n%q\nwant info, then\n%q", got, tc.want)
+
+			goBuild := readLines(t, goCalls)
+			if len(goBuild) != 1 {
+				t.Fatalf("go calls = %q, want one build", goBuild)
+			}
+			wantGo := "CGO_ENABLED=0 build -trimpath -tags " + tc.tags + " -ldflags -s -w -X github.com/machinist-io/machinist/internal/version.Version=" + tc.version +
+				" -X github.com/machinist-io/machinist/internal/version.Revision=0123abc"
+			if !strings.HasPrefix(goBuild[0], wantGo+" ") || !strings.HasSuffix(goBuild[0], " ./cmd/machinist") {
+				t.Errorf("go call:\n%q\nwant it to start with\n%q", goBuild[0], wantGo)
+			}
+
+			got := readLines(t, calls)
+			if len(got) != 2 || got[0] != "info" || !strings.HasPrefix(got[1], "build -f ") {
+				t.Fatalf("engine calls = %q, want info, then build", got)
+			}
+			for _, want := range []string{"--build-arg VERSION=" + tc.version, "--build-arg REVISION=0123abc",
+				"--build-arg SOURCE=https://github.com/machinist-io/machinist", " -t " + tc.image + " "} {
+				if !strings.Contains(got[1], want) {
+					t.Errorf("engine build %q lacks %q", got[1], want)
+				}
+			}
+			if strings.Contains(got[1], "--pull") || strings.Contains(got[1], "--network") {
+				t.Errorf("engine build %q should need no pull options: the image is FROM scratch", got[1])
+			}
+
+			for path, want := range map[string]string{
+				"Dockerfile":                               string(mustRead(t, "Dockerfile")),
+				"rootfs/usr/local/bin/machinist":           "binary\n",
+				"rootfs/etc/passwd":                        "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+				"rootfs/etc/group":                         "root:x:0:\nnonroot:x:65532:\n",
+				"rootfs/etc/ssl/certs/ca-certificates.crt": string(mustRead(t, "/etc/ssl/certs/ca-certificates.crt")),
+			} {
+				if got := string(mustRead(t, filepath.Join(context, path))); got != want {
+					t.Errorf("context %s = %.200q, want %.200q", path, got, want)
+				}
+			}
+			for path, mode := range map[string]os.FileMode{"rootfs/tmp": os.ModeDir | os.ModeSticky | 0o777, "home": os.ModeDir | 0o700} {
+				if fi, err := os.Stat(filepath.Join(context, path)); err != nil || fi.Mode() != mode {
+					t.Errorf("context %s: %v, mode %v, want %v", path, err, fi.Mode(), mode)
+				}
+			}
+			if left, _ := os.ReadDir(tmp); len(left) > 0 {
+				t.Errorf("the build context was left behind in TMPDIR: %v", left)
 			}
 		})
 	}
 }
 
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("%v", err)
+	}
+	return b
+}
+
 func TestImageRefusesAnUnknownProvider(t *testing.T) {
 	dir := t.TempDir()
-	calls := fakeEngine(t, dir, "docker", true)
-	out, code := runImage(t, dir, nil, "nosuchcloud")
-	if code == 0 || !strings.Contains(out, `unknown provider "nosuchcloud"`) {
+	calls, _ := fakeEngine(t, dir, "docker", true)
+	goCalls := fakeGo(t, dir)
+	out, code := runImage(t, toolsPath(t, dir), []string{"GO=" + filepath.Join(dir, "fakego")}, "nosuchcloud")
+	if code != 2 || !strings.Contains(out, `unknown provider "nosuchcloud"`) {
 		t.Fatalf("image.sh nosuchcloud = %d:\n%s", code, out)
 	}
 	for _, p := range providerDirs(t) {
@@ -153,114 +276,81 @@ func TestImageRefusesAnUnknownProvider(t *testing.T) {
 			t.Errorf("the error does not list provider %s:\n%s", p, out)
 		}
 	}
-	if got := readCalls(t, calls); len(got) != 0 {
-		t.Errorf("the engine was called: %q", got)
+	if got := readLines(t, calls); !slices.Equal(got, []string{"info"}) {
+		t.Errorf("the engine was asked to build: %q", got)
+	}
+	if got := readLines(t, goCalls); len(got) != 0 {
+		t.Errorf("go was called: %q", got)
 	}
 }
 
-// TestImageScriptMatchesDockerfiles checks that every Dockerfile, --target and --build-arg the
-// script and the Makefile use exists.
-func TestImageScriptMatchesDockerfiles(t *testing.T) {
-	script, err := os.ReadFile("image.sh")
-	if err != nil {
-		t.Fatal(err)
+// TestDockerfileIsOfflineAndNonRoot checks the Dockerfile: FROM scratch only (nothing to pull),
+// no RUN (nothing to execute while building), user 65532, the OCI labels, and an ARG for every
+// --build-arg image.sh passes; and that the Makefile's image target and tags match the script.
+func TestDockerfileIsOfflineAndNonRoot(t *testing.T) {
+	df := string(mustRead(t, "Dockerfile"))
+	var froms, runs []string
+	args := map[string]bool{}
+	for _, line := range strings.Split(df, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			if strings.HasPrefix(line, "# syntax=") {
+				t.Error("a # syntax= directive makes BuildKit pull a frontend image")
+			}
+			continue
+		}
+		switch strings.ToUpper(fields[0]) {
+		case "FROM":
+			froms = append(froms, strings.Join(fields[1:], " "))
+		case "RUN":
+			runs = append(runs, line)
+		case "ARG":
+			args[strings.SplitN(fields[1], "=", 2)[0]] = true
+		}
 	}
+	if !slices.Equal(froms, []string{"scratch"}) {
+		t.Errorf("FROM %q, want only scratch", froms)
+	}
+	if len(runs) > 0 {
+		t.Errorf("RUN instructions need a base image and a runtime: %q", runs)
+	}
+	for _, want := range []string{"USER 65532:65532", `ENTRYPOINT ["/usr/local/bin/machinist"]`, "COPY rootfs/ /",
+		"org.opencontainers.image.source=", "org.opencontainers.image.revision=", "org.opencontainers.image.version="} {
+		if !strings.Contains(df, want) {
+			t.Errorf("Dockerfile lacks %q", want)
+		}
+	}
+
+	script := string(mustRead(t, "image.sh"))
 	if st, err := os.Stat("image.sh"); err != nil || st.Mode()&0o111 == 0 {
 		t.Errorf("image.sh must be executable: %v", err)
 	}
-	pairs := regexp.MustCompile(`dockerfile=(\S+)\n\s*target=(\S+)`).FindAllSubmatch(script, -1)
-	if len(pairs) != len(dockerfiles) {
-		t.Fatalf("image.sh selects %d Dockerfile/target pairs, want %d", len(pairs), len(dockerfiles))
+	passed := regexp.MustCompile(`--build-arg "(\w+)=`).FindAllStringSubmatch(script, -1)
+	if len(passed) == 0 {
+		t.Fatal("image.sh passes no --build-arg")
 	}
-	for _, p := range pairs {
-		file, target := strings.TrimPrefix(string(p[1]), "build/docker/"), string(p[2])
-		df := parseDockerfile(t, file)
-		if df.stage(target) == nil {
-			t.Errorf("image.sh builds --target %s of %s, which has no such stage", target, file)
-		}
-		final := df.stages[len(df.stages)-1]
-		for _, arg := range regexp.MustCompile(`--build-arg "(\w+)=`).FindAllSubmatch(script, -1) {
-			name := string(arg[1])
-			if name == "PROVIDER" && file != "provider.Dockerfile" {
-				continue // only the slim branch passes it
-			}
-			if _, ok := final.args[name]; !ok {
-				t.Errorf("image.sh passes --build-arg %s, which the final stage of %s does not declare", name, file)
-			}
+	for _, m := range passed {
+		if !args[m[1]] {
+			t.Errorf("image.sh passes --build-arg %s, which the Dockerfile does not declare", m[1])
 		}
 	}
-	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
+
+	makefile := string(mustRead(t, filepath.Join(repoRoot, "Makefile")))
+	if !regexp.MustCompile(`(?m)^image:.*\n\t.*build/docker/image\.sh "\$\(PROVIDER\)" "\$\(VERSION\)"`).MatchString(makefile) {
+		t.Error("the Makefile has no image target running build/docker/image.sh \"$(PROVIDER)\" \"$(VERSION)\"")
 	}
-	if !regexp.MustCompile(`(?m)^image:.*\n\t.*build/docker/image\.sh`).Match(makefile) {
-		t.Error("the Makefile has no image target running build/docker/image.sh")
+	mk := regexp.MustCompile(`(?m)^BUILD_TAGS\s*:?=\s*(.*)$`).FindStringSubmatch(makefile)
+	sh := regexp.MustCompile(`go_tags="\$\{GO_TAGS-([^}]*)\}"`).FindStringSubmatch(script)
+	if mk == nil || sh == nil || strings.TrimSpace(mk[1]) != sh[1] {
+		t.Errorf("the Makefile's BUILD_TAGS (%q) and image.sh's default GO_TAGS (%q) differ", mk, sh)
 	}
 }
 
-// TestBuildContextHoldsWhatTheBinaryNeeds checks that every package (and embedded file) of this
-// module that cmd/machinist links is inside a directory the Dockerfiles copy and that the
-// .dockerignore keeps.
-func TestBuildContextHoldsWhatTheBinaryNeeds(t *testing.T) {
-	df := parseDockerfile(t, "all-in-one.Dockerfile")
-	ignore := readIgnore(t, "all-in-one.Dockerfile.dockerignore")
-	var copied []string
-	for _, in := range df.stage("build").body {
-		if in.keyword != "COPY" {
-			continue
-		}
-		fields := strings.Fields(in.args)
-		for _, src := range fields[:len(fields)-1] {
-			copied = append(copied, strings.TrimSuffix(src, "/"))
-		}
-	}
-	cmd := exec.CommandContext(t.Context(), "go", "list", "-deps", "-json=Dir,Module,GoFiles,EmbedFiles", "./cmd/machinist")
-	cmd.Dir = repoRoot
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	root, err := filepath.Abs(repoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	checked := 0
-	for dec.More() {
-		var p struct {
-			Dir        string
-			Module     *struct{ Main bool }
-			GoFiles    []string
-			EmbedFiles []string
-		}
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
-		if p.Module == nil || !p.Module.Main {
-			continue
-		}
-		rel, err := filepath.Rel(root, p.Dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range append(p.GoFiles, p.EmbedFiles...) {
-			path := filepath.ToSlash(filepath.Join(rel, f))
-			inside := slices.ContainsFunc(copied, func(c string) bool { return path == c || strings.HasPrefix(path, c+"/") })
-			if !inside || excluded(ignore, path) {
-				t.Errorf("cmd/machinist needs %s, which the image's build context leaves out: COPY its directory in the Dockerfiles and allow it in the .dockerignore files", path)
-			}
-			checked++
-		}
-	}
-	if checked == 0 {
-		t.Fatal("go list found no file of this module")
-	}
-}
-
-// TestEveryProviderHasABuildableSlimVariant builds cmd/machinist with -tags provider_<name>, as
-// the slim image does, for each provider directory and checks that the binary has that provider
-// and no other. It builds with the environment's cgo setting to share the build cache with `make
-// build`; the Dockerfile test checks that the image build disables cgo.
+// TestEveryProviderHasABuildableSlimVariant builds cmd/machinist with -tags slim,provider_<name>,
+// as `make build` and the slim image do, for each provider directory and checks that the binary
+// has that provider and no other, and the provider subcommands but not the controllers'. It
+// builds with the environment's cgo setting to share the build cache with `make build`;
+// container_test.go runs the static build of the image.
 func TestEveryProviderHasABuildableSlimVariant(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds one binary per provider")
@@ -271,10 +361,10 @@ func TestEveryProviderHasABuildableSlimVariant(t *testing.T) {
 			exe := filepath.Join(bin, "machinist-"+p)
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
-			build := exec.CommandContext(ctx, "go", "build", "-tags", "provider_"+p, "-o", exe, "./cmd/machinist")
+			build := exec.CommandContext(ctx, "go", "build", "-tags", "slim,provider_"+p, "-o", exe, "./cmd/machinist")
 			build.Dir = repoRoot
 			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("go build -tags provider_%s ./cmd/machinist: %v\n%s", p, err, out)
+				t.Fatalf("go build -tags slim,provider_%s ./cmd/machinist: %v\n%s", p, err, out)
 			}
 			out, err := exec.CommandContext(ctx, exe, "providers", "-o", "json").Output()
 			if err != nil {
@@ -287,6 +377,30 @@ func TestEveryProviderHasABuildableSlimVariant(t *testing.T) {
 			if len(listed) != 1 || listed[0].Name != p {
 				t.Errorf("machinist-%s has providers %+v, want only %s (is providers/all/%s.go generated? run make generate)", p, listed, p, p)
 			}
+			help, err := exec.CommandContext(ctx, exe, "--help").Output()
+			if err != nil {
+				t.Fatalf("machinist-%s --help: %v", p, err)
+			}
+			if got := subcommands(string(help)); !slices.Equal(got, slimCommands) {
+				t.Errorf("machinist-%s has subcommands %q, want %q", p, got, slimCommands)
+			}
 		})
 	}
+}
+
+// slimCommands are the subcommands of a slim binary, sorted.
+var slimCommands = []string{"connect", "driver", "help", "providers", "serve", "version"}
+
+// subcommands returns the names in the COMMANDS section of a --help output, sorted.
+func subcommands(help string) []string {
+	_, rest, _ := strings.Cut(help, "COMMANDS:\n")
+	section, _, _ := strings.Cut(rest, "\n\n")
+	var names []string
+	for _, line := range strings.Split(section, "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			names = append(names, strings.TrimSuffix(f[0], ","))
+		}
+	}
+	slices.Sort(names)
+	return names
 }
