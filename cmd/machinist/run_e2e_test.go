@@ -969,7 +969,7 @@ func TestRunDriverExec(t *testing.T) {
 	e := newE2E(t)
 	root := repoPath(t, "")
 	slim := filepath.Join(t.TempDir(), "machinist-local")
-	build := exec.Command("go", "build", "-tags", "provider_local", "-o", slim, "./cmd/machinist")
+	build := exec.Command("go", "build", "-tags", "slim,provider_local", "-o", slim, "./cmd/machinist")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the slim local binary: %v\n%s", err, out)

@@ -231,16 +231,23 @@ func TestConnect(t *testing.T) {
 	}
 }
 
-// TestSlimBinary builds the local-only binary and uses it as a driver server in its own process
-// (dial-out), through --endpoint, and as a dial-in provider: one slim binary does all three.
+// TestSlimBinary builds the slim local binary (-tags slim,provider_local, as `make build`'s
+// bin/machinist-local) and uses it as a driver server in its own process (dial-out), through
+// --endpoint, and as a dial-in provider: one slim binary does all three, and has no controllers.
 func TestSlimBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a binary")
 	}
 	bin := filepath.Join(t.TempDir(), "machinist-local")
-	build := exec.Command("go", "build", "-tags", "provider_local", "-o", bin, ".")
+	build := exec.Command("go", "build", "-tags", "slim,provider_local", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags provider_local: %v\n%s", err, out)
+		t.Fatalf("go build -tags slim,provider_local: %v\n%s", err, out)
+	}
+	for _, controllerOnly := range []string{"run", "autoscaler", "dev", "controlplane"} {
+		out, err := exec.Command(bin, controllerOnly, "--help").CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "No help topic for '"+controllerOnly+"'") {
+			t.Errorf("the slim binary knows %s (%v):\n%s", controllerOnly, err, out)
+		}
 	}
 	sock := "unix://" + socketPath(t)
 	srv := exec.Command(bin, "serve", "--listen", sock, "--insecure", "--state-dir", t.TempDir())
