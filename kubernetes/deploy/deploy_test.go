@@ -6,6 +6,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -217,60 +219,208 @@ func TestRBACIsEnough(t *testing.T) {
 	}
 }
 
-// TestContainerArgsParse renders every base with the pinned kubectl and runs each machinist
-// container's command line (image machinist or machinist-<provider>) against the real CLI with
-// --help appended: an unknown subcommand or flag, or a global flag placed after the subcommand,
-// fails here instead of in a crash-looping pod.
+// rendered are the kustomizations whose machinist containers the image and command line tests
+// check: the bases and the autoscaler's.
+var rendered = append(append([]string{}, bases...), "autoscaler")
+
+// machinistContainer is a container of a rendered Deployment that runs a machinist image.
+type machinistContainer struct {
+	deployment, name string
+	image, tag       string // machinist or machinist-<provider>, and its tag
+	args             []string
+}
+
+// containers renders base with the pinned kubectl and returns its machinist containers.
+func containers(t *testing.T, base string) []machinistContainer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kubectlPath(t), "kustomize", here(t, base)).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize %s: %v", base, err)
+	}
+	var found []machinistContainer
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		var d appsv1.Deployment
+		if err := dec.Decode(&d); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			image, tag, _ := strings.Cut(c.Image, ":")
+			if image != "machinist" && !strings.HasPrefix(image, "machinist-") {
+				continue
+			}
+			found = append(found, machinistContainer{d.Name, c.Name, image, tag, c.Args})
+		}
+	}
+	if len(found) == 0 {
+		t.Fatalf("%s: no machinist container found", base)
+	}
+	return found
+}
+
+// TestImagesFollowVERSION checks that every machinist image the kustomizations reference has the
+// tag `make image` gives it: the Makefile's default VERSION.
+func TestImagesFollowVERSION(t *testing.T) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^VERSION\s*\?=\s*(\S+)\s*$`).FindSubmatch(makefile)
+	if m == nil {
+		t.Fatal("the Makefile has no `VERSION ?= <default>`")
+	}
+	version := string(m[1])
+	for _, base := range rendered {
+		for _, c := range containers(t, base) {
+			if c.tag != version {
+				t.Errorf("%s: %s/%s runs %s:%s; `make image` tags %s:%s (the Makefile's VERSION): set newTag: %s in %s/kustomization.yaml",
+					base, c.deployment, c.name, c.image, c.tag, c.image, version, version, base)
+			}
+		}
+	}
+}
+
+// TestContainerArgsParse runs each machinist container's command line (from every rendered
+// kustomization) against the binary its image holds, with --help appended: the all-in-one for
+// machinist, the slim build (-tags slim,provider_<name>) for machinist-<name>. An unknown
+// subcommand or flag, a global flag placed after the subcommand, or a controller subcommand in a
+// slim image fails here instead of in a crash-looping pod.
 func TestContainerArgsParse(t *testing.T) {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "machinist")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/machinist")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/machinist: %v\n%s", err, out)
+	bins := map[string]string{}
+	binary := func(image string) string {
+		t.Helper()
+		if bin, ok := bins[image]; ok {
+			return bin
+		}
+		bin := filepath.Join(t.TempDir(), image)
+		args := []string{"build", "-o", bin}
+		if provider, ok := strings.CutPrefix(image, "machinist-"); ok {
+			args = append(args, "-tags", "slim,provider_"+provider)
+		}
+		build := exec.Command("go", append(args, "./cmd/machinist")...)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		bins[image] = bin
+		return bin
 	}
-	for _, base := range bases {
-		t.Run(base, func(t *testing.T) {
+	for _, base := range rendered {
+		for _, c := range containers(t, base) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			out, err := exec.CommandContext(ctx, kubectlPath(t), "kustomize", here(t, base)).Output()
+			args := append(append([]string{}, c.args...), "--help")
+			res, err := exec.CommandContext(ctx, binary(c.image), args...).CombinedOutput()
+			cancel()
 			if err != nil {
-				t.Fatalf("kubectl kustomize %s: %v", base, err)
+				t.Errorf("%s: %s/%s (%s): machinist %s: %v\n%s", base, c.deployment, c.name, c.image, strings.Join(c.args, " "), err, tail(string(res), 2000))
 			}
-			checked := 0
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-			for {
-				var d appsv1.Deployment
-				if err := dec.Decode(&d); err != nil {
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					t.Fatal(err)
-				}
-				if d.Kind != "Deployment" {
-					continue
-				}
-				for _, c := range d.Spec.Template.Spec.Containers {
-					image := strings.SplitN(c.Image, ":", 2)[0]
-					if image != "machinist" && !strings.HasPrefix(image, "machinist-") {
-						continue
-					}
-					args := append(append([]string{}, c.Args...), "--help")
-					cmd := exec.CommandContext(ctx, bin, args...)
-					if res, err := cmd.CombinedOutput(); err != nil {
-						t.Errorf("%s/%s container %s: machinist %s: %v\n%s", base, d.Name, c.Name, strings.Join(c.Args, " "), err, tail(string(res), 2000))
-					}
-					checked++
-				}
-			}
-			if checked == 0 {
-				t.Fatal("no machinist container found")
-			}
-		})
+		}
 	}
+}
+
+// TestAutoscalerOverlayWithCertManager dry-runs kubernetes/deploy/autoscaler the way its
+// kustomization.yaml says to apply it, against an API server with cert-manager's CRDs (from the
+// module build/certmanager pins, never fetched from GitHub): without them, and then without
+// the namespace, kubectl fails with the errors the comments name; with both, every object passes.
+func TestAutoscalerOverlayWithCertManager(t *testing.T) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdDir := certManagerCRDs(t, root)
+	env := testenv.Start(t)
+	autoscaler := here(t, "autoscaler")
+
+	out, err := kubectl(t, env, "apply", "--dry-run=server", "-k", autoscaler)
+	if err == nil || !strings.Contains(out, `no matches for kind "Certificate" in version "cert-manager.io/v1"`) {
+		t.Fatalf("dry run without cert-manager's CRDs: %v\n%s", err, out)
+	}
+
+	var files []string
+	for _, kind := range []string{"certificates", "issuers"} {
+		files = append(files, "-f", filepath.Join(crdDir, "cert-manager.io_"+kind+".yaml"))
+	}
+	if out, err := kubectl(t, env, append([]string{"apply", "--server-side"}, files...)...); err != nil {
+		t.Fatalf("install cert-manager's CRDs: %v\n%s", err, out)
+	}
+	if out, err := kubectl(t, env, "wait", "--for", "condition=Established", "--timeout", "60s",
+		"crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io"); err != nil {
+		t.Fatalf("cert-manager's CRDs not established: %v\n%s", err, out)
+	}
+
+	out, err = kubectl(t, env, "apply", "--dry-run=server", "-k", autoscaler)
+	if err == nil || !strings.Contains(out, `namespaces "machinist-system" not found`) {
+		t.Fatalf("dry run without the namespace: %v\n%s", err, out)
+	}
+
+	if out, err := kubectl(t, env, "create", "namespace", "machinist-system"); err != nil {
+		t.Fatalf("kubectl create namespace: %v\n%s", err, out)
+	}
+	out, err = kubectl(t, env, "apply", "--dry-run=server", "-k", autoscaler)
+	if err != nil {
+		t.Fatalf("kubectl apply --dry-run=server -k autoscaler: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"issuer.cert-manager.io/machinist-autoscaler-selfsigned created (server dry run)",
+		"certificate.cert-manager.io/machinist-autoscaler-server created (server dry run)",
+		"certificate.cert-manager.io/machinist-autoscaler-ca created (server dry run)",
+		"deployment.apps/machinist-autoscaler created (server dry run)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// The install command in the comments names the cert-manager release the test uses.
+	pinned := regexp.MustCompile(`(?m)^require github\.com/cert-manager/cert-manager (v\S+)$`).FindSubmatch(mustRead(t, filepath.Join(root, "build", "certmanager", "go.mod")))
+	if pinned == nil {
+		t.Fatal("build/certmanager/go.mod pins no cert-manager")
+	}
+	if k := string(mustRead(t, filepath.Join(autoscaler, "kustomization.yaml"))); !strings.Contains(k, "/download/"+string(pinned[1])+"/cert-manager.yaml") {
+		t.Errorf("autoscaler/kustomization.yaml does not install cert-manager %s, the release build/certmanager pins", pinned[1])
+	}
+}
+
+// certManagerCRDs returns the deploy/crds directory of the cert-manager module that
+// build/certmanager pins, downloading the module through the Go module proxy (or taking it from
+// the module cache).
+func certManagerCRDs(t *testing.T, root string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", "github.com/cert-manager/cert-manager")
+	cmd.Dir = filepath.Join(root, "build", "certmanager")
+	out, err := cmd.Output()
+	var mod struct{ Dir, Error string }
+	if jsonErr := json.Unmarshal(out, &mod); err != nil || jsonErr != nil || mod.Dir == "" {
+		t.Fatalf("go mod download github.com/cert-manager/cert-manager (in build/certmanager): %v %s %s", err, mod.Error, out)
+	}
+	return filepath.Join(mod.Dir, "deploy", "crds")
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
