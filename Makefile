@@ -63,7 +63,7 @@ CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd
 GEN_TOOLS     := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/buf
 
 .PHONY: system-deps
-system-deps: ## install missing Debian packages the build needs (git, gcc, ca-certificates) with apt-get
+system-deps: ## install missing Debian packages the build and tests need (git, gcc, ca-certificates, podman, runc) with apt-get
 	@build/system-deps.sh
 
 .PHONY: tools
