@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 )
@@ -73,6 +74,9 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 		}
 		return r.createFailed(ctx, m, err, lks, "")
 	}
+	if c.fresh {
+		mcmmetrics.MachineCreated(m, r.now().Sub(m.CreationTimestamp.Time))
+	}
 
 	if c.fresh && r.target != nil && c.nodeName != "" {
 		if stale, err := r.staleNode(ctx, c); err != nil {
@@ -93,9 +97,11 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	}
 
 	if c.fresh || c.uninitialized {
+		began := r.now()
 		resp, err := drv.InitializeMachine(callCtx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: secret})
 		switch code := driver.CodeOf(err); code {
 		case driver.OK:
+			mcmmetrics.MachineInitialized(m, r.now().Sub(began))
 			if resp != nil && len(resp.Addresses) > 0 {
 				c.addresses = resp.Addresses
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -321,12 +322,15 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 	}
 
 	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
+	began := r.now()
 	err := d.Drain(ctx, nodeName, opts)
 	switch {
 	case err == nil && !force:
+		mcmmetrics.MachineDrained(m, r.now().Sub(began))
 		r.event(m, corev1.EventTypeNormal, "Drained", "Drain", "Drained node "+nodeName)
 		return stepVMDeletion, reconcile.Result{}, nil
 	case force:
+		mcmmetrics.MachineDrained(m, r.now().Sub(began))
 		if err != nil {
 			r.event(m, corev1.EventTypeWarning, "ForceDrainIncomplete", "Drain", err.Error())
 		}
@@ -511,6 +515,7 @@ func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s 
 		return r.stepFailed(ctx, m, s, fmt.Errorf("%s%s", descProviderPrefix, driver.MessageOf(err)), code)
 	}
 	r.backoff.forget(r.key(m))
+	mcmmetrics.MachineDeleted(m, r.now().Sub(m.DeletionTimestamp.Time))
 	r.event(m, corev1.EventTypeNormal, "VMDeleted", "Delete", "Deleted VM "+m.Spec.ProviderID)
 	return r.afterVMDeletion()
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
 // reconcileHealth follows the node of a machine whose VM exists (reference §4.3): it syncs the
@@ -83,6 +84,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 		case now.Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m):
 			st.CurrentStatus.Phase = v1alpha1.MachineFailed
 			st.CurrentStatus.TimeoutActive = false
+			mcmmetrics.MachineFailedToJoin(m)
 			why := "its node did not become healthy"
 			if node == nil {
 				why = "its node did not register"
@@ -257,6 +259,7 @@ func (r *reconciler) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d
 		*m = *orig
 		return err
 	}
+	mcmmetrics.MachineJoined(m, d)
 	return nil
 }
 

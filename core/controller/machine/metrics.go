@@ -39,7 +39,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	counts := map[[2]string]int{}
 	for _, s := range srcs {
 		var list v1alpha1.MachineList
-		if err := s.reader.List(context.Background(), &list); err != nil {
+		if err := s.reader.List(context.Background(), &list, client.UnsafeDisableDeepCopy); err != nil {
 			continue
 		}
 		for _, m := range list.Items {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -483,6 +484,9 @@ func (r *Reconciler) deleteMachines(ctx context.Context, ms *v1alpha1.MachineSet
 				return
 			}
 			r.exp.deleted(key, m.UID)
+			if err == nil {
+				mcmmetrics.MachineRemovedBySet(m)
+			}
 			names = append(names, m.Name)
 		})
 	}

@@ -2,8 +2,9 @@
 // controller-runtime manager for the control cluster (the Machine* objects of one namespace)
 // running the Machine, MachineSet, MachineDeployment and safety controllers, a cluster.Cluster
 // for the target cluster the nodes join (or none), and the driver resolver (configured endpoint
-// → compiled-in → dialled-in). It also serves /metrics, /healthz and /readyz on one port (as MCM
-// does), runs leader election on a Lease, and writes Events.
+// → compiled-in → dialled-in). It also serves /metrics (machinist's metrics and MCM's, see
+// core/controller/mcmmetrics), /healthz and /readyz on one port, runs leader election on a
+// Lease, and writes Events.
 package manager
 
 import (
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -39,6 +42,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/internal/logbridge"
@@ -227,15 +231,16 @@ func New(opts Options) (*Manager, error) {
 		mopts.LeaderElectionNamespace = opts.Namespace
 	}
 	m := &Manager{log: opts.Log}
-	if opts.Port >= 0 {
-		addr := net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port))
-		mopts.Metrics = metricsserver.Options{BindAddress: addr, ExtraHandlers: m.healthHandlers()}
-	}
 	mgr, err := ctrl.NewManager(controlCfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("manager: control cluster %s: %w", controlCfg.Host, err)
 	}
 	m.Manager = mgr
+	if opts.Port >= 0 {
+		if err := mgr.Add(m.endpoints(net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port)))); err != nil {
+			return nil, fmt.Errorf("manager: add the metrics and health server: %w", err)
+		}
+	}
 	if err := checkCRDs(mgr); err != nil {
 		return nil, err
 	}
@@ -298,6 +303,9 @@ func (m *Manager) setupControllers(opts Options) error {
 		return fmt.Errorf("manager: safety controller: %w", err)
 	}
 	m.Safety = sc
+	if err := mcmmetrics.Setup(m.Manager, mcmmetrics.Options{Namespace: opts.Namespace, Frozen: sc.Frozen}); err != nil {
+		return fmt.Errorf("manager: MCM's metrics: %w", err)
+	}
 
 	mo := opts.Machine
 	mo.Namespace = opts.Namespace
@@ -343,6 +351,26 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.log.Warn("closing drivers", "err", cerr)
 	}
 	return err
+}
+
+// endpoints serves /metrics, /healthz and /readyz on addr in every replica, leader or not, from
+// before the caches sync, as MCM serves them on one port. /metrics gathers controller-runtime's
+// registry (where every controller registers) through mcmmetrics.Gatherer, which adds MCM's
+// work-queue families; controller-runtime's own metrics server cannot, so it is off.
+func (m *Manager) endpoints(addr string) *crmanager.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(mcmmetrics.Gatherer(metrics.Registry), promhttp.HandlerOpts{
+		ErrorHandling: promhttp.HTTPErrorOnError,
+		ErrorLog:      slog.NewLogLogger(m.log.Handler(), slog.LevelError),
+	}))
+	for path, h := range m.healthHandlers() {
+		mux.Handle(path, h)
+	}
+	return &crmanager.Server{
+		Name:            "metrics and health",
+		Server:          &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 30 * time.Second},
+		ShutdownTimeout: ptrTo(5 * time.Second),
+	}
 }
 
 // healthHandlers serves /healthz (the process answers) and /readyz (the caches of the control
