@@ -122,7 +122,8 @@ func (p *pool) open(ctx context.Context, c *credentials, region string) (*sessio
 	if err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s: %v", secretPath.Key(KeyAuthURL), err)
 	}
-	pc.HTTPClient = http.Client{Transport: transport, Timeout: p.opts.HTTPTimeout}
+	counter := &apiCounter{base: transport}
+	pc.HTTPClient = http.Client{Transport: counter, Timeout: p.opts.HTTPTimeout}
 	pc.UserAgent.Prepend("machinist/" + version.String())
 	pc.MaxBackoffRetries = uint(p.opts.Retries)
 	pc.RetryBackoffFunc = p.backoff
@@ -153,6 +154,10 @@ func (p *pool) open(ctx context.Context, c *credentials, region string) (*sessio
 		}
 		*svc.dst = sc
 	}
+	counter.setEndpoints(map[string]string{
+		s.compute.Endpoint: serviceNova, s.network.Endpoint: serviceNeutron,
+		s.volume.Endpoint: serviceCinder, s.image.Endpoint: serviceGlance,
+	})
 	s.observeToken()
 	return s, nil
 }
