@@ -126,6 +126,7 @@ func (d *Driver) newClientSet(creds credentials, cfg cloud.Configuration) (*clie
 		return nil, fmt.Errorf("credential for client %s in tenant %s: %w", creds.clientID, creds.tenantID, err)
 	}
 	armOpts := &arm.ClientOptions{ClientOptions: opts}
+	armOpts.PerCallPolicies = append(armOpts.PerCallPolicies, apiMetrics{})
 	factory, err := armcompute.NewClientFactory(creds.subscriptionID, cred, armOpts)
 	if err != nil {
 		return nil, err
