@@ -1,8 +1,11 @@
 package mcmmetrics
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -164,7 +167,8 @@ func createdAt(o metav1.Object) string {
 func collectMachines(ch chan<- prometheus.Metric, srcs []*source) {
 	e := emitter{ch, providerScrapeFailures.WithLabelValues(kindMachine)}
 	seen := newDedup(srcs)
-	var items, frozen float64
+	var frozen float64
+	var ms []*v1alpha1.Machine
 	for _, src := range srcs {
 		if src.frozen != nil && src.frozen() {
 			frozen = 1
@@ -175,24 +179,52 @@ func collectMachines(ch chan<- prometheus.Metric, srcs []*source) {
 			continue
 		}
 		for i := range l.Items {
-			m := &l.Items[i]
-			if !seen.first(m) {
-				continue
-			}
-			items++
-			e.gauge(machineInfo, 1, m.Name, m.Namespace, createdAt(m), m.Spec.ProviderID,
-				m.Spec.Class.APIGroup, m.Spec.Class.Kind, m.Spec.Class.Name, m.Labels[v1alpha1.LabelNode])
-			e.gauge(machinePhase, phaseValues[m.Status.CurrentStatus.Phase], m.Name, m.Namespace)
-			conds := m.Status.Conditions
-			for j, c := range conds {
-				if !repeated(j, func(i int) string { return string(conds[i].Type) }) {
-					e.gauge(machineCondition, conditionValue(c.Status), m.Name, m.Namespace, string(c.Type))
-				}
+			if seen.first(&l.Items[i]) {
+				ms = append(ms, &l.Items[i])
 			}
 		}
 	}
-	e.gauge(machineItems, items)
+	e.gauge(machineItems, float64(len(ms)))
 	e.gauge(machineFrozen, frozen)
+
+	// The registry sorts each family by its label values, taken in the order of the label
+	// names. Sent in that order, the sort finds nothing to do: at 5000 machines it was a third
+	// of a scrape's CPU.
+	slices.SortFunc(ms, func(a, b *v1alpha1.Machine) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Namespace, b.Namespace))
+	})
+	for _, m := range ms { // name, namespace
+		e.gauge(machinePhase, phaseValues[m.Status.CurrentStatus.Phase], m.Name, m.Namespace)
+	}
+	created := make([]string, len(ms))
+	byCreation := make([]int, len(ms))
+	for i, m := range ms {
+		created[i], byCreation[i] = createdAt(m), i
+	}
+	slices.SortStableFunc(byCreation, func(i, j int) int { return strings.Compare(created[i], created[j]) })
+	for _, i := range byCreation { // createdAt, name, namespace, …
+		m := ms[i]
+		e.gauge(machineInfo, 1, m.Name, m.Namespace, created[i], m.Spec.ProviderID,
+			m.Spec.Class.APIGroup, m.Spec.Class.Kind, m.Spec.Class.Name, m.Labels[v1alpha1.LabelNode])
+	}
+	var types []corev1.NodeConditionType
+	for _, m := range ms {
+		for _, c := range m.Status.Conditions {
+			if !slices.Contains(types, c.Type) {
+				types = append(types, c.Type)
+			}
+		}
+	}
+	slices.Sort(types)
+	for _, t := range types { // condition, name, namespace
+		for _, m := range ms {
+			// The first condition of a type: a list repeating one would make a duplicate series,
+			// which fails the whole scrape.
+			if i := slices.IndexFunc(m.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == t }); i >= 0 {
+				e.gauge(machineCondition, conditionValue(m.Status.Conditions[i].Status), m.Name, m.Namespace, string(t))
+			}
+		}
+	}
 }
 
 // repeated reports whether an entry before j has the type of entry j: a list repeating a
