@@ -1,6 +1,8 @@
 package driver
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -28,20 +30,57 @@ func CheckProvider(class *v1alpha1.MachineClass, name string) error {
 	return nil
 }
 
-// DecodeProviderSpec decodes class.providerSpec into out strictly: an unknown field, a duplicate
-// field or a value of the wrong type is InvalidArgument naming the field.
+// DecodeProviderSpec decodes class.providerSpec into out leniently (see Lenient) and drops the
+// warnings. Drivers that report warnings or honour a strict mode use DecodeSpec.
 func DecodeProviderSpec(class *v1alpha1.MachineClass, out any) error {
+	_, err := DecodeSpec(class, out, Lenient)
+	return err
+}
+
+// DecodeSpec decodes class.providerSpec into out in mode. In Lenient mode it returns the fields it
+// ignored or matched loosely as warnings; in Strict mode they are InvalidArgument. Syntax errors
+// and values of the wrong type are InvalidArgument naming the field in both modes.
+func DecodeSpec(class *v1alpha1.MachineClass, out any, mode SpecMode) ([]SpecWarning, error) {
 	if class == nil {
-		return Error(InvalidArgument, "machineClass is missing from the request")
+		return nil, Error(InvalidArgument, "machineClass is missing from the request")
 	}
 	raw := class.ProviderSpec.Raw
 	if len(raw) == 0 {
-		return Errorf(InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
+		return nil, Errorf(InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
 	}
-	return DecodeStrict(raw, out, "machineClass "+quote(class.Name)+": providerSpec")
+	return DecodeJSON(raw, out, mode, "machineClass "+quote(class.Name)+": providerSpec", ProviderSpecPath)
 }
 
-// DecodeStrict decodes JSON into out strictly and names what is wrong relative to path.
+// DecodeJSON decodes data into out in mode. what prefixes error messages; root is the path the
+// warnings' field paths start from.
+func DecodeJSON(data []byte, out any, mode SpecMode, what string, root *field.Path) ([]SpecWarning, error) {
+	// encoding/json is what Gardener's providers decode with: exact names first, then
+	// case-insensitive ones; unknown fields ignored; the last of repeated fields wins.
+	if err := json.Unmarshal(data, out); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, Errorf(InvalidArgument, "%s: not valid JSON at byte %d: %s: fix the manifest", what, syn.Offset, strings.TrimPrefix(err.Error(), "json: "))
+		}
+		warnings, _ := SpecWarnings(data, out, root)
+		return warnings, Errorf(InvalidArgument, "%s: %s: fix the value", what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	warnings, err := SpecWarnings(data, out, root)
+	if err != nil {
+		return nil, Errorf(InvalidArgument, "%s: %v: fix the manifest", what, err)
+	}
+	if mode == Strict && len(warnings) > 0 {
+		msgs := make([]string, len(warnings))
+		for i, w := range warnings {
+			msgs[i] = w.Path + ": " + w.Problem.strictText()
+		}
+		return warnings, Errorf(InvalidArgument, "%s: %s: fix the field names (see the provider's README for the spec fields), or decode leniently as Gardener's providers do (without strict mode)", what, strings.Join(msgs, "; "))
+	}
+	return warnings, nil
+}
+
+// DecodeStrict decodes JSON into out strictly and names what is wrong relative to path: an
+// unknown field, a field whose name differs in case, a duplicate field or a value of the wrong
+// type is InvalidArgument. It is meant for machinist's own files, not for Gardener's specs.
 func DecodeStrict(data []byte, out any, path string) error {
 	strict, err := sigsjson.UnmarshalStrict(data, out, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 	if err != nil {

@@ -1,10 +1,13 @@
 package driver
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -14,9 +17,11 @@ import (
 type testSpec struct {
 	Flavor string            `json:"flavorName"`
 	Tags   map[string]string `json:"tags"`
-	Nested struct {
-		Size int `json:"size"`
-	} `json:"nested"`
+	Nested testNested        `json:"nested"`
+}
+
+type testNested struct {
+	Size int `json:"size"`
 }
 
 func classWith(raw string) *v1alpha1.MachineClass {
@@ -33,25 +38,172 @@ func TestDecodeProviderSpec(t *testing.T) {
 	if s.Flavor != "m1" || s.Nested.Size != 3 {
 		t.Fatalf("decoded %+v", s)
 	}
+	// Values of the wrong type, broken JSON and an empty spec are errors in both modes.
 	cases := map[string]struct{ raw, mentions string }{
-		"unknown top-level field": {`{"flavorName":"m1","flavour":"x"}`, "flavour"},
-		"unknown nested field":    {`{"nested":{"sise":1}}`, "nested.sise"},
-		"wrong type":              {`{"nested":{"size":"big"}}`, "size"},
-		"duplicate field":         {`{"flavorName":"a","flavorName":"b"}`, "flavorName"},
-		"empty":                   {``, "providerSpec is empty"},
-		"not json":                {`{flavor`, "providerSpec"},
+		"wrong type":        {`{"nested":{"size":"big"}}`, "size"},
+		"wrong nested type": {`{"tags":{"a":1}}`, "tags"},
+		"empty":             {``, "providerSpec is empty"},
+		"not json":          {`{flavor`, "not valid JSON"},
+		"trailing data":     {`{} {}`, "providerSpec"},
+	}
+	for name, tc := range cases {
+		for _, mode := range []SpecMode{Lenient, Strict} {
+			t.Run(name+"/"+mode.String(), func(t *testing.T) {
+				var s testSpec
+				_, err := DecodeSpec(classWith(tc.raw), &s, mode)
+				if CodeOf(err) != InvalidArgument {
+					t.Fatalf("code = %v (%v), want InvalidArgument", CodeOf(err), err)
+				}
+				if !strings.Contains(MessageOf(err), tc.mentions) || !strings.Contains(MessageOf(err), `"small"`) {
+					t.Fatalf("message %q does not name %q and the class", MessageOf(err), tc.mentions)
+				}
+			})
+		}
+	}
+}
+
+// Field names decode as Gardener's providers decode them (encoding/json): exact names first, then
+// case-insensitive ones; unknown fields ignored; the last of repeated fields wins. Each is a
+// warning naming the field as written; in strict mode the same is InvalidArgument.
+func TestDecodeSpecLenientAndStrict(t *testing.T) {
+	cases := map[string]struct {
+		raw   string
+		want  testSpec
+		warns []SpecWarning
+	}{
+		"clean": {
+			raw:  `{"flavorName":"m1","tags":{"Name":"x"}}`,
+			want: testSpec{Flavor: "m1", Tags: map[string]string{"Name": "x"}},
+		},
+		"unknown top-level field": {
+			raw:   `{"flavorName":"m1","flavour":"x"}`,
+			want:  testSpec{Flavor: "m1"},
+			warns: []SpecWarning{{Path: "providerSpec.flavour", Problem: UnknownField}},
+		},
+		"unknown nested field holding an object": {
+			raw:   `{"nested":{"sise":{"a":[1,{"b":2}]},"size":2}}`,
+			want:  testSpec{Nested: testNested{2}},
+			warns: []SpecWarning{{Path: "providerSpec.nested.sise", Problem: UnknownField}},
+		},
+		"mis-cased names are read": {
+			raw:  `{"FlavorName":"m1","NESTED":{"Size":3}}`,
+			want: testSpec{Flavor: "m1", Nested: testNested{3}},
+			warns: []SpecWarning{
+				{Path: "providerSpec.FlavorName", Problem: CaseMismatch, ReadAs: "flavorName"},
+				{Path: "providerSpec.NESTED", Problem: CaseMismatch, ReadAs: "nested"},
+				{Path: "providerSpec.NESTED.Size", Problem: CaseMismatch, ReadAs: "size"},
+			},
+		},
+		"map keys are data": {
+			raw:  `{"tags":{"FLAVORNAME":"a","unknown":"b"}}`,
+			want: testSpec{Tags: map[string]string{"FLAVORNAME": "a", "unknown": "b"}},
+		},
+		"the last repeated field wins": {
+			raw:   `{"flavorName":"a","FlavorName":"b"}`,
+			want:  testSpec{Flavor: "b"},
+			warns: []SpecWarning{{Path: "providerSpec.FlavorName", Problem: DuplicateField}},
+		},
+		"repeated map key": {
+			raw:   `{"tags":{"k":"a","k":"b"}}`,
+			want:  testSpec{Tags: map[string]string{"k": "b"}},
+			warns: []SpecWarning{{Path: "providerSpec.tags[k]", Problem: DuplicateField}},
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			var s testSpec
-			err := DecodeProviderSpec(classWith(tc.raw), &s)
-			if CodeOf(err) != InvalidArgument {
-				t.Fatalf("code = %v (%v), want InvalidArgument", CodeOf(err), err)
+			var got testSpec
+			warns, err := DecodeSpec(classWith(tc.raw), &got, Lenient)
+			if err != nil {
+				t.Fatalf("lenient: %v", err)
 			}
-			if !strings.Contains(MessageOf(err), tc.mentions) || !strings.Contains(MessageOf(err), `"small"`) {
-				t.Fatalf("message %q does not name %q and the class", MessageOf(err), tc.mentions)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("decoded %+v, want %+v", got, tc.want)
+			}
+			if !reflect.DeepEqual(warns, tc.warns) {
+				t.Errorf("warnings %+v, want %+v", warns, tc.warns)
+			}
+			// encoding/json (what Gardener's providers use) reads the same values.
+			var std testSpec
+			if err := json.Unmarshal([]byte(tc.raw), &std); err != nil || !reflect.DeepEqual(std, got) {
+				t.Errorf("encoding/json reads %+v (%v), lenient decoding %+v", std, err, got)
+			}
+			_, err = DecodeSpec(classWith(tc.raw), &testSpec{}, Strict)
+			if len(tc.warns) == 0 {
+				if err != nil {
+					t.Fatalf("strict: %v", err)
+				}
+				return
+			}
+			if CodeOf(err) != InvalidArgument {
+				t.Fatalf("strict: code %v (%v), want InvalidArgument", CodeOf(err), err)
+			}
+			for _, w := range tc.warns {
+				if !strings.Contains(MessageOf(err), w.Path) {
+					t.Errorf("strict error %q does not name %s", MessageOf(err), w.Path)
+				}
 			}
 		})
+	}
+}
+
+func TestSpecWarningText(t *testing.T) {
+	for _, tc := range []struct {
+		w    SpecWarning
+		want string
+	}{
+		{SpecWarning{Path: "providerSpec.a", Problem: UnknownField}, "providerSpec.a: unknown field: ignored"},
+		{SpecWarning{Path: "providerSpec.Kind", Problem: CaseMismatch, ReadAs: "kind"}, `providerSpec.Kind: read as "kind" (field names match case-insensitively): write kind`},
+		{SpecWarning{Path: "providerSpec.a", Problem: DuplicateField}, "providerSpec.a: given more than once: the last value is used"},
+	} {
+		if got := tc.w.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.w, got, tc.want)
+		}
+	}
+	if got := JoinSpecWarnings([]SpecWarning{{Path: "a", Problem: UnknownField}, {Path: "b", Problem: UnknownField}}); got != "a: unknown field: ignored; b: unknown field: ignored" {
+		t.Errorf("JoinSpecWarnings = %q", got)
+	}
+}
+
+// Promotion through embedded structs, json:"-", untagged fields, opaque types and pointers follow
+// encoding/json.
+func TestSpecWarningsFollowEncodingJSON(t *testing.T) {
+	type Inner struct {
+		Promoted string `json:"promoted"`
+		Shadowed string `json:"name"`
+	}
+	type spec struct {
+		Inner
+		Name     string            `json:"name"`
+		Skipped  string            `json:"-"`
+		Untagged string            // matched by its Go name
+		Quantity resource.Quantity `json:"quantity"`
+		Ptr      *Inner            `json:"ptr"`
+		List     []Inner           `json:"list"`
+		Any      any               `json:"any"`
+		internal string            //nolint:unused // unexported fields are not decoded
+	}
+	raw := `{"promoted":"p","name":"n","Skipped":"s","untagged":"u","quantity":"1Gi","ptr":{"Promoted":"x","zz":1},"list":[{},{"bad":1}],"any":{"free":1},"internal":"i"}`
+	var std spec
+	if err := json.Unmarshal([]byte(raw), &std); err != nil {
+		t.Fatal(err)
+	}
+	warns, err := SpecWarnings([]byte(raw), &spec{}, field.NewPath("providerSpec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []SpecWarning{
+		{Path: "providerSpec.Skipped", Problem: UnknownField},
+		{Path: "providerSpec.untagged", Problem: CaseMismatch, ReadAs: "Untagged"},
+		{Path: "providerSpec.ptr.Promoted", Problem: CaseMismatch, ReadAs: "promoted"},
+		{Path: "providerSpec.ptr.zz", Problem: UnknownField},
+		{Path: "providerSpec.list[1].bad", Problem: UnknownField},
+		{Path: "providerSpec.internal", Problem: UnknownField},
+	}
+	if !reflect.DeepEqual(warns, want) {
+		t.Fatalf("warnings\n%+v\nwant\n%+v", warns, want)
+	}
+	if std.Promoted != "p" || std.Name != "n" || std.Skipped != "" || std.Untagged != "u" || std.Ptr.Promoted != "x" {
+		t.Fatalf("encoding/json decoded %+v: the expectations above are wrong", std)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 )
 
@@ -28,6 +29,12 @@ type Registration struct {
 	// callers that cache (Resolver); it must not contact the cloud, since credentials arrive with
 	// each request.
 	New func(Env) (driver.Driver, error)
+	// CheckSpec decodes and validates a class's providerSpec in mode the way the driver does,
+	// without a cloud call and without credentials, and returns what decoding ignored or matched
+	// loosely (driver.SpecWarning) and the error the driver would answer (InvalidArgument). The
+	// controller records the result on the MachineClass and `machinist driver` prints the
+	// warnings. nil means the provider cannot check a spec offline.
+	CheckSpec func(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error)
 }
 
 // Env is what a process offers its drivers.
@@ -38,6 +45,9 @@ type Env struct {
 	StateDir string
 	// Log is the driver's logger; nil means slog.Default().
 	Log *slog.Logger
+	// SpecMode is how the driver decodes providerSpecs: driver.Lenient (the zero value) as
+	// Gardener's providers do, or driver.Strict, refusing unknown, mis-cased and repeated fields.
+	SpecMode driver.SpecMode
 }
 
 // Logger returns Log or the default logger.

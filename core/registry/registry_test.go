@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -212,5 +214,55 @@ func TestResolverCloseClosesOpenedDrivers(t *testing.T) {
 	}
 	if err := r.Close(); err != nil || c.closed != 1 {
 		t.Fatalf("Close: %v, closed %d times", err, c.closed)
+	}
+}
+
+// CheckSpec answers for classes served by the compiled-in driver, in the resolver's mode, and
+// knows nothing of classes a driver server or a dialled-in provider serves.
+func TestResolverCheckSpec(t *testing.T) {
+	var modes []driver.SpecMode
+	registerForTest(t, Registration{Name: "checkcloud", Description: "test",
+		New: func(Env) (driver.Driver, error) { return &named{from: "compiled"}, nil },
+		CheckSpec: func(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
+			modes = append(modes, mode)
+			var spec struct {
+				Size string `json:"size"`
+			}
+			return driver.DecodeSpec(class, &spec, mode)
+		},
+	})
+	register(t, "nocheckcloud", nil)
+	class := &v1alpha1.MachineClass{Provider: "CheckCloud", ProviderSpec: runtime.RawExtension{Raw: []byte(`{"Size":"s","extra":1}`)}}
+	class.Name = "c"
+
+	r := &Resolver{Env: Env{SpecMode: driver.Strict}}
+	got := r.CheckSpec(class)
+	if !got.Checked || got.Mode != driver.Strict || len(got.Warnings) != 2 || driver.CodeOf(got.Err) != driver.InvalidArgument {
+		t.Fatalf("strict check: %+v", got)
+	}
+	r = &Resolver{}
+	got = r.CheckSpec(class)
+	if !got.Checked || got.Mode != driver.Lenient || len(got.Warnings) != 2 || got.Err != nil {
+		t.Fatalf("lenient check: %+v", got)
+	}
+	if got.Warnings[0].Problem != driver.CaseMismatch || got.Warnings[1].Path != "providerSpec.extra" {
+		t.Fatalf("warnings %+v", got.Warnings)
+	}
+	if len(modes) != 2 || modes[0] != driver.Strict || modes[1] != driver.Lenient {
+		t.Fatalf("modes passed %v", modes)
+	}
+
+	r = &Resolver{Endpoints: source{"checkcloud": &named{from: "endpoint"}}}
+	if got := r.CheckSpec(class); got.Checked {
+		t.Fatalf("a class served by a driver server must not be checked here: %+v", got)
+	}
+	if got := (&Resolver{}).CheckSpec(&v1alpha1.MachineClass{Provider: "nocheckcloud"}); got.Checked {
+		t.Fatalf("a provider without CheckSpec: %+v", got)
+	}
+	if got := (&Resolver{Remote: source{"remoteonly": &named{}}}).CheckSpec(&v1alpha1.MachineClass{Provider: "remoteonly"}); got.Checked {
+		t.Fatalf("a dialled-in provider: %+v", got)
+	}
+	if got := CheckSpec(class, driver.Lenient); !got.Checked || len(got.Warnings) != 2 {
+		t.Fatalf("CheckSpec: %+v", got)
 	}
 }

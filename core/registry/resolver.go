@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -96,6 +97,64 @@ func (r *Resolver) prefersRemote(name string) bool {
 		}
 	}
 	return false
+}
+
+// SpecCheck is what the offline check of a class's providerSpec found.
+type SpecCheck struct {
+	// Checked is false when nothing is known: the provider is not compiled in, has no
+	// Registration.CheckSpec, or the class resolves to a driver server or a dialled-in provider
+	// (which decode on their side).
+	Checked bool
+	// Mode is the decoding mode checked in (Env.SpecMode).
+	Mode driver.SpecMode
+	// Warnings are the fields decoding ignored or matched loosely.
+	Warnings []driver.SpecWarning
+	// Err is what the driver answers for this spec (InvalidArgument), or nil.
+	Err error
+}
+
+// CheckSpec checks class.providerSpec as the driver that serves the class will decode it, when
+// that driver is compiled in (see SpecCheck.Checked). It makes no cloud call.
+func (r *Resolver) CheckSpec(class *v1alpha1.MachineClass) SpecCheck {
+	if class == nil {
+		return SpecCheck{}
+	}
+	name := Normalize(class.Provider)
+	reg, ok := Lookup(name)
+	if !ok || reg.CheckSpec == nil {
+		return SpecCheck{}
+	}
+	// Only the compiled-in driver decodes with this binary's code: ask Resolve which serves.
+	d, err := r.Resolve(name)
+	if err != nil {
+		return SpecCheck{}
+	}
+	r.mu.Lock()
+	compiled, opened := r.opened[name]
+	r.mu.Unlock()
+	if !opened || !sameDriver(d, compiled) {
+		return SpecCheck{}
+	}
+	return CheckSpec(class, r.Env.SpecMode)
+}
+
+// CheckSpec checks class.providerSpec with the compiled-in provider's Registration.CheckSpec;
+// Checked is false when the provider is not compiled in or cannot check specs.
+func CheckSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) SpecCheck {
+	if class == nil {
+		return SpecCheck{}
+	}
+	reg, ok := Lookup(class.Provider)
+	if !ok || reg.CheckSpec == nil {
+		return SpecCheck{}
+	}
+	warnings, err := reg.CheckSpec(class, mode)
+	return SpecCheck{Checked: true, Mode: mode, Warnings: warnings, Err: err}
+}
+
+func sameDriver(a, b driver.Driver) bool {
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta != nil && ta.Comparable() && a == b
 }
 
 func (r *Resolver) compiled(name string) (driver.Driver, error) {

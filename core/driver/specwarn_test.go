@@ -1,0 +1,77 @@
+package driver
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
+)
+
+type fuzzSpec struct {
+	Name   string            `json:"name"`
+	Count  *int              `json:"count,omitempty"`
+	Tags   map[string]string `json:"tags,omitempty"`
+	Items  []fuzzItem        `json:"items,omitempty"`
+	Nested *fuzzItem         `json:"nested,omitempty"`
+	Free   json.RawMessage   `json:"free,omitempty"`
+}
+
+type fuzzItem struct {
+	ID   string            `json:"id"`
+	Kind string            `json:"kind"`
+	Sub  map[string]fuzzIt `json:"sub,omitempty"`
+}
+
+type fuzzIt struct {
+	On bool `json:"on"`
+}
+
+// FuzzSpecWarnings checks the warnings against an independent implementation: a document that
+// draws no warning is one sigs.k8s.io/json decodes strictly (case-sensitive, no unknown and no
+// repeated fields) to the same value, and one that draws warnings is one it refuses. It never
+// panics, and lenient decoding reads what encoding/json reads.
+func FuzzSpecWarnings(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"a","count":1,"tags":{"k":"v"},"items":[{"id":"x","kind":"y"}]}`,
+		`{"Name":"a"}`,
+		`{"name":"a","name":"b"}`,
+		`{"tags":{"k":"a","k":"b"}}`,
+		`{"nested":{"ID":"x","sub":{"a":{"ON":true}}}}`,
+		`{"free":{"anything":[1,2,{"x":1}]},"unknown":[{"a":1}]}`,
+		`{"items":[{},{"kind":"a","Kind":"b"}]}`,
+		`null`,
+		`[]`,
+		`{"count":"x"}`,
+		`{"nested":null,"items":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var lenient fuzzSpec
+		warns, err := DecodeJSON(data, &lenient, Lenient, "fuzz", field.NewPath("spec"))
+		if err != nil {
+			return
+		}
+		var std fuzzSpec
+		if err := json.Unmarshal(data, &std); err != nil || !reflect.DeepEqual(std, lenient) {
+			t.Fatalf("encoding/json reads %+v (%v), lenient %+v", std, err, lenient)
+		}
+		var strict fuzzSpec
+		strictErrs, err := sigsjson.UnmarshalStrict(data, &strict, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+		if err != nil {
+			t.Fatalf("sigs.k8s.io/json refuses what encoding/json reads: %v", err)
+		}
+		if (len(warns) == 0) != (len(strictErrs) == 0) {
+			t.Fatalf("warnings %v but strict decoding reports %v", warns, strictErrs)
+		}
+		if len(warns) == 0 && !reflect.DeepEqual(strict, lenient) {
+			t.Fatalf("no warnings, but strict decoding reads %+v and lenient %+v", strict, lenient)
+		}
+		_, serr := DecodeJSON(data, &fuzzSpec{}, Strict, "fuzz", field.NewPath("spec"))
+		if (serr != nil) != (len(warns) > 0) {
+			t.Fatalf("strict mode: %v, warnings %v", serr, warns)
+		}
+	})
+}
