@@ -30,17 +30,19 @@ func CheckProvider(class *v1alpha1.MachineClass, name string) error {
 	return nil
 }
 
-// DecodeProviderSpec decodes class.providerSpec into out leniently (see Lenient) and drops the
-// warnings. Drivers that report warnings or honour a strict mode use DecodeSpec.
+// DecodeProviderSpec decodes class.providerSpec into out leniently with encoding/json's names
+// (driver.Lenient, driver.FoldedNames) and drops the warnings. Drivers that report warnings or
+// honour a strict mode use DecodeSpec.
 func DecodeProviderSpec(class *v1alpha1.MachineClass, out any) error {
-	_, err := DecodeSpec(class, out, Lenient)
+	_, err := DecodeSpec(class, out, Lenient, FoldedNames)
 	return err
 }
 
-// DecodeSpec decodes class.providerSpec into out in mode. In Lenient mode it returns the fields it
-// ignored or matched loosely as warnings; in Strict mode they are InvalidArgument. Syntax errors
-// and values of the wrong type are InvalidArgument naming the field in both modes.
-func DecodeSpec(class *v1alpha1.MachineClass, out any, mode SpecMode) ([]SpecWarning, error) {
+// DecodeSpec decodes class.providerSpec into out, matching keys to fields by names. In Lenient
+// mode it returns the fields it ignored or matched loosely as warnings; in Strict mode they are
+// InvalidArgument. Syntax errors and values of the wrong type are InvalidArgument naming the
+// field in both modes.
+func DecodeSpec(class *v1alpha1.MachineClass, out any, mode SpecMode, names FieldNames) ([]SpecWarning, error) {
 	if class == nil {
 		return nil, Error(InvalidArgument, "machineClass is missing from the request")
 	}
@@ -48,30 +50,35 @@ func DecodeSpec(class *v1alpha1.MachineClass, out any, mode SpecMode) ([]SpecWar
 	if len(raw) == 0 {
 		return nil, Errorf(InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
 	}
-	return DecodeJSON(raw, out, mode, "machineClass "+quote(class.Name)+": providerSpec", ProviderSpecPath)
+	return DecodeJSON(raw, out, mode, names, "machineClass "+quote(class.Name)+": providerSpec", ProviderSpecPath)
 }
 
-// DecodeJSON decodes data into out in mode. what prefixes error messages; root is the path the
-// warnings' field paths start from.
-func DecodeJSON(data []byte, out any, mode SpecMode, what string, root *field.Path) ([]SpecWarning, error) {
-	// encoding/json is what Gardener's providers decode with: exact names first, then
-	// case-insensitive ones; unknown fields ignored; the last of repeated fields wins.
-	if err := json.Unmarshal(data, out); err != nil {
+// DecodeJSON decodes data into out in mode, matching keys by names. what prefixes error
+// messages; root is the path the warnings' field paths start from.
+func DecodeJSON(data []byte, out any, mode SpecMode, names FieldNames, what string, root *field.Path) ([]SpecWarning, error) {
+	var err error
+	if names == ExactNames {
+		// What Kubernetes' runtime decoders (apimachinery's JSON serializer) run.
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, out)
+	} else {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
 		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return nil, Errorf(InvalidArgument, "%s: not valid JSON at byte %d: %s: fix the manifest", what, syn.Offset, strings.TrimPrefix(err.Error(), "json: "))
+		if errors.As(err, &syn) || !json.Valid(data) {
+			return nil, Errorf(InvalidArgument, "%s: not valid JSON: %s: fix the manifest", what, strings.TrimPrefix(err.Error(), "json: "))
 		}
-		warnings, _ := SpecWarnings(data, out, root)
+		warnings, _ := SpecWarnings(data, out, names, root)
 		return warnings, Errorf(InvalidArgument, "%s: %s: fix the value", what, strings.TrimPrefix(err.Error(), "json: "))
 	}
-	warnings, err := SpecWarnings(data, out, root)
+	warnings, err := SpecWarnings(data, out, names, root)
 	if err != nil {
 		return nil, Errorf(InvalidArgument, "%s: %v: fix the manifest", what, err)
 	}
 	if mode == Strict && len(warnings) > 0 {
 		msgs := make([]string, len(warnings))
 		for i, w := range warnings {
-			msgs[i] = w.Path + ": " + w.Problem.strictText()
+			msgs[i] = w.strictText()
 		}
 		return warnings, Errorf(InvalidArgument, "%s: %s: fix the field names (see the provider's README for the spec fields), or decode leniently as Gardener's providers do (without strict mode)", what, strings.Join(msgs, "; "))
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	sigsjson "sigs.k8s.io/json"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -50,7 +51,7 @@ func TestDecodeProviderSpec(t *testing.T) {
 		for _, mode := range []SpecMode{Lenient, Strict} {
 			t.Run(name+"/"+mode.String(), func(t *testing.T) {
 				var s testSpec
-				_, err := DecodeSpec(classWith(tc.raw), &s, mode)
+				_, err := DecodeSpec(classWith(tc.raw), &s, mode, FoldedNames)
 				if CodeOf(err) != InvalidArgument {
 					t.Fatalf("code = %v (%v), want InvalidArgument", CodeOf(err), err)
 				}
@@ -89,9 +90,9 @@ func TestDecodeSpecLenientAndStrict(t *testing.T) {
 			raw:  `{"FlavorName":"m1","NESTED":{"Size":3}}`,
 			want: testSpec{Flavor: "m1", Nested: testNested{3}},
 			warns: []SpecWarning{
-				{Path: "providerSpec.FlavorName", Problem: CaseMismatch, ReadAs: "flavorName"},
-				{Path: "providerSpec.NESTED", Problem: CaseMismatch, ReadAs: "nested"},
-				{Path: "providerSpec.NESTED.Size", Problem: CaseMismatch, ReadAs: "size"},
+				{Path: "providerSpec.FlavorName", Problem: CaseMismatch, Field: "flavorName"},
+				{Path: "providerSpec.NESTED", Problem: CaseMismatch, Field: "nested"},
+				{Path: "providerSpec.NESTED.Size", Problem: CaseMismatch, Field: "size"},
 			},
 		},
 		"map keys are data": {
@@ -112,7 +113,7 @@ func TestDecodeSpecLenientAndStrict(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var got testSpec
-			warns, err := DecodeSpec(classWith(tc.raw), &got, Lenient)
+			warns, err := DecodeSpec(classWith(tc.raw), &got, Lenient, FoldedNames)
 			if err != nil {
 				t.Fatalf("lenient: %v", err)
 			}
@@ -127,7 +128,7 @@ func TestDecodeSpecLenientAndStrict(t *testing.T) {
 			if err := json.Unmarshal([]byte(tc.raw), &std); err != nil || !reflect.DeepEqual(std, got) {
 				t.Errorf("encoding/json reads %+v (%v), lenient decoding %+v", std, err, got)
 			}
-			_, err = DecodeSpec(classWith(tc.raw), &testSpec{}, Strict)
+			_, err = DecodeSpec(classWith(tc.raw), &testSpec{}, Strict, FoldedNames)
 			if len(tc.warns) == 0 {
 				if err != nil {
 					t.Fatalf("strict: %v", err)
@@ -146,13 +147,45 @@ func TestDecodeSpecLenientAndStrict(t *testing.T) {
 	}
 }
 
+// With ExactNames (Kubernetes' decoders, Gardener's OpenStack provider) a mis-cased key is an
+// unknown field: ignored, and the warning names the field it nearly matches.
+func TestDecodeSpecExactNames(t *testing.T) {
+	raw := `{"FlavorName":"m1","nested":{"size":3,"Size":4},"extra":1}`
+	var got testSpec
+	warns, err := DecodeSpec(classWith(raw), &got, Lenient, ExactNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (testSpec{Nested: testNested{3}}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+	want := []SpecWarning{
+		{Path: "providerSpec.FlavorName", Problem: UnknownField, Field: "flavorName"},
+		{Path: "providerSpec.nested.Size", Problem: UnknownField, Field: "size"},
+		{Path: "providerSpec.extra", Problem: UnknownField},
+	}
+	if !reflect.DeepEqual(warns, want) {
+		t.Fatalf("warnings %+v, want %+v", warns, want)
+	}
+	// apimachinery's JSON serializer (sigs.k8s.io/json, case-sensitive) reads the same.
+	var kube testSpec
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts([]byte(raw), &kube); err != nil || !reflect.DeepEqual(kube, got) {
+		t.Fatalf("sigs.k8s.io/json reads %+v (%v)", kube, err)
+	}
+	_, err = DecodeSpec(classWith(raw), &testSpec{}, Strict, ExactNames)
+	if CodeOf(err) != InvalidArgument || !strings.Contains(MessageOf(err), "providerSpec.FlavorName: unknown field (did you mean flavorName? names are case-sensitive)") {
+		t.Fatalf("strict: %v", err)
+	}
+}
+
 func TestSpecWarningText(t *testing.T) {
 	for _, tc := range []struct {
 		w    SpecWarning
 		want string
 	}{
 		{SpecWarning{Path: "providerSpec.a", Problem: UnknownField}, "providerSpec.a: unknown field: ignored"},
-		{SpecWarning{Path: "providerSpec.Kind", Problem: CaseMismatch, ReadAs: "kind"}, `providerSpec.Kind: read as "kind" (field names match case-insensitively): write kind`},
+		{SpecWarning{Path: "providerSpec.Kind", Problem: CaseMismatch, Field: "kind"}, "providerSpec.Kind: read as kind (field names match case-insensitively): write kind"},
+		{SpecWarning{Path: "providerSpec.Kind", Problem: UnknownField, Field: "kind"}, "providerSpec.Kind: unknown field: ignored (field names are case-sensitive: write kind)"},
 		{SpecWarning{Path: "providerSpec.a", Problem: DuplicateField}, "providerSpec.a: given more than once: the last value is used"},
 	} {
 		if got := tc.w.String(); got != tc.want {
@@ -187,14 +220,14 @@ func TestSpecWarningsFollowEncodingJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &std); err != nil {
 		t.Fatal(err)
 	}
-	warns, err := SpecWarnings([]byte(raw), &spec{}, field.NewPath("providerSpec"))
+	warns, err := SpecWarnings([]byte(raw), &spec{}, FoldedNames, field.NewPath("providerSpec"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []SpecWarning{
 		{Path: "providerSpec.Skipped", Problem: UnknownField},
-		{Path: "providerSpec.untagged", Problem: CaseMismatch, ReadAs: "Untagged"},
-		{Path: "providerSpec.ptr.Promoted", Problem: CaseMismatch, ReadAs: "promoted"},
+		{Path: "providerSpec.untagged", Problem: CaseMismatch, Field: "Untagged"},
+		{Path: "providerSpec.ptr.Promoted", Problem: CaseMismatch, Field: "promoted"},
 		{Path: "providerSpec.ptr.zz", Problem: UnknownField},
 		{Path: "providerSpec.list[1].bad", Problem: UnknownField},
 		{Path: "providerSpec.internal", Problem: UnknownField},

@@ -35,28 +35,52 @@ func (m SpecMode) String() string {
 	return "lenient"
 }
 
+// FieldNames says how the keys of a spec match the fields of its Go type.
+type FieldNames int
+
+const (
+	// FoldedNames are Go's encoding/json rules: a key matches the field of that exact name or,
+	// failing that, the first field whose name equals it case-insensitively. Gardener's Azure
+	// provider (and most providers that call json.Unmarshal) decode so.
+	FoldedNames FieldNames = iota
+	// ExactNames are the rules of Kubernetes' runtime decoders (apimachinery's JSON serializer,
+	// sigs.k8s.io/json): keys match case-sensitively, so a mis-cased key is an unknown field.
+	// Gardener's OpenStack provider decodes so.
+	ExactNames
+)
+
+func (n FieldNames) String() string {
+	if n == ExactNames {
+		return "exact names"
+	}
+	return "folded names"
+}
+
 // SpecProblem is what is wrong with a field name of a provider spec.
 type SpecProblem string
 
 const (
 	// UnknownField is a field the provider does not have; it is ignored.
 	UnknownField SpecProblem = "UnknownField"
-	// CaseMismatch is a field whose name differs from the provider's only in case; it is read as
-	// the provider's field.
+	// CaseMismatch is a field whose name differs from the provider's only in case; with
+	// FoldedNames it is read as the provider's field (with ExactNames it is an UnknownField).
 	CaseMismatch SpecProblem = "CaseMismatch"
 	// DuplicateField is a field given more than once in one object (possibly in different
 	// cases); the later value overrides the earlier one.
 	DuplicateField SpecProblem = "DuplicateField"
 )
 
-func (p SpecProblem) strictText() string {
-	switch p {
+func (w SpecWarning) strictText() string {
+	switch w.Problem {
 	case CaseMismatch:
-		return "field name differs in case"
+		return fmt.Sprintf("%s: field name differs in case from %s", w.Path, w.Field)
 	case DuplicateField:
-		return "duplicate field"
+		return w.Path + ": duplicate field"
 	}
-	return "unknown field"
+	if w.Field != "" {
+		return fmt.Sprintf("%s: unknown field (did you mean %s? names are case-sensitive)", w.Path, w.Field)
+	}
+	return w.Path + ": unknown field"
 }
 
 // SpecWarning is one field of a provider spec that lenient decoding ignored or matched loosely.
@@ -67,16 +91,20 @@ type SpecWarning struct {
 	Path string `json:"path"`
 	// Problem says what is wrong with it.
 	Problem SpecProblem `json:"problem"`
-	// ReadAs is the provider's name of the field a CaseMismatch was read as; "" otherwise.
-	ReadAs string `json:"readAs,omitempty"`
+	// Field is the provider's name of the field a CaseMismatch was read as, or of the field an
+	// UnknownField differs from only in case (ExactNames); "" otherwise.
+	Field string `json:"field,omitempty"`
 }
 
 func (w SpecWarning) String() string {
 	switch w.Problem {
 	case CaseMismatch:
-		return fmt.Sprintf("%s: read as %q (field names match case-insensitively): write %s", w.Path, w.ReadAs, w.ReadAs)
+		return fmt.Sprintf("%s: read as %s (field names match case-insensitively): write %s", w.Path, w.Field, w.Field)
 	case DuplicateField:
 		return fmt.Sprintf("%s: given more than once: the last value is used", w.Path)
+	}
+	if w.Field != "" {
+		return fmt.Sprintf("%s: unknown field: ignored (field names are case-sensitive: write %s)", w.Path, w.Field)
 	}
 	return fmt.Sprintf("%s: unknown field: ignored", w.Path)
 }
@@ -91,18 +119,18 @@ func JoinSpecWarnings(ws []SpecWarning) string {
 }
 
 // SpecWarnings walks the JSON in data along the Go type of out (a pointer, as given to
-// json.Unmarshal) and returns the object keys that encoding/json ignores or matches only
+// json.Unmarshal) and returns the object keys that decoding by names ignores or matches only
 // case-insensitively, and the keys an object repeats. Values that do not fit the type are
 // skipped (decoding reports them); map keys are data, not field names, and are never reported.
 // root is the path of data's top level. It returns an error only for malformed JSON.
-func SpecWarnings(data []byte, out any, root *field.Path) ([]SpecWarning, error) {
+func SpecWarnings(data []byte, out any, names FieldNames, root *field.Path) ([]SpecWarning, error) {
 	t := reflect.TypeOf(out)
 	if t == nil {
 		return nil, errors.New("no type to check the fields against")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	w := &specWalker{dec: dec}
+	w := &specWalker{dec: dec, exact: names == ExactNames}
 	if err := w.value(t, root); err != nil {
 		return nil, err
 	}
@@ -114,6 +142,7 @@ func SpecWarnings(data []byte, out any, root *field.Path) ([]SpecWarning, error)
 
 type specWalker struct {
 	dec      *json.Decoder
+	exact    bool
 	warnings []SpecWarning
 }
 
@@ -171,11 +200,15 @@ func (w *specWalker) object(t reflect.Type, path *field.Path) error {
 			return err
 		}
 		key, _ := tok.(string)
-		i := fields.match(key)
+		i := fields.match(key, w.exact)
 		child := path.Child(key)
 		switch {
 		case i < 0:
-			w.warnings = append(w.warnings, SpecWarning{Path: child.String(), Problem: UnknownField})
+			near := ""
+			if j := fields.match(key, false); j >= 0 {
+				near = fields.list[j].name
+			}
+			w.warnings = append(w.warnings, SpecWarning{Path: child.String(), Problem: UnknownField, Field: near})
 			if err := w.skipValue(); err != nil {
 				return err
 			}
@@ -183,7 +216,7 @@ func (w *specWalker) object(t reflect.Type, path *field.Path) error {
 		case seen[i]:
 			w.warnings = append(w.warnings, SpecWarning{Path: child.String(), Problem: DuplicateField})
 		case fields.list[i].name != key:
-			w.warnings = append(w.warnings, SpecWarning{Path: child.String(), Problem: CaseMismatch, ReadAs: fields.list[i].name})
+			w.warnings = append(w.warnings, SpecWarning{Path: child.String(), Problem: CaseMismatch, Field: fields.list[i].name})
 		}
 		seen[i] = true
 		if err := w.value(fields.list[i].typ, child); err != nil {
@@ -262,11 +295,14 @@ type jsonFields struct {
 	exact map[string]int
 }
 
-// match returns the field key decodes into as encoding/json matches it (exact name first, then
-// the first field whose name equals key case-insensitively), or -1.
-func (f *jsonFields) match(key string) int {
+// match returns the field key decodes into, or -1: the field of that exact name, or with
+// folding (encoding/json) the first field whose name equals key case-insensitively.
+func (f *jsonFields) match(key string, exact bool) int {
 	if i, ok := f.exact[key]; ok {
 		return i
+	}
+	if exact {
+		return -1
 	}
 	for i, fl := range f.list {
 		if strings.EqualFold(fl.name, key) {

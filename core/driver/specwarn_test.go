@@ -31,7 +31,8 @@ type fuzzIt struct {
 // FuzzSpecWarnings checks the warnings against an independent implementation: a document that
 // draws no warning is one sigs.k8s.io/json decodes strictly (case-sensitive, no unknown and no
 // repeated fields) to the same value, and one that draws warnings is one it refuses. It never
-// panics, and lenient decoding reads what encoding/json reads.
+// panics, and lenient decoding reads what the reference decoder of the names reads
+// (encoding/json for FoldedNames, Kubernetes' case-sensitive decoder for ExactNames).
 func FuzzSpecWarnings(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"a","count":1,"tags":{"k":"v"},"items":[{"id":"x","kind":"y"}]}`,
@@ -49,29 +50,40 @@ func FuzzSpecWarnings(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var lenient fuzzSpec
-		warns, err := DecodeJSON(data, &lenient, Lenient, "fuzz", field.NewPath("spec"))
-		if err != nil {
-			return
-		}
-		var std fuzzSpec
-		if err := json.Unmarshal(data, &std); err != nil || !reflect.DeepEqual(std, lenient) {
-			t.Fatalf("encoding/json reads %+v (%v), lenient %+v", std, err, lenient)
-		}
-		var strict fuzzSpec
-		strictErrs, err := sigsjson.UnmarshalStrict(data, &strict, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
-		if err != nil {
-			t.Fatalf("sigs.k8s.io/json refuses what encoding/json reads: %v", err)
-		}
-		if (len(warns) == 0) != (len(strictErrs) == 0) {
-			t.Fatalf("warnings %v but strict decoding reports %v", warns, strictErrs)
-		}
-		if len(warns) == 0 && !reflect.DeepEqual(strict, lenient) {
-			t.Fatalf("no warnings, but strict decoding reads %+v and lenient %+v", strict, lenient)
-		}
-		_, serr := DecodeJSON(data, &fuzzSpec{}, Strict, "fuzz", field.NewPath("spec"))
-		if (serr != nil) != (len(warns) > 0) {
-			t.Fatalf("strict mode: %v, warnings %v", serr, warns)
+		for _, names := range []FieldNames{FoldedNames, ExactNames} {
+			checkAgainstSigsJSON(t, data, names)
 		}
 	})
+}
+
+func checkAgainstSigsJSON(t *testing.T, data []byte, names FieldNames) {
+	var lenient fuzzSpec
+	warns, err := DecodeJSON(data, &lenient, Lenient, names, "fuzz", field.NewPath("spec"))
+	if err != nil {
+		return
+	}
+	var std fuzzSpec
+	if names == FoldedNames {
+		err = json.Unmarshal(data, &std)
+	} else {
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(data, &std)
+	}
+	if err != nil || !reflect.DeepEqual(std, lenient) {
+		t.Fatalf("%v: the reference decoder reads %+v (%v), lenient %+v", names, std, err, lenient)
+	}
+	var strict fuzzSpec
+	strictErrs, err := sigsjson.UnmarshalStrict(data, &strict, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
+	if err != nil {
+		t.Fatalf("sigs.k8s.io/json refuses what encoding/json reads: %v", err)
+	}
+	if (len(warns) == 0) != (len(strictErrs) == 0) {
+		t.Fatalf("warnings %v but strict decoding reports %v", warns, strictErrs)
+	}
+	if len(warns) == 0 && !reflect.DeepEqual(strict, lenient) {
+		t.Fatalf("no warnings, but strict decoding reads %+v and lenient %+v", strict, lenient)
+	}
+	_, serr := DecodeJSON(data, &fuzzSpec{}, Strict, names, "fuzz", field.NewPath("spec"))
+	if (serr != nil) != (len(warns) > 0) {
+		t.Fatalf("strict mode: %v, warnings %v", serr, warns)
+	}
 }

@@ -228,7 +228,7 @@ func TestResolverCheckSpec(t *testing.T) {
 			var spec struct {
 				Size string `json:"size"`
 			}
-			return driver.DecodeSpec(class, &spec, mode)
+			return driver.DecodeSpec(class, &spec, mode, driver.FoldedNames)
 		},
 	})
 	register(t, "nocheckcloud", nil)
