@@ -274,3 +274,17 @@ func TestSecretValue(t *testing.T) {
 		t.Fatal("SecretValue")
 	}
 }
+
+func TestNoteSpecWarnings(t *testing.T) {
+	if NoteSpecWarnings(nil, []SpecWarning{{Path: "a"}}) != nil {
+		t.Fatal("nil error must stay nil")
+	}
+	base := Error(InvalidArgument, "flavorName: Required value")
+	if NoteSpecWarnings(base, nil) != base {
+		t.Fatal("no warnings must keep the error")
+	}
+	err := NoteSpecWarnings(base, []SpecWarning{{Path: "providerSpec.spec.flavourName", Problem: UnknownField}})
+	if CodeOf(err) != InvalidArgument || MessageOf(err) != "flavorName: Required value (decoding noted: providerSpec.spec.flavourName: unknown field: ignored)" {
+		t.Fatalf("noted: %v", err)
+	}
+}

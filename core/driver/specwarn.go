@@ -428,3 +428,13 @@ func lessIndex(a, b []int) bool {
 	}
 	return len(a) < len(b)
 }
+
+// NoteSpecWarnings appends the warnings to err's message, keeping its code, so a class that is
+// invalid because a field was ignored (a misspelt name) says which. It returns err unchanged when
+// err is nil or there are no warnings.
+func NoteSpecWarnings(err error, ws []SpecWarning) error {
+	if err == nil || len(ws) == 0 {
+		return err
+	}
+	return Errorf(CodeOf(err), "%s (decoding noted: %s)", MessageOf(err), JoinSpecWarnings(ws))
+}

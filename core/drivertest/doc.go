@@ -43,7 +43,9 @@
 //     machine name and shows none of OtherClass's machines, and the other way round. Skipped when
 //     ListMachines is Unimplemented; the OtherClass part needs Target.OtherClass.
 //   - InvalidProviderSpecRejected: CreateMachine with Target.InvalidProviderSpec (default: Class's
-//     spec plus an unknown field) is InvalidArgument, names the unknown field, and creates nothing.
+//     spec with its first top-level field's value replaced by one of another JSON type) is
+//     InvalidArgument, names that field, and creates nothing. Unknown fields are not invalid:
+//     drivers decode specs as Gardener's providers do and ignore them (driver.Lenient).
 //   - ProviderMismatchRejected: CreateMachine and DeleteMachine with a MachineClass.provider that
 //     is not the driver's are InvalidArgument; nothing is created or deleted.
 //   - EmptyMachineNameRejected: CreateMachine of a machine without a name is InvalidArgument.

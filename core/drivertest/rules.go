@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,8 +45,6 @@ var rules = []rule{
 }
 
 const (
-	// unknownField is added to Class's providerSpec when Target.InvalidProviderSpec is nil.
-	unknownField = "drivertestUnknownField"
 	// mismatchedProvider is a MachineClass.provider no driver can have (not a valid name).
 	mismatchedProvider = "not-this-driver"
 	// otherCSIDriver owns the CSI volumes no driver under test may claim.
@@ -224,7 +223,7 @@ func invalidProviderSpecRejected(c *ruleCtx) {
 	case !driver.IsCode(err, driver.InvalidArgument):
 		c.t.Errorf("CreateMachine(%s) with providerSpec %s = %v; want InvalidArgument", m.Name, bad.ProviderSpec.Raw, show(err))
 	case field != "" && !strings.Contains(driver.MessageOf(err), field):
-		c.t.Errorf("CreateMachine(%s) rejected the unknown field but the message %q does not name %q", m.Name, driver.MessageOf(err), field)
+		c.t.Errorf("CreateMachine(%s) rejected the mistyped field but the message %q does not name %q", m.Name, driver.MessageOf(err), field)
 	}
 	c.expectCount(m, 0, "after CreateMachine with an invalid providerSpec")
 }
@@ -530,8 +529,11 @@ func (c *ruleCtx) inducedErrors() []callError {
 	return out
 }
 
-// invalidClass returns Class with Target.InvalidProviderSpec, or with an unknown field added to
-// its providerSpec; field is that unknown field's name, "" for Target.InvalidProviderSpec.
+// invalidClass returns Class with Target.InvalidProviderSpec, or with the value of the first
+// top-level field of its providerSpec (in key order) replaced by a value of another JSON type,
+// which no decoder reads into the field; field is that field's name, "" for
+// Target.InvalidProviderSpec. (An unknown field is not invalid: drivers decode like Gardener's
+// providers and ignore it.)
 func (c *ruleCtx) invalidClass() (class *v1alpha1.MachineClass, field string, err error) {
 	class = c.target.Class.DeepCopy()
 	if c.target.InvalidProviderSpec != nil {
@@ -539,16 +541,26 @@ func (c *ruleCtx) invalidClass() (class *v1alpha1.MachineClass, field string, er
 		return class, "", nil
 	}
 	var spec map[string]json.RawMessage
-	if err := json.Unmarshal(c.target.Class.ProviderSpec.Raw, &spec); err != nil || spec == nil {
-		return nil, "", fmt.Errorf("cannot add a field to Target.Class's providerSpec (not a JSON object): set Target.InvalidProviderSpec")
+	if err := json.Unmarshal(c.target.Class.ProviderSpec.Raw, &spec); err != nil || len(spec) == 0 {
+		return nil, "", fmt.Errorf("cannot mistype a field of Target.Class's providerSpec (not a non-empty JSON object): set Target.InvalidProviderSpec")
 	}
-	spec[unknownField] = json.RawMessage("true")
+	field = slices.Sorted(maps.Keys(spec))[0]
+	spec[field] = otherJSONType(spec[field])
 	raw, err := json.Marshal(spec)
 	if err != nil {
 		return nil, "", fmt.Errorf("drivertest: encode providerSpec: %w", err)
 	}
 	class.ProviderSpec = runtime.RawExtension{Raw: raw}
-	return class, unknownField, nil
+	return class, field, nil
+}
+
+// otherJSONType returns a JSON value of another type than v: an array for an object, an object
+// for anything else (a string, number, bool, array or null).
+func otherJSONType(v json.RawMessage) json.RawMessage {
+	if t := bytes.TrimSpace(v); len(t) > 0 && t[0] == '{' {
+		return json.RawMessage(`["drivertest-wrong-type"]`)
+	}
+	return json.RawMessage(`{"drivertest":"wrong-type"}`)
 }
 
 // mismatchedClass returns Class naming a provider no driver has.

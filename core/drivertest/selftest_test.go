@@ -149,7 +149,7 @@ type (
 	deleteAbsentFails  struct{ *memdriver.Driver }
 	deleteIgnoresID    struct{ *memdriver.Driver }
 	listLeaks          struct{ *memdriver.Driver }
-	acceptsUnknown     struct{ *memdriver.Driver }
+	acceptsWrongTypes  struct{ *memdriver.Driver }
 	ignoresProvider    struct{ *memdriver.Driver }
 	acceptsEmptyName   struct{ *memdriver.Driver }
 	initInternal       struct{ *memdriver.Driver }
@@ -236,13 +236,20 @@ func (d listLeaks) ListMachines(ctx context.Context, req *driver.ListMachinesReq
 }
 
 // CreateMachine decodes the providerSpec leniently, dropping unknown fields.
-func (d acceptsUnknown) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+// CreateMachine turns the values that do not decode into strings, as a careless decoder would.
+func (d acceptsWrongTypes) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
 	if req != nil && req.MachineClass != nil {
-		var spec memdriver.ProviderSpec
-		if json.Unmarshal(req.MachineClass.ProviderSpec.Raw, &spec) == nil {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(req.MachineClass.ProviderSpec.Raw, &fields) == nil {
+			for k, v := range fields {
+				one, _ := json.Marshal(map[string]json.RawMessage{k: v})
+				if json.Unmarshal(one, &memdriver.ProviderSpec{}) != nil {
+					fields[k] = json.RawMessage(`"coerced"`)
+				}
+			}
 			r := *req
 			r.MachineClass = req.MachineClass.DeepCopy()
-			r.MachineClass.ProviderSpec.Raw, _ = json.Marshal(spec)
+			r.MachineClass.ProviderSpec.Raw, _ = json.Marshal(fields)
 			req = &r
 		}
 	}
@@ -366,7 +373,7 @@ func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 		}, nil},
 		{"DeleteByProviderID", func(d *memdriver.Driver) driver.Driver { return deleteIgnoresID{d} }, nil},
 		{"ListShowsOnlyOwnClass", func(d *memdriver.Driver) driver.Driver { return listLeaks{d} }, nil},
-		{"InvalidProviderSpecRejected", func(d *memdriver.Driver) driver.Driver { return acceptsUnknown{d} }, nil},
+		{"InvalidProviderSpecRejected", func(d *memdriver.Driver) driver.Driver { return acceptsWrongTypes{d} }, nil},
 		{"ProviderMismatchRejected", func(d *memdriver.Driver) driver.Driver { return ignoresProvider{d} }, nil},
 		{"EmptyMachineNameRejected", func(d *memdriver.Driver) driver.Driver { return acceptsEmptyName{d} }, nil},
 		{"CancelledContextReturnsPromptly", func(d *memdriver.Driver) driver.Driver {

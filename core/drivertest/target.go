@@ -22,7 +22,7 @@ type Target struct {
 	// role. ListMachines of Class must not show its machines. Nil skips that part of the rule.
 	OtherClass *v1alpha1.MachineClass
 	// InvalidProviderSpec is a providerSpec the driver must reject with InvalidArgument. Nil uses
-	// Class's spec with an unknown field added.
+	// Class's spec with the first top-level field's value of another JSON type.
 	InvalidProviderSpec []byte
 	// CountVMs counts the VMs of a machine name directly in the backend, bypassing the driver.
 	// Nil falls back to the driver's own ListMachines/GetMachineStatus.

@@ -38,7 +38,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	}
 	if driver.SecretValue(req.Secret, KeyUserData) == "" {
 		// Validate the class and credentials first so every problem is reported at once.
-		if _, err := decodeSpec(req.MachineClass); err != nil {
+		if _, _, err := decodeSpec(req.MachineClass, d.opts.SpecMode); err != nil {
 			return nil, err
 		}
 		return nil, driver.Errorf(driver.InvalidArgument, "openstack: %s: Required value: the user data (cloud-init) of the machines; set it in the class's secret", secretPath.Key(KeyUserData))

@@ -49,6 +49,9 @@ type Options struct {
 	Retries int
 	// MaxSessions is the number of credential sets whose clients are cached; default 64.
 	MaxSessions int
+	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
+	// does, or driver.Strict.
+	SpecMode driver.SpecMode
 }
 
 func (o Options) withDefaults() Options {
@@ -110,7 +113,7 @@ func (d *Driver) begin(ctx context.Context, class *v1alpha1.MachineClass, secret
 	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		return nil, err
 	}
-	spec, err := decodeSpec(class)
+	spec, _, err := decodeSpec(class, d.opts.SpecMode)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package openstack
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -437,5 +438,41 @@ func TestCreateAdoptsBuildingAndFailedServers(t *testing.T) {
 	}
 	if left := leftovers(cloud, "worker-kept"); len(left) != 1 || !strings.Contains(left[0], kept) {
 		t.Fatalf("resources of worker-kept: %v; want the adopted server untouched", left)
+	}
+}
+
+// The registry's Env.SpecMode reaches the driver: a strict driver refuses a class with an
+// unknown field before any cloud call; the lenient one creates the server and ignores the field.
+func TestSpecModeFromTheRegistry(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	class := testClass(t)
+	var m map[string]any
+	if err := json.Unmarshal(class.ProviderSpec.Raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["spec"].(map[string]any)["bootMode"] = "uefi" // a field some newer Gardener might add
+	class.ProviderSpec.Raw, _ = json.Marshal(m)
+	req := &driver.CreateMachineRequest{Machine: machine("worker-a-1"), MachineClass: class, Secret: passwordSecret(cloud)}
+
+	strict, err := registry.Open("openstack", registry.Env{SpecMode: driver.Strict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = strict.CreateMachine(ctxT(t), req)
+	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), "providerSpec.spec.bootMode") {
+		t.Fatalf("strict CreateMachine = %v; want InvalidArgument naming bootMode", err)
+	}
+	if n := cloud.Requests(); n != 0 {
+		t.Fatalf("a refused class made %d cloud requests", n)
+	}
+	lenient, err := registry.Open("openstack", registry.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lenient.CreateMachine(ctxT(t), req); err != nil {
+		t.Fatalf("lenient CreateMachine = %v", err)
+	}
+	if len(cloud.Servers()) != 1 {
+		t.Fatalf("servers: %+v", cloud.Servers())
 	}
 }

@@ -90,27 +90,42 @@ type OpenStackNetwork struct {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// decodeSpec decodes and validates class.providerSpec. Every problem is InvalidArgument naming
-// the field.
-func decodeSpec(class *v1alpha1.MachineClass) (*MachineProviderConfigSpec, error) {
+// decodeSpec decodes and validates class.providerSpec in mode; driver.Lenient reads it as
+// Gardener's provider does. Every problem is InvalidArgument naming the field; the warnings name
+// the fields that were ignored, and an invalid spec's error notes them too (a misspelt field is
+// why a required one is missing).
+func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*MachineProviderConfigSpec, []driver.SpecWarning, error) {
 	var cfg MachineProviderConfig
-	if err := driver.DecodeProviderSpec(class, &cfg); err != nil {
+	// Gardener's provider decodes through apimachinery's UniversalDecoder: case-sensitive names,
+	// unknown fields dropped.
+	warnings, err := driver.DecodeSpec(class, &cfg, mode, driver.ExactNames)
+	if err == nil {
+		err = driver.Invalid(class, validateConfig(&cfg))
+	}
+	if err != nil {
 		if looksUnwrapped(class) {
-			return nil, driver.Errorf(driver.InvalidArgument, "%s (the fields belong under providerSpec.spec, with apiVersion: %s and kind: %s)",
-				driver.MessageOf(err), APIVersion, Kind)
+			return nil, warnings, driver.Errorf(driver.InvalidArgument, "%s (the fields belong under providerSpec.spec, with apiVersion: %s and kind: %s)",
+				driver.MessageOf(err), APIVersion, Kind) // the warnings list every top-level field: leave them out
+
 		}
+		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
+	}
+	return &cfg.Spec, warnings, nil
+}
+
+// checkSpec is the provider's registry.Registration.CheckSpec.
+func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		return nil, err
 	}
-	if err := driver.Invalid(class, validateConfig(&cfg)); err != nil {
-		return nil, err
-	}
-	return &cfg.Spec, nil
+	_, warnings, err := decodeSpec(class, mode)
+	return warnings, err
 }
 
 // looksUnwrapped reports whether a providerSpec has spec fields at its top level.
 func looksUnwrapped(class *v1alpha1.MachineClass) bool {
-	raw := string(class.ProviderSpec.Raw)
-	return strings.Contains(raw, `"flavorName"`) && !strings.Contains(raw, `"spec"`)
+	raw := strings.ToLower(string(class.ProviderSpec.Raw))
+	return strings.Contains(raw, `"flavorname"`) && !strings.Contains(raw, `"spec"`)
 }
 
 // validateConfig checks a decoded config. Paths are relative to the class.

@@ -1,9 +1,12 @@
 package openstack
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/drivertest"
 )
 
 func readClass(t testing.TB, path string) *v1alpha1.MachineClass {
@@ -31,7 +35,7 @@ func readClass(t testing.TB, path string) *v1alpha1.MachineClass {
 // TestGardenerProviderSpecsDecodeUnchanged decodes MachineClasses written for Gardener's OpenStack
 // provider, field for field.
 func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
-	minimal, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-minimal.yaml"))
+	minimal, _, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-minimal.yaml"), driver.Lenient)
 	if err != nil {
 		t.Fatalf("minimal: %v", err)
 	}
@@ -45,7 +49,7 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 		t.Errorf("the deprecated podNetworkCidr is not used: %v", got)
 	}
 
-	ext, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-extension.yaml"))
+	ext, _, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-extension.yaml"), driver.Lenient)
 	if err != nil {
 		t.Fatalf("extension: %v", err)
 	}
@@ -63,7 +67,7 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 		t.Errorf("scope keys %v", got)
 	}
 
-	nets, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-networks.yaml"))
+	nets, _, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-networks.yaml"), driver.Lenient)
 	if err != nil {
 		t.Fatalf("networks: %v", err)
 	}
@@ -71,9 +75,20 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 		t.Errorf("networks decoded as %+v", nets.Networks)
 	}
 
-	_, err = decodeSpec(readClass(t, "testdata/gardener-machineclass-typo.yaml"))
-	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), "flavourName") {
-		t.Errorf("a misspelt field = %v; want InvalidArgument naming flavourName", err)
+	// A misspelt field is ignored, as Gardener's provider ignores it, so the required field is
+	// missing: the error names both.
+	for _, mode := range []driver.SpecMode{driver.Lenient, driver.Strict} {
+		_, warnings, err := decodeSpec(readClass(t, "testdata/gardener-machineclass-typo.yaml"), mode)
+		msg := driver.MessageOf(err)
+		if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(msg, "providerSpec.spec.flavourName") {
+			t.Errorf("%v: a misspelt field = %v; want InvalidArgument naming flavourName", mode, err)
+		}
+		if mode == driver.Lenient && !strings.Contains(msg, "providerSpec.spec.flavorName: Required value") {
+			t.Errorf("lenient: a misspelt field = %v; want the missing flavorName named", err)
+		}
+		if len(warnings) != 1 || warnings[0].Path != "providerSpec.spec.flavourName" || warnings[0].Problem != driver.UnknownField {
+			t.Errorf("%v: warnings %+v", mode, warnings)
+		}
 	}
 }
 
@@ -127,7 +142,7 @@ func TestValidationNamesTheField(t *testing.T) {
 			if tc.raw != "" {
 				class.ProviderSpec = runtime.RawExtension{Raw: []byte(tc.raw)}
 			}
-			_, err := decodeSpec(class)
+			_, _, err := decodeSpec(class, driver.Strict)
 			if !driver.IsCode(err, driver.InvalidArgument) {
 				t.Fatalf("decodeSpec = %v; want InvalidArgument", err)
 			}
@@ -152,8 +167,8 @@ func TestSamplesAndREADME(t *testing.T) {
 	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := decodeSpec(class); err != nil {
-		t.Fatalf("sample class: %v", err)
+	if _, warnings, err := decodeSpec(class, driver.Strict); err != nil || len(warnings) > 0 {
+		t.Fatalf("sample class: %v %v", warnings, err)
 	}
 
 	raw, err := os.ReadFile(filepath.Join(dir, "secret.yaml"))
@@ -204,7 +219,7 @@ func TestSamplesAndREADME(t *testing.T) {
 // must reject with InvalidArgument only, and whatever it accepts must satisfy the invariants the
 // driver relies on (cluster and role scope, a region, a network, a flavor, an image).
 func FuzzDecodeProviderSpec(f *testing.F) {
-	for _, p := range []string{"testdata/gardener-machineclass-minimal.yaml", "testdata/gardener-machineclass-extension.yaml", "testdata/gardener-machineclass-networks.yaml"} {
+	for _, p := range []string{"testdata/gardener-published/machine-class.yaml", "testdata/gardener-machineclass-minimal.yaml", "testdata/gardener-machineclass-extension.yaml", "testdata/gardener-machineclass-networks.yaml"} {
 		class := readClass(f, p)
 		f.Add(class.ProviderSpec.Raw)
 	}
@@ -216,12 +231,25 @@ func FuzzDecodeProviderSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		class := &v1alpha1.MachineClass{Provider: "OpenStack", ProviderSpec: runtime.RawExtension{Raw: raw}}
 		class.Name = "fuzz"
-		spec, err := decodeSpec(class)
+		spec, warnings, err := decodeSpec(class, driver.Lenient)
+		_, _, strictErr := decodeSpec(class, driver.Strict)
 		if err != nil {
 			if !driver.IsCode(err, driver.InvalidArgument) || strings.TrimSpace(driver.MessageOf(err)) == "" {
 				t.Fatalf("decodeSpec rejected with %v; want InvalidArgument with a message", err)
 			}
+			if strictErr == nil {
+				t.Fatalf("strict mode accepts what lenient mode refuses (%v): %s", err, raw)
+			}
 			return
+		}
+		// Strict mode refuses exactly the specs lenient mode warns about.
+		if (strictErr != nil) != (len(warnings) > 0) {
+			t.Fatalf("strict: %v, lenient warnings: %v", strictErr, warnings)
+		}
+		for _, w := range warnings {
+			if !strings.HasPrefix(w.Path, "providerSpec") {
+				t.Fatalf("warning path %q is not relative to the class", w.Path)
+			}
 		}
 		cluster, role := scopeKeys(spec.Tags)
 		switch {
@@ -244,8 +272,74 @@ func FuzzDecodeProviderSpec(f *testing.F) {
 			t.Fatal(err)
 		}
 		class.ProviderSpec.Raw = again
-		if _, err := decodeSpec(class); err != nil {
-			t.Fatalf("an accepted spec does not decode after re-encoding: %v\n%s", err, again)
+		if _, w, err := decodeSpec(class, driver.Strict); err != nil || len(w) > 0 {
+			t.Fatalf("an accepted spec does not decode strictly after re-encoding: %v %v\n%s", w, err, again)
 		}
 	})
+}
+
+// TestGardenerPublishedSample decodes Gardener's own sample MachineClass, byte for byte as
+// published, and checks machinist's spec type has every field of Gardener's.
+func TestGardenerPublishedSample(t *testing.T) {
+	const path = "testdata/gardener-published/machine-class.yaml"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := fmt.Sprintf("%x", sha256.Sum256(raw)); sum != "f80c498b91dab72ca7112291b7476e3e4e2436cd5d1deb8ce79dfd4e03bfd46e" {
+		t.Fatalf("%s is not the published file (sha256 %s): restore it, see its README.md", path, sum)
+	}
+	class := readClass(t, path)
+	for _, mode := range []driver.SpecMode{driver.Lenient, driver.Strict} {
+		spec, warnings, err := decodeSpec(class, mode)
+		if err != nil || len(warnings) > 0 {
+			t.Fatalf("%v: %v %v", mode, warnings, err)
+		}
+		if spec.ImageID != "a40dff99-e78a-4c83-af12-26b97e13fc9f" || spec.FlavorName != "m1.xmedium" || spec.Region != "eu-nl-1" ||
+			spec.AvailabilityZone != "eu-nl-1b" || spec.KeyName != "shoot--foobar--openstack" || spec.NetworkID != "378c4e98-dcf9-438a-bf7f-89d964d18793" ||
+			spec.PodNetworkCidr != "100.96.0.0/11" || len(spec.SecurityGroups) != 1 || spec.SecurityGroups[0] != "shoot--foobar-openstack" ||
+			spec.Tags["kubernetes.io-cluster-shoot--foobar--openstack"] != "1" || spec.Tags["kubernetes.io-role-node"] != "1" {
+			t.Errorf("%v: decoded %+v", mode, spec)
+		}
+	}
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
+		t.Fatal(err)
+	}
+	drivertest.CheckJSONFields(t, "testdata/gardener-published/fields.txt", reflect.TypeFor[MachineProviderConfig]())
+}
+
+// Mis-cased and unknown fields are ignored, as Gardener's provider (apimachinery's
+// case-sensitive decoder) ignores them, and named in warnings; strict mode refuses them.
+func TestSpecFieldNamesAsGardener(t *testing.T) {
+	class := testClass(t)
+	var m map[string]any
+	if err := json.Unmarshal(class.ProviderSpec.Raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	spec := m["spec"].(map[string]any)
+	spec["KeyName"] = "ignored-key"
+	spec["futureField"] = map[string]any{"a": 1}
+	class.ProviderSpec.Raw, _ = json.Marshal(m)
+
+	got, warnings, err := decodeSpec(class, driver.Lenient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.KeyName == "ignored-key" {
+		t.Errorf("KeyName was read: Gardener's case-sensitive decoder ignores it")
+	}
+	want := []driver.SpecWarning{
+		{Path: "providerSpec.spec.KeyName", Problem: driver.UnknownField, Field: "keyName"},
+		{Path: "providerSpec.spec.futureField", Problem: driver.UnknownField},
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings %+v, want %+v", warnings, want)
+	}
+	if _, _, err := decodeSpec(class, driver.Strict); !driver.IsCode(err, driver.InvalidArgument) ||
+		!strings.Contains(driver.MessageOf(err), "providerSpec.spec.KeyName") || !strings.Contains(driver.MessageOf(err), "providerSpec.spec.futureField") {
+		t.Errorf("strict: %v", err)
+	}
+	if w, err := checkSpec(class, driver.Lenient); err != nil || len(w) != 2 {
+		t.Errorf("checkSpec: %v %v", w, err)
+	}
 }

@@ -113,7 +113,9 @@ func TestInvalidRequestsAreInvalidArgumentNamingTheField(t *testing.T) {
 		req   *driver.CreateMachineRequest
 		field string
 	}{
-		{"unknown field", &driver.CreateMachineRequest{Machine: machine("x"), MachineClass: class("c", `{"cluster":"a","role":"w","flavor":"big"}`)}, "flavor"},
+		// Unknown fields are ignored (specs decode as Gardener's providers decode them), so a
+		// misspelt required field is a missing one.
+		{"misspelt field", &driver.CreateMachineRequest{Machine: machine("x"), MachineClass: class("c", `{"cluster":"a","rol":"w"}`)}, "providerSpec.role"},
 		{"missing cluster", &driver.CreateMachineRequest{Machine: machine("x"), MachineClass: class("c", `{"role":"w"}`)}, "providerSpec.cluster"},
 		{"missing role", &driver.CreateMachineRequest{Machine: machine("x"), MachineClass: class("c", `{"cluster":"a"}`)}, "providerSpec.role"},
 		{"slash in cluster", &driver.CreateMachineRequest{Machine: machine("x"), MachineClass: class("c", `{"cluster":"a/b","role":"w"}`)}, "providerSpec.cluster"},
