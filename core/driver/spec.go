@@ -69,20 +69,28 @@ func DecodeJSON(data []byte, out any, mode SpecMode, names FieldNames, what stri
 			return nil, Errorf(InvalidArgument, "%s: not valid JSON: %s: fix the manifest", what, strings.TrimPrefix(err.Error(), "json: "))
 		}
 		warnings, _ := SpecWarnings(data, out, names, root)
-		return warnings, Errorf(InvalidArgument, "%s: %s: fix the value", what, strings.TrimPrefix(err.Error(), "json: "))
+		msg := fmt.Sprintf("%s: %s: fix the value", what, strings.TrimPrefix(err.Error(), "json: "))
+		if mode == Strict && len(warnings) > 0 {
+			msg += "; " + strictRefusal(warnings)
+		}
+		return warnings, Error(InvalidArgument, msg)
 	}
 	warnings, err := SpecWarnings(data, out, names, root)
 	if err != nil {
 		return nil, Errorf(InvalidArgument, "%s: %v: fix the manifest", what, err)
 	}
 	if mode == Strict && len(warnings) > 0 {
-		msgs := make([]string, len(warnings))
-		for i, w := range warnings {
-			msgs[i] = w.strictText()
-		}
-		return warnings, Errorf(InvalidArgument, "%s: %s: fix the field names (see the provider's README for the spec fields), or decode leniently as Gardener's providers do (without strict mode)", what, strings.Join(msgs, "; "))
+		return warnings, Errorf(InvalidArgument, "%s: %s", what, strictRefusal(warnings))
 	}
 	return warnings, nil
+}
+
+func strictRefusal(warnings []SpecWarning) string {
+	msgs := make([]string, len(warnings))
+	for i, w := range warnings {
+		msgs[i] = w.strictText()
+	}
+	return strings.Join(msgs, "; ") + ": fix the field names (see the provider's README for the spec fields), or decode leniently as Gardener's providers do (without strict mode)"
 }
 
 // DecodeStrict decodes JSON into out strictly and names what is wrong relative to path: an

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
 )
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -84,7 +85,7 @@ func checkSample(t *testing.T, docs [][]byte) {
 	if class == nil || secrets == 0 {
 		t.Fatalf("sample lacks a MachineClass or a Secret")
 	}
-	spec, err := decodeSpec(class)
+	spec, _, err := decodeSpec(class, driver.Strict)
 	if err != nil {
 		t.Fatalf("sample MachineClass: %v", err)
 	}

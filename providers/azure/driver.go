@@ -46,6 +46,9 @@ type Options struct {
 	MaxClientSets int
 	// Log receives progress; nil uses slog.Default(). Secrets are never logged.
 	Log *slog.Logger
+	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
+	// does, or driver.Strict.
+	SpecMode driver.SpecMode
 }
 
 // Driver manages Azure VMs. It is safe for concurrent use.
@@ -80,7 +83,7 @@ func New(opts Options) *Driver {
 
 // prepare decodes the class and secret and returns the spec and the credential set's clients.
 func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret) (*ProviderSpec, *clientSet, error) {
-	spec, err := decodeSpec(class)
+	spec, _, err := decodeSpec(class, d.opts.SpecMode)
 	if err != nil {
 		return nil, nil, err
 	}

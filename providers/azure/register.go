@@ -10,7 +10,8 @@ func init() {
 		Name:        Name,
 		Description: "Azure VMs with their own NIC and managed disks (Gardener-compatible provider spec)",
 		New: func(env registry.Env) (driver.Driver, error) {
-			return New(Options{Log: env.Logger()}), nil
+			return New(Options{Log: env.Logger(), SpecMode: env.SpecMode}), nil
 		},
+		CheckSpec: checkSpec,
 	})
 }

@@ -13,19 +13,29 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 )
 
-// decodeSpec decodes and validates a class's providerSpec.
-func decodeSpec(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
+// decodeSpec decodes and validates a class's providerSpec in mode; driver.Lenient reads it as
+// Gardener's provider does (json.Unmarshal: names match case-insensitively, unknown fields are
+// ignored). The warnings name what was ignored or matched loosely; an invalid spec's error notes
+// them too.
+func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
 	if err := driver.CheckProvider(class, Name); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spec := &ProviderSpec{}
-	if err := driver.DecodeProviderSpec(class, spec); err != nil {
-		return nil, err
+	warnings, err := driver.DecodeSpec(class, spec, mode, driver.FoldedNames)
+	if err != nil {
+		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
 	}
 	if err := driver.Invalid(class, validateSpec(spec)); err != nil {
-		return nil, err
+		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
 	}
-	return spec, nil
+	return spec, warnings, nil
+}
+
+// checkSpec is the provider's registry.Registration.CheckSpec.
+func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
+	_, warnings, err := decodeSpec(class, mode)
+	return warnings, err
 }
 
 var (
