@@ -395,7 +395,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	if err != nil {
 		return nil, err
 	}
-	spec, ms, err := classSpec(req.MachineClass)
+	spec, ms, err := classSpec(req.MachineClass, d.env.SpecMode)
 	if err != nil {
 		return nil, err
 	}
@@ -469,7 +469,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	if err != nil {
 		return nil, err
 	}
-	spec, ms, err := classSpec(req.MachineClass)
+	spec, ms, err := classSpec(req.MachineClass, d.env.SpecMode)
 	if err != nil {
 		return nil, err
 	}
@@ -531,7 +531,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
-	_, ms, err := classSpec(req.MachineClass)
+	_, ms, err := classSpec(req.MachineClass, d.env.SpecMode)
 	if err != nil {
 		return nil, err
 	}
@@ -553,7 +553,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	if err := ctxErr(ctx, "list machines"); err != nil {
 		return nil, err
 	}
-	_, ms, err := classSpec(req.MachineClass)
+	_, ms, err := classSpec(req.MachineClass, d.env.SpecMode)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,22 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 )
 
+// In lenient mode (the default) unknown and mis-cased fields are ignored and reported as
+// warnings, as Kubernetes' decoders treat them.
+func TestSpecLenientWarnings(t *testing.T) {
+	warnings, err := checkSpec(class(t, "c", map[string]any{"cluster": "dev", "cpus": 2, "Pods": 10}), driver.Lenient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 2 || warnings[0].Path != "providerSpec.Pods" || warnings[0].Field != "pods" || warnings[1].Path != "providerSpec.cpus" {
+		t.Fatalf("warnings %+v", warnings)
+	}
+	_, ms, err := classSpec(class(t, "c", map[string]any{"cluster": "dev", "Pods": 10}), driver.Lenient)
+	if err != nil || ms.Pods == 10 {
+		t.Fatalf("a mis-cased field must be ignored: %+v %v", ms, err)
+	}
+}
+
 func TestSpecValidationNamesTheField(t *testing.T) {
 	cases := []struct {
 		name string
@@ -23,7 +39,7 @@ func TestSpecValidationNamesTheField(t *testing.T) {
 	}{
 		{"cluster required", map[string]any{}, "providerSpec.cluster: Required"},
 		{"cluster a DNS label", map[string]any{"cluster": "Dev_1"}, "providerSpec.cluster: Invalid"},
-		{"unknown field", map[string]any{"cluster": "c", "cpus": 2}, `unknown field "cpus"`},
+		{"unknown field (strict mode)", map[string]any{"cluster": "c", "cpus": 2}, "providerSpec.cpus: unknown field"},
 		{"bad cpu", map[string]any{"cluster": "c", "cpu": "two"}, "providerSpec.cpu: Invalid"},
 		{"negative memory", map[string]any{"cluster": "c", "memory": "-1Gi"}, "providerSpec.memory: Invalid"},
 		{"pods range", map[string]any{"cluster": "c", "pods": 0}, "providerSpec.pods: Invalid"},
@@ -34,7 +50,7 @@ func TestSpecValidationNamesTheField(t *testing.T) {
 		{"injected OK", map[string]any{"cluster": "c", "deleteError": map[string]any{"code": "OK"}}, "providerSpec.deleteError.code: Invalid"},
 		{"wrong type", map[string]any{"cluster": "c", "pods": "many"}, "pods"},
 	}
-	d := open(t, registry.Env{})
+	d := open(t, registry.Env{SpecMode: driver.Strict})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := d.CreateMachine(context.Background(), &driver.CreateMachineRequest{
@@ -54,7 +70,7 @@ func TestSpecValidationNamesTheField(t *testing.T) {
 }
 
 func TestSpecDefaults(t *testing.T) {
-	_, ms, err := classSpec(class(t, "c", map[string]any{"cluster": "dev"}))
+	_, ms, err := classSpec(class(t, "c", map[string]any{"cluster": "dev"}), driver.Strict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +80,7 @@ func TestSpecDefaults(t *testing.T) {
 	if ms.HeartbeatInterval != 10*time.Second || ms.NodeMonitorGracePeriod != 40*time.Second {
 		t.Fatalf("defaults: interval %s grace %s", ms.HeartbeatInterval, ms.NodeMonitorGracePeriod)
 	}
-	_, ms, err = classSpec(class(t, "c", map[string]any{"cluster": "dev", "cpu": 4, "memory": "512Mi", "pods": 20}))
+	_, ms, err = classSpec(class(t, "c", map[string]any{"cluster": "dev", "cpu": 4, "memory": "512Mi", "pods": 20}), driver.Strict)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,5 +10,6 @@ func init() {
 		Name:        ProviderName,
 		Description: "machines as real Nodes of the target cluster, run by in-process node agents (no cloud needed)",
 		New:         func(env registry.Env) (driver.Driver, error) { return New(env) },
+		CheckSpec:   checkSpec,
 	})
 }

@@ -89,20 +89,36 @@ type machineSpec struct {
 	StopHeartbeat          bool              `json:"stopHeartbeat,omitempty"`
 }
 
-// classSpec checks the class's provider and decodes, validates and defaults its providerSpec.
-func classSpec(class *v1alpha1.MachineClass) (*ProviderSpec, *machineSpec, error) {
+// classSpec checks the class's provider and decodes (in mode), validates and defaults its
+// providerSpec.
+func classSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, *machineSpec, error) {
+	spec, ms, _, err := decodeClassSpec(class, mode)
+	return spec, ms, err
+}
+
+// checkSpec is the provider's registry.Registration.CheckSpec.
+func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
+	_, _, warnings, err := decodeClassSpec(class, mode)
+	return warnings, err
+}
+
+// decodeClassSpec is classSpec returning the decoding warnings too. Keys match field names
+// case-sensitively, as Kubernetes decodes its objects (driver.ExactNames); unknown fields are
+// ignored in driver.Lenient mode and refused in driver.Strict mode.
+func decodeClassSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, *machineSpec, []driver.SpecWarning, error) {
 	if err := driver.CheckProvider(class, ProviderName); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var spec ProviderSpec
-	if err := driver.DecodeProviderSpec(class, &spec); err != nil {
-		return nil, nil, err
+	warnings, err := driver.DecodeSpec(class, &spec, mode, driver.ExactNames)
+	if err != nil {
+		return nil, nil, warnings, driver.NoteSpecWarnings(err, warnings)
 	}
 	ms, errs := spec.resolve(driver.ProviderSpecPath)
 	if err := driver.Invalid(class, errs); err != nil {
-		return nil, nil, err
+		return nil, nil, warnings, driver.NoteSpecWarnings(err, warnings)
 	}
-	return &spec, ms, nil
+	return &spec, ms, warnings, nil
 }
 
 // resolve validates the spec and applies defaults. Errors name the field under path.
