@@ -97,6 +97,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-timeout", Value: sd.APIServerStatusCheckTimeout, Usage: "unreachable time after which the Machine controller freezes"},
 
 			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
+			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
 			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the seed's infra.Infragrpc); empty: no dial-in"},
@@ -185,6 +186,9 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	o.ConcurrentSyncs = c.Int("set-concurrent-syncs")
 	o.MachineDeployment.NoScaleDownAnnotationDuringRollout = !c.Bool("autoscaler-scaledown-annotation-during-rollout")
 	o.StateDir = c.String("state-dir")
+	if c.Bool("strict-provider-specs") {
+		o.SpecMode = driver.Strict
+	}
 
 	mo := &o.Machine
 	mo.ConcurrentSyncs = c.Int("concurrent-syncs")

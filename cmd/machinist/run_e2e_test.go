@@ -25,6 +25,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -1030,5 +1031,57 @@ func TestRunSaysToInstallCRDs(t *testing.T) {
 	err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", env.KubeconfigPath, "--port", "-1"})
 	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f kubernetes/crds/") || !strings.Contains(err.Error(), "MachineDeployment") {
 		t.Fatalf("error %v, want one naming the missing kinds and how to install the CRDs", err)
+	}
+}
+
+// TestRunStrictProviderSpecs: by default a class with a mis-cased field works and says so on
+// its ProviderSpecValid condition; `machinist run --strict-provider-specs` refuses it (condition
+// False, the machine's create InvalidArgument naming the field) as machinist did before.
+func TestRunStrictProviderSpecs(t *testing.T) {
+	e := newE2E(t)
+	const ns = "strict-specs"
+	e.localClass(ns, "loose", "strict")
+	class := &v1alpha1.MachineClass{}
+	key := client.ObjectKey{Namespace: ns, Name: "loose"}
+	if err := e.c.Get(context.Background(), key, class); err != nil {
+		t.Fatal(err)
+	}
+	class.ProviderSpec = runtimeRaw(`{"cluster":"strict","Zone":"z9"}`)
+	if err := e.c.Update(context.Background(), class); err != nil {
+		t.Fatal(err)
+	}
+	condition := func() *metav1.Condition {
+		c := &v1alpha1.MachineClass{}
+		if err := e.c.Get(context.Background(), key, c); err != nil {
+			t.Fatal(err)
+		}
+		return apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ClassConditionProviderSpecValid)
+	}
+
+	stop := e.startRun("--namespace", ns, "--strict-provider-specs")
+	if err := e.c.Create(context.Background(), &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "loose-1"},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "loose"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually(60*time.Second, "strict: condition and machine refused", func() (bool, string) {
+		cond := condition()
+		m := &v1alpha1.Machine{}
+		_ = e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "loose-1"}, m)
+		lo := m.Status.LastOperation
+		ok := cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonProviderSpecInvalid &&
+			strings.Contains(cond.Message, "providerSpec.Zone") &&
+			lo.ErrorCode == "InvalidArgument" && strings.Contains(lo.Description, "providerSpec.Zone")
+		return ok, fmt.Sprintf("condition %+v, last operation %+v", cond, lo)
+	})
+	stop()
+
+	e.startRun("--namespace", ns)
+	e.waitRunning(ns, 1, 120*time.Second, nil)
+	cond := condition()
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonProviderSpecFieldWarnings ||
+		!strings.Contains(cond.Message, "providerSpec.Zone: unknown field: ignored (field names are case-sensitive: write zone)") {
+		t.Fatalf("lenient condition %+v", cond)
 	}
 }

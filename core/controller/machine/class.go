@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -16,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
 )
 
 // setupClassController keeps the finalizer on MachineClasses while machines use them, so a
@@ -39,6 +43,11 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 	class := &v1alpha1.MachineClass{}
 	if err := r.client.Get(ctx, req.NamespacedName, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if class.DeletionTimestamp == nil {
+		if err := r.recordSpecCheck(ctx, class); err != nil {
+			return requeueOnConflict(err)
+		}
 	}
 	var machines v1alpha1.MachineList
 	if err := r.client.List(ctx, &machines, client.InNamespace(class.Namespace), client.MatchingFields{IndexMachineClassName: class.Name}); err != nil {
@@ -73,6 +82,57 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 			"MachineClass is deleted once its %d machines are gone (%s)", len(machines.Items), strings.Join(names, ", "))
 	}
 	return reconcile.Result{}, nil
+}
+
+// recordSpecCheck sets the class's ProviderSpecValid condition from the offline check of its
+// providerSpec by the compiled-in provider (registry.Resolver.CheckSpec) and, when the condition
+// changes to field warnings or to invalid, emits one Warning Event. The condition records the
+// generation it was computed for and is written only when it changes, so reconciling an unchanged
+// class (machines come and go, the controller restarts) neither writes nor announces anything.
+func (r *reconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.MachineClass) error {
+	cond := specCondition(class, r.drivers.CheckSpec(class))
+	if old := meta.FindStatusCondition(class.Status.Conditions, cond.Type); old != nil && old.Status == cond.Status &&
+		old.Reason == cond.Reason && old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
+		return nil
+	}
+	orig := class.DeepCopy()
+	meta.SetStatusCondition(&class.Status.Conditions, cond)
+	if err := r.client.Status().Patch(ctx, class, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	if cond.Reason == v1alpha1.ReasonProviderSpecFieldWarnings || cond.Reason == v1alpha1.ReasonProviderSpecInvalid {
+		r.recorder.Eventf(class, nil, corev1.EventTypeWarning, cond.Reason, "CheckProviderSpec", "%s", truncate(cond.Message, maxEventNote))
+	}
+	return nil
+}
+
+// maxEventNote keeps a note under the 1 kB events.k8s.io allows (as Machine events do).
+const maxEventNote = 1000
+
+// maxConditionMessage is the longest message a metav1.Condition takes.
+const maxConditionMessage = 32768
+
+// specCondition is the ProviderSpecValid condition for a check's result. Its messages name
+// fields, never values: the warnings are built so, and invalid specs carry the driver's message.
+func specCondition(class *v1alpha1.MachineClass, check registry.SpecCheck) metav1.Condition {
+	provider := registry.Normalize(class.Provider)
+	cond := metav1.Condition{Type: v1alpha1.ClassConditionProviderSpecValid, ObservedGeneration: class.Generation}
+	switch {
+	case !check.Checked:
+		cond.Status, cond.Reason = metav1.ConditionUnknown, v1alpha1.ReasonProviderSpecNotChecked
+		cond.Message = fmt.Sprintf("provider %q is not compiled into this controller, or a driver server or a dialled-in provider serves it and decodes the spec itself: run `machinist driver list --class` with a binary that has the provider to see its warnings", provider)
+	case check.Err != nil:
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ReasonProviderSpecInvalid
+		cond.Message = fmt.Sprintf("the %s driver refuses the providerSpec (%s decoding): %s", provider, check.Mode, driver.MessageOf(check.Err))
+	case len(check.Warnings) > 0:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonProviderSpecFieldWarnings
+		cond.Message = fmt.Sprintf("the %s driver accepts the providerSpec, read as Gardener's %s provider reads it: %s", provider, provider, driver.JoinSpecWarnings(check.Warnings))
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonProviderSpecValid
+		cond.Message = fmt.Sprintf("the %s driver accepts the providerSpec (%s decoding)", provider, check.Mode)
+	}
+	cond.Message = truncate(cond.Message, maxConditionMessage)
+	return cond
 }
 
 func (r *reconciler) removeFinalizer(ctx context.Context, o client.Object, finalizer string) (reconcile.Result, error) {

@@ -44,6 +44,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/internal/logbridge"
 )
@@ -121,6 +122,9 @@ type Options struct {
 
 	// StateDir is passed to compiled-in drivers (registry.Env.StateDir; --state-dir).
 	StateDir string
+	// SpecMode is how compiled-in drivers decode providerSpecs (registry.Env.SpecMode;
+	// --strict-provider-specs).
+	SpecMode driver.SpecMode
 	// Endpoints serve providers from driver servers this process dials (--driver-endpoint,
 	// --driver-exec); nil means none.
 	Endpoints registry.Source
@@ -277,7 +281,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.Drivers = &registry.Resolver{
 		Endpoints: opts.Endpoints,
-		Env:       registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver")},
+		Env:       registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode},
 	}
 	m.Drivers.PreferRemote = opts.PreferRemote
 	if opts.Remote != nil {

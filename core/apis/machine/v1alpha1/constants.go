@@ -111,3 +111,19 @@ const (
 	// UserDataMachineNamePlaceholder in userData is replaced with the machine's name.
 	UserDataMachineNamePlaceholder = "<<MACHINE_NAME>>"
 )
+
+// The condition of a MachineClass's providerSpec (MachineClassStatus.Conditions) and its reasons.
+const (
+	// ClassConditionProviderSpecValid says whether the class's providerSpec decodes and validates
+	// for its driver: True when it does (reason ProviderSpecValid, or ProviderSpecFieldWarnings
+	// when decoding ignored or loosely matched some fields, which the message names), False when
+	// the driver refuses it (ProviderSpecInvalid), Unknown when this controller cannot check it
+	// (ProviderSpecNotChecked: the provider is served by a driver server or a dialled-in
+	// provider, or not at all).
+	ClassConditionProviderSpecValid = "ProviderSpecValid"
+
+	ReasonProviderSpecValid         = "ProviderSpecValid"
+	ReasonProviderSpecFieldWarnings = "ProviderSpecFieldWarnings"
+	ReasonProviderSpecInvalid       = "ProviderSpecInvalid"
+	ReasonProviderSpecNotChecked    = "ProviderSpecNotChecked"
+)

@@ -7,10 +7,12 @@ import (
 )
 
 // MachineClass names a provider and carries the provider-specific template of the machines that
-// use it. It has no spec/status wrapper, exactly like Gardener's MachineClass.
+// use it. It has no spec wrapper, exactly like Gardener's MachineClass. Its optional status is
+// machinist's addition (Gardener's MachineClass has none): clients that do not know it ignore it.
 //
 // +genclient
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mcc
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.provider`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -28,7 +30,8 @@ type MachineClass struct {
 	// +optional
 	CredentialsSecretRef *corev1.SecretReference `json:"credentialsSecretRef,omitempty"`
 
-	// ProviderSpec is the provider-specific machine template, decoded strictly by the provider.
+	// ProviderSpec is the provider-specific machine template, decoded by the provider as
+	// Gardener's provider of that name decodes it (or strictly, in strict mode).
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
@@ -42,6 +45,20 @@ type MachineClass struct {
 	// SecretRef points at the secret with userData and (legacy) credentials.
 	// +optional
 	SecretRef *corev1.SecretReference `json:"secretRef,omitempty"`
+
+	// Status is what the controller found out about the class (machinist only).
+	// +optional
+	Status MachineClassStatus `json:"status,omitempty"`
+}
+
+// MachineClassStatus is what the controller found out about a MachineClass.
+type MachineClassStatus struct {
+	// Conditions of the class. ProviderSpecValid says whether the providerSpec decodes and
+	// validates for its driver, and lists the fields decoding ignored or matched loosely.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // MachineClassList is a list of MachineClasses.

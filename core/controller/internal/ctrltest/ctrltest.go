@@ -105,6 +105,9 @@ type Env struct {
 	Drivers *Drivers
 	// Safety is the safety controller while one runs.
 	Safety *safety.Controller
+	// SpecMode is the decoding mode of compiled-in drivers (registry.Env.SpecMode) in the
+	// controllers StartControllers runs.
+	SpecMode driver.SpecMode
 
 	mu      sync.Mutex
 	stop    context.CancelFunc
@@ -195,7 +198,7 @@ func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety
 			e.T.Fatal(err)
 		}
 	}
-	resolver := &registry.Resolver{Endpoints: e.Drivers}
+	resolver := &registry.Resolver{Endpoints: e.Drivers, Env: registry.Env{SpecMode: e.SpecMode}}
 	opts.Namespace = e.NS
 	if so != nil {
 		so.Namespace = e.NS
