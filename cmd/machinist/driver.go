@@ -43,6 +43,7 @@ func driverCommand() *cli.Command {
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "bound of the driver call"},
+		&cli.BoolFlag{Name: "strict", Usage: "refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of reading them as Gardener's providers do"},
 	}
 	common = append(common, endpointFlags()...) // --endpoint ADDR and its TLS flags (serve.go)
 	with := func(flags ...cli.Flag) []cli.Flag { return append(flags, common...) }
@@ -51,7 +52,8 @@ func driverCommand() *cli.Command {
 		Usage: "call a compiled-in driver directly: create, delete, status, list, volumes, heartbeat",
 		Description: "Each subcommand reads a MachineClass (and its Secret) from files, opens the driver of the class's\n" +
 			"provider and makes one driver call, printing the result as text or JSON (--output json).\n" +
-			"Errors print their machine code and what to do.",
+			"Errors print their machine code and what to do. providerSpec fields the compiled-in driver ignores or\n" +
+			"reads loosely (as Gardener's providers do) are printed as warning lines on stderr; --strict refuses them.",
 		Subcommands: []*cli.Command{
 			{
 				Name: "create", Usage: "create the VM of a machine (or return the existing one)",
@@ -153,6 +155,16 @@ func runDriverCall(c *cli.Context, needs callNeeds, do func(*call) error) error 
 	if k.class != nil {
 		provider = k.class.Provider
 	}
+	if c.Bool("strict") && c.String("endpoint") != "" {
+		return errors.New("--strict sets how the compiled-in driver decodes; a driver server at --endpoint decodes by its own settings: drop one of them")
+	}
+	if k.class != nil && c.String("endpoint") == "" && !c.Bool("strict") {
+		// The driver answers the call; the warnings of its lenient decoding would be lost. (In
+		// strict mode its error names the fields.)
+		for _, w := range registry.CheckSpec(k.class, specMode(c)).Warnings {
+			fmt.Fprintf(c.App.ErrWriter, "warning: MachineClass %s: %s\n", k.class.Name, w)
+		}
+	}
 	if provider == "" {
 		if c.Command.Name != "heartbeat" {
 			return errors.New("no provider: give --class (its provider field) or --provider")
@@ -175,7 +187,7 @@ func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
 	if c.String("endpoint") != "" {
 		return dialDriver(c, provider)
 	}
-	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default()}
+	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), SpecMode: specMode(c)}
 	if path := c.String("kubeconfig"); path != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", path)
 		if err != nil {
@@ -189,6 +201,14 @@ func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
 		}
 	}
 	return registry.Open(provider, env)
+}
+
+// specMode is the decoding mode --strict asks for.
+func specMode(c *cli.Context) driver.SpecMode {
+	if c.Bool("strict") {
+		return driver.Strict
+	}
+	return driver.Lenient
 }
 
 func closeDriver(d driver.Driver) {

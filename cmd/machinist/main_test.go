@@ -138,11 +138,60 @@ items:
 	mustRun(t, append([]string{"driver", "status", "--machine", "m2"}, flags...)...)
 }
 
+// runErr runs the CLI in-process and returns stdout, stderr and the rendered error.
+func runErr(t *testing.T, args ...string) (string, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := newApp(&stdout, &stderr).RunContext(context.Background(), append([]string{"machinist"}, args...))
+	if err != nil {
+		return stdout.String(), stderr.String(), describeError(err)
+	}
+	return stdout.String(), stderr.String(), ""
+}
+
+// An unknown field is a warning line (the call goes ahead, as with Gardener's providers); with
+// --strict it is refused as before.
+func TestDriverSpecWarningsAndStrict(t *testing.T) {
+	state := t.TempDir()
+	loose := writeFile(t, "loose.yaml", strings.Replace(localClass, "cpu: 2", "cpus: 2\n  Zone: z9", 1))
+	out, stderr, errText := runErr(t, "driver", "create", "--class", loose, "--machine", "m", "--state-dir", state, "-o", "json")
+	if errText != "" || !strings.Contains(out, `"providerID": "local:///m"`) {
+		t.Fatalf("lenient create: %q %q", out, errText)
+	}
+	for _, want := range []string{
+		"warning: MachineClass local-dev: providerSpec.Zone: unknown field: ignored (field names are case-sensitive: write zone)\n",
+		"warning: MachineClass local-dev: providerSpec.cpus: unknown field: ignored\n",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr %q lacks %q", stderr, want)
+		}
+	}
+	if strings.Contains(out, "warning") {
+		t.Errorf("warnings on stdout break -o json: %q", out)
+	}
+	_, stderr, errText = runErr(t, "driver", "create", "--class", loose, "--machine", "m2", "--state-dir", state, "--strict")
+	for _, want := range []string{"InvalidArgument", "providerSpec.cpus: unknown field", "providerSpec.Zone: unknown field (did you mean zone?", "fix the MachineClass field"} {
+		if !strings.Contains(errText, want) {
+			t.Fatalf("strict error %q lacks %q", errText, want)
+		}
+	}
+	if strings.Contains(stderr, "warning:") {
+		t.Errorf("strict mode printed warnings too: %q", stderr)
+	}
+	if out := mustRun(t, "driver", "list", "--class", loose, "--state-dir", state); strings.Contains(out, "m2") {
+		t.Fatalf("a refused create made a machine:\n%s", out)
+	}
+	_, _, errText = runErr(t, "driver", "list", "--class", loose, "--strict", "--endpoint", "127.0.0.1:1")
+	if !strings.Contains(errText, "--strict") {
+		t.Fatalf("--strict with --endpoint: %q", errText)
+	}
+}
+
 func TestDriverErrorsSayWhatToDo(t *testing.T) {
 	state := t.TempDir()
-	bad := writeFile(t, "bad.yaml", strings.Replace(localClass, "cpu: 2", "cpus: 2", 1))
+	bad := writeFile(t, "bad.yaml", strings.Replace(localClass, "cpu: 2", "cpu: two", 1))
 	_, errText := run(t, "driver", "create", "--class", bad, "--machine", "m", "--state-dir", state)
-	for _, want := range []string{"InvalidArgument", `unknown field "cpus"`, "fix the MachineClass field"} {
+	for _, want := range []string{"InvalidArgument", "providerSpec.cpu", "fix the MachineClass field"} {
 		if !strings.Contains(errText, want) {
 			t.Fatalf("error %q lacks %q", errText, want)
 		}
