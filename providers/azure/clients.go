@@ -72,27 +72,46 @@ func (c *clientCache) len() int {
 	return c.order.Len()
 }
 
-// cloudConfig resolves the cloud of a spec; Options.Cloud overrides it.
-func (d *Driver) cloudConfig(spec *ProviderSpec) (cloud.Configuration, string) {
+// cloudConfig resolves the cloud: Options.Cloud, else the custom cloud of the secret, else the
+// cloud the spec names (Gardener's cloudConfiguration.name), else Azure public. The name keys
+// the client cache.
+func (d *Driver) cloudConfig(spec *ProviderSpec, creds credentials) (cloud.Configuration, string, error) {
 	if d.opts.Cloud != nil {
-		return *d.opts.Cloud, "custom"
+		return *d.opts.Cloud, "custom", nil
+	}
+	named := spec.CloudConfiguration != nil && spec.CloudConfiguration.Name != ""
+	if creds.custom() {
+		if named {
+			return cloud.Configuration{}, "", driver.Errorf(driver.InvalidArgument,
+				"azure: the secret names a custom cloud (%s) and providerSpec.cloudConfiguration.name names %s: remove one of them",
+				data(KeyResourceManagerEndpoint), spec.CloudConfiguration.Name)
+		}
+		return cloud.Configuration{
+			ActiveDirectoryAuthorityHost: creds.authorityHost,
+			Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+				cloud.ResourceManager: {Endpoint: creds.armEndpoint, Audience: creds.armAudience},
+			},
+		}, "custom", nil
 	}
 	name := CloudAzurePublic
-	if spec.CloudConfiguration != nil && spec.CloudConfiguration.Name != "" {
+	if named {
 		name = spec.CloudConfiguration.Name
 	}
 	switch name {
 	case CloudAzureChina:
-		return cloud.AzureChina, name
+		return cloud.AzureChina, name, nil
 	case CloudAzureGovernment:
-		return cloud.AzureGovernment, name
+		return cloud.AzureGovernment, name, nil
 	}
-	return cloud.AzurePublic, CloudAzurePublic
+	return cloud.AzurePublic, CloudAzurePublic, nil
 }
 
 // clients returns the client set of a credential set, building it on first use.
 func (d *Driver) clients(creds credentials, spec *ProviderSpec) (*clientSet, error) {
-	cfg, cloudName := d.cloudConfig(spec)
+	cfg, cloudName, err := d.cloudConfig(spec, creds)
+	if err != nil {
+		return nil, err
+	}
 	return d.cache.get(creds.hash(cloudName), func() (*clientSet, error) {
 		set, err := d.newClientSet(creds, cfg)
 		if err != nil {
@@ -103,30 +122,44 @@ func (d *Driver) clients(creds credentials, spec *ProviderSpec) (*clientSet, err
 }
 
 func (d *Driver) newClientSet(creds credentials, cfg cloud.Configuration) (*clientSet, error) {
-	opts := policy.ClientOptions{
+	transport := d.opts.Transport
+	if transport == nil {
+		client, err := httpClient(creds.caCert)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", data(KeyCACert), err)
+		}
+		transport = client
+	}
+	health := &loginHealth{}
+	credOpts := policy.ClientOptions{
 		Cloud:     cfg,
-		Transport: d.opts.Transport,
+		Transport: watchedTransport{next: transport, h: health},
 		Retry:     d.opts.Retry,
 		Telemetry: policy.TelemetryOptions{ApplicationID: "machinist"},
-		// Instance discovery only knows Microsoft's clouds; a custom cloud has to skip it.
 	}
-	customCloud := d.opts.Cloud != nil
+	// Instance discovery only knows Microsoft's clouds; a custom cloud has to skip it.
+	customCloud := d.opts.Cloud != nil || creds.custom()
 	var cred azcore.TokenCredential
 	var err error
 	if creds.clientSecret != "" {
 		cred, err = azidentity.NewClientSecretCredential(creds.tenantID, creds.clientID, creds.clientSecret,
-			&azidentity.ClientSecretCredentialOptions{ClientOptions: opts, DisableInstanceDiscovery: customCloud})
+			&azidentity.ClientSecretCredentialOptions{ClientOptions: credOpts, DisableInstanceDiscovery: customCloud})
 	} else {
 		cred, err = azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-			ClientOptions: opts, ClientID: creds.clientID, TenantID: creds.tenantID, TokenFilePath: creds.tokenFile,
+			ClientOptions: credOpts, ClientID: creds.clientID, TenantID: creds.tenantID, TokenFilePath: creds.tokenFile,
 			DisableInstanceDiscovery: customCloud,
 		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("credential for client %s in tenant %s: %w", creds.clientID, creds.tenantID, err)
 	}
-	armOpts := &arm.ClientOptions{ClientOptions: opts}
-	armOpts.PerCallPolicies = append(armOpts.PerCallPolicies, apiMetrics{})
+	armOpts := &arm.ClientOptions{ClientOptions: policy.ClientOptions{
+		Cloud:           cfg,
+		Transport:       transport,
+		Retry:           d.opts.Retry,
+		Telemetry:       policy.TelemetryOptions{ApplicationID: "machinist"},
+		PerCallPolicies: []policy.Policy{apiMetrics{}, loginPolicy{h: health}},
+	}}
 	factory, err := armcompute.NewClientFactory(creds.subscriptionID, cred, armOpts)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package azure
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"strings"
 
@@ -22,6 +23,14 @@ const (
 	KeyTenantID                  = "tenantID"
 	KeyUserData                  = "userData"
 
+	// Keys of a custom cloud (machinist only; Gardener's provider knows the public clouds by
+	// cloudConfiguration.name): the endpoints of ARM's cloud.Configuration and the CA bundle
+	// that signs them.
+	KeyActiveDirectoryAuthorityHost = "activeDirectoryAuthorityHost"
+	KeyResourceManagerEndpoint      = "resourceManagerEndpoint"
+	KeyResourceManagerAudience      = "resourceManagerAudience"
+	KeyCACert                       = "caCert"
+
 	KeyAzureClientID       = "azureClientId"
 	KeyAzureClientSecret   = "azureClientSecret"
 	KeyAzureSubscriptionID = "azureSubscriptionId"
@@ -35,12 +44,22 @@ type credentials struct {
 	clientSecret   string
 	tokenFile      string
 	subscriptionID string
+
+	// A custom cloud: both endpoints or neither; the audience defaults to the endpoint.
+	authorityHost string
+	armEndpoint   string
+	armAudience   string
+	caCert        string
 }
+
+// custom reports whether the secret names a custom cloud.
+func (c credentials) custom() bool { return c.armEndpoint != "" }
 
 // hash identifies a credential set (and cloud) without keeping the secret in a map key.
 func (c credentials) hash(cloudName string) string {
 	h := sha256.New()
-	for _, s := range []string{c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName} {
+	for _, s := range []string{c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
+		c.authorityHost, c.armEndpoint, c.armAudience, c.caCert} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -66,6 +85,10 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 		clientSecret:   value(KeyClientSecret, KeyAzureClientSecret),
 		tokenFile:      value(KeyWorkloadIdentityTokenFile),
 		subscriptionID: value(KeySubscriptionID, KeyAzureSubscriptionID),
+		authorityHost:  value(KeyActiveDirectoryAuthorityHost),
+		armEndpoint:    value(KeyResourceManagerEndpoint),
+		armAudience:    value(KeyResourceManagerAudience),
+		caCert:         value(KeyCACert),
 	}
 	var errs field.ErrorList
 	data := field.NewPath("secret", "data")
@@ -90,10 +113,47 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 	if c.tenantID == "" {
 		errs = append(errs, field.Required(data.Key(KeyTenantID), "set the tenant (directory) ID"))
 	}
+	errs = append(errs, c.validateCloud(data)...)
 	if len(errs) > 0 {
 		return credentials{}, driver.Errorf(driver.InvalidArgument, "azure: secret %s is invalid: %s", secretName(secret), errs.ToAggregate().Error())
 	}
+	if c.custom() && c.armAudience == "" {
+		c.armAudience = c.armEndpoint
+	}
 	return c, nil
+}
+
+// validateCloud checks the custom cloud keys. Values are not echoed: they sit in a secret.
+func (c credentials) validateCloud(data *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case c.authorityHost != "" && c.armEndpoint == "":
+		errs = append(errs, field.Required(data.Key(KeyResourceManagerEndpoint), "a custom cloud needs its Azure Resource Manager URL too"))
+	case c.authorityHost == "" && (c.armEndpoint != "" || c.armAudience != ""):
+		errs = append(errs, field.Required(data.Key(KeyActiveDirectoryAuthorityHost), "a custom cloud needs its Microsoft Entra ID (login) URL too"))
+	case c.armAudience != "" && c.armEndpoint == "":
+		errs = append(errs, field.Required(data.Key(KeyResourceManagerEndpoint), "resourceManagerAudience belongs to a custom cloud: set resourceManagerEndpoint"))
+	}
+	for _, k := range []struct{ key, value string }{
+		{KeyActiveDirectoryAuthorityHost, c.authorityHost}, {KeyResourceManagerEndpoint, c.armEndpoint},
+	} {
+		if k.value == "" {
+			continue
+		}
+		// ARM's bearer token policy sends tokens over HTTPS only.
+		if u, err := url.Parse(k.value); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, field.Invalid(data.Key(k.key), "(not shown)", "must be an https:// URL without query, e.g. https://management.example.com/"))
+		}
+	}
+	if u, err := url.Parse(c.armAudience); c.armAudience != "" && (err != nil || u.Scheme == "") {
+		errs = append(errs, field.Invalid(data.Key(KeyResourceManagerAudience), "(not shown)", "must be the URI tokens for Azure Resource Manager are issued for, e.g. https://management.example.com/"))
+	}
+	if c.caCert != "" {
+		if _, err := httpClient(c.caCert); err != nil {
+			errs = append(errs, field.Invalid(data.Key(KeyCACert), "(not shown)", "must hold the PEM certificates of the CAs that sign the cloud's endpoints"))
+		}
+	}
+	return errs
 }
 
 // userDataFrom returns the secret's userData, which becomes the VM's customData.

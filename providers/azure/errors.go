@@ -129,8 +129,20 @@ func statusOf(what string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return driver.Errorf(driver.Canceled, "azure: %s: canceled", what)
 	}
+	// A login that got no answer, or a server error, is an outage of Microsoft Entra ID: retry,
+	// and do not send anyone to rotate a good secret.
+	var unreachable *loginUnreachableError
+	if errors.As(err, &unreachable) {
+		return driver.Errorf(driver.Unavailable, "azure: %s: %v: the credentials were not checked; the call is retried", what, unreachable)
+	}
 	var af *azidentity.AuthenticationFailedError
 	if errors.As(err, &af) {
+		switch r := af.RawResponse; {
+		case r == nil:
+			return driver.Errorf(driver.Unavailable, "azure: %s: Microsoft Entra ID gave no answer: %s: the credentials were not checked; the call is retried", what, entraMessage(af))
+		case r.StatusCode >= 500 || r.StatusCode == http.StatusTooManyRequests:
+			return driver.Errorf(driver.Unavailable, "azure: %s: Microsoft Entra ID is unavailable (HTTP %d): %s: the credentials were not checked; the call is retried", what, r.StatusCode, entraMessage(af))
+		}
 		return driver.Errorf(driver.Unauthenticated, "azure: %s: Microsoft Entra ID refused the credentials: %s: check clientID, clientSecret or workloadIdentityTokenFile and tenantID in the secret", what, entraMessage(af))
 	}
 	var re *azcore.ResponseError

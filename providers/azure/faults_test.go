@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
 )
@@ -285,4 +287,39 @@ func TestClientSetsAreReusedPerCredentialSet(t *testing.T) {
 	if n := e.drv.cache.len(); n != 2 {
 		t.Errorf("client sets after rotation = %d, want 2", n)
 	}
+}
+
+// TestLoginOutagesAreUnavailable: when Microsoft Entra ID cannot be reached (no route, DNS,
+// refused connection) or answers with a server error, the error is Unavailable with the cause,
+// so the controller retries and nobody rotates a good secret; only a refusal of the credentials
+// is Unauthenticated.
+func TestLoginOutagesAreUnavailable(t *testing.T) {
+	t.Run("endpoint unreachable", func(t *testing.T) {
+		e := newTestEnv(t)
+		cfg := e.cloud.Configuration()
+		cfg.ActiveDirectoryAuthorityHost = "https://login.unreachable.test/"
+		e.drv = New(Options{Transport: e.cloud.Transport(), Cloud: &cfg, PollFrequency: time.Millisecond,
+			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}})
+		_, err := e.create(t, "m-1")
+		msg := driver.MessageOf(err)
+		if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(msg, "no such host") || !strings.Contains(msg, "cannot reach Microsoft Entra ID") {
+			t.Fatalf("err = %v, want Unavailable with the cause", err)
+		}
+		for _, wrong := range []string{"refused the credentials", "check clientID", testSecret} {
+			if strings.Contains(msg, wrong) {
+				t.Errorf("the error says %q: %s", wrong, msg)
+			}
+		}
+		if len(e.cloud.Resources()) != 0 {
+			t.Errorf("resources made: %+v", e.cloud.Resources())
+		}
+	})
+	t.Run("token endpoint answers 503", func(t *testing.T) {
+		e := newTestEnv(t)
+		e.cloud.Inject(fakeazure.ServerErrors(fakeazure.OpToken, 100, http.StatusServiceUnavailable))
+		_, err := e.create(t, "m-1")
+		if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(driver.MessageOf(err), "503") {
+			t.Fatalf("err = %v, want Unavailable naming the 503", err)
+		}
+	})
 }
