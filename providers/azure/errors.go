@@ -2,6 +2,8 @@ package azure
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,6 +133,9 @@ func statusOf(what string, err error) error {
 	}
 	// A login that got no answer, or a server error, is an outage of Microsoft Entra ID: retry,
 	// and do not send anyone to rotate a good secret.
+	if untrustedCertificate(err) {
+		return driver.Errorf(driver.FailedPrecondition, "azure: %s: %v: the endpoint's certificate is not trusted: put the CA that signs it in the secret's %s", what, err, data(KeyCACert))
+	}
 	var unreachable *loginUnreachableError
 	if errors.As(err, &unreachable) {
 		return driver.Errorf(driver.Unavailable, "azure: %s: %v: the credentials were not checked; the call is retried", what, unreachable)
@@ -156,6 +161,20 @@ func statusOf(what string, err error) error {
 		msg += ": " + hint
 	}
 	return driver.Wrap(code, err, msg)
+}
+
+// untrustedCertificate reports whether err is (or was caused by) a TLS certificate that does not
+// verify: a configuration problem, not an outage.
+func untrustedCertificate(err error) bool {
+	var unreachable *loginUnreachableError
+	if errors.As(err, &unreachable) && unreachable.cause != nil {
+		err = unreachable.cause
+	}
+	var verify *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)
 }
 
 // classify maps an ARM error to a machine code and what the user can do.

@@ -88,6 +88,9 @@ type Cloud struct {
 	mu         sync.Mutex
 	principals map[string]*principal // by client ID
 	tokens     map[string]string     // access token -> client ID
+	// audiences are the ARM audiences the token endpoint accepts besides https://ARMHost: the
+	// URLs the cloud is served at (Serve).
+	audiences []string
 	groups     map[string]*group     // by lower-case name
 	subnets    map[string]*armnetwork.Subnet
 	vms        map[string]*armcompute.VirtualMachine // by lower-case "rg/name"

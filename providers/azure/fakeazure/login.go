@@ -26,7 +26,7 @@ func (c *Cloud) serveLogin(req *http.Request) (*http.Response, string) {
 		if !strings.EqualFold(tenant, c.tenantID) {
 			return aadError(req, http.StatusBadRequest, "invalid_tenant", fmt.Sprintf("AADSTS90002: Tenant '%s' not found. Check to make sure you have the correct tenant ID and are signing into the correct cloud.", tenant), 90002), OpOpenIDMetadata
 		}
-		base := "https://" + LoginHost + "/" + tenant
+		base := req.URL.Scheme + "://" + req.URL.Host + "/" + tenant
 		return jsonResponse(req, http.StatusOK, map[string]any{
 			"token_endpoint":                        base + "/oauth2/v2.0/token",
 			"authorization_endpoint":                base + "/oauth2/v2.0/authorize",
@@ -80,8 +80,10 @@ func (c *Cloud) issueToken(req *http.Request, tenant string) *http.Response {
 	scope := form.Get("scope")
 	audience := false
 	for _, sc := range strings.Fields(scope) {
-		if sc == "https://"+ARMHost+"/.default" || sc == "https://"+ARMHost+"//.default" {
-			audience = true
+		for _, aud := range append([]string{"https://" + ARMHost}, c.audiences...) {
+			if strings.TrimRight(strings.TrimSuffix(sc, "/.default"), "/") == strings.TrimRight(aud, "/") && strings.HasSuffix(sc, "/.default") {
+				audience = true
+			}
 		}
 	}
 	if !audience {

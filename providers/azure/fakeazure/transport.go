@@ -83,8 +83,29 @@ func newTransport(c *Cloud) *Transport {
 	return t
 }
 
+// service is the part of the cloud a request is for.
+type service int
+
+const (
+	unreachable service = iota
+	login
+	resourceManager
+)
+
 // Do answers one request.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
+	switch req.URL.Host {
+	case LoginHost:
+		return t.answer(req, login)
+	case ARMHost:
+		return t.answer(req, resourceManager)
+	}
+	return t.answer(req, unreachable)
+}
+
+// answer answers one request for svc and counts it. The SDK operation comes from the request's
+// context (runtime.CtxAPINameKey), as the SDK clients set it.
+func (t *Transport) answer(req *http.Request, svc service) (*http.Response, error) {
 	c := t.c
 	rec := Request{Time: time.Now(), Method: req.Method, Host: req.URL.Host, Path: req.URL.Path}
 	rec.Op, _ = req.Context().Value(runtime.CtxAPINameKey{}).(string)
@@ -96,10 +117,10 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	if err := req.Context().Err(); err != nil {
 		return nil, err
 	}
-	switch req.URL.Host {
-	case LoginHost:
+	switch svc {
+	case login:
 		resp, rec.Op = c.serveLogin(req)
-	case ARMHost:
+	case resourceManager:
 		resp, err = t.serveARM(req, rec)
 	default:
 		err = fmt.Errorf("fakeazure: dial tcp: lookup %s: no such host", req.URL.Host)

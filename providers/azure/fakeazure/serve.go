@@ -1,0 +1,289 @@
+package fakeazure
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// ControlPrefix is the path under which a served cloud answers its control requests: GET
+// ControlPrefix+"state" dumps the resources (State), POST ControlPrefix+"faults" injects a
+// Fault given as JSON, DELETE ControlPrefix+"faults" clears them.
+const ControlPrefix = "/.fakecloud/"
+
+// Server serves a Cloud over HTTPS: Microsoft Entra ID and Azure Resource Manager at one URL,
+// told apart by path, with a certificate from a CA of its own. Point a custom cloud at it
+// (activeDirectoryAuthorityHost and resourceManagerEndpoint = URL) and trust CACert.
+type Server struct {
+	// URL is the root of both endpoints, e.g. https://127.0.0.1:8443/.
+	URL string
+	// CACert is the PEM certificate of the CA that signed the server's certificate.
+	CACert []byte
+
+	srv  *http.Server
+	done chan struct{}
+}
+
+// Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
+// requests). The certificate is valid for the listener's address, 127.0.0.1, ::1 and localhost.
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Server, error) {
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return nil, fmt.Errorf("fakeazure: serve: %s is not a TCP listener", l.Addr())
+	}
+	caPEM, cert, err := selfSignedTLS(addr.IP)
+	if err != nil {
+		return nil, err
+	}
+	host := addr.IP.String()
+	if addr.IP.To4() == nil {
+		host = "[" + host + "]"
+	}
+	s := &Server{URL: fmt.Sprintf("https://%s:%d/", host, addr.Port), CACert: caPEM, done: make(chan struct{})}
+	c.mu.Lock()
+	c.audiences = append(c.audiences, s.URL)
+	c.mu.Unlock()
+	var h http.Handler = c.transport
+	if wrap != nil {
+		h = wrap(h)
+	}
+	s.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}},
+	}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(tls.NewListener(l, s.srv.TLSConfig))
+	}()
+	return s, nil
+}
+
+// Close stops the server.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+// ServeHTTP answers a request that arrived over the network: the control requests, Entra ID's
+// (any path not under /subscriptions) and ARM's, whose SDK operation it works out from the method
+// and path, as the SDK's fake servers need it.
+func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
+		t.c.serveControl(w, r)
+		return
+	}
+	req := r.Clone(r.Context())
+	req.RequestURI = ""
+	req.URL.Scheme, req.URL.Host = "https", r.Host
+	svc := login
+	if strings.HasPrefix(strings.ToLower(r.URL.Path), "/subscriptions/") {
+		svc = resourceManager
+		op := t.c.opOf(r.Method, r.URL.Path)
+		if op == "" {
+			writeResponse(w, armResponse(req, armErr(http.StatusBadRequest, "NoRegisteredProviderFound",
+				"fakeazure does not serve %s %s", r.Method, r.URL.Path)))
+			return
+		}
+		req = req.WithContext(context.WithValue(req.Context(), runtime.CtxAPINameKey{}, op))
+	}
+	resp, err := t.answer(req, svc)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	writeResponse(w, resp)
+}
+
+func writeResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// armRoute maps an ARM method and path (poll and page suffixes removed) to the SDK operation.
+type armRoute struct {
+	method string
+	path   *regexp.Regexp
+	op     string
+}
+
+var armRoutes []armRoute
+
+func init() {
+	const (
+		sub = `^/subscriptions/[^/]+`
+		rg  = sub + `/resourcegroups/[^/]+`
+		cmp = rg + `/providers/microsoft\.compute`
+		net = rg + `/providers/microsoft\.network`
+		img = sub + `/providers/microsoft\.compute/locations/[^/]+/publishers/[^/]+/artifacttypes/vmimage/offers/[^/]+/skus/[^/]+/versions`
+	)
+	add := func(method, path, op string) {
+		armRoutes = append(armRoutes, armRoute{method, regexp.MustCompile("(?i)" + path + "$"), op})
+	}
+	add(http.MethodPut, cmp+`/virtualmachines/[^/]+`, OpCreateVM)
+	add(http.MethodGet, cmp+`/virtualmachines/[^/]+`, OpGetVM)
+	add(http.MethodPatch, cmp+`/virtualmachines/[^/]+`, OpUpdateVM)
+	add(http.MethodDelete, cmp+`/virtualmachines/[^/]+`, OpDeleteVM)
+	add(http.MethodGet, cmp+`/virtualmachines`, OpListVMs)
+	add(http.MethodPut, cmp+`/disks/[^/]+`, OpCreateDisk)
+	add(http.MethodGet, cmp+`/disks/[^/]+`, OpGetDisk)
+	add(http.MethodPatch, cmp+`/disks/[^/]+`, OpUpdateDisk)
+	add(http.MethodDelete, cmp+`/disks/[^/]+`, OpDeleteDisk)
+	add(http.MethodGet, cmp+`/disks`, OpListDisks)
+	add(http.MethodGet, img+`/[^/]+`, OpGetImage)
+	add(http.MethodGet, img, OpListImages)
+	add(http.MethodPut, net+`/networkinterfaces/[^/]+`, OpCreateNIC)
+	add(http.MethodGet, net+`/networkinterfaces/[^/]+`, OpGetNIC)
+	add(http.MethodDelete, net+`/networkinterfaces/[^/]+`, OpDeleteNIC)
+	add(http.MethodGet, net+`/networkinterfaces`, OpListNICs)
+	add(http.MethodGet, net+`/virtualnetworks/[^/]+/subnets/[^/]+`, OpGetSubnet)
+	add(http.MethodGet, rg+`/resources`, OpListResources)
+	add(http.MethodGet, rg, OpGetGroup)
+	add(http.MethodHead, rg, OpCheckGroup)
+	add(http.MethodPut, rg, OpCreateGroup)
+	add(http.MethodDelete, rg, OpDeleteGroup)
+}
+
+// opOf is the SDK operation of an ARM request: a poll belongs to the operation it polls, any
+// other request is found in armRoutes. "" when the fake does not serve it.
+func (c *Cloud) opOf(method, path string) string {
+	clean := server.SanitizePagerPollerPath(path)
+	if strings.HasSuffix(path, fakePollSuffix) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.pending[strings.ToLower(clean)].op
+	}
+	for _, r := range armRoutes {
+		if r.method == method && r.path.MatchString(clean) {
+			return r.op
+		}
+	}
+	return ""
+}
+
+// State is what a cloud holds, as the control endpoint dumps it.
+type State struct {
+	Resources []Resource `json:"resources"`
+	// Requests is how many requests the cloud answered.
+	Requests int `json:"requests"`
+}
+
+// State returns the cloud's resources and request count.
+func (c *Cloud) State() State {
+	res := c.Resources()
+	if res == nil {
+		res = []Resource{}
+	}
+	return State{Resources: res, Requests: len(c.Requests())}
+}
+
+func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
+	what := strings.TrimPrefix(r.URL.Path, ControlPrefix)
+	switch {
+	case what == "state" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(c.State())
+	case what == "faults" && r.Method == http.MethodPost:
+		var f Fault
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil || f.Err == nil || f.Err.Status < 400 {
+			http.Error(w, fmt.Sprintf("fakeazure: the body must be a Fault as JSON, e.g. {\"Op\":%q,\"Times\":2,\"Err\":{\"Status\":503,\"Code\":\"ServerBusy\",\"Message\":\"busy\"}}: %v", OpCreateVM, err), http.StatusBadRequest)
+			return
+		}
+		c.Inject(f)
+		w.WriteHeader(http.StatusNoContent)
+	case what == "faults" && r.Method == http.MethodDelete:
+		c.ClearFaults()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.Error(w, "fakeazure: control requests are GET "+ControlPrefix+"state, POST and DELETE "+ControlPrefix+"faults", http.StatusNotFound)
+	}
+}
+
+// selfSignedTLS makes a throw-away CA and a server certificate it signs for ip, the loopback
+// addresses and localhost.
+func selfSignedTLS(ip net.IP) ([]byte, tls.Certificate, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "fakeazure CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(30 * 24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ip != nil && !ip.IsUnspecified() {
+		ips = append(ips, ip)
+	}
+	leafTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "fakeazure"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(30 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  ips,
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	cert, err := tls.X509KeyPair(
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		return nil, tls.Certificate{}, errors.Join(errors.New("fakeazure: server certificate"), err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), cert, nil
+}
