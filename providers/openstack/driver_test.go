@@ -476,3 +476,27 @@ func TestSpecModeFromTheRegistry(t *testing.T) {
 		t.Fatalf("servers: %+v", cloud.Servers())
 	}
 }
+
+// The MachineClass the README uses with `machinist fakecloud openstack` works against the fake
+// with the secret the command prints: create, list, delete, and nothing left in the fake.
+func TestFakecloudSampleClass(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	class := readClass(t, "../../kubernetes/samples/fakecloud/openstack-machineclass.yaml")
+	d, _ := testDriver(t)
+	secret := passwordSecret(cloud)
+	ctx := ctxT(t)
+	resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("demo-1"), MachineClass: class, Secret: secret})
+	if err != nil {
+		t.Fatalf("CreateMachine: %v", err)
+	}
+	list, err := d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: secret})
+	if err != nil || list.MachineList[resp.ProviderID] != "demo-1" {
+		t.Fatalf("ListMachines = %v, %v", list, err)
+	}
+	if _, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine("demo-1"), MachineClass: class, Secret: secret}); err != nil {
+		t.Fatalf("DeleteMachine: %v", err)
+	}
+	if s := cloud.State(); len(s.Servers) != 0 || len(s.Ports) != 0 || len(s.Volumes) != 0 {
+		t.Fatalf("left in the fake: %+v", s)
+	}
+}

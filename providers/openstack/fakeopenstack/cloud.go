@@ -139,6 +139,17 @@ func Start(t testing.TB, opts ...Options) *Cloud {
 
 // New starts a cloud on loopback. Close it when done.
 func New(opts ...Options) *Cloud {
+	// Listen on the IPv4 loopback explicitly: tests must never reach another address.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("fakeopenstack: listen on loopback: %v", err))
+	}
+	return Serve(l, nil, opts...)
+}
+
+// Serve starts a cloud on l, which Close closes. wrap, when set, wraps the cloud's handler (to
+// observe requests); the cloud also answers control requests under ControlPrefix.
+func Serve(l net.Listener, wrap func(http.Handler) http.Handler, opts ...Options) *Cloud {
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
@@ -172,12 +183,11 @@ func New(opts ...Options) *Cloud {
 		counts:           map[string]int{},
 	}
 	c.seed()
-	// Listen on the IPv4 loopback explicitly: tests must never reach another address.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("fakeopenstack: listen on loopback: %v", err))
+	var h http.Handler = c
+	if wrap != nil {
+		h = wrap(c)
 	}
-	c.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second}}
+	c.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	c.srv.Start()
 	c.URL = c.srv.URL
 	c.AuthURL = c.URL + "/identity/v3"
@@ -413,6 +423,10 @@ func FlavorSmallID() string { return "1" }
 // ServeHTTP routes a request to its service after the common steps every OpenStack API takes:
 // request IDs, counters, token validation and injected faults.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
+		c.serveControl(w, r)
+		return
+	}
 	reqID := "req-" + newID()
 	w.Header().Set("X-Openstack-Request-Id", reqID)
 	service, rest := splitService(r.URL.Path)

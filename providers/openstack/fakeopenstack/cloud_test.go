@@ -2,6 +2,7 @@ package fakeopenstack_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -284,5 +285,47 @@ func waitFor[T any](t *testing.T, f func() (T, bool)) T {
 			t.Fatalf("condition not reached within 10s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The control endpoint dumps the state without user data and switches faults over HTTP.
+func TestControlEndpoint(t *testing.T) {
+	c := fakeopenstack.Start(t)
+	c.CreateServer("demo-1", map[string]string{"k": "v"})
+	get := func() fakeopenstack.State {
+		t.Helper()
+		resp, err := http.Get(c.URL + fakeopenstack.ControlPrefix + "state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s fakeopenstack.State
+		if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := get(); len(s.Servers) != 1 || s.Servers[0].Name != "demo-1" || s.Servers[0].UserData != nil {
+		t.Fatalf("state %+v", s)
+	}
+	resp, err := http.Post(c.URL+fakeopenstack.ControlPrefix+"faults", "application/json",
+		strings.NewReader(`{"Service":"compute","Method":"GET","Path":"/servers","Status":503,"Times":1}`))
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("inject: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Get(c.URL + "/compute/v2.1/servers")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("faulted request: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, err = http.Post(c.URL+fakeopenstack.ControlPrefix+"faults", "application/json", strings.NewReader(`{"Bogus":1}`))
+	if err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad fault: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodDelete, c.URL+fakeopenstack.ControlPrefix+"faults", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("clear: %v %v", resp, err)
 	}
 }
