@@ -91,25 +91,25 @@ type Cloud struct {
 	// audiences are the ARM audiences the token endpoint accepts besides https://ARMHost: the
 	// URLs the cloud is served at (Serve).
 	audiences []string
-	groups     map[string]*group     // by lower-case name
-	subnets    map[string]*armnetwork.Subnet
-	vms        map[string]*armcompute.VirtualMachine // by lower-case "rg/name"
-	nics       map[string]*armnetwork.Interface
-	disks      map[string]*armcompute.Disk
-	images     map[string]*armcompute.VirtualMachineImage // by lower-case "location/publisher/offer/sku/version"
-	quota      map[string]int                             // location -> regional vCPU limit
-	skuOff     map[string]bool                            // "location/size/zone" ("" zone = whole location)
-	allocFail  []string                                   // codes for the next VM creations' LROs
-	lroPolls   int
-	opPolls    map[string]int // per-operation override of lroPolls
-	pageSize   int
-	faults     []*faultState
-	requests   []Request
-	lros       map[string]*lro          // pending LRO completions by lower-case resource path
-	pending    map[string]pendingPoller // LROs whose client stopped polling
-	pagers     map[string]pendingPager  // pagers whose client stopped paging
-	nextIP     map[string]int
-	seq        int
+	groups    map[string]*group // by lower-case name
+	subnets   map[string]*armnetwork.Subnet
+	vms       map[string]*armcompute.VirtualMachine // by lower-case "rg/name"
+	nics      map[string]*armnetwork.Interface
+	disks     map[string]*armcompute.Disk
+	images    map[string]*armcompute.VirtualMachineImage // by lower-case "location/publisher/offer/sku/version"
+	quota     map[string]int                             // location -> regional vCPU limit
+	skuOff    map[string]bool                            // "location/size/zone" ("" zone = whole location)
+	allocFail []string                                   // codes for the next VM creations' LROs
+	lroPolls  int
+	opPolls   map[string]int // per-operation override of lroPolls
+	pageSize  int
+	faults    []*faultState
+	requests  []Request
+	lros      map[string]*lro          // pending LRO completions by lower-case resource path
+	pending   map[string]pendingPoller // LROs whose client stopped polling
+	pagers    map[string]pendingPager  // pagers whose client stopped paging
+	nextIP    map[string]int
+	seq       int
 
 	transport *Transport
 }
