@@ -1,0 +1,40 @@
+//go:build !slim && (provider_openstack || (!provider_azure && !provider_local && !provider_openstack))
+
+// The build constraint is providers/all's: this file is built exactly when the OpenStack
+// provider is (TestFakecloudFilesFollowProviderTags keeps them in step).
+
+package main
+
+import (
+	"net"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/providers/openstack"
+	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
+)
+
+func init() {
+	addFakecloud("openstack", "serve a fake OpenStack (Keystone, Nova, Neutron, Cinder, Glance) over loopback HTTP",
+		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
+			return fakeOpenStack{fakeopenstack.Serve(l, observe)}, nil
+		})
+}
+
+type fakeOpenStack struct{ c *fakeopenstack.Cloud }
+
+func (f fakeOpenStack) URL() string { return f.c.URL + "/" }
+func (f fakeOpenStack) State() any  { return f.c.State() }
+func (f fakeOpenStack) Close() error {
+	f.c.Close()
+	return nil
+}
+
+func (f fakeOpenStack) Secret() *corev1.Secret {
+	data := map[string]string{openstack.KeyUserData: fakeUserData}
+	for k, v := range f.c.PasswordSecret() {
+		data[k] = string(v)
+	}
+	return fakeSecret("fakeopenstack", data)
+}
