@@ -78,7 +78,7 @@ generate: $(GEN_TOOLS) ## regenerate deepcopy, CRDs, providers/all and protobuf 
 	@if [ -f grpcbridge/proto/buf.gen.yaml ]; then cd grpcbridge/proto && $(BIN)/buf generate; fi
 
 .PHONY: check-generated
-GENERATED := core/apis kubernetes/crds providers/all grpcbridge/proto
+GENERATED := core/apis kubernetes/crds providers/all grpcbridge/proto cmd/machinist/fakecloud_*.go
 # Compares the generated paths before and after `make generate`, so uncommitted but up-to-date
 # generated code passes and stale code fails, in a clean clone (CI) and in a working tree alike.
 check-generated: $(GEN_TOOLS) ## fail when generated code differs from what `make generate` writes

@@ -1,6 +1,9 @@
 // Command genproviders writes providers/all: all.go, which links in every provider when no
 // provider_<name> build tag is set, and one <name>.go per provider, which links in only that
-// provider under its tag. Run it (make generate) after adding or removing a provider directory.
+// provider under its tag. It also sets the build constraint of cmd/machinist/fakecloud_<name>.go
+// (the developer command serving <name>'s fake cloud) to the same selection, so a provider build
+// links no other provider's fake or SDK. Run it (make generate) after adding or removing a
+// provider directory.
 package main
 
 import (
@@ -51,6 +54,50 @@ func main() {
 			log.Fatal(err)
 		}
 	}
+	if err := constrainFakeclouds(filepath.Join(filepath.Dir(*dir), "cmd", "machinist"), names); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// FakecloudConstraint is the build constraint of cmd/machinist/fakecloud_<name>.go: not in slim
+// binaries, and built exactly when provider name is (its tag, or no provider tag at all).
+func FakecloudConstraint(name string, names []string) string {
+	tags := make([]string, len(names))
+	for i, n := range names {
+		tags[i] = "!provider_" + n
+	}
+	return fmt.Sprintf("//go:build !slim && (provider_%s || (%s))", name, strings.Join(tags, " && "))
+}
+
+// constrainFakeclouds rewrites the first line of each fakecloud_<provider>.go in dir to
+// FakecloudConstraint. A file of a name that is no provider is an error.
+func constrainFakeclouds(dir string, names []string) error {
+	files, _ := filepath.Glob(filepath.Join(dir, "fakecloud_*.go"))
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "fakecloud_"), ".go")
+		if i := sort.SearchStrings(names, name); i == len(names) || names[i] != name {
+			return fmt.Errorf("%s serves the fake of %q, which is no provider directory: rename or remove it", f, name)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		first, rest, _ := bytes.Cut(b, []byte("\n"))
+		if !bytes.HasPrefix(first, []byte("//go:build ")) {
+			return fmt.Errorf("%s must start with a //go:build line", f)
+		}
+		want := FakecloudConstraint(name, names)
+		if string(first) == want {
+			continue
+		}
+		if err := os.WriteFile(f, append([]byte(want+"\n"), rest...), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Providers returns the provider directories under dir: every directory except all/ that holds

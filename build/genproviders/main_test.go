@@ -63,3 +63,30 @@ func TestProvidersReadsDirectoriesWithRegisterGo(t *testing.T) {
 		t.Fatalf("an invalid directory name must be an error naming it: %v", err)
 	}
 }
+
+func TestConstrainFakecloudsFollowsTheProviders(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fakecloud_azure.go", "//go:build !slim && (provider_azure || (!provider_azure))\n\npackage main\n")
+	write("fakecloud_test.go", "//go:build !slim\n\npackage main\n")
+	names := []string{"azure", "foo", "local"}
+	if err := constrainFakeclouds(dir, names); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "fakecloud_azure.go"))
+	want := "//go:build !slim && (provider_azure || (!provider_azure && !provider_foo && !provider_local))\n\npackage main\n"
+	if string(b) != want {
+		t.Fatalf("rewritten:\n%s\nwant:\n%s", b, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "fakecloud_test.go")); !strings.HasPrefix(string(b), "//go:build !slim\n") {
+		t.Fatalf("a test file was rewritten: %s", b)
+	}
+	write("fakecloud_gone.go", "//go:build !slim\n\npackage main\n")
+	if err := constrainFakeclouds(dir, names); err == nil || !strings.Contains(err.Error(), `"gone"`) {
+		t.Fatalf("a fake of no provider: %v", err)
+	}
+}

@@ -1,7 +1,7 @@
 //go:build !slim && (provider_openstack || (!provider_azure && !provider_local && !provider_openstack))
 
-// The build constraint is providers/all's: this file is built exactly when the OpenStack
-// provider is (TestFakecloudFilesFollowProviderTags keeps them in step).
+// build/genproviders writes the build constraint (providers/all's selection): this file is built
+// exactly when the OpenStack provider is, so a provider build links no other provider's fake or SDK.
 
 package main
 

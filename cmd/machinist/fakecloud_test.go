@@ -120,8 +120,9 @@ func TestFakecloudServesOnLoopbackOnly(t *testing.T) {
 	}
 }
 
-// The fakecloud_<provider>.go files are built exactly when their provider is: their constraint
-// is providers/all's for that provider, so a provider build links no other provider's fake or SDK.
+// The fakecloud_<provider>.go files are built exactly when their provider is: build/genproviders
+// (make generate) gives them providers/all's constraint for that provider, so a provider build
+// links no other provider's fake or SDK. This fails when that was not run.
 func TestFakecloudFilesFollowProviderTags(t *testing.T) {
 	allGo, err := os.ReadFile(repoPath(t, "providers/all/all.go"))
 	if err != nil {
