@@ -80,7 +80,8 @@ func DecodeJSON(data []byte, out any, mode SpecMode, names FieldNames, what stri
 		return nil, Errorf(InvalidArgument, "%s: %v: fix the manifest", what, err)
 	}
 	if mode == Strict && len(warnings) > 0 {
-		return warnings, Errorf(InvalidArgument, "%s: %s", what, strictRefusal(warnings))
+		// The warnings' paths start at root: do not name it twice.
+		return warnings, Errorf(InvalidArgument, "%s: %s", strings.TrimSuffix(what, ": "+root.String()), strictRefusal(warnings))
 	}
 	return warnings, nil
 }

@@ -288,3 +288,14 @@ func TestNoteSpecWarnings(t *testing.T) {
 		t.Fatalf("noted: %v", err)
 	}
 }
+
+func TestNoteSpecWarningsSkipsNamedFields(t *testing.T) {
+	ws := []SpecWarning{{Path: "providerSpec.a", Problem: UnknownField}}
+	_, err := DecodeSpec(classWith(`{"a":1}`), &testSpec{}, Strict, FoldedNames)
+	if got := NoteSpecWarnings(err, ws); MessageOf(got) != MessageOf(err) {
+		t.Fatalf("a strict refusal noted its own fields again: %v", got)
+	}
+	if want := `machineClass "small": providerSpec.a: unknown field: fix the field names`; !strings.HasPrefix(MessageOf(err), want) {
+		t.Fatalf("strict refusal %q, want it to start with %q", MessageOf(err), want)
+	}
+}

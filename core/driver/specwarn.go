@@ -430,11 +430,22 @@ func lessIndex(a, b []int) bool {
 }
 
 // NoteSpecWarnings appends the warnings to err's message, keeping its code, so a class that is
-// invalid because a field was ignored (a misspelt name) says which. It returns err unchanged when
-// err is nil or there are no warnings.
+// invalid because a field was ignored (a misspelt name) says which. Warnings whose field the
+// message names already (a strict refusal) are left out; err is returned unchanged when nothing
+// is left or err is nil.
 func NoteSpecWarnings(err error, ws []SpecWarning) error {
-	if err == nil || len(ws) == 0 {
+	if err == nil {
+		return nil
+	}
+	msg := MessageOf(err)
+	var left []SpecWarning
+	for _, w := range ws {
+		if !strings.Contains(msg, w.Path) {
+			left = append(left, w)
+		}
+	}
+	if len(left) == 0 {
 		return err
 	}
-	return Errorf(CodeOf(err), "%s (decoding noted: %s)", MessageOf(err), JoinSpecWarnings(ws))
+	return Errorf(CodeOf(err), "%s (decoding noted: %s)", msg, JoinSpecWarnings(left))
 }
