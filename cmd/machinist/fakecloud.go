@@ -71,7 +71,7 @@ func addFakecloud(name, usage string, serve func(l net.Listener, observe func(ht
 
 func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(http.Handler) http.Handler) (servedFake, error)) error {
 	addr := c.String("listen")
-	if err := loopbackOnly(addr); err != nil {
+	if err := fakeListenCheck(addr); err != nil {
 		return fmt.Errorf("fakecloud %s: --listen %s: %w", name, addr, err)
 	}
 	l, err := net.Listen("tcp", addr)
@@ -110,8 +110,8 @@ func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(htt
 	return nil
 }
 
-// loopbackOnly refuses addresses off the loopback: the fake accepts well-known credentials.
-func loopbackOnly(addr string) error {
+// fakeListenCheck refuses addresses off the loopback: the fake accepts well-known credentials.
+func fakeListenCheck(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return err
