@@ -3,6 +3,7 @@ package driver
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -85,5 +86,44 @@ func checkAgainstSigsJSON(t *testing.T, data []byte, names FieldNames) {
 	_, serr := DecodeJSON(data, &fuzzSpec{}, Strict, names, "fuzz", field.NewPath("spec"))
 	if (serr != nil) != (len(warns) > 0) {
 		t.Fatalf("strict mode: %v, warnings %v", serr, warns)
+	}
+}
+
+// benchSpec is shaped like a Gardener Azure providerSpec: nested objects, a list, tags.
+var benchSpec = []byte(`{"location":"westeurope","resourceGroup":"shoot--dev--alpha","tags":{"Name":"shoot--dev--alpha","kubernetes.io-cluster-shoot--dev--alpha":"1","kubernetes.io-role-node":"1","worker.gardener.cloud_pool":"cpu-worker"},
+"subnetInfo":{"vnetName":"shoot--dev--alpha","subnetName":"shoot--dev--alpha-nodes"},
+"items":[{"id":"a","kind":"availabilityset","sub":{"x":{"on":true}}},{"id":"b","kind":"vmo"}],
+"nested":{"id":"/subscriptions/00000000-0000-4000-8000-0000000000a1/resourceGroups/rg/providers/Microsoft.Compute/availabilitySets/a","kind":"availabilityset"},
+"name":"m","count":3,"free":{"anything":[1,2,3]}}`)
+
+// BenchmarkDecodeSpec compares what each driver call pays to decode a spec: machinist's earlier
+// strict decoding (sigs.k8s.io/json), plain encoding/json (what Gardener's Azure provider runs),
+// and lenient decoding with the warnings walk, with folded and exact names.
+func BenchmarkDecodeSpec(b *testing.B) {
+	b.Run("strict-sigs.k8s.io-json", func(b *testing.B) {
+		for b.Loop() {
+			var s fuzzSpec
+			if err := DecodeStrict(benchSpec, &s, "bench"); err == nil {
+				b.Fatal("the bench spec has unknown fields; strict decoding must refuse it")
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		for b.Loop() {
+			var s fuzzSpec
+			if err := json.Unmarshal(benchSpec, &s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, names := range []FieldNames{FoldedNames, ExactNames} {
+		b.Run("lenient-with-warnings/"+strings.ReplaceAll(names.String(), " ", "-"), func(b *testing.B) {
+			for b.Loop() {
+				var s fuzzSpec
+				if _, err := DecodeJSON(benchSpec, &s, Lenient, names, "bench", field.NewPath("spec")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -12,8 +12,9 @@
 // SetSkuUnavailable, FailNextAllocation, SetLROPolls) and every request is counted with its time
 // (Requests), so tests can check that Retry-After was honoured.
 //
-// Nothing leaves the process: the endpoints use the reserved .test domain and are answered by the
-// Transport itself.
+// In tests nothing leaves the process: the endpoints use the reserved .test domain and are
+// answered by the Transport itself. Cloud.Serve puts the same cloud behind an HTTPS listener
+// (`machinist fakecloud azure`), with a CA of its own, for clients that talk to a custom cloud.
 package fakeazure
 
 import (
