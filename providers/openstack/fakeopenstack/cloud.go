@@ -24,7 +24,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -129,8 +128,15 @@ type Cloud struct {
 	rejected    int // requests answered 401 for a missing, unknown or expired token
 }
 
+// TB is the part of testing.TB that Start uses; the package does not import testing, because
+// `machinist fakecloud` links it into the default binary.
+type TB interface {
+	Helper()
+	Cleanup(func())
+}
+
 // Start starts a cloud on loopback and stops it when the test ends.
-func Start(t testing.TB, opts ...Options) *Cloud {
+func Start(t TB, opts ...Options) *Cloud {
 	t.Helper()
 	c := New(opts...)
 	t.Cleanup(c.Close)
