@@ -48,6 +48,34 @@ func WithAPIServerArgs(args ...string) Option {
 	return func(o *Options) { o.APIServerArgs = append(o.APIServerArgs, args...) }
 }
 
+// WithKubeScheduler also runs kube-scheduler (from bin/, built by `make tools`), so pods get
+// bound to nodes. Opt in only where a test needs it: it adds a few seconds to the start.
+func WithKubeScheduler(args ...string) Option {
+	return func(o *Options) {
+		o.KubeScheduler = true
+		o.SchedulerArgs = append(o.SchedulerArgs, args...)
+	}
+}
+
+// WithKubeControllerManager also runs kube-controller-manager (from bin/, built by `make
+// tools`) with extra flags, e.g. "--node-monitor-grace-period=10s": Deployments, ReplicaSets,
+// DaemonSets, Jobs, disruption budgets, pod garbage collection and node lifecycle work as in a
+// real cluster, and pods need a service account (the ServiceAccount admission plugin is on).
+func WithKubeControllerManager(args ...string) Option {
+	return func(o *Options) {
+		o.KubeControllerManager = true
+		o.ControllerManagerArgs = append(o.ControllerManagerArgs, args...)
+	}
+}
+
+// WithFullControlPlane runs kube-scheduler and kube-controller-manager too.
+func WithFullControlPlane() Option {
+	return func(o *Options) {
+		WithKubeScheduler()(o)
+		WithKubeControllerManager()(o)
+	}
+}
+
 // WithDir keeps the control plane's data in dir (reused if it already holds one).
 func WithDir(dir string) Option { return func(o *Options) { o.Dir = dir } }
 

@@ -2,11 +2,13 @@ package testenv_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -166,5 +168,57 @@ func TestPersistentDir(t *testing.T) {
 	}
 	if err := c2.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err != nil {
 		t.Fatalf("data or credentials lost across restart: %v", err)
+	}
+}
+
+// TestFullControlPlane: with kube-scheduler and kube-controller-manager, a Deployment gets its
+// ReplicaSet and pod from the controller manager (whose service-account controller made the
+// default service account the admission plugin requires), and the scheduler reports the pod
+// unschedulable on a cluster without nodes.
+func TestFullControlPlane(t *testing.T) {
+	env := testenv.Start(t, testenv.WithFullControlPlane())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := env.Clientset()
+	labels := map[string]string{"app": "probe"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	state := ""
+	for {
+		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=probe"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = fmt.Sprintf("%d pods", len(pods.Items))
+		if len(pods.Items) == 1 {
+			p := pods.Items[0]
+			if p.Spec.ServiceAccountName != "default" {
+				t.Fatalf("pod has service account %q, want default (admission plugin on)", p.Spec.ServiceAccountName)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled {
+					state = fmt.Sprintf("PodScheduled=%s reason=%s", c.Status, c.Reason)
+					if c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+						return
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no unschedulable pod of the Deployment: %s", state)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

@@ -3,8 +3,10 @@
 // rest.Config. Tests use it through core/testenv; `machinist dev` and `machinist controlplane`
 // use Start directly. It does not import package testing, so the product binary stays free of it.
 //
-// Nothing else of Kubernetes runs: no kube-controller-manager, no scheduler, no kubelet. Nodes
-// come from the local provider's node agents.
+// On request it also runs kube-scheduler and kube-controller-manager, built from the same pinned
+// module, so Deployments, DaemonSets, Jobs, disruption budgets, pod garbage collection and node
+// lifecycle work as in a real cluster. No kubelet runs: nodes, and the pods bound to them, come
+// from the local provider's node agents.
 package controlplane
 
 import (
@@ -41,6 +43,15 @@ type Options struct {
 	CRDDirs []string
 	// APIServerArgs are extra kube-apiserver flags ("--flag=value"), appended after the defaults.
 	APIServerArgs []string
+	// KubeScheduler also runs kube-scheduler from BinDir.
+	KubeScheduler bool
+	// KubeControllerManager also runs kube-controller-manager from BinDir, and turns on the
+	// ServiceAccount admission plugin (its controllers create the service accounts pods need).
+	KubeControllerManager bool
+	// SchedulerArgs and ControllerManagerArgs are extra flags of those components, e.g.
+	// "--node-monitor-grace-period=10s".
+	SchedulerArgs         []string
+	ControllerManagerArgs []string
 	// StartTimeout bounds the start of each process. Zero means 3 minutes (a cold start on a
 	// busy 2-core machine takes well under one).
 	StartTimeout time.Duration
@@ -52,7 +63,8 @@ type Options struct {
 	Log *slog.Logger
 }
 
-// ControlPlane is a running etcd and kube-apiserver.
+// ControlPlane is a running etcd and kube-apiserver, and kube-scheduler and
+// kube-controller-manager when asked for.
 type ControlPlane struct {
 	// Config reaches the API server as a cluster admin (group system:masters).
 	Config *rest.Config
@@ -70,8 +82,11 @@ type ControlPlane struct {
 	pki       *pki
 	etcd      *process
 	apiserver *process
-	stopOnce  sync.Once
-	stopErr   error
+	// scheduler and controllerManager are nil unless requested.
+	scheduler         *process
+	controllerManager *process
+	stopOnce          sync.Once
+	stopErr           error
 }
 
 // ports are remembered in <Dir>/ports.json so a persistent control plane restarts on the same
@@ -94,6 +109,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	binDir, err := findBinDir(opts.BinDir)
 	if err != nil {
+		return nil, err
+	}
+	if err := cp.checkComponentBinaries(binDir); err != nil {
 		return nil, err
 	}
 	crdDirs := opts.CRDDirs
@@ -155,6 +173,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 	if err := installCRDs(ctx, cp.Config, crdDirs, cp.opts.StartTimeout); err != nil {
+		return nil, err
+	}
+	if err := cp.startComponents(ctx, binDir); err != nil {
 		return nil, err
 	}
 	return cp, nil
@@ -237,12 +258,14 @@ func (cp *ControlPlane) apiserverArgs(p ports) []string {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
-		// No controller-manager creates default service accounts.
-		"--disable-admission-plugins=ServiceAccount",
 		// Room for a thousand node agents and the controllers on one API server.
 		"--max-requests-inflight=1000",
 		"--max-mutating-requests-inflight=500",
 		"--profiling=false",
+	}
+	if !cp.serviceAccountAdmission() {
+		// Without kube-controller-manager nothing creates the default service accounts.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
 	}
 	return append(args, cp.opts.APIServerArgs...)
 }
@@ -346,10 +369,15 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return cp.startAPIServer(ctx)
 }
 
-// Stop stops kube-apiserver and etcd and, for a temporary directory, removes it. It is safe to
-// call more than once.
+// Stop stops the components, kube-apiserver and etcd and, for a temporary directory, removes
+// it. It is safe to call more than once.
 func (cp *ControlPlane) Stop() error {
 	cp.stopOnce.Do(func() {
+		for _, p := range []*process{cp.scheduler, cp.controllerManager} {
+			if p != nil {
+				p.stop(10 * time.Second)
+			}
+		}
 		if cp.apiserver != nil {
 			cp.apiserver.stop(30 * time.Second)
 		}

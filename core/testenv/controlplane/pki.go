@@ -22,7 +22,8 @@ import (
 // kubeconfig users already hold stays valid.
 type pki struct {
 	dir string
-	// CA signs the serving certificate and the admin client certificate.
+	// CA signs the serving certificate and the client certificates; kube-controller-manager
+	// signs with it too (--cluster-signing-*).
 	caCert []byte
 	// Admin client certificate (CN machinist-admin, O system:masters) and key, PEM.
 	adminCert, adminKey []byte
@@ -33,6 +34,7 @@ const pkiValidity = 5 * 365 * 24 * time.Hour
 // Files of <dir>/pki.
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
 func (p *pki) caFile() string          { return p.path("ca.crt") }
+func (p *pki) caKeyFile() string       { return p.path("ca.key") }
 func (p *pki) servingCertFile() string {
 	return p.path("apiserver.crt")
 }
@@ -93,6 +95,10 @@ func (p *pki) create() error {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		return err
+	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
 	if err != nil {
 		return fmt.Errorf("controlplane: create CA: %w", err)
@@ -141,6 +147,7 @@ func (p *pki) create() error {
 	}
 	files := map[string][]byte{
 		"ca.crt":        p.caCert,
+		"ca.key":        pemBlock("EC PRIVATE KEY", caKeyDER),
 		"apiserver.crt": servingCert,
 		"apiserver.key": servingKey,
 		"admin.crt":     p.adminCert,
@@ -191,4 +198,57 @@ func serial() *big.Int {
 		panic(err) // crypto/rand does not fail on Linux
 	}
 	return n
+}
+
+// clientCert returns the files of a client certificate for a control-plane component (CN user,
+// optional group), signed by the CA; it is made once and kept in the pki directory.
+func (p *pki) clientCert(name, user string, groups ...string) (certFile, keyFile string, err error) {
+	certFile, keyFile = p.path(name+".crt"), p.path(name+".key")
+	if _, err := os.Stat(certFile); err == nil {
+		if _, err := os.Stat(keyFile); err == nil {
+			return certFile, keyFile, nil
+		}
+	}
+	keyPEM, err := os.ReadFile(p.caKeyFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return "", "", fmt.Errorf("controlplane: %s has no ca.key (made by an older machinist): delete the control plane directory %s to start afresh with kube-scheduler and kube-controller-manager", p.dir, filepath.Dir(p.dir))
+	}
+	if err != nil {
+		return "", "", err
+	}
+	block, _ := pem.Decode(keyPEM)
+	if block == nil {
+		return "", "", fmt.Errorf("controlplane: %s is not a PEM key", p.caKeyFile())
+	}
+	caKey, err := x509.ParseECPrivateKey(block.Bytes)
+	if err != nil {
+		return "", "", fmt.Errorf("controlplane: %s: %w", p.caKeyFile(), err)
+	}
+	block, _ = pem.Decode(p.caCert)
+	if block == nil {
+		return "", "", fmt.Errorf("controlplane: %s is not a PEM certificate", p.caFile())
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", "", err
+	}
+	now := time.Now().Add(-time.Hour)
+	cert, key, err := signed(ca, caKey, &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now,
+		NotAfter:     now.Add(pkiValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return "", "", fmt.Errorf("controlplane: write %s: %w", keyFile, err)
+	}
+	if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+		return "", "", fmt.Errorf("controlplane: write %s: %w", certFile, err)
+	}
+	return certFile, keyFile, nil
 }
