@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -13,20 +12,22 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-
-	"github.com/machinist-io/machinist/internal/kubeclient"
 )
 
 // What the node agent reports, in the words kubelet and the node lifecycle controller use.
 const (
 	reasonKubeletReady      = "KubeletReady"
+	reasonKubeletNotReady   = "KubeletNotReady"
+	messageNotReady         = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized"
 	reasonNodeStatusUnknown = "NodeStatusUnknown"
 	messageStatusUnknown    = "Kubelet stopped posting node status."
+	// annotationControllerManagedAttach is the annotation kubelet registers with by default:
+	// the attach/detach controller, not kubelet, attaches the node's volumes.
+	annotationControllerManagedAttach = "volumes.kubernetes.io/controller-managed-attach-detach"
 	// KubeletVersion is what local nodes report as their kubelet version.
 	KubeletVersion = "v1.36.3-machinist-local"
 	// statusEvery is how many heartbeats pass between full node status reports while nothing
@@ -36,38 +37,56 @@ const (
 	beatTimeout = 15 * time.Second
 )
 
-// The taints the node lifecycle controller manages for a node whose status is unknown, and the
-// one the API server's TaintNodesByCondition admission puts on every new node.
+// The taints the node lifecycle controller manages for a node that is not ready or whose
+// status is unknown; the API server's TaintNodesByCondition admission puts the first on every
+// new node.
 var (
 	taintNotReady           = corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}
 	taintUnreachable        = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}
 	taintUnreachableExecute = corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}
 )
 
-// agent plays kubelet for one machine's node (register, renew the Lease, report Ready) and, since
-// no kube-controller-manager runs, the node lifecycle controller for it (Ready becomes Unknown
-// when the heartbeat stops for longer than the grace period). The scheduler runs its beats one
-// at a time; mu is held during a beat so removal can wait for a running one.
+// Node states as the lifecycle taints see them.
+const (
+	stateReady    = "ready"
+	stateNotReady = "not-ready"
+	stateUnknown  = "unknown"
+)
+
+// agent plays kubelet for one machine's node: it registers the node complete (labels, taints,
+// capacity, pod CIDR), renews its Lease, reports its status, and lets the cluster's pod tracker
+// run the pods bound to it while it is up. Where no kube-controller-manager runs, it also plays
+// the node lifecycle controller for its node (Unknown after the grace period, the not-ready and
+// unreachable taints). The scheduler runs its beats one at a time; mu is held during a beat so
+// removal can wait for a running one.
 type agent struct {
-	rec    *record
-	client *kubeclient.Clientset
-	log    *slog.Logger
+	rec     *record
+	shape   nodeShape
+	cluster *cluster // nil when the machine has no target cluster
+	log     *slog.Logger
+	ips     *ipPool // nil without a pod CIDR
 
 	mu sync.Mutex
 	// Beat state, guarded by mu.
 	registered bool
 	lease      *coordinationv1.Lease
 	lastBeat   time.Time // last heartbeat, or when the agent started watching a silent node
-	readySince time.Time
+	reported   corev1.ConditionStatus
 	beats      int
-	unknown    bool // the lifecycle marked the node Unknown
-	failing    bool // the last beat failed (log once per outage)
+	silent     bool   // the heartbeat was stopped since the last status report
+	unknown    bool   // the emulated lifecycle marked the node Unknown
+	taints     string // lifecycle state the node's taints were last set for ("" = not yet)
+	failing    bool   // the last beat failed (log once per outage)
 	// forgotten reports whether the machine's record is gone (deleted by another process), so
 	// a node deleted with it is not registered again.
 	forgotten func() bool
 
 	stopped atomic.Bool // the heartbeat switch
 	removed atomic.Bool
+	// What the pod tracker reads: the kubelet is up (registered and beating), and the node is
+	// Ready (pods get their network; until then only host-network pods start).
+	up       atomic.Bool
+	netReady atomic.Bool
 
 	// Scheduler fields, guarded by scheduler.mu.
 	index    int
@@ -76,14 +95,30 @@ type agent struct {
 	runAgain time.Time
 }
 
-func newAgent(rec *record, client *kubeclient.Clientset, log *slog.Logger, stopped bool) *agent {
-	a := &agent{rec: rec, client: client, log: log.With("machine", rec.Name), index: -1}
+func newAgent(rec *record, c *cluster, log *slog.Logger, stopped bool) *agent {
+	a := &agent{rec: rec, shape: rec.shape(), cluster: c, log: log.With("machine", rec.Name), index: -1, ips: newIPPool(rec.PodCIDR)}
 	a.stopped.Store(stopped)
 	return a
 }
 
 // bootAt is when the machine's node first registers.
 func (a *agent) bootAt() time.Time { return a.rec.CreatedAt.Add(a.rec.Spec.BootDelay) }
+
+// readyAt is when the node becomes Ready (zero: never).
+func (a *agent) readyAt() time.Time {
+	if a.rec.Spec.NeverReady {
+		return time.Time{}
+	}
+	return a.bootAt().Add(a.rec.Spec.ReadyDelay)
+}
+
+// readyStatus is the Ready status kubelet reports at now.
+func (a *agent) readyStatus(now time.Time) corev1.ConditionStatus {
+	if at := a.readyAt(); !at.IsZero() && !now.Before(at) {
+		return corev1.ConditionTrue
+	}
+	return corev1.ConditionFalse
+}
 
 // beat does what is due now and returns when the next beat is due.
 func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
@@ -95,6 +130,7 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, beatTimeout)
 	defer cancel()
 	interval := a.rec.Spec.HeartbeatInterval
+	retryAt := now.Add(min(interval, 2*time.Second))
 
 	if !a.registered {
 		if boot := a.bootAt(); now.Before(boot) {
@@ -105,18 +141,21 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 		}
 		if err := a.register(ctx, now); err != nil {
 			a.fail("register node", err)
-			return now.Add(min(interval, 2*time.Second))
+			return retryAt
 		}
 		a.recovered()
-		return now.Add(interval)
+		a.setUp(!a.stopped.Load(), a.reported == corev1.ConditionTrue)
+		return a.next(now)
 	}
 
 	if a.stopped.Load() {
-		// The node lifecycle controller's view: no heartbeat for the grace period.
-		grace := a.rec.Spec.NodeMonitorGracePeriod
-		if a.unknown {
+		a.setUp(false, false)
+		a.silent = true
+		if a.unknown || !a.cluster.emulatesLifecycle(ctx, now) {
 			return now.Add(interval)
 		}
+		// The node lifecycle controller's view: no heartbeat for the grace period.
+		grace := a.rec.Spec.NodeMonitorGracePeriod
 		if silent := now.Sub(a.lastBeat); silent < grace {
 			return now.Add(min(interval, grace-silent))
 		}
@@ -125,7 +164,7 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 				a.registered = false
 			}
 			a.fail("mark node status unknown", err)
-			return now.Add(min(interval, 2*time.Second))
+			return retryAt
 		}
 		a.recovered()
 		a.log.Info("local: node status unknown: heartbeat stopped", "grace", grace)
@@ -136,13 +175,34 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 		if apierrors.IsNotFound(err) {
 			// Someone deleted the node: kubelet registers it again while the machine exists.
 			a.registered = false
+			a.setUp(false, false)
 			return now
 		}
 		a.fail("heartbeat", err)
-		return now.Add(min(interval, 2*time.Second))
+		return retryAt
 	}
 	a.recovered()
-	return now.Add(interval)
+	a.setUp(true, a.reported == corev1.ConditionTrue)
+	return a.next(now)
+}
+
+// next is when the next beat is due: one interval on, or earlier when the node turns Ready.
+func (a *agent) next(now time.Time) time.Time {
+	next := now.Add(a.rec.Spec.HeartbeatInterval)
+	if at := a.readyAt(); a.reported != corev1.ConditionTrue && !at.IsZero() && at.Before(next) {
+		next = at
+	}
+	return next
+}
+
+// setUp publishes the kubelet's state to the pod tracker, and has it look at the node's pods
+// again when they can progress (the kubelet came back, or the network became ready).
+func (a *agent) setUp(up, netReady bool) {
+	wasUp := a.up.Swap(up)
+	wasReady := a.netReady.Swap(netReady)
+	if up && (!wasUp || (netReady && !wasReady)) {
+		a.cluster.pods.requeueNode(a.rec.Name)
+	}
 }
 
 func (a *agent) fail(what string, err error) {
@@ -160,9 +220,9 @@ func (a *agent) recovered() {
 }
 
 // register creates the node (or adopts an existing one after a restart) and, unless the
-// heartbeat is stopped, reports it Ready and clears the taints a Ready node does not carry.
+// heartbeat is stopped, reports its status and renews its Lease.
 func (a *agent) register(ctx context.Context, now time.Time) error {
-	nodes := a.client.CoreV1().Nodes()
+	nodes := a.cluster.core.Nodes()
 	node, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
 	created := err == nil
 	if apierrors.IsAlreadyExists(err) {
@@ -174,18 +234,18 @@ func (a *agent) register(ctx context.Context, now time.Time) error {
 	if node.Spec.ProviderID != a.rec.ProviderID {
 		return fmt.Errorf("node %s exists with providerID %q, not %q: delete that node", node.Name, node.Spec.ProviderID, a.rec.ProviderID)
 	}
-	a.readySince = now
+	a.taints = ""
 	a.unknown = false
+	a.reported = ""
 	if c := findCondition(node.Status.Conditions, corev1.NodeReady); c != nil {
-		if c.Status == corev1.ConditionTrue {
-			a.readySince = c.LastTransitionTime.Time
-		}
+		a.reported = c.Status
 		a.unknown = c.Status == corev1.ConditionUnknown
 	}
 	// A silent node is watched from now on, as the lifecycle controller does after a restart.
 	a.lastBeat = now
 	if a.stopped.Load() && !created {
 		a.registered = true
+		a.silent = true
 		return nil
 	}
 	if !created {
@@ -193,54 +253,92 @@ func (a *agent) register(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	if err := a.setTaints(ctx, nil, []corev1.Taint{taintNotReady, taintUnreachable, taintUnreachableExecute}); err != nil {
+	if err := a.syncTaints(ctx, now); err != nil {
 		return err
 	}
-	a.unknown = false
 	if err := a.renewLease(ctx, now, node.UID); err != nil {
 		return err
 	}
 	a.registered = true
+	a.silent = false
 	return nil
 }
 
-// heartbeat renews the Lease and, every statusEvery beats or after an outage, reports Ready.
+// heartbeat renews the Lease and reports the node status every statusEvery beats, or at once
+// when it changes (turning Ready, back from silence).
 func (a *agent) heartbeat(ctx context.Context, now time.Time) error {
 	if err := a.renewLease(ctx, now, ""); err != nil {
 		return err
 	}
 	a.lastBeat = now
 	a.beats++
-	if !a.unknown && a.beats%statusEvery != 0 {
-		return nil
+	if !a.silent && a.reported == a.readyStatus(now) && a.beats%statusEvery != 0 {
+		return a.syncTaints(ctx, now)
 	}
+	wasSilent := a.silent || a.unknown
 	if err := a.postStatus(ctx, now); err != nil {
 		return err
 	}
-	if a.unknown {
-		if err := a.setTaints(ctx, nil, []corev1.Taint{taintUnreachable, taintUnreachableExecute, taintNotReady}); err != nil {
-			return err
-		}
-		a.unknown = false
-		a.log.Info("local: node ready again: heartbeat resumed")
+	a.silent = false
+	if err := a.syncTaints(ctx, now); err != nil {
+		return err
+	}
+	if wasSilent {
+		a.log.Info("local: node reporting again: heartbeat resumed")
 	}
 	return nil
 }
 
-// postStatus reports Ready and no pressure, keeping the Ready transition time.
+// postStatus reports kubelet's conditions: Ready (or NotReady before readyAt) and no pressure.
 func (a *agent) postStatus(ctx context.Context, now time.Time) error {
-	if a.unknown {
-		a.readySince = now
-	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := a.client.CoreV1().Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
+	ready := a.readyStatus(now)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		node.Status.Conditions = a.conditions(now, corev1.ConditionTrue, node.Status.Conditions)
-		_, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		node.Status.Conditions = a.conditions(now, ready, node.Status.Conditions)
+		_, err = a.cluster.core.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	a.reported = ready
+	a.unknown = false
+	return nil
+}
+
+// syncTaints sets the lifecycle taints for the reported state, where the agents emulate the
+// node lifecycle controller and only when the state changed since the last time.
+func (a *agent) syncTaints(ctx context.Context, now time.Time) error {
+	state := stateNotReady
+	switch {
+	case a.unknown:
+		state = stateUnknown
+	case a.reported == corev1.ConditionTrue:
+		state = stateReady
+	}
+	if a.taints == state || !a.cluster.emulatesLifecycle(ctx, now) {
+		return nil
+	}
+	var add, remove []corev1.Taint
+	switch state {
+	case stateReady:
+		remove = []corev1.Taint{taintNotReady, taintUnreachable, taintUnreachableExecute}
+	case stateNotReady:
+		add, remove = []corev1.Taint{taintNotReady}, []corev1.Taint{taintUnreachable, taintUnreachableExecute}
+	case stateUnknown:
+		added := metav1.NewTime(now)
+		execute := taintUnreachableExecute
+		execute.TimeAdded = &added
+		add, remove = []corev1.Taint{taintUnreachable, execute}, []corev1.Taint{taintNotReady}
+	}
+	if err := a.setTaints(ctx, add, remove); err != nil {
+		return err
+	}
+	a.taints = state
+	return nil
 }
 
 // kubeletConditions are the conditions kubelet posts and the node lifecycle controller turns
@@ -252,7 +350,7 @@ var kubeletConditions = []corev1.NodeConditionType{corev1.NodeReady, corev1.Node
 // unreachable.
 func (a *agent) markUnknown(ctx context.Context, now time.Time) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := a.client.CoreV1().Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
+		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -268,26 +366,21 @@ func (a *agent) markUnknown(ctx context.Context, now time.Time) error {
 			c.Reason = reasonNodeStatusUnknown
 			c.Message = messageStatusUnknown
 		}
-		_, err = a.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		_, err = a.cluster.core.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	added := metav1.NewTime(now)
-	execute := taintUnreachableExecute
-	execute.TimeAdded = &added
-	if err := a.setTaints(ctx, []corev1.Taint{taintUnreachable, execute}, []corev1.Taint{taintNotReady}); err != nil {
-		return err
-	}
 	a.unknown = true
-	return nil
+	a.reported = corev1.ConditionUnknown
+	return a.syncTaints(ctx, now)
 }
 
 // setTaints adds and removes taints (matched by key and effect), leaving taints of others alone.
 func (a *agent) setTaints(ctx context.Context, add, remove []corev1.Taint) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := a.client.CoreV1().Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
+		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -297,12 +390,18 @@ func (a *agent) setTaints(ctx context.Context, add, remove []corev1.Taint) error
 		taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool {
 			return slices.ContainsFunc(remove, matches(t)) || slices.ContainsFunc(add, matches(t))
 		})
-		taints = append(taints, add...)
+		for _, t := range add {
+			// An existing taint keeps its TimeAdded, as the lifecycle controller's does.
+			if i := slices.IndexFunc(node.Spec.Taints, matches(t)); i >= 0 {
+				t = node.Spec.Taints[i]
+			}
+			taints = append(taints, t)
+		}
 		if equalTaints(taints, node.Spec.Taints) {
 			return nil
 		}
 		node.Spec.Taints = taints
-		_, err = a.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		_, err = a.cluster.core.Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -313,7 +412,7 @@ func equalTaints(a, b []corev1.Taint) bool {
 
 // renewLease renews the node's Lease in kube-node-lease, creating it when missing.
 func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID) error {
-	leases := a.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	leases := a.cluster.coord.Leases(corev1.NamespaceNodeLease)
 	renew := metav1.NewMicroTime(now)
 	if a.lease != nil {
 		l := a.lease.DeepCopy()
@@ -340,7 +439,7 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 		return err
 	}
 	if nodeUID == "" {
-		node, err := a.client.CoreV1().Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
+		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -363,31 +462,22 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 	return err
 }
 
-// newNode is the Node kubelet would register for the machine.
+// newNode is the Node kubelet registers for the machine (with --node-labels and
+// --register-with-taints): complete with labels, annotations, taints, capacity and pod CIDR in
+// its first create, so nobody ever sees the node without them.
 func (a *agent) newNode(now time.Time) *corev1.Node {
-	s := a.rec.Spec
-	labels := map[string]string{}
-	for k, v := range s.Labels {
-		labels[k] = v
+	s := a.shape
+	annotations := map[string]string{annotationControllerManagedAttach: "true"}
+	for k, v := range s.Annotations {
+		annotations[k] = v
 	}
-	labels[corev1.LabelHostname] = a.rec.Name
-	labels[corev1.LabelOSStable] = "linux"
-	labels[corev1.LabelArchStable] = runtime.GOARCH
-	labels[corev1.LabelInstanceTypeStable] = s.InstanceType
-	labels[corev1.LabelTopologyZone] = s.Zone
-	labels[corev1.LabelTopologyRegion] = "local"
-	resources := corev1.ResourceList{
-		corev1.ResourceCPU:    s.CPU,
-		corev1.ResourceMemory: s.Memory,
-		corev1.ResourcePods:   *resource.NewQuantity(int64(s.Pods), resource.DecimalSI),
-	}
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: a.rec.Name, Labels: labels},
-		Spec:       corev1.NodeSpec{ProviderID: a.rec.ProviderID},
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: a.rec.Name, Labels: copyMap(s.Labels), Annotations: annotations},
+		Spec:       corev1.NodeSpec{ProviderID: a.rec.ProviderID, Taints: slices.Clone(s.Taints)},
 		Status: corev1.NodeStatus{
-			Capacity:    resources,
-			Allocatable: resources.DeepCopy(),
-			Conditions:  a.conditions(now, corev1.ConditionTrue, nil),
+			Capacity:    s.Capacity.DeepCopy(),
+			Allocatable: s.Capacity.DeepCopy(),
+			Conditions:  a.conditions(now, a.readyStatus(now), nil),
 			Addresses:   addresses(a.rec),
 			NodeInfo: corev1.NodeSystemInfo{
 				MachineID:               a.rec.Name,
@@ -398,23 +488,44 @@ func (a *agent) newNode(now time.Time) *corev1.Node {
 				ContainerRuntimeVersion: "local://1",
 				KubeletVersion:          KubeletVersion,
 				OperatingSystem:         "linux",
-				Architecture:            runtime.GOARCH,
+				Architecture:            s.Arch,
 			},
 		},
 	}
+	if a.rec.PodCIDR != "" {
+		node.Spec.PodCIDR = a.rec.PodCIDR
+		node.Spec.PodCIDRs = []string{a.rec.PodCIDR}
+	}
+	return node
 }
 
-// conditions returns the node conditions kubelet reports: Ready and the pressure conditions.
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// conditions returns the node conditions kubelet reports: Ready (True, or False while the
+// network is not ready) and the pressure conditions, keeping transition times that did not
+// change and the conditions others set.
 func (a *agent) conditions(now time.Time, ready corev1.ConditionStatus, old []corev1.NodeCondition) []corev1.NodeCondition {
 	hb := metav1.NewTime(now)
-	since := metav1.NewTime(a.readySince)
-	if a.readySince.IsZero() {
-		since = hb
+	transition := func(t corev1.NodeConditionType, status corev1.ConditionStatus) metav1.Time {
+		if c := findCondition(old, t); c != nil && c.Status == status {
+			return c.LastTransitionTime
+		}
+		return hb
 	}
-	out := []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: ready, Reason: reasonKubeletReady,
-		Message: "kubelet is posting ready status", LastHeartbeatTime: hb, LastTransitionTime: since,
-	}}
+	readyCond := corev1.NodeCondition{
+		Type: corev1.NodeReady, Status: ready, Reason: reasonKubeletReady, Message: "kubelet is posting ready status",
+		LastHeartbeatTime: hb, LastTransitionTime: transition(corev1.NodeReady, ready),
+	}
+	if ready != corev1.ConditionTrue {
+		readyCond.Reason, readyCond.Message = reasonKubeletNotReady, messageNotReady
+	}
+	out := []corev1.NodeCondition{readyCond}
 	for _, p := range []struct {
 		t               corev1.NodeConditionType
 		reason, message string
@@ -423,13 +534,9 @@ func (a *agent) conditions(now time.Time, ready corev1.ConditionStatus, old []co
 		{corev1.NodeDiskPressure, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"},
 		{corev1.NodePIDPressure, "KubeletHasSufficientPID", "kubelet has sufficient PID available"},
 	} {
-		transition := hb
-		if c := findCondition(old, p.t); c != nil && c.Status == corev1.ConditionFalse {
-			transition = c.LastTransitionTime
-		}
 		out = append(out, corev1.NodeCondition{
 			Type: p.t, Status: corev1.ConditionFalse, Reason: p.reason,
-			Message: p.message, LastHeartbeatTime: hb, LastTransitionTime: transition,
+			Message: p.message, LastHeartbeatTime: hb, LastTransitionTime: transition(p.t, corev1.ConditionFalse),
 		})
 	}
 	// Keep conditions others set (e.g. a node problem detector).

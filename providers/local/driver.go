@@ -13,8 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,7 +20,6 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/internal/kubeclient"
 )
 
 const (
@@ -69,9 +66,9 @@ type Driver struct {
 
 	mu       sync.Mutex
 	host     bool
-	agents   map[string]*agent // by machine name; client nil when the machine has no target
-	clients  map[string]*kubeclient.Clientset
-	failures map[string]int // injected error counts, by "op/machine"
+	agents   map[string]*agent   // by machine name; cluster nil when the machine has no target
+	clusters map[string]*cluster // by target ("" = the process's target)
+	failures map[string]int      // injected error counts, by "op/machine"
 	closed   bool
 
 	stopSync chan struct{}
@@ -90,7 +87,7 @@ func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driv
 		log:          env.Logger().With("provider", ProviderName),
 		syncInterval: syncInterval,
 		agents:       map[string]*agent{},
-		clients:      map[string]*kubeclient.Clientset{},
+		clusters:     map[string]*cluster{},
 		failures:     map[string]int{},
 	}
 	d.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
@@ -130,6 +127,15 @@ func (d *Driver) Close() error {
 		<-d.syncDone
 	}
 	d.sched.stop()
+	d.mu.Lock()
+	clusters := make([]*cluster, 0, len(d.clusters))
+	for _, c := range d.clusters {
+		clusters = append(clusters, c)
+	}
+	d.mu.Unlock()
+	for _, c := range clusters {
+		c.pods.stop()
+	}
 	if d.lock != nil {
 		d.lock.unlock()
 	}
@@ -226,7 +232,7 @@ func (d *Driver) sync() {
 // applySwitch sets an agent's heartbeat from the switch state (or its spec when unset) and
 // beats at once when that changed it.
 func (d *Driver) applySwitch(a *agent, state string) {
-	if a.client == nil {
+	if a.cluster == nil {
 		return
 	}
 	stopped := a.rec.Spec.StopHeartbeat
@@ -254,6 +260,14 @@ func (d *Driver) adopt(name string) {
 		}
 		return
 	}
+	if rec.PodCIDR == "" {
+		// Recorded before machines had a pod CIDR: claim one now, as on creation.
+		if err := d.claimPodCIDR(rec); err != nil {
+			d.log.Warn("local: machine gets no pod CIDR; its pods stay Pending", "machine", name, "error", err)
+		} else if err := d.store.update(rec); err != nil {
+			d.log.Warn("local: record the pod CIDR of a machine", "machine", name, "error", err)
+		}
+	}
 	a, isNew := d.addAgentLocked(rec)
 	if a == nil || !isNew {
 		return
@@ -274,8 +288,8 @@ func (d *Driver) forget(name string) {
 	if _, err := d.store.get(name); !errors.Is(err, errNotFound) {
 		return // still there (recreated) or unreadable: keep the agent
 	}
-	if a := d.removeAgentLocked(name); a != nil && a.client != nil {
-		d.deleteNode(a.client, name)
+	if a := d.removeAgentLocked(name); a != nil && a.cluster != nil {
+		a.cluster.deleteNode(d.log, name)
 	}
 }
 
@@ -290,13 +304,13 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	}
 	if a, ok := d.agents[rec.Name]; ok {
 		d.mu.Unlock()
-		if a.client == nil {
+		if a.cluster == nil {
 			return nil, false
 		}
 		return a, false
 	}
 	d.mu.Unlock()
-	client, err := d.client(rec.Target)
+	c, err := d.cluster(rec.Target)
 	if err != nil {
 		d.log.Warn("local: machine's target cluster unusable; it gets no node", "machine", rec.Name, "error", err)
 	}
@@ -305,7 +319,7 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	if state != heartbeatUnset {
 		stopped = state == heartbeatStopped
 	}
-	a := newAgent(rec, client, d.log, stopped)
+	a := newAgent(rec, c, d.log, stopped)
 	a.forgotten = func() bool {
 		_, err := d.store.get(rec.Name)
 		return errors.Is(err, errNotFound)
@@ -313,10 +327,19 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	d.mu.Lock()
 	d.agents[rec.Name] = a
 	d.mu.Unlock()
-	if client == nil {
+	if c == nil {
 		return nil, false
 	}
+	c.pods.start()
 	return a, true
+}
+
+// agent returns the agent of a machine (= node) name, or nil; the pod trackers dispatch pods
+// to agents with it.
+func (d *Driver) agent(name string) *agent {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.agents[name]
 }
 
 // removeAgentLocked stops and drops the agent of name (caller holds the name lock).
@@ -332,11 +355,11 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 	return a
 }
 
-// client returns the clientset of a target: "" is the process's target (nil when it has none),
+// cluster returns the cluster of a target: "" is the process's target (nil when it has none),
 // anything else a kubeconfig kept from a class secret.
-func (d *Driver) client(target string) (*kubeclient.Clientset, error) {
+func (d *Driver) cluster(target string) (*cluster, error) {
 	d.mu.Lock()
-	c, ok := d.clients[target]
+	c, ok := d.clusters[target]
 	d.mu.Unlock()
 	if ok {
 		return c, nil
@@ -364,14 +387,37 @@ func (d *Driver) client(target string) (*kubeclient.Clientset, error) {
 		cfg.Burst = minClientBurst
 	}
 	cfg.UserAgent = "machinist-local-node-agent"
-	c, err := kubeclient.NewForConfig(cfg)
+	c, err := newCluster(cfg, d.log, d.agent)
 	if err != nil {
-		return nil, fmt.Errorf("local: target client: %w", err)
+		return nil, err
 	}
 	d.mu.Lock()
-	d.clients[target] = c
+	if existing, ok := d.clusters[target]; ok {
+		c = existing // another caller made it meanwhile
+	} else {
+		d.clusters[target] = c
+	}
 	d.mu.Unlock()
 	return c, nil
+}
+
+// claimPodCIDR claims a pod CIDR for the machine's node in the store.
+func (d *Driver) claimPodCIDR(rec *record) error {
+	index, err := d.store.claimPodCIDR(rec.Name)
+	if err != nil {
+		return fmt.Errorf("local: pod CIDR for %s: %w", rec.Name, err)
+	}
+	rec.PodCIDR = podCIDR(index)
+	return nil
+}
+
+// releasePodCIDR frees the pod CIDR of a machine that is gone.
+func (d *Driver) releasePodCIDR(rec *record) {
+	if i := podCIDRIndex(rec.PodCIDR); i >= 0 {
+		if err := d.store.releasePodCIDR(i, rec.Name); err != nil {
+			d.log.Warn("local: release pod CIDR", "machine", rec.Name, "error", err)
+		}
+	}
 }
 
 func (d *Driver) lockName(name string) func() {
@@ -407,6 +453,11 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 		return nil, err
 	}
 
+	shape, err := shapeFor(name, ms, req.MachineClass, req.Machine)
+	if err != nil {
+		return nil, err
+	}
+
 	unlock := d.lockName(name)
 	defer unlock()
 	rec, err := d.store.get(name)
@@ -419,12 +470,19 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			InternalIP: internalIP(name),
 			Spec:       *ms,
 			CreatedAt:  time.Now().UTC().Truncate(time.Millisecond),
+			Node:       &shape,
+		}
+		if err := d.claimPodCIDR(rec); err != nil {
+			return nil, driver.Wrap(driver.ResourceExhausted, err, "local: create machine "+name)
 		}
 		err = d.store.create(rec)
+		if err != nil {
+			d.releasePodCIDR(rec)
+		}
 		if errors.Is(err, errExists) { // another process won the race
 			rec, err = d.store.get(name)
 		} else if err == nil {
-			d.log.Info("local: machine created", "machine", name, "cluster", ms.Cluster)
+			d.log.Info("local: machine created", "machine", name, "cluster", ms.Cluster, "podCIDR", rec.PodCIDR)
 		}
 	}
 	if err != nil {
@@ -490,33 +548,21 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 		return &driver.DeleteMachineResponse{}, nil
 	}
 	a := d.removeAgentLocked(name)
-	var client *kubeclient.Clientset
+	var c *cluster
 	if a != nil {
-		client = a.client
+		c = a.cluster
 	} else {
-		client, _ = d.client(rec.Target)
+		c, _ = d.cluster(rec.Target)
 	}
-	if client != nil {
-		d.deleteNode(client, name)
+	if c != nil {
+		c.deleteNode(d.log, name)
 	}
 	if err := d.store.remove(name); err != nil {
 		return nil, driver.Wrap(driver.Internal, err, "local: delete machine "+name)
 	}
+	d.releasePodCIDR(rec)
 	d.log.Info("local: machine deleted", "machine", name)
 	return &driver.DeleteMachineResponse{}, nil
-}
-
-// deleteNode deletes a machine's Node and Lease, logging failures.
-func (d *Driver) deleteNode(client *kubeclient.Clientset, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), nodeDeleteTimeout)
-	defer cancel()
-	if err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		d.log.Warn("local: delete node; the machine controller deletes it too", "machine", name, "error", err)
-	}
-	err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		d.log.Warn("local: delete node lease", "machine", name, "error", err)
-	}
 }
 
 // GetMachineStatus reports an existing machine; NotFound when absent or in another cluster.

@@ -49,6 +49,10 @@ func TestSpecValidationNamesTheField(t *testing.T) {
 		{"injected code", map[string]any{"cluster": "c", "createError": map[string]any{"code": "Oops"}}, "providerSpec.createError.code: Invalid"},
 		{"injected OK", map[string]any{"cluster": "c", "deleteError": map[string]any{"code": "OK"}}, "providerSpec.deleteError.code: Invalid"},
 		{"wrong type", map[string]any{"cluster": "c", "pods": "many"}, "pods"},
+		{"ready delay", map[string]any{"cluster": "c", "readyDelay": "-1s"}, "providerSpec.readyDelay: Invalid"},
+		{"ready delay and never ready", map[string]any{"cluster": "c", "readyDelay": "5s", "neverReady": true}, "providerSpec.readyDelay: Invalid"},
+		{"never ready type", map[string]any{"cluster": "c", "neverReady": "yes"}, "neverReady"},
+		{"injected times", map[string]any{"cluster": "c", "createError": map[string]any{"code": "Unavailable", "times": -1}}, "providerSpec.createError.times: Invalid"},
 	}
 	d := open(t, registry.Env{SpecMode: driver.Strict})
 	for _, c := range cases {

@@ -3,17 +3,22 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
@@ -281,6 +286,135 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		assertGone(t, cs, "kc-1")
 	})
 
+	t.Run("first registration carries the templates", func(t *testing.T) {
+		// Watch from before the create: no event may show the node without its labels,
+		// annotations, taints, capacity or pod CIDR (an autoscaler looking in between would
+		// scale up a second time).
+		w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=tmpl-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		d := open(t, registry.Env{Target: env.Config, StateDir: t.TempDir()})
+		c := class(t, "templated", fast(t, map[string]any{"cpu": "1", "memory": "1Gi", "zone": "spec-zone", "labels": map[string]string{"from-spec": "yes", "pool": "spec"}}))
+		arch := "arm64"
+		c.NodeTemplate = &v1alpha1.NodeTemplate{
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
+				"gpu": resource.MustParse("2"), corev1.ResourceEphemeralStorage: resource.MustParse("100Gi")},
+			VirtualCapacity: corev1.ResourceList{"example.com/dongle": resource.MustParse("4")},
+			InstanceType:    "m.xlarge", Region: "eu-local", Zone: "eu-local-2", Architecture: &arch,
+		}
+		m := machine("tmpl-1")
+		m.Spec.NodeTemplateSpec = v1alpha1.NodeTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "gpu", "team": "ml"}, Annotations: map[string]string{"example.com/owner": "ml"}},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		}
+		if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: c}); err != nil {
+			t.Fatal(err)
+		}
+		wantLabels := map[string]string{
+			"pool": "gpu", "team": "ml", "from-spec": "yes", corev1.LabelHostname: "tmpl-1",
+			corev1.LabelArchStable: "arm64", corev1.LabelOSStable: "linux", corev1.LabelInstanceTypeStable: "m.xlarge",
+			corev1.LabelTopologyZone: "eu-local-2", corev1.LabelTopologyRegion: "eu-local", corev1.LabelFailureDomainBetaZone: "eu-local-2",
+		}
+		check := func(n *corev1.Node) string {
+			for k, v := range wantLabels {
+				if n.Labels[k] != v {
+					return fmt.Sprintf("label %s=%q, want %q", k, n.Labels[k], v)
+				}
+			}
+			if n.Annotations["example.com/owner"] != "ml" {
+				return fmt.Sprintf("annotations %v", n.Annotations)
+			}
+			if !hasTaint(n, "gpu") {
+				return fmt.Sprintf("taints %v", n.Spec.Taints)
+			}
+			a := n.Status.Allocatable
+			if a.Cpu().String() != "8" || a.Memory().String() != "32Gi" || a.Pods().Value() != 110 || a.StorageEphemeral().String() != "100Gi" {
+				return fmt.Sprintf("allocatable %v", a)
+			}
+			if q := a[resourceGPU]; q.Value() != 2 {
+				return fmt.Sprintf("allocatable %v: want 2 %s", a, resourceGPU)
+			}
+			if q := n.Status.Capacity["example.com/dongle"]; q.Value() != 4 {
+				return fmt.Sprintf("capacity %v: want the virtual capacity", n.Status.Capacity)
+			}
+			if n.Spec.PodCIDR == "" || !podNetwork.Contains(netip.MustParsePrefix(n.Spec.PodCIDR).Addr()) {
+				return fmt.Sprintf("podCIDR %q", n.Spec.PodCIDR)
+			}
+			return ""
+		}
+		events := 0
+		timeout := time.After(15 * time.Second)
+		for events < 3 { // the create, then the status and taint updates
+			select {
+			case ev := <-w.ResultChan():
+				n, ok := ev.Object.(*corev1.Node)
+				if !ok {
+					t.Fatalf("watch event %v: %v", ev.Type, ev.Object)
+				}
+				if problem := check(n); problem != "" {
+					t.Fatalf("event %d (%s) shows the node without its template: %s", events+1, ev.Type, problem)
+				}
+				events++
+			case <-timeout:
+				t.Fatalf("only %d node events within 15s", events)
+			}
+		}
+		waitReady(t, cs, "tmpl-1", corev1.ConditionTrue, 10*time.Second)
+
+		// A template the API server would refuse is InvalidArgument naming the field.
+		bad := machine("tmpl-bad")
+		bad.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "not valid!"}
+		_, err = d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: bad, MachineClass: c})
+		if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "machine.spec.nodeTemplate.metadata.labels[pool]") {
+			t.Fatalf("bad template label: %v, want InvalidArgument naming the field", err)
+		}
+		if _, err := cs.CoreV1().Nodes().Get(ctx, "tmpl-bad", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a node exists for the refused machine: %v", err)
+		}
+	})
+
+	t.Run("ready delay and a node that never becomes Ready", func(t *testing.T) {
+		d := open(t, registry.Env{Target: env.Config})
+		slow := class(t, "slow-ready", fast(t, map[string]any{"readyDelay": "1s"}))
+		never := class(t, "never-ready", fast(t, map[string]any{"neverReady": true}))
+		start := time.Now()
+		if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("ready-delay-1"), MachineClass: slow}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("never-1"), MachineClass: never}); err != nil {
+			t.Fatal(err)
+		}
+		// Registered at once, NotReady and tainted not-ready until the delay has passed.
+		if _, status, state := nodeState(cs, "ready-delay-1"); status != corev1.ConditionFalse && time.Since(start) < time.Second {
+			t.Fatalf("node before its ready delay: %s", state)
+		}
+		waitReady(t, cs, "ready-delay-1", corev1.ConditionTrue, 10*time.Second)
+		if took := time.Since(start); took < time.Second {
+			t.Fatalf("Ready after %s, before the 1s ready delay", took)
+		}
+		// The never-ready node keeps beating (its lease is fresh) and stays NotReady.
+		lease, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "never-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "never-ready node renews its lease", func() (bool, string) {
+			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "never-1", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return l.Spec.RenewTime.After(lease.Spec.RenewTime.Time), l.Spec.RenewTime.String()
+		})
+		n, status, state := nodeState(cs, "never-1")
+		if status != corev1.ConditionFalse || !hasTaint(n, corev1.TaintNodeNotReady) {
+			t.Fatalf("never-ready node: %s", state)
+		}
+		if c := findCondition(n.Status.Conditions, corev1.NodeReady); c.Reason != reasonKubeletNotReady {
+			t.Fatalf("Ready reason %q, want %q", c.Reason, reasonKubeletNotReady)
+		}
+	})
+
 	t.Run("API server outage", func(t *testing.T) {
 		d := open(t, registry.Env{Target: env.Config})
 		c := class(t, "small", fast(t, nil))
@@ -300,6 +434,85 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			return l.Spec.RenewTime.After(stamp), l.Spec.RenewTime.String()
 		})
 		waitReady(t, cs, "outage-1", corev1.ConditionTrue, 10*time.Second)
+	})
+}
+
+// TestLifecycleLeftToControllerManager: where a kube-controller-manager runs (its leader lease
+// is fresh), a silent node is the node lifecycle controller's business: the agent does not mark
+// it Unknown and does not touch the lifecycle taints. The controller manager here is only its
+// lease, so nothing else marks the node either.
+func TestLifecycleLeftToControllerManager(t *testing.T) {
+	env := testenv.Start(t)
+	cs := env.Clientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := "kcm-test"
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: controllerManagerLease, Namespace: metav1.NamespaceSystem},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: &metav1.MicroTime{Time: time.Now()}},
+	}
+	if _, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	renewed := make(chan struct{})
+	go func() { // renew like a running controller manager
+		defer close(renewed)
+		for ctx.Err() == nil {
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				l, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, controllerManagerLease, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+				_, err = cs.CoordinationV1().Leases(metav1.NamespaceSystem).Update(ctx, l, metav1.UpdateOptions{})
+				return err
+			})
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	defer func() { cancel(); <-renewed }()
+
+	d := open(t, registry.Env{Target: env.Config})
+	c := class(t, "small", fast(t, nil))
+	if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("kcm-1"), MachineClass: c}); err != nil {
+		t.Fatal(err)
+	}
+	// The not-ready taint of the admission plugin is the lifecycle controller's to remove.
+	if n, _, state := nodeState(cs, "kcm-1"); n == nil || !hasTaint(n, corev1.TaintNodeNotReady) {
+		t.Fatalf("the agent removed the not-ready taint although a lifecycle controller runs: %s", state)
+	}
+	if err := d.SetHeartbeat(ctx, "kcm-1", false); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the lease is older than the 2s grace period by a margin, as seen by the API.
+	var stale time.Time
+	eventually(t, 30*time.Second, "the node's lease goes stale", func() (bool, string) {
+		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "kcm-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		stale = l.Spec.RenewTime.Time
+		return time.Since(stale) > 4*time.Second, fmt.Sprintf("renewed %s ago", time.Since(stale))
+	})
+	n, status, state := nodeState(cs, "kcm-1")
+	if status != corev1.ConditionTrue || hasTaint(n, corev1.TaintNodeUnreachable) {
+		t.Fatalf("the agent played the lifecycle controller although one runs: %s", state)
+	}
+	// Resumed, the kubelet reports again at once.
+	if err := d.SetHeartbeat(ctx, "kcm-1", true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "status reported after the resume", func() (bool, string) {
+		n, _, state := nodeState(cs, "kcm-1")
+		if n == nil {
+			return false, state
+		}
+		hb := findCondition(n.Status.Conditions, corev1.NodeReady).LastHeartbeatTime.Time
+		return hb.After(stale), state
 	})
 }
 

@@ -25,10 +25,11 @@ import (
 )
 
 // TestScale proves one process holds many machines on the real API server: all nodes become
-// Ready, every lease stays fresh (renewed within the grace period) through a steady period,
-// and the agents use a fixed number of goroutines. It records what it measured (see
-// docs/performance.md) but asserts only behaviour, never speed. MACHINIST_LOCAL_SCALE sets the
-// number of machines (default 1000); -short skips it.
+// Ready, their pods Running, every lease stays fresh (renewed within the grace period) through
+// a steady period in which no pod is written, and the agents and the pod tracker use a fixed
+// number of goroutines. It records what it measured (see docs/performance.md) but asserts only
+// behaviour, never speed. MACHINIST_LOCAL_SCALE sets the number of machines (default 1000),
+// MACHINIST_LOCAL_PODS the pods bound to each (default 1); -short skips it.
 func TestScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("scale test: skipped with -short")
@@ -38,6 +39,13 @@ func TestScale(t *testing.T) {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
 			t.Fatalf("MACHINIST_LOCAL_SCALE=%q: want a positive number", v)
+		}
+	}
+	podsPerNode := 1
+	if v := os.Getenv("MACHINIST_LOCAL_PODS"); v != "" {
+		var err error
+		if podsPerNode, err = strconv.Atoi(v); err != nil || podsPerNode < 0 {
+			t.Fatalf("MACHINIST_LOCAL_PODS=%q: want a number", v)
 		}
 	}
 	env := testenv.Start(t)
@@ -84,10 +92,45 @@ func TestScale(t *testing.T) {
 	})
 	allReady := time.Since(start)
 	cpuCreate := cpuTime() - cpuStart
+
+	// Pods bound to the nodes (as the scheduler binds them), 32 creates at a time.
+	podStart := time.Now()
+	cpuPodStart := cpuTime()
+	nextPod := atomic.Int32{}
+	for range 32 {
+		wg.Go(func() {
+			for {
+				i := int(nextPod.Add(1))
+				if i > n*podsPerNode {
+					return
+				}
+				p := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%05d", i), Namespace: "default"},
+					Spec: corev1.PodSpec{NodeName: fmt.Sprintf("scale-%04d", 1+(i-1)%n),
+						Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+				}
+				if _, err := cs.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					failed.Add(1)
+					t.Errorf("create pod %d: %v", i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.FailNow()
+	}
+	eventually(t, 5*time.Minute, fmt.Sprintf("%d Running pods", n*podsPerNode), func() (bool, string) {
+		running := runningPods(t, cs)
+		return running == n*podsPerNode, fmt.Sprintf("%d Running", running)
+	})
+	podsRunning := time.Since(podStart)
+	cpuPods := cpuTime() - cpuPodStart
 	goroutines := runtime.NumGoroutine() - goroutinesBefore
 
 	// Steady state: three heartbeat intervals.
 	reqStart := apiRequests(t, cs)
+	podWritesStart := podWrites(t, cs)
 	cpuSteadyStart := cpuTime()
 	steady := 30 * time.Second
 	deadline := time.Now().Add(steady)
@@ -105,6 +148,12 @@ func TestScale(t *testing.T) {
 	if ready := readyNodes(t, cs); ready != n {
 		t.Fatalf("%d of %d nodes Ready after the steady period", ready, n)
 	}
+	if w := podWrites(t, cs) - podWritesStart; w != 0 {
+		t.Fatalf("%d pod writes in the steady period: a pod that looks right must not be written", w)
+	}
+	if running := runningPods(t, cs); running != n*podsPerNode {
+		t.Fatalf("%d of %d pods Running after the steady period", running, n*podsPerNode)
+	}
 	if goroutines > 200 {
 		t.Fatalf("%d goroutines for %d machines: the agents must share a scheduler", goroutines, n)
 	}
@@ -115,6 +164,8 @@ func TestScale(t *testing.T) {
 	t.Logf("machines: %d on %d CPUs", n, runtime.NumCPU())
 	t.Logf("create: all %d CreateMachine calls (32 at a time, nodes registered) in %s; all nodes Ready after %s; process CPU %s (%.1f ms/machine)",
 		n, created.Round(time.Millisecond), allReady.Round(time.Millisecond), cpuCreate.Round(time.Millisecond), float64(cpuCreate.Milliseconds())/float64(n))
+	t.Logf("pods: %d (%d per node) Running %s after their creates began; process CPU %s (%.2f ms/pod)",
+		n*podsPerNode, podsPerNode, podsRunning.Round(time.Millisecond), cpuPods.Round(time.Millisecond), float64(cpuPods.Microseconds())/1000/float64(max(n*podsPerNode, 1)))
 	t.Logf("steady %s: process CPU %s = %.1f%% of one core; API requests %.0f/s (%.2f per machine per 10s heartbeat); oldest lease seen %s",
 		steady, cpuSteady.Round(time.Millisecond), 100*cpuSteady.Seconds()/steady.Seconds(), float64(reqs)/steady.Seconds(),
 		float64(reqs)/float64(n)/(steady.Seconds()/10), maxStale.Round(time.Millisecond))
@@ -150,8 +201,33 @@ func oldestLease(t testing.TB, cs kubernetes.Interface) time.Duration {
 	return oldest
 }
 
-// apiRequests sums apiserver_request_total for nodes and leases from the API server's metrics.
+func runningPods(t testing.TB, cs kubernetes.Interface) int {
+	pods, err := cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase=Running"})
+	if err != nil {
+		t.Logf("list pods: %v", err)
+		return 0
+	}
+	return len(pods.Items)
+}
+
+// podWrites sums the API server's pod write requests (status updates, deletes).
+func podWrites(t testing.TB, cs kubernetes.Interface) int64 {
+	return requestTotal(t, cs, func(line string) bool {
+		return strings.Contains(line, `resource="pods"`) && !strings.Contains(line, `verb="GET"`) &&
+			!strings.Contains(line, `verb="LIST"`) && !strings.Contains(line, `verb="WATCH"`) && !strings.Contains(line, `verb="POST"`)
+	})
+}
+
+// apiRequests sums apiserver_request_total for nodes, leases and pods from the API server's
+// metrics (the test's own few LISTs included).
 func apiRequests(t testing.TB, cs kubernetes.Interface) int64 {
+	return requestTotal(t, cs, func(line string) bool {
+		return strings.Contains(line, `resource="nodes"`) || strings.Contains(line, `resource="leases"`) || strings.Contains(line, `resource="pods"`)
+	})
+}
+
+// requestTotal sums the apiserver_request_total series whose line matches.
+func requestTotal(t testing.TB, cs kubernetes.Interface, match func(string) bool) int64 {
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
@@ -164,7 +240,7 @@ func apiRequests(t testing.TB, cs kubernetes.Interface) int64 {
 		if !strings.HasPrefix(line, "apiserver_request_total{") {
 			continue
 		}
-		if !strings.Contains(line, `resource="nodes"`) && !strings.Contains(line, `resource="leases"`) {
+		if !match(line) {
 			continue
 		}
 		fields := strings.Fields(line)

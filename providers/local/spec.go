@@ -35,6 +35,12 @@ type ProviderSpec struct {
 	// BootDelay is how long after CreateMachine the node registers (a Go duration). Default 0:
 	// the node is registered before CreateMachine returns.
 	BootDelay string `json:"bootDelay,omitempty"`
+	// ReadyDelay is how long after registering the node reports Ready (a Go duration): until
+	// then it is NotReady, as while a kubelet waits for its network plugin. Default 0.
+	ReadyDelay string `json:"readyDelay,omitempty"`
+	// NeverReady registers the node and keeps its heartbeat, but it never becomes Ready: a VM
+	// whose kubelet runs but whose node never works.
+	NeverReady bool `json:"neverReady,omitempty"`
 	// HeartbeatInterval is how often the node agent renews the node's Lease. Default 10s.
 	HeartbeatInterval string `json:"heartbeatInterval,omitempty"`
 	// NodeMonitorGracePeriod is how long after the last heartbeat the node's Ready condition
@@ -84,6 +90,8 @@ type machineSpec struct {
 	Zone                   string            `json:"zone"`
 	InstanceType           string            `json:"instanceType"`
 	BootDelay              time.Duration     `json:"bootDelay,omitempty"`
+	ReadyDelay             time.Duration     `json:"readyDelay,omitempty"`
+	NeverReady             bool              `json:"neverReady,omitempty"`
 	HeartbeatInterval      time.Duration     `json:"heartbeatInterval"`
 	NodeMonitorGracePeriod time.Duration     `json:"nodeMonitorGracePeriod"`
 	StopHeartbeat          bool              `json:"stopHeartbeat,omitempty"`
@@ -133,6 +141,7 @@ func (s *ProviderSpec) resolve(path *field.Path) (*machineSpec, field.ErrorList)
 		HeartbeatInterval:      DefaultHeartbeatInterval,
 		NodeMonitorGracePeriod: DefaultNodeMonitorGracePeriod,
 		StopHeartbeat:          s.StopHeartbeat,
+		NeverReady:             s.NeverReady,
 	}
 	if s.Cluster == "" {
 		errs = append(errs, field.Required(path.Child("cluster"), "set the cluster the machines belong to (a DNS label, e.g. dev)"))
@@ -163,6 +172,10 @@ func (s *ProviderSpec) resolve(path *field.Path) (*machineSpec, field.ErrorList)
 		}
 	}
 	ms.BootDelay, errs = duration(s.BootDelay, 0, 0, path.Child("bootDelay"), errs)
+	ms.ReadyDelay, errs = duration(s.ReadyDelay, 0, 0, path.Child("readyDelay"), errs)
+	if s.NeverReady && s.ReadyDelay != "" {
+		errs = append(errs, field.Invalid(path.Child("readyDelay"), s.ReadyDelay, "must be empty when neverReady is true: set one of them"))
+	}
 	ms.HeartbeatInterval, errs = duration(s.HeartbeatInterval, DefaultHeartbeatInterval, 100*time.Millisecond, path.Child("heartbeatInterval"), errs)
 	ms.NodeMonitorGracePeriod, errs = duration(s.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod, 100*time.Millisecond, path.Child("nodeMonitorGracePeriod"), errs)
 	if s.NodeMonitorGracePeriod != "" && ms.NodeMonitorGracePeriod <= ms.HeartbeatInterval {

@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +27,19 @@ type record struct {
 	InternalIP string      `json:"internalIP"`
 	Spec       machineSpec `json:"spec"`
 	CreatedAt  time.Time   `json:"createdAt"`
+	// PodCIDR is the node's spec.podCIDR, claimed in the store when the machine is created.
+	PodCIDR string `json:"podCIDR,omitempty"`
+	// Node is what the node registers with; machines recorded before it was kept have none
+	// and register with the shape of their providerSpec.
+	Node *nodeShape `json:"node,omitempty"`
+}
+
+// shape returns what the machine's node registers with.
+func (r *record) shape() nodeShape {
+	if r.Node != nil {
+		return *r.Node
+	}
+	return legacyShape(r.Name, &r.Spec)
 }
 
 // heartbeat switch states; unset means the machine's providerSpec.stopHeartbeat decides.
@@ -44,6 +59,7 @@ var (
 type store interface {
 	get(name string) (*record, error) // errNotFound when absent
 	create(r *record) error           // errExists when present
+	update(r *record) error           // replaces an existing record
 	remove(name string) error         // nil when absent
 	list() ([]*record, error)
 	names() ([]string, error)
@@ -52,6 +68,10 @@ type store interface {
 	heartbeats() (map[string]string, error)
 	putTarget(kubeconfig []byte) (string, error)
 	target(id string) ([]byte, error)
+	// claimPodCIDR claims a free pod CIDR index (see ipam.go) for machine; errNoPodCIDR when
+	// all are taken. releasePodCIDR frees it if machine still holds it.
+	claimPodCIDR(machine string) (int, error)
+	releasePodCIDR(index int, machine string) error
 }
 
 // targetID names a kubeconfig by its content.
@@ -65,11 +85,17 @@ func targetID(kubeconfig []byte) string {
 //	machines/<machine>.json     one record per machine, written atomically
 //	heartbeat/<machine>         the heartbeat switch: "stopped" or "running"
 //	targets/<id>.kubeconfig     kubeconfigs from class secrets (mode 0600)
+//	podcidrs/<index>            a claimed pod CIDR: holds the machine's name
 //	host.lock                   held by the process that runs the node agents
-type dirStore struct{ dir string }
+type dirStore struct {
+	dir string
+	// nextCIDR is where the search for a free pod CIDR starts (claims are exclusive file
+	// creations, so processes sharing the dir never claim one twice).
+	nextCIDR atomic.Int32
+}
 
 func newDirStore(dir string) (*dirStore, error) {
-	for _, sub := range []string{"machines", "heartbeat", "targets"} {
+	for _, sub := range []string{"machines", "heartbeat", "targets", "podcidrs"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("local: state dir: %w", err)
 		}
@@ -104,6 +130,58 @@ func (s *dirStore) create(r *record) error {
 	// Link fails when the record exists, so two processes creating one machine agree on a
 	// single winner, and readers never see a half-written file.
 	return writeAtomic(s.recordPath(r.Name), b, true)
+}
+
+func (s *dirStore) update(r *record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.recordPath(r.Name), b, false)
+}
+
+func (s *dirStore) claimPodCIDR(machine string) (int, error) {
+	start := int(s.nextCIDR.Load())
+	for i := range podCIDRs {
+		index := (start + i) % podCIDRs
+		// An exclusive create is the claim; the name inside only guards the release.
+		f, err := os.OpenFile(s.cidrPath(index), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		_, err = f.WriteString(machine + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return 0, err
+		}
+		s.nextCIDR.Store(int32((index + 1) % podCIDRs))
+		return index, nil
+	}
+	return 0, errNoPodCIDR
+}
+
+func (s *dirStore) releasePodCIDR(index int, machine string) error {
+	path := s.cidrPath(index)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && strings.TrimSpace(string(b)) != machine) {
+		return nil
+	}
+	if err == nil {
+		err = os.Remove(path)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("local: release pod CIDR of %s: %w", machine, err)
+	}
+	return nil
+}
+
+func (s *dirStore) cidrPath(index int) string {
+	return filepath.Join(s.dir, "podcidrs", strconv.Itoa(index))
 }
 
 func (s *dirStore) remove(name string) error {
@@ -251,14 +329,46 @@ func writeAtomic(path string, data []byte, exclusive bool) error {
 
 // memStore keeps everything in memory, for a driver without a state dir.
 type memStore struct {
-	mu      sync.Mutex
-	records map[string]record
-	beats   map[string]string
-	targets map[string][]byte
+	mu       sync.Mutex
+	records  map[string]record
+	beats    map[string]string
+	targets  map[string][]byte
+	cidrs    map[int]string
+	nextCIDR int
 }
 
 func newMemStore() *memStore {
-	return &memStore{records: map[string]record{}, beats: map[string]string{}, targets: map[string][]byte{}}
+	return &memStore{records: map[string]record{}, beats: map[string]string{}, targets: map[string][]byte{}, cidrs: map[int]string{}}
+}
+
+func (s *memStore) update(r *record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records[r.Name] = *r
+	return nil
+}
+
+func (s *memStore) claimPodCIDR(machine string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range podCIDRs {
+		index := (s.nextCIDR + i) % podCIDRs
+		if _, taken := s.cidrs[index]; !taken {
+			s.cidrs[index] = machine
+			s.nextCIDR = (index + 1) % podCIDRs
+			return index, nil
+		}
+	}
+	return 0, errNoPodCIDR
+}
+
+func (s *memStore) releasePodCIDR(index int, machine string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cidrs[index] == machine {
+		delete(s.cidrs, index)
+	}
+	return nil
 }
 
 func (s *memStore) get(name string) (*record, error) {
