@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -31,15 +32,18 @@ const defaultLocalClass = `{"apiVersion":"machine.sapcloud.io/v1alpha1","kind":"
 func controlPlaneCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "controlplane",
-		Usage: "run a local etcd + kube-apiserver for development, optionally with local machines as nodes",
-		Description: "Starts the pinned etcd and kube-apiserver (built by `make tools` into bin/) on 127.0.0.1 with\n" +
-			"machinist's CRDs installed, writes <dir>/kubeconfig and runs until interrupted. Data, certificates\n" +
-			"and ports persist in --dir, so a restart continues where it stopped. With --machines N it also\n" +
-			"creates N machines of the local provider (state in <dir>/state) whose node agents run in this\n" +
-			"process: the nodes are Ready while it runs.",
+		Usage: "run a local control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager) for development, optionally with local machines as nodes",
+		Description: "Starts the pinned etcd, kube-apiserver, kube-scheduler and kube-controller-manager (built by\n" +
+			"`make tools` into bin/) on 127.0.0.1 with machinist's CRDs installed, writes <dir>/kubeconfig and\n" +
+			"runs until interrupted. Data, certificates and ports persist in --dir, so a restart continues\n" +
+			"where it stopped. With --machines N it also creates N machines of the local provider (state in\n" +
+			"<dir>/state) whose node agents run in this process: the nodes are Ready, and run the pods bound\n" +
+			"to them, while it runs.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Value: ".cache/controlplane", Usage: "data, certificates, kubeconfig and logs"},
 			&cli.StringFlag{Name: "bin-dir", Usage: "directory with etcd and kube-apiserver (default: next to this binary, $KUBEBUILDER_ASSETS, or the repository's bin/)"},
+			&cli.BoolFlag{Name: "kube-scheduler", Value: true, Usage: "run kube-scheduler"},
+			&cli.BoolFlag{Name: "kube-controller-manager", Value: true, Usage: "run kube-controller-manager"},
 			&cli.StringFlag{Name: "crd-dir", Usage: "CRD manifests to install (default: the repository's kubernetes/crds)"},
 			&cli.IntFlag{Name: "machines", Usage: "local machines to create (named local-1 … local-N)"},
 			&cli.StringFlag{Name: "class", Usage: "MachineClass of the machines (default: provider local, cluster dev)", TakesFile: true},
@@ -54,14 +58,17 @@ func runControlPlane(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := controlplane.Options{Dir: dir, BinDir: c.String("bin-dir"), Log: log}
+	opts := controlplane.Options{
+		Dir: dir, BinDir: c.String("bin-dir"), Log: log,
+		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
+	}
 	if opts.BinDir == "" {
 		opts.BinDir = besideExecutable()
 	}
 	if d := c.String("crd-dir"); d != "" {
 		opts.CRDDirs = []string{d}
 	}
-	fmt.Fprintf(c.App.Writer, "starting etcd and kube-apiserver in %s …\n", dir)
+	fmt.Fprintf(c.App.Writer, "starting %s in %s …\n", strings.Join(controlPlaneComponents(opts), ", "), dir)
 	cp, err := controlplane.Start(c.Context, opts)
 	if err != nil {
 		return err

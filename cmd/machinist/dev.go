@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,29 +31,35 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/internal/livedir"
 )
 
 func init() { commands = append(commands, devCommand()) }
 
-// devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane, the
-// controller manager with the local provider, and the samples, with progress until the machines
-// are Running. It lives in the product binary next to `machinist controlplane` (which already
+// devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane (with
+// kube-scheduler and kube-controller-manager), the controller manager with the local provider,
+// and the samples, with progress until the machines and the sample workload are Running. It lives in the product binary next to `machinist controlplane` (which already
 // links core/testenv) so one process owns everything and Ctrl-C cleans it all up.
 func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
 		Usage: "start a local control plane, the controller manager with the local provider and the samples",
-		Description: "Starts etcd and kube-apiserver on 127.0.0.1 (binaries from `make tools`), runs the controllers of\n" +
-			"`machinist run` in this process with the local provider (its machines become real Nodes of the\n" +
-			"same API server), applies the sample manifests and shows the machines' progress. Ctrl-C stops\n" +
-			"everything and removes the temporary directory (unless --dir is given).",
+		Description: "Starts etcd, kube-apiserver, kube-scheduler and kube-controller-manager on 127.0.0.1 (binaries\n" +
+			"from `make tools`), runs the controllers of `machinist run` in this process with the local provider\n" +
+			"(its machines become real Nodes of the same API server and run the pods bound to them), applies\n" +
+			"the sample manifests and shows the progress of the machines and the sample workload. It also\n" +
+			"writes certificates and a cloud-config for pointing a Cluster Autoscaler at the cluster through\n" +
+			"`machinist autoscaler`. Ctrl-C stops everything and removes the temporary directory (unless\n" +
+			"--dir is given).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "keep the control plane, machines and log here across runs (default: a temporary directory, removed on exit)"},
 			&cli.StringFlag{Name: "bin-dir", Usage: "directory with etcd and kube-apiserver (default: next to this binary, $KUBEBUILDER_ASSETS, or the repository's bin/)"},
 			&cli.StringFlag{Name: "samples", Usage: "directory of manifests to apply (default: the repository's kubernetes/samples/local)"},
 			&cli.IntFlag{Name: "port", Value: manager.DefaultPort, Usage: "port of /metrics, /healthz and /readyz; -1 disables them"},
-			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the sample machines to be Running"},
+			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "how long to wait for the sample machines and workload to be Running"},
+			&cli.BoolFlag{Name: "kube-scheduler", Value: true, Usage: "run kube-scheduler (--kube-scheduler=false: pods stay unscheduled)"},
+			&cli.BoolFlag{Name: "kube-controller-manager", Value: true, Usage: "run kube-controller-manager (--kube-controller-manager=false: Deployments make no pods, nodes are watched by the local provider)"},
 		},
 		Action: runDev,
 	}
@@ -106,8 +113,11 @@ func runDev(c *cli.Context) error {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	step("starting etcd and kube-apiserver in %s", dir)
-	cpOpts := controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log}
+	cpOpts := controlplane.Options{
+		Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log,
+		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
+	}
+	step("starting %s in %s", strings.Join(controlPlaneComponents(cpOpts), ", "), dir)
 	if cpOpts.BinDir == "" {
 		cpOpts.BinDir = besideExecutable()
 	}
@@ -149,15 +159,32 @@ func runDev(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var applied []*unstructured.Unstructured
 	for _, f := range files {
-		if err := applyFile(ctx, cl, f); err != nil {
+		objs, err := applyFile(ctx, cl, f)
+		if err != nil {
 			return err
 		}
+		applied = append(applied, objs...)
 	}
 	step("applied %s", samples)
 	fmt.Fprintf(out, "\n  export KUBECONFIG=%s\n  %s\n\n", cp.KubeconfigPath, kubectlHint())
 
-	if err := watchProgress(ctx, cl, out, step, c.Duration("timeout"), done); err != nil {
+	deadline := time.Now().Add(c.Duration("timeout"))
+	if err := watchProgress(ctx, cl, out, step, deadline, done); err != nil {
+		return err
+	}
+	workloads := workloadsOf(applied)
+	switch {
+	case len(workloads) == 0:
+	case !cpOpts.KubeControllerManager || !cpOpts.KubeScheduler:
+		step("sample workload not started: it needs kube-scheduler and kube-controller-manager")
+	default:
+		if err := watchWorkloads(ctx, cl, step, workloads, deadline, done); err != nil {
+			return err
+		}
+	}
+	if err := printAutoscalerHint(out, dir, cp.KubeconfigPath); err != nil {
 		return err
 	}
 	if temp != nil {
@@ -221,27 +248,28 @@ func manifestFiles(path string) ([]string, error) {
 	return files, nil
 }
 
-// applyFile creates every object of a YAML file, or updates it when it exists.
-func applyFile(ctx context.Context, c client.Client, path string) error {
+// applyFile creates every object of a YAML file, or updates it when it exists, and returns them.
+func applyFile(ctx context.Context, c client.Client, path string) ([]*unstructured.Unstructured, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var applied []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return applied, nil
 			}
-			return fmt.Errorf("dev: %s: %w", path, err)
+			return nil, fmt.Errorf("dev: %s: %w", path, err)
 		}
 		if len(u.Object) == 0 {
 			continue
 		}
 		if ns := u.GetNamespace(); ns != "" && ns != "default" {
 			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("dev: create namespace %s: %w", ns, err)
+				return nil, fmt.Errorf("dev: create namespace %s: %w", ns, err)
 			}
 		}
 		err := c.Create(ctx, u)
@@ -254,15 +282,15 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("dev: %s: apply %s %s: %w", path, u.GetKind(), u.GetName(), err)
+			return nil, fmt.Errorf("dev: %s: apply %s %s: %w", path, u.GetKind(), u.GetName(), err)
 		}
+		applied = append(applied, u)
 	}
 }
 
 // watchProgress prints the machines' phases whenever they change, until every machine of every
-// MachineDeployment is Running (or the timeout passes).
-func watchProgress(ctx context.Context, c client.Client, out io.Writer, step func(string, ...any), timeout time.Duration, done chan error) error {
-	deadline := time.Now().Add(timeout)
+// MachineDeployment is Running (or the deadline passes).
+func watchProgress(ctx context.Context, c client.Client, out io.Writer, step func(string, ...any), deadline time.Time, done chan error) error {
 	last := ""
 	for {
 		var mds v1alpha1.MachineDeploymentList
@@ -303,7 +331,7 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("dev: the machines are not Running after %s (%s): see the log and `kubectl describe machines`", timeout, summary)
+			return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
 		}
 		select {
 		case <-ctx.Done():
@@ -331,3 +359,157 @@ func summarize(phases map[string]int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// controlPlaneComponents names what a control plane of opts runs, for the progress output.
+func controlPlaneComponents(o controlplane.Options) []string {
+	names := []string{"etcd", "kube-apiserver"}
+	if o.KubeScheduler {
+		names = append(names, "kube-scheduler")
+	}
+	if o.KubeControllerManager {
+		names = append(names, "kube-controller-manager")
+	}
+	return names
+}
+
+// workloadsOf returns the Deployments and DaemonSets among the applied sample objects.
+func workloadsOf(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range objs {
+		if gvk := u.GroupVersionKind(); gvk.Group == "apps" && (gvk.Kind == "Deployment" || gvk.Kind == "DaemonSet") {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// watchWorkloads prints the sample workloads' pods whenever they change, until every
+// Deployment and DaemonSet has all its pods Running and Ready (or the deadline passes).
+func watchWorkloads(ctx context.Context, c client.Client, step func(string, ...any), workloads []*unstructured.Unstructured, deadline time.Time, done chan error) error {
+	last := ""
+	for {
+		var lines []string
+		complete := true
+		for _, w := range workloads {
+			line, ready, err := workloadState(ctx, c, w)
+			if err != nil {
+				return err
+			}
+			lines = append(lines, line)
+			complete = complete && ready
+		}
+		summary := strings.Join(lines, "; ")
+		if summary != last {
+			step("workload %s", summary)
+			last = summary
+		}
+		if complete {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-done:
+			done <- err
+			return fmt.Errorf("dev: controllers stopped: %v", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// workloadState describes a Deployment's or DaemonSet's pods ("deployment/hello 3/3 Running
+// on local-a, local-b") and reports whether all it wants are Running and Ready.
+func workloadState(ctx context.Context, c client.Client, w *unstructured.Unstructured) (string, bool, error) {
+	key := client.ObjectKeyFromObject(w)
+	var want int32
+	var selector *metav1.LabelSelector
+	switch w.GetKind() {
+	case "Deployment":
+		var d appsv1.Deployment
+		if err := c.Get(ctx, key, &d); err != nil {
+			return "", false, fmt.Errorf("dev: get deployment %s: %w", key, err)
+		}
+		want, selector = ptrDeref(d.Spec.Replicas, 1), d.Spec.Selector
+	default:
+		var ds appsv1.DaemonSet
+		if err := c.Get(ctx, key, &ds); err != nil {
+			return "", false, fmt.Errorf("dev: get daemonset %s: %w", key, err)
+		}
+		want, selector = ds.Status.DesiredNumberScheduled, ds.Spec.Selector
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return "", false, fmt.Errorf("dev: %s %s: %w", w.GetKind(), key, err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return "", false, fmt.Errorf("dev: list pods of %s: %w", key, err)
+	}
+	running := 0
+	nodes := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podIsReady(&p) {
+			running++
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	line := fmt.Sprintf("%s %s: %d/%d pods Running", strings.ToLower(w.GetKind()), key.Name, running, want)
+	if len(nodes) > 0 {
+		names := make([]string, 0, len(nodes))
+		for n := range nodes {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		line += " on " + strings.Join(names, ", ")
+	}
+	return line, want > 0 && running == int(want), nil
+}
+
+func podIsReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func ptrDeref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// printAutoscalerHint writes certificates and a Cluster Autoscaler cloud-config for the local
+// cluster into <dir>/autoscaler and prints how to run `machinist autoscaler` and Cluster
+// Autoscaler (--cloud-provider=externalgrpc) against it.
+func printAutoscalerHint(out io.Writer, dir, kubeconfig string) error {
+	asDir := filepath.Join(dir, "autoscaler")
+	files, err := controlplane.LocalMTLS(asDir, "machinist-autoscaler", "cluster-autoscaler")
+	if err != nil {
+		return fmt.Errorf("dev: autoscaler certificates: %w", err)
+	}
+	cloudConfig := filepath.Join(asDir, "cloud-config.yaml")
+	body := fmt.Sprintf("address: localhost%s\ncert: %s\nkey: %s\ncacert: %s\ngrpc_timeout: 10s\n",
+		localAutoscalerAddress, files.ClientCert, files.ClientKey, files.CA)
+	if err := os.WriteFile(cloudConfig, []byte(body), 0o600); err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	self := "machinist"
+	if exe, err := os.Executable(); err == nil {
+		self = exe
+	}
+	fmt.Fprintf(out, "\n  Cluster Autoscaler: MachineDeployments annotated with %s and %s are node groups.\n"+
+		"  %s autoscaler --kubeconfig %s \\\n      --address 127.0.0.1%s --http-address 127.0.0.1:8087 --cert %s --key %s --cacert %s\n"+
+		"  cluster-autoscaler --cloud-provider=externalgrpc --cloud-config=%s --kubeconfig=%s\n\n",
+		deployments.AnnotationMinSize, deployments.AnnotationMaxSize,
+		self, kubeconfig, localAutoscalerAddress, files.ServerCert, files.ServerKey, files.CA, cloudConfig, kubeconfig)
+	return nil
+}
+
+// localAutoscalerAddress is the port `machinist autoscaler` listens on in the printed hint.
+const localAutoscalerAddress = ":8086"

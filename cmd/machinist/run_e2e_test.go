@@ -780,8 +780,10 @@ func TestRunGardenerManifests(t *testing.T) {
 func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw: []byte(s)} }
 
 // TestDevRunsSamplesAndCleansUp is `make run` without make: `machinist dev` starts a control
-// plane, the controllers and the samples, reports the three machines Running, and on
-// cancellation (Ctrl-C) stops everything and removes its temporary directory.
+// plane (with kube-scheduler and kube-controller-manager), the controllers and the samples,
+// reports the three machines and then the sample workload Running on them, prints how to point
+// a Cluster Autoscaler at the cluster, and on cancellation (Ctrl-C) stops everything and removes
+// its temporary directory.
 func TestDevRunsSamplesAndCleansUp(t *testing.T) {
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -793,7 +795,7 @@ func TestDevRunsSamplesAndCleansUp(t *testing.T) {
 	}
 	go func() { done <- newApp(&out, &out).RunContext(ctx, args) }()
 	deadline := time.Now().Add(4 * time.Minute)
-	for !strings.Contains(out.String(), "all 3 machines Running") {
+	for !strings.Contains(out.String(), "running; press Ctrl-C") {
 		select {
 		case err := <-done:
 			t.Fatalf("machinist dev ended early (%v):\n%s", err, out.String())
@@ -802,11 +804,13 @@ func TestDevRunsSamplesAndCleansUp(t *testing.T) {
 		if time.Now().After(deadline) {
 			cancel()
 			<-done
-			t.Fatalf("no machines Running:\n%s", out.String())
+			t.Fatalf("machines and workload not Running:\n%s", out.String())
 		}
 	}
 	text := out.String()
-	for _, want := range []string{"control plane ready", "applied", "export KUBECONFIG=", "get machines -w"} {
+	for _, want := range []string{"kube-scheduler, kube-controller-manager", "control plane ready", "applied", "export KUBECONFIG=", "get machines -w",
+		"all 3 machines Running", "deployment hello: 3/3 pods Running on local-", "daemonset node-agent: 3/3 pods Running",
+		"autoscaler --kubeconfig", "--cloud-provider=externalgrpc --cloud-config="} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
