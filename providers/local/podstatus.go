@@ -21,6 +21,10 @@ const (
 	// AnnotationExitCode sets the exit code of the containers of such a pod: 0 (the default)
 	// makes it Succeeded, anything else Failed (container restarts are not simulated).
 	AnnotationExitCode = "local.machinist.io/exit-code"
+	// AnnotationReadyAfter sets how long after its start a pod's containers become ready (a Go
+	// duration), as a readiness probe would delay them: the pod runs but is not Ready until then.
+	// Without it the containers are ready at once.
+	AnnotationReadyAfter = "local.machinist.io/ready-after"
 	// DefaultJobRunTime is how long a Job's pods run without the run-time annotation: long
 	// enough to be seen Running, short enough for a Job to finish while one watches.
 	DefaultJobRunTime = 5 * time.Second
@@ -48,6 +52,15 @@ func runTime(p *corev1.Pod) (time.Duration, bool) {
 		}
 	}
 	return 0, false
+}
+
+// readyAfter returns how long after its start the pod's containers become ready.
+func readyAfter(p *corev1.Pod) time.Duration {
+	d, err := time.ParseDuration(strings.TrimSpace(p.Annotations[AnnotationReadyAfter]))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
 }
 
 func exitCode(p *corev1.Pod) int32 {
@@ -83,6 +96,11 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 	if exits && !done {
 		after = end.Sub(now)
 	}
+	readyAt := start.Add(readyAfter(p))
+	warm := !now.Before(readyAt)
+	if wait := readyAt.Sub(now); !warm && !done && (after == 0 || wait < after) {
+		after = wait
+	}
 	code := exitCode(p)
 
 	s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, len(p.Spec.InitContainers))
@@ -93,7 +111,7 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 			if done {
 				setTerminated(&cs, start, finished, 0, false)
 			} else {
-				setRunning(&cs, start)
+				setRunning(&cs, start, warm)
 			}
 		} else {
 			// Completed before the containers started; a completed init container is ready.
@@ -107,7 +125,7 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 		if done {
 			setTerminated(&cs, start, finished, code, false)
 		} else {
-			setRunning(&cs, start)
+			setRunning(&cs, start, warm)
 		}
 		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 	}
@@ -122,6 +140,14 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 			s.Phase = corev1.PodFailed
 		}
 		ready, readyReason, containersReady, sandbox = corev1.ConditionFalse, "PodCompleted", corev1.ConditionFalse, corev1.ConditionFalse
+	case !warm:
+		s.Phase = corev1.PodRunning
+		var names []string
+		for _, c := range p.Spec.Containers {
+			names = append(names, c.Name)
+		}
+		ready, readyReason, containersReady = corev1.ConditionFalse, "ContainersNotReady", corev1.ConditionFalse
+		readyMessage = fmt.Sprintf("containers with unready status: [%s]", strings.Join(names, " "))
 	default:
 		s.Phase = corev1.PodRunning
 		var notReady []string
@@ -135,15 +161,15 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 			readyMessage = fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is not True", strings.Join(notReady, ", "))
 		}
 	}
-	containersReason := ""
+	containersReason, containersMessage := "", ""
 	if containersReady != corev1.ConditionTrue {
-		containersReason = readyReason
+		containersReason, containersMessage = readyReason, readyMessage
 	}
 	now1 := metav1.NewTime(now.Truncate(time.Second))
 	s.Conditions = setPodCondition(s.Conditions, corev1.PodReadyToStartContainers, sandbox, "", "", now1)
 	s.Conditions = setPodCondition(s.Conditions, corev1.PodInitialized, corev1.ConditionTrue, "", "", now1)
 	s.Conditions = setPodCondition(s.Conditions, corev1.PodReady, ready, readyReason, readyMessage, now1)
-	s.Conditions = setPodCondition(s.Conditions, corev1.ContainersReady, containersReady, containersReason, "", now1)
+	s.Conditions = setPodCondition(s.Conditions, corev1.ContainersReady, containersReady, containersReason, containersMessage, now1)
 
 	if equality.Semantic.DeepEqual(&s, &old) {
 		return nil, after
@@ -166,11 +192,11 @@ func containerStatus(p *corev1.Pod, c corev1.Container, old []corev1.ContainerSt
 	}
 }
 
-func setRunning(cs *corev1.ContainerStatus, start metav1.Time) {
+func setRunning(cs *corev1.ContainerStatus, start metav1.Time, ready bool) {
 	if cs.State.Running == nil || cs.State.Waiting != nil || cs.State.Terminated != nil {
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}}
 	}
-	cs.Ready = true
+	cs.Ready = ready
 	cs.Started = ptr.To(true)
 }
 

@@ -88,3 +88,29 @@ func TestRunTime(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyAfter: a pod with the ready-after annotation runs at once but is Ready only once the
+// delay has passed, and the tracker is told when to look again.
+func TestReadyAfter(t *testing.T) {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u", Annotations: map[string]string{AnnotationReadyAfter: "3s"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}},
+	}
+	now := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	s, after := kubeletStatus(p, "10.0.0.1", "100.96.0.2", now)
+	if s == nil || s.Phase != corev1.PodRunning || after != 3*time.Second {
+		t.Fatalf("at start: status %v, look again after %s; want Running and 3s", s, after)
+	}
+	if c := podCondition(s.Conditions, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != "ContainersNotReady" || s.ContainerStatuses[0].Ready {
+		t.Fatalf("ready before the delay: %+v %+v", c, s.ContainerStatuses)
+	}
+	p.Status = *s
+	p = roundTrip(t, p)
+	s, after = kubeletStatus(p, "10.0.0.1", "100.96.0.2", now.Add(3*time.Second))
+	if s == nil || after != 0 {
+		t.Fatalf("after the delay: status %v, after %s", s, after)
+	}
+	if c := podCondition(s.Conditions, corev1.PodReady); c.Status != corev1.ConditionTrue || !s.ContainerStatuses[0].Ready {
+		t.Fatalf("not ready after the delay: %+v", c)
+	}
+}
