@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -201,6 +202,28 @@ func TestRBACIsEnough(t *testing.T) {
 			}
 		}
 		return running == 2 && len(list.Items) == 2, strings.Join(phases, "; ")
+	})
+	// The node agents run the pods bound to their nodes (watch, status, removal).
+	var machines v1alpha1.MachineList
+	if err := admin.List(ctx, &machines, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bound"},
+		Spec: corev1.PodSpec{NodeName: machines.Items[0].Labels[v1alpha1.LabelNode], TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	mustCreate(pod)
+	waitFor(t, 60*time.Second, "the bound pod Running", func() (bool, string) {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)
+		return err == nil && pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %q %v", pod.Status.Phase, err)
+	})
+	if err := admin.Delete(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the deleted pod removed", func() (bool, string) {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if err := admin.Delete(ctx, &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}}); err != nil {
 		t.Fatal(err)

@@ -38,8 +38,17 @@ type ipPool struct {
 
 	mu    sync.Mutex
 	byUID map[types.UID]uint8
-	owner [256]types.UID // "" = free
-	next  uint8          // where the search for a free address starts: no immediate reuse
+	used  [4]uint64 // one bit per host address: 32 bytes per node
+	next  uint8     // where the search for a free address starts: no immediate reuse
+}
+
+func (p *ipPool) taken(host uint8) bool { return p.used[host/64]&(1<<(host%64)) != 0 }
+func (p *ipPool) set(host uint8, on bool) {
+	if on {
+		p.used[host/64] |= 1 << (host % 64)
+	} else {
+		p.used[host/64] &^= 1 << (host % 64)
+	}
 }
 
 // newIPPool returns the pool of a node's pod CIDR, or nil when it has none.
@@ -48,7 +57,7 @@ func newIPPool(cidr string) *ipPool {
 	if err != nil || !p.Addr().Is4() || p.Bits() != podCIDRBits {
 		return nil
 	}
-	return &ipPool{prefix: p.Masked(), byUID: map[types.UID]uint8{}, next: 2}
+	return &ipPool{prefix: p.Masked(), next: 2}
 }
 
 func (p *ipPool) addr(host uint8) string {
@@ -66,11 +75,14 @@ func (p *ipPool) reserve(uid types.UID, ip string) {
 	host := a.As4()[3]
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.byUID[uid]; ok || p.owner[host] != "" {
+	if _, ok := p.byUID[uid]; ok || p.taken(host) {
 		return
 	}
+	if p.byUID == nil {
+		p.byUID = map[types.UID]uint8{}
+	}
 	p.byUID[uid] = host
-	p.owner[host] = uid
+	p.set(host, true)
 }
 
 // allocate returns the IP of uid, assigning a free one first; false when the pool is exhausted.
@@ -86,8 +98,11 @@ func (p *ipPool) allocate(uid types.UID) (string, bool) {
 		if p.next < 2 || p.next == 255 {
 			p.next = 2
 		}
-		if p.owner[host] == "" {
-			p.owner[host] = uid
+		if !p.taken(host) {
+			if p.byUID == nil {
+				p.byUID = map[types.UID]uint8{}
+			}
+			p.set(host, true)
 			p.byUID[uid] = host
 			return p.addr(host), true
 		}
@@ -101,7 +116,7 @@ func (p *ipPool) release(uid types.UID) {
 	defer p.mu.Unlock()
 	if host, ok := p.byUID[uid]; ok {
 		delete(p.byUID, uid)
-		p.owner[host] = ""
+		p.set(host, false)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,8 @@ type podTracker struct {
 	cluster *cluster
 	lookup  func(node string) *agent
 	log     *slog.Logger
+
+	failing atomic.Bool // a write failed other than by a conflict (warned once until one succeeds)
 
 	mu       sync.Mutex
 	started  bool
@@ -223,13 +226,20 @@ func (t *podTracker) next(ctx context.Context) bool {
 	after, err := t.sync(ctx, key)
 	switch {
 	case err != nil:
-		t.log.Debug("local: pod: retrying", "pod", key, "error", err)
+		if !apierrors.IsConflict(err) && !t.failing.Swap(true) {
+			t.log.Warn("local: pods: writing a pod failed; retrying with backoff", "pod", key, "error", err)
+		} else {
+			t.log.Debug("local: pod: retrying", "pod", key, "error", err)
+		}
 		t.queue.AddRateLimited(key)
 	case after > 0:
 		t.queue.Forget(key)
 		t.queue.AddAfter(key, after)
 	default:
 		t.queue.Forget(key)
+	}
+	if err == nil && t.failing.Swap(false) {
+		t.log.Info("local: pods: writes work again")
 	}
 	return true
 }
