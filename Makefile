@@ -169,12 +169,14 @@ test-examples: ## vet, build and test the example modules (the out-of-tree provi
 test: test-examples
 
 ## ---------------------------------------------------------------- run, kubectl, scale benchmark
-# `make run`: a throw-away control plane, the controller manager with the local provider and
-# kubernetes/samples/local (3 machines), with progress until they are Running; Ctrl-C cleans up.
+# `make run`: a throw-away control plane (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager), the controller manager with the local provider and
+# kubernetes/samples/local (3 machines and a workload), with progress until the machines and the
+# workload's pods are Running, and how to point a Cluster Autoscaler at it; Ctrl-C cleans up.
 # RUN_FLAGS passes flags to `machinist dev`, e.g. RUN_FLAGS="--dir .cache/run" to keep state.
 RUN_FLAGS ?=
 .PHONY: run
-run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers and 3 sample machines (Ctrl-C stops and cleans up)
+run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers, 3 sample machines and a workload (Ctrl-C stops and cleans up)
 	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
 

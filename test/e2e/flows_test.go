@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,11 @@ func TestAutoscalerScalesTheLocalCluster(t *testing.T) {
 	if bad := nodes.withoutLabel(); len(bad) > 0 {
 		t.Fatalf("a node of the group was visible without its template label pool=workers: %v", bad)
 	}
+	// The machine controller's node sync finds the template in place: it adds only its
+	// machine-name label, once — no churn.
+	if n := nodes.maxRelabels(); n > 1 {
+		t.Fatalf("a node's labels changed %d times after registration, want at most once (the machine-name label)", n)
+	}
 
 	// Six pods of 900m on nodes of 2 CPUs: three nodes.
 	w.scaleWorkload("work", 6)
@@ -84,6 +90,9 @@ func TestAutoscalerScalesTheLocalCluster(t *testing.T) {
 	}
 	if bad := nodes.withoutLabel(); len(bad) > 0 {
 		t.Fatalf("a node of the group was visible without its template label pool=workers: %v", bad)
+	}
+	if n := nodes.maxRelabels(); n > 1 {
+		t.Fatalf("a node's labels changed %d times after registration, want at most once", n)
 	}
 }
 
@@ -208,13 +217,15 @@ type nodeWatch struct {
 	mu        sync.Mutex
 	seen      map[string]bool
 	unlabeled []string
+	labels    map[string]map[string]string // last labels seen per node
+	relabeled map[string]int               // label changes per node after its registration
 }
 
 // watchNodes watches every node from now on; added is called when a node of the pool appears
 // (the moment an autoscaler looking at it would be misled by missing labels).
 func (w *world) watchNodes(pool string, added func()) *nodeWatch {
 	w.t.Helper()
-	nw := &nodeWatch{seen: map[string]bool{}}
+	nw := &nodeWatch{seen: map[string]bool{}, labels: map[string]map[string]string{}, relabeled: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	wi, err := w.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -233,6 +244,10 @@ func (w *world) watchNodes(pool string, added func()) *nodeWatch {
 			if n.Labels["pool"] != pool {
 				nw.unlabeled = append(nw.unlabeled, fmt.Sprintf("%s %s", ev.Type, n.Name))
 			}
+			if last, ok := nw.labels[n.Name]; ok && !maps.Equal(last, n.Labels) {
+				nw.relabeled[n.Name]++
+			}
+			nw.labels[n.Name] = n.Labels
 			nw.mu.Unlock()
 			if ev.Type == watch.Added {
 				added()
@@ -251,6 +266,17 @@ func (nw *nodeWatch) names() []string {
 		out = append(out, n)
 	}
 	return out
+}
+
+// maxRelabels is the most label changes any node of the pool had after its registration.
+func (nw *nodeWatch) maxRelabels() int {
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	most := 0
+	for _, n := range nw.relabeled {
+		most = max(most, n)
+	}
+	return most
 }
 
 // withoutLabel lists the events that showed a node of the pool without its template label.
