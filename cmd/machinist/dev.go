@@ -39,8 +39,9 @@ func init() { commands = append(commands, devCommand()) }
 
 // devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane (with
 // kube-scheduler and kube-controller-manager), the controller manager with the local provider,
-// and the samples, with progress until the machines and the sample workload are Running. It lives in the product binary next to `machinist controlplane` (which already
-// links core/testenv) so one process owns everything and Ctrl-C cleans it all up.
+// and the samples, with progress until the machines and the sample workload are Running. It
+// lives in the product binary next to `machinist controlplane` (which already links
+// core/testenv) so one process owns everything and Ctrl-C cleans it all up.
 func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
