@@ -48,7 +48,7 @@ $(BIN)/kube-apiserver: $(TOOLS_DEPS)
 
 # kube-scheduler and kube-controller-manager complete the local control plane (machinist dev,
 # make run, tests that opt in). They share most of kube-apiserver's dependencies, so they come
-# after it: about 2 more minutes on a cold cache.
+# after it: about 3 more CPU-minutes on a cold cache (docs/performance.md).
 $(BIN)/kube-scheduler: $(TOOLS_DEPS) | $(BIN)/kube-apiserver
 	@echo ">> building kube-scheduler $(KUBE_VERSION) from build/tools"
 	cd build/tools && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
