@@ -16,7 +16,6 @@ import (
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -189,11 +188,7 @@ func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
 	}
 	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), SpecMode: specMode(c)}
 	if path := c.String("kubeconfig"); path != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-		}
-		env.Target = cfg
+		env.Target = registry.Kubeconfig(path)
 	}
 	if env.StateDir != "" {
 		if err := os.MkdirAll(env.StateDir, 0o700); err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -91,11 +90,7 @@ func openDrivers(c *cli.Context) (map[string]driver.Driver, func(), error) {
 	}
 	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default()}
 	if path := c.String("kubeconfig"); path != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
-		}
-		env.Target = cfg
+		env.Target = registry.Kubeconfig(path)
 	}
 	if env.StateDir != "" {
 		if err := os.MkdirAll(env.StateDir, 0o700); err != nil {

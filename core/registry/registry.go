@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -39,8 +37,11 @@ type Registration struct {
 
 // Env is what a process offers its drivers.
 type Env struct {
-	// Target is the cluster the machines' nodes join, or nil when there is none.
-	Target *rest.Config
+	// Target is the cluster the machines' nodes join, or nil when there is none: a client-go
+	// *rest.Config (the controller's own cluster) or a Kubeconfig (serve/driver --kubeconfig).
+	// It is not typed *rest.Config so that the registry, and with it every slim cloud-provider
+	// binary, links no Kubernetes client: only the local provider, which joins nodes, resolves it.
+	Target any
 	// StateDir is a directory the driver may keep state in; "" means keep none on disk.
 	StateDir string
 	// Log is the driver's logger; nil means slog.Default().
@@ -49,6 +50,9 @@ type Env struct {
 	// Gardener's providers do, or driver.Strict, refusing unknown, mis-cased and repeated fields.
 	SpecMode driver.SpecMode
 }
+
+// Kubeconfig is the path of a kubeconfig file naming the target cluster: a form of Env.Target.
+type Kubeconfig string
 
 // Logger returns Log or the default logger.
 func (e Env) Logger() *slog.Logger {

@@ -54,6 +54,7 @@ const (
 // host exits, another process takes over.
 type Driver struct {
 	env      registry.Env
+	target   *rest.Config // registry.Env.Target resolved
 	log      *slog.Logger
 	store    store
 	stateDir string // "" without a state dir
@@ -90,6 +91,11 @@ func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driv
 		clusters:     map[string]*cluster{},
 		failures:     map[string]int{},
 	}
+	target, err := targetConfig(env.Target)
+	if err != nil {
+		return nil, err
+	}
+	d.target = target
 	d.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
 	d.sched.start()
 	if env.StateDir == "" {
@@ -357,6 +363,25 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 
 // cluster returns the cluster of a target: "" is the process's target (nil when it has none),
 // anything else a kubeconfig kept from a class secret.
+// targetConfig resolves registry.Env.Target: the cluster of every class without a kubeconfig of
+// its own. A kubeconfig file is read once, at open, so a wrong --kubeconfig fails at start.
+func targetConfig(target any) (*rest.Config, error) {
+	switch t := target.(type) {
+	case nil:
+		return nil, nil
+	case *rest.Config:
+		return t, nil
+	case registry.Kubeconfig:
+		cfg, err := clientcmd.BuildConfigFromFlags("", string(t))
+		if err != nil {
+			return nil, fmt.Errorf("local: kubeconfig %s of the target cluster: %w", string(t), err)
+		}
+		return cfg, nil
+	default:
+		return nil, fmt.Errorf("local: the target cluster is a %T; want a *rest.Config or a registry.Kubeconfig", target)
+	}
+}
+
 func (d *Driver) cluster(target string) (*cluster, error) {
 	d.mu.Lock()
 	c, ok := d.clusters[target]
@@ -366,10 +391,10 @@ func (d *Driver) cluster(target string) (*cluster, error) {
 	}
 	var cfg *rest.Config
 	if target == "" {
-		if d.env.Target == nil {
+		if d.target == nil {
 			return nil, nil
 		}
-		cfg = rest.CopyConfig(d.env.Target)
+		cfg = rest.CopyConfig(d.target)
 	} else {
 		kc, err := d.store.target(target)
 		if err != nil {
