@@ -2,8 +2,9 @@
 // labels (machine-controller-manager pkg/util/provider/metrics): the requests a provider makes
 // to its cloud's services, and the driver calls the controllers make. Providers record their
 // cloud requests here the way their MCM counterparts do; the controllers' driver calls are
-// recorded by core/controller/internal/drivercall. The package depends on Prometheus only, so
-// slim provider binaries can link it; whoever serves metrics registers Collectors.
+// recorded by core/controller/internal/drivercall. The package keeps its counters and
+// histograms in plain Go and does not import Prometheus, so slim provider binaries link no
+// metrics library; cloudapiprom exposes them as a Prometheus collector where metrics are served.
 package cloudapi
 
 import (
@@ -11,51 +12,44 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/machinist-io/machinist/core/driver"
 )
 
 var (
-	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_cloud_api_requests_total",
-		Help: "Number of Cloud Service API requests, partitioned by provider, and service.",
-	}, []string{"provider", "service"})
-	failedRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_cloud_api_requests_failed_total",
-		Help: "Number of Failed Cloud Service API requests, partitioned by provider, and service.",
-	}, []string{"provider", "service"})
-	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "mcm_cloud_api_api_request_duration_seconds",
-		Help: "Time(in seconds) it takes for a provider API request to complete",
-	}, []string{"provider", "service"})
-	driverDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "mcm_cloud_api_driver_request_duration_seconds",
-		Help: "Total time (in seconds) taken for a driver API request to complete",
-	}, []string{"provider", "operation"})
-	driverFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_cloud_api_driver_requests_failed_total",
-		Help: "Number of failed Driver API requests, partitioned by provider, operation and error code",
-	}, []string{"provider", "operation", "error_code"})
+	requests = newMetric("mcm_cloud_api_requests_total",
+		"Number of Cloud Service API requests, partitioned by provider, and service.",
+		false, "provider", "service")
+	failedRequests = newMetric("mcm_cloud_api_requests_failed_total",
+		"Number of Failed Cloud Service API requests, partitioned by provider, and service.",
+		false, "provider", "service")
+	requestDuration = newMetric("mcm_cloud_api_api_request_duration_seconds",
+		"Time(in seconds) it takes for a provider API request to complete",
+		true, "provider", "service")
+	driverDuration = newMetric("mcm_cloud_api_driver_request_duration_seconds",
+		"Total time (in seconds) taken for a driver API request to complete",
+		true, "provider", "operation")
+	driverFailed = newMetric("mcm_cloud_api_driver_requests_failed_total",
+		"Number of failed Driver API requests, partitioned by provider, operation and error code",
+		false, "provider", "operation", "error_code")
 )
 
-// Collectors are the mcm_cloud_api_* metrics, for a registry to serve.
-func Collectors() []prometheus.Collector {
-	return []prometheus.Collector{requests, failedRequests, requestDuration, driverDuration, driverFailed}
+// Metrics are the mcm_cloud_api_* families, for whoever serves metrics (cloudapiprom).
+func Metrics() []*Metric {
+	return []*Metric{requests, failedRequests, requestDuration, driverDuration, driverFailed}
 }
 
 // Requested counts a request to a cloud service (mcm_cloud_api_requests_total). Which requests
 // count, and whether failed ones do, is the provider's choice, as in MCM: each provider follows
 // its MCM counterpart (docs/controllers.md lists them).
-func Requested(provider, service string) { requests.WithLabelValues(provider, service).Inc() }
+func Requested(provider, service string) { requests.add(0, provider, service) }
 
 // Failed counts a failed request to a cloud service (mcm_cloud_api_requests_failed_total).
-func Failed(provider, service string) { failedRequests.WithLabelValues(provider, service).Inc() }
+func Failed(provider, service string) { failedRequests.add(0, provider, service) }
 
 // Observe records how long a request to a cloud service took
 // (mcm_cloud_api_api_request_duration_seconds).
 func Observe(provider, service string, d time.Duration) {
-	requestDuration.WithLabelValues(provider, service).Observe(d.Seconds())
+	requestDuration.add(d.Seconds(), provider, service)
 }
 
 // Driver operations as MCM's providers name them in the operation label (those of
@@ -76,10 +70,10 @@ const (
 // for DeadlineExceeded), Internal ("13") for an error that carries no code.
 func DriverCall(provider, operation string, d time.Duration, err error) {
 	if err == nil {
-		driverDuration.WithLabelValues(provider, operation).Observe(d.Seconds())
+		driverDuration.add(d.Seconds(), provider, operation)
 		return
 	}
-	driverFailed.WithLabelValues(provider, operation, ErrorCode(err)).Inc()
+	driverFailed.add(0, provider, operation, ErrorCode(err))
 }
 
 // ErrorCode renders err's code as the error_code label: the number of the machine code it

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
 )
 
 // Options of the collectors of one manager.
@@ -71,7 +71,7 @@ func register() error {
 	registerOnce.Do(func() {
 		cs := []prometheus.Collector{&collector{}, staleMachines, createDuration, initializeDuration,
 			joinDuration, drainDuration, deleteDuration, failedJoins, coreScrapeFailures, providerScrapeFailures}
-		cs = append(cs, cloudapi.Collectors()...)
+		cs = append(cs, cloudapiprom.Collector())
 		for _, c := range cs {
 			if err := metrics.Registry.Register(c); err != nil {
 				registerErr = err
