@@ -104,3 +104,23 @@ func TestRefusedAndMissing(t *testing.T) {
 		t.Errorf("core/testenv not refused: %q", probs)
 	}
 }
+
+// TestOnlyForItsProvider: client-go and Prometheus are refused in a cloud provider's slim
+// binary, and client-go is allowed in the local provider's, which joins nodes with it.
+func TestOnlyForItsProvider(t *testing.T) {
+	local := notNeeded(onlyForItsProvider, map[string]bool{"k8s.io/client-go": true, "k8s.io/api": true})
+	cloud := notNeeded(onlyForItsProvider, map[string]bool{"github.com/Azure/azure-sdk-for-go/sdk/azcore": true})
+	if len(cloud) != len(onlyForItsProvider) {
+		t.Errorf("a cloud provider may link %d of %d shared-only modules", len(onlyForItsProvider)-len(cloud), len(onlyForItsProvider))
+	}
+	deps := map[string]pkg{
+		module + "/cmd/machinist": {path: module + "/cmd/machinist", imports: []string{"k8s.io/client-go/rest"}},
+		"k8s.io/client-go/rest":   {path: "k8s.io/client-go/rest", module: "k8s.io/client-go"},
+	}
+	if got := refused(deps, local); len(got) != 0 {
+		t.Errorf("the local provider's slim binary may link client-go, got %v", got)
+	}
+	if got := refused(deps, cloud); len(got) != 1 || !strings.Contains(got[0], "k8s.io/client-go") {
+		t.Errorf("a cloud provider's slim binary linking client-go: got %v", got)
+	}
+}
