@@ -197,7 +197,8 @@ func machineStatusFromProto(p *driverv1.MachineStatus, s *v1alpha1.MachineStatus
 }
 
 // MachineClassToProto converts a MachineClass; nil yields nil. A providerSpec held only as a
-// decoded Object (never the case for classes read from the API) travels as its JSON.
+// decoded Object (never the case for classes read from the API) travels as its JSON. The
+// class's status (the controller's own record) does not travel: drivers never read it.
 func MachineClassToProto(c *v1alpha1.MachineClass) (*driverv1.MachineClass, error) {
 	if c == nil {
 		return nil, nil

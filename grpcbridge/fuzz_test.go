@@ -82,6 +82,9 @@ func FuzzObjectRoundTrip(f *testing.F) {
 		var c v1alpha1.MachineClass
 		fill.Fill(&m)
 		fill.Fill(&c)
+		// A class's status is the controller's own record (the ProviderSpecValid condition); the
+		// bridge does not carry it to drivers, as MCM's driver contract has no class status.
+		c.Status = v1alpha1.MachineClassStatus{}
 		m.Name, m.Namespace, m.Status.LastKnownState = name, namespace, providerSpec
 		c.Name, c.Provider = name, provider
 		c.ProviderSpec = runtime.RawExtension{Raw: []byte(providerSpec)}
