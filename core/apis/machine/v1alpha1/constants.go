@@ -61,7 +61,7 @@ const (
 	// AnnotationCAScaleDownDisabled tells Cluster Autoscaler not to scale the node down.
 	AnnotationCAScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 	// AnnotationCAScaleDownDisabledByMCM records that the controller, not a user, set it.
-	AnnotationCAScaleDownDisabledByMCM = "node.machine.sapcloud.io/scale-down-disabled-by-mcm"
+	AnnotationCAScaleDownDisabledByMCM = "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm"
 	// AnnotationRevision on a MachineSet is its deployment revision.
 	AnnotationRevision = "deployment.kubernetes.io/revision"
 	// AnnotationRevisionHistory on a MachineSet lists revisions it has had.
