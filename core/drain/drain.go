@@ -55,6 +55,10 @@ type Options struct {
 	// Force deletes every pod with a zero grace period instead of evicting it, and does not
 	// wait for volumes.
 	Force bool
+	// SkipCordon leaves spec.unschedulable alone: the caller keeps new pods off the node by
+	// other means (machine preservation taints the node instead, so a node an operator
+	// cordoned is not uncordoned when preservation ends, as in MCM).
+	SkipCordon bool
 	// Timeout bounds the graceful part of the drain (also bounded by the context); a pod's
 	// deletion wait is min(its grace period, Timeout) + PodDeletionBuffer. Zero means no bound
 	// besides the context.
@@ -162,7 +166,7 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 	}
 	log := d.log().With("node", nodeName, "force", opts.Force)
 
-	if err := d.cordon(ctx, nodeName); err != nil {
+	if err := d.cordonUnlessSkipped(ctx, nodeName, opts.SkipCordon); err != nil {
 		if apierrors.IsNotFound(err) {
 			log.Info("drain: node is gone, nothing to drain")
 			return nil
@@ -269,6 +273,16 @@ func (d *Drainer) log() *slog.Logger {
 		return d.Log
 	}
 	return slog.Default()
+}
+
+// cordonUnlessSkipped cordons the node, or with skip only makes sure it exists (a missing node
+// has nothing to drain).
+func (d *Drainer) cordonUnlessSkipped(ctx context.Context, nodeName string, skip bool) error {
+	if skip {
+		_, err := d.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		return err
+	}
+	return d.cordon(ctx, nodeName)
 }
 
 func (d *Drainer) cordon(ctx context.Context, nodeName string) error {
