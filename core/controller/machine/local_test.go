@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -315,13 +316,20 @@ func pod(t *testing.T, e *ctrltest.Env, node, name string, labels map[string]str
 	if mutate != nil {
 		mutate(p)
 	}
-	p, err := e.CS.CoreV1().Pods(e.NS).Create(ctx, p, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := e.CS.CoreV1().Pods(e.NS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	p.Status.Phase = corev1.PodRunning
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	if _, err := e.CS.CoreV1().Pods(e.NS).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+	// The local provider's node agent runs the pod too and may write its status first.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := e.CS.CoreV1().Pods(e.NS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Phase = corev1.PodRunning
+		cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		_, err = e.CS.CoreV1().Pods(e.NS).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 }
