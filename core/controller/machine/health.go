@@ -19,16 +19,21 @@ import (
 // reconcileHealth follows the node of a machine whose VM exists (reference §4.3): it syncs the
 // node, copies its conditions, moves Pending → Running once the node is healthy, Running →
 // Unknown when it is not (or vanished), and Unknown or Pending → Failed after the health or
-// creation timeout (Unknown → Failed rate-limited per MachineDeployment).
+// creation timeout (Unknown → Failed rate-limited per MachineDeployment). A preserved Failed
+// machine goes back to Running when its node recovers. Then it manages the machine's
+// preservation (preserve.go).
 func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
+	longRetry := reconcile.Result{RequeueAfter: r.opts.LongRetry}
 	if r.target == nil {
-		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
+		return r.withPreservation(ctx, m, nil, false, longRetry)
 	}
 	phase := m.Status.CurrentStatus.Phase
-	switch phase {
-	case v1alpha1.MachineFailed, v1alpha1.MachineInPlaceUpdating, v1alpha1.MachineInPlaceUpdateFailed:
-		// Failed machines wait for their MachineSet; health is undefined during in-place updates.
-		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
+	switch {
+	case phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime == nil,
+		phase == v1alpha1.MachineInPlaceUpdating, phase == v1alpha1.MachineInPlaceUpdateFailed:
+		// Failed machines wait for their MachineSet (unless preserved); health is undefined
+		// during in-place updates.
+		return r.withPreservation(ctx, m, nil, false, longRetry)
 	}
 
 	var node *corev1.Node
@@ -151,6 +156,20 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 		default:
 			requeue = clampRequeue(r.effectiveHealthTimeout(m)-unknownFor+time.Second, r.opts.LongRetry)
 		}
+
+	case v1alpha1.MachineFailed:
+		// Only a preserved Failed machine gets here: its VM is kept, and a node that recovers
+		// brings it back to Running (MCM moves any non-Running machine with a healthy node to
+		// Running).
+		if healthy {
+			st.CurrentStatus.Phase = v1alpha1.MachineRunning
+			st.CurrentStatus.TimeoutActive = false
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
+				Description: fmt.Sprintf("Machine %s has re-joined the cluster", m.Name),
+			}
+			announce = healthEvent{corev1.EventTypeNormal, "Recovered"}
+		}
 	}
 
 	if err := r.writeStatus(ctx, m, *st); err != nil {
@@ -160,7 +179,7 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 	if announce.reason != "" {
 		r.event(m, announce.eventType, announce.reason, "HealthCheck", st.LastOperation.Description)
 	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	return r.withPreservation(ctx, m, node, true, reconcile.Result{RequeueAfter: requeue})
 }
 
 // healthEvent is the event a health transition records.

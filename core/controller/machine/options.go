@@ -29,6 +29,7 @@ const (
 	DefaultDrainPollInterval      = 5 * time.Second
 	DefaultForceDrainNotReady     = 5 * time.Minute
 	DefaultPendingRecheck         = 30 * time.Second
+	DefaultPreserveTimeout        = 96 * time.Hour
 )
 
 // DefaultNodeConditions are the node condition types that make a machine unhealthy when True
@@ -45,7 +46,8 @@ type FreezeGate interface {
 
 // Options configure the Machine controller. A zero field takes its default (see DefaultOptions),
 // so a caller sets only what its flags changed. Per-machine overrides in
-// Machine.spec (drainTimeout, healthTimeout, creationTimeout, maxEvictRetries, nodeConditions)
+// Machine.spec (drainTimeout, healthTimeout, creationTimeout, machinePreserveTimeout,
+// maxEvictRetries, nodeConditions)
 // and the node.machine.sapcloud.io/effective-creation-timeout annotation win over these.
 type Options struct {
 	// Namespace of the Machine, MachineClass and Secret objects in the control cluster
@@ -70,6 +72,10 @@ type Options struct {
 	// MaxEvictRetries bounds eviction retries of a pod blocked by a PodDisruptionBudget
 	// (--machine-max-evict-retries, 360).
 	MaxEvictRetries int32
+	// PreserveTimeout is how long a machine stays preserved (annotation
+	// node.machine.sapcloud.io/preserve) before preservation ends by itself; a machine's
+	// spec.machinePreserveTimeout wins (--machine-preserve-timeout, 96h).
+	PreserveTimeout time.Duration
 	// NodeConditions are node condition types that make a machine unhealthy when True
 	// (--node-conditions, KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable).
 	NodeConditions []string
@@ -137,6 +143,7 @@ func DefaultOptions() Options {
 		DrainPollInterval:       DefaultDrainPollInterval,
 		ForceDrainNotReadyAfter: DefaultForceDrainNotReady,
 		PendingRecheck:          DefaultPendingRecheck,
+		PreserveTimeout:         DefaultPreserveTimeout,
 	}
 }
 
@@ -161,6 +168,7 @@ func (o Options) withDefaults() Options {
 	setDur(&o.DrainPollInterval, d.DrainPollInterval)
 	setDur(&o.ForceDrainNotReadyAfter, d.ForceDrainNotReadyAfter)
 	setDur(&o.PendingRecheck, d.PendingRecheck)
+	setDur(&o.PreserveTimeout, d.PreserveTimeout)
 	if o.MaxEvictRetries <= 0 {
 		o.MaxEvictRetries = d.MaxEvictRetries
 	}

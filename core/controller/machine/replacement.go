@@ -58,8 +58,10 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 		}
 		phase := o.Status.CurrentStatus.Phase
 		if at, ok := l.marked[key]; ok {
-			if phase == v1alpha1.MachineFailed || phase == v1alpha1.MachineTerminating || o.DeletionTimestamp != nil || now.Sub(at) > markTTL {
-				delete(l.marked, key) // the cache caught up; counted by phase below
+			// Any phase but Unknown means the cache caught up (Failed, Terminating, or a
+			// preserved machine that has already recovered to Running).
+			if phase != v1alpha1.MachineUnknown || o.DeletionTimestamp != nil || now.Sub(at) > markTTL {
+				delete(l.marked, key) // counted by phase below
 			} else {
 				inFlight++
 				continue
@@ -104,17 +106,8 @@ func maxReplacements(v intstr.IntOrString, total int) int {
 	return n
 }
 
-// preserved reports whether the machine is kept for debugging (reference §4.12); preserved
-// machines are not being replaced.
+// preserved reports whether the machine is preserved (its preserveExpiryTime is set, as MCM's
+// canMarkMachineFailed reads it): a preserved Failed machine is kept, not being replaced.
 func preserved(m *v1alpha1.Machine) bool {
-	if m.DeletionTimestamp != nil {
-		return false
-	}
-	switch m.Annotations[v1alpha1.AnnotationPreserve] {
-	case v1alpha1.PreserveNow, v1alpha1.PreserveAuto:
-		return true
-	case v1alpha1.PreserveWhenFailed:
-		return m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed
-	}
-	return false
+	return m.DeletionTimestamp == nil && m.Status.CurrentStatus.PreserveExpiryTime != nil
 }
