@@ -51,6 +51,9 @@ type Options struct {
 	// Fallback is the cache of MachineClasses marked exhausted, shared with the Machine
 	// controller (capacity fallback); nil means a cache of the controller's own.
 	Fallback *fallback.Cache
+	// Nodes reads the target cluster's Nodes, whose preserve annotation wins over the
+	// Machine's when a Failed machine is kept or auto-preserved; nil without a target cluster.
+	Nodes client.Reader
 }
 
 // DefaultOptions returns MCM's defaults.
@@ -197,6 +200,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 			view.live[m.UID] = true
 		}
 	}
+	machines = r.autoPreserve(ctx, ms, machines)
 	ok, wait := r.exp.satisfied(req.NamespacedName, view)
 	var manageErr error
 	var recheck time.Duration
@@ -322,15 +326,17 @@ func Frozen(ms *v1alpha1.MachineSet) bool {
 }
 
 // manageReplicas deletes Failed machines (they are replaced) and surplus machines, or creates
-// missing ones, at most BurstReplicas per pass, after the capacity fallback's rebalancing. It
-// returns when the set wants to be looked at again without an event (0: no need).
+// missing ones, at most BurstReplicas per pass, after the capacity fallback's rebalancing. A
+// preserved Failed machine is kept and holds its replica (MCM: preserved machines count towards
+// replicas); surplus machines go in SortForDeletion's order, preserved ones last. It returns
+// when the set wants to be looked at again without an event (0: no need).
 func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (time.Duration, error) {
 	now := r.now()
 	var active, failed []*v1alpha1.Machine
 	for _, m := range machines {
 		switch {
 		case m.DeletionTimestamp != nil:
-		case m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && !Preserved(m, now):
+		case m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && !r.keepFailed(ctx, m, now):
 			failed = append(failed, m)
 		default:
 			active = append(active, m)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/preservation"
 )
 
 // phaseRank orders phases for scale-down as MCM does: the cheapest machine to lose first.
@@ -47,18 +48,10 @@ func MarkedForDeletion(m *v1alpha1.Machine) (time.Time, bool) {
 	return t, true
 }
 
-// Preserved reports whether a machine is kept on purpose (annotation
-// node.machine.sapcloud.io/preserve now, when-failed or auto-preserved) and its preservation has
-// not expired.
-func Preserved(m *v1alpha1.Machine, now time.Time) bool {
-	switch m.Annotations[v1alpha1.AnnotationPreserve] {
-	case v1alpha1.PreserveNow, v1alpha1.PreserveWhenFailed, v1alpha1.PreserveAuto:
-	default:
-		return false
-	}
-	exp := m.Status.CurrentStatus.PreserveExpiryTime
-	return exp == nil || now.Before(exp.Time)
-}
+// Preserved reports whether a machine is preserved at now: the Machine controller set its
+// preserveExpiryTime (annotation node.machine.sapcloud.io/preserve on it or its node) and that
+// time has not come (MCM's ActiveMachines rule).
+func Preserved(m *v1alpha1.Machine, now time.Time) bool { return preservation.Preserved(m, now) }
 
 // SortForDeletion orders machines so the first ones are the ones to delete first (MCM's
 // ActiveMachines order, reference §4.10): not preserved before preserved (auto-preserved before

@@ -46,7 +46,11 @@ func TestSortForDeletion(t *testing.T) {
 		mach("prio2-running", v1alpha1.MachineRunning, time.Hour, prio("2")),
 		mach("marked-late", v1alpha1.MachineRunning, time.Hour, marked("2026-01-01T00:00:10Z")),
 		mach("marked-early", v1alpha1.MachineRunning, time.Hour, marked("2026-01-01T00:00:05Z")),
-		mach("preserved-failed", v1alpha1.MachineFailed, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}),
+		preservedUntil(mach("preserved-failed", v1alpha1.MachineFailed, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}), now.Add(2*time.Hour)),
+		preservedUntil(mach("preserved-prio1-late", v1alpha1.MachineRunning, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveWhenFailed, v1alpha1.AnnotationMachinePriority: "1"}), now.Add(3*time.Hour)),
+		preservedUntil(mach("auto-preserved", v1alpha1.MachineFailed, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveAuto}), now.Add(9*time.Hour)),
+		preservedUntil(mach("expired", v1alpha1.MachineRunning, 4*time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}), now.Add(-time.Minute)),
+		mach("annotated-not-yet-preserved", v1alpha1.MachineRunning, 5*time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}),
 		mach("bad-prio", v1alpha1.MachineRunning, 2*time.Hour, prio("x")),
 	}
 	SortForDeletion(ms, now)
@@ -54,8 +58,13 @@ func TestSortForDeletion(t *testing.T) {
 		"prio1-running", "prio2-running",
 		"marked-early", "marked-late",
 		"failed", "crashloop", "unknown", "pending",
-		"running-old", "bad-prio", "running-new",
-		"preserved-failed",
+		"annotated-not-yet-preserved", "expired", "running-old", "bad-prio", "running-new",
+		// preserved last (MCM's ActiveMachines): auto-preserved first, then by expiry, whatever
+		// their priority
+		"auto-preserved", "preserved-failed", "preserved-prio1-late",
+	}
+	if len(ms) != len(want) {
+		t.Fatalf("%d machines, want %d", len(ms), len(want))
 	}
 	got := names(ms)
 	for i := range want {
@@ -65,21 +74,25 @@ func TestSortForDeletion(t *testing.T) {
 	}
 }
 
-func TestPreservedExpires(t *testing.T) {
+func preservedUntil(m *v1alpha1.Machine, t time.Time) *v1alpha1.Machine {
+	exp := metav1.NewTime(t)
+	m.Status.CurrentStatus.PreserveExpiryTime = &exp
+	return m
+}
+
+// TestPreserved: a machine is preserved while its preserveExpiryTime is still to come, whatever
+// its annotation says (the Machine controller sets and clears the time).
+func TestPreserved(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := mach("m", v1alpha1.MachineFailed, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveWhenFailed})
-	if !Preserved(m, now) {
-		t.Fatal("when-failed without expiry must be preserved")
-	}
-	exp := metav1.NewTime(now.Add(-time.Minute))
-	m.Status.CurrentStatus.PreserveExpiryTime = &exp
 	if Preserved(m, now) {
-		t.Fatal("expired preservation must not count")
+		t.Fatal("when-failed without an expiry time is not preserved yet")
 	}
-	m.Annotations[v1alpha1.AnnotationPreserve] = v1alpha1.PreserveFalse
-	m.Status.CurrentStatus.PreserveExpiryTime = nil
-	if Preserved(m, now) {
-		t.Fatal("preserve=false must not count")
+	if !Preserved(preservedUntil(m, now.Add(time.Minute)), now) {
+		t.Fatal("expiry to come: preserved")
+	}
+	if Preserved(preservedUntil(m, now), now) {
+		t.Fatal("expiry reached: not preserved")
 	}
 }
 

@@ -85,10 +85,11 @@ func (r *Reconciler) computeStatus(ms *v1alpha1.MachineSet, machines []*v1alpha1
 		if Available(m, minReady, now) {
 			available++
 		}
-		if phase == v1alpha1.MachineFailed && Preserved(m, now) {
+		// A preserved Failed machine is counted apart, not as a failed machine, so it does not
+		// make the deployment look broken (MCM's isMachinePreservedAndFailed: expiry set).
+		if phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime != nil {
 			preserved++
-		}
-		if m.Status.LastOperation.State == v1alpha1.MachineStateFailed {
+		} else if m.Status.LastOperation.State == v1alpha1.MachineStateFailed {
 			failed = append(failed, v1alpha1.MachineSummary{
 				Name:          m.Name,
 				ProviderID:    m.Spec.ProviderID,
@@ -100,6 +101,7 @@ func (r *Reconciler) computeStatus(ms *v1alpha1.MachineSet, machines []*v1alpha1
 	if sel != nil {
 		st.Replicas, st.FullyLabeledReplicas, st.ReadyReplicas, st.AvailableReplicas = replicas, fully, ready, available
 		st.PreservedFailedReplicas = preserved
+		st.AutoPreserveFailedMachineCount = autoPreserveCount(machines)
 		if len(failed) > 0 {
 			st.FailedMachines = &failed
 		} else {

@@ -326,6 +326,9 @@ func (m *Manager) setupControllers(opts Options) error {
 
 	mso := opts.MachineSet
 	mso.Fallback = mo.Fallback // one cache of exhausted classes for both
+	if m.Target != nil && mso.Nodes == nil {
+		mso.Nodes = m.Target.GetClient() // preserve annotations of Nodes (the Machine controller's cache)
+	}
 	if mso.ConcurrentSyncs <= 0 {
 		mso.ConcurrentSyncs = opts.ConcurrentSyncs
 	}
