@@ -50,7 +50,13 @@ func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet
 			if name == "" || m.DeletionTimestamp != nil {
 				continue
 			}
-			if err := ro.markNode(ctx, target, name, rolling && old, rolling && !ro.r.opts.NoScaleDownAnnotationDuringRollout); err != nil {
+			annotate := rolling && !ro.r.opts.NoScaleDownAnnotationDuringRollout
+			if m.Status.CurrentStatus.PreserveExpiryTime != nil {
+				// A preserved machine's node keeps the annotation after the rollout (MCM): the
+				// Machine controller removes it when preservation ends.
+				annotate = true
+			}
+			if err := ro.markNode(ctx, target, name, rolling && old, annotate); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -83,7 +83,9 @@ func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1
 	st.UnavailableReplicas = max(specSum-available, 0)
 	st.FailedMachines = failed
 
-	if available >= d.Spec.Replicas-maxUnavailable(d) {
+	// Preserved Failed machines are unavailable on purpose and do not cost the deployment its
+	// availability (MCM subtracts them from the minimum).
+	if available >= max(d.Spec.Replicas-maxUnavailable(d)-preserved, 0) {
 		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionTrue, ReasonMinimumReplicasAvailable, "Deployment has minimum availability.", now)
 	} else {
 		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionFalse, ReasonMinimumReplicasUnavailable, "Deployment does not have minimum availability.", now)

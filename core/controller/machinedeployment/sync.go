@@ -123,6 +123,11 @@ func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.Machi
 			upd.Spec.MinReadySeconds = ro.d.Spec.MinReadySeconds
 			changed = true
 		}
+		if upd.Spec.AutoPreserveFailedMachineMax != ro.d.Spec.AutoPreserveFailedMachineMax {
+			// Not a rollout: MCM copies it into the current set in place.
+			upd.Spec.AutoPreserveFailedMachineMax = ro.d.Spec.AutoPreserveFailedMachineMax
+			changed = true
+		}
 		if changed {
 			if err := ro.r.client.Update(ctx, upd); err != nil {
 				return nil, nil, fmt.Errorf("machinedeployment: update machine set %s: %w", upd.Name, err)
