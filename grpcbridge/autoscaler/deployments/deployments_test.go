@@ -241,6 +241,30 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Fatalf("refused DeleteNodes changed the deployment: replicas %d, annotations %v", md.Spec.Replicas, md.Annotations)
 		}
 
+		// A preserved machine's node is refused (CA should not have picked it: the node carries
+		// the scale-down-disabled annotation), and so is a node annotated preserve=now whose
+		// preservation has not started yet; nothing changes.
+		preservedStatus := running()
+		preservedStatus.CurrentStatus.PreserveExpiryTime = &metav1.Time{Time: time.Now().Add(time.Hour)}
+		w.setStatus(m2, preservedStatus)
+		eventually(t, "workers-m2 preserved in the index", func() (bool, string) {
+			err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"))
+			return status.Code(err) == codes.FailedPrecondition, fmt.Sprint(err)
+		})
+		err = ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"))
+		wantCode(t, err, codes.FailedPrecondition, "is preserved until")
+		w.setStatus(m2, running())
+		annotatedNow := realNode("workers-m2", "local:///workers-m2")
+		annotatedNow.Annotations = map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}
+		eventually(t, "workers-m2 no longer preserved in the index", func() (bool, string) {
+			err := ca.DeleteNodes(workers, annotatedNow)
+			return err != nil && strings.Contains(err.Error(), v1alpha1.AnnotationPreserve+"="+v1alpha1.PreserveNow), fmt.Sprint(err)
+		})
+		wantCode(t, ca.DeleteNodes(workers, annotatedNow), codes.FailedPrecondition, "remove annotation "+v1alpha1.AnnotationPreserve)
+		if md := w.getMD("workers"); md.Spec.Replicas != 3 || md.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] != "" {
+			t.Fatalf("refused DeleteNodes of a preserved node changed the deployment: replicas %d, annotations %v", md.Spec.Replicas, md.Annotations)
+		}
+
 		// CA deletes the failed placeholder and a real node in one call.
 		before := time.Now().UTC().Add(-time.Second)
 		if err := ca.DeleteNodes(workers, caclient.FakeNode(autoscaler.Placeholder(ns, "workers-m3"), "create-error"), realNode("workers-m2", "local:///workers-m2")); err != nil {

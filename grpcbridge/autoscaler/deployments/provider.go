@@ -357,12 +357,37 @@ func (p *Provider) machinesToDelete(g *group, nodes []autoscaler.Node) ([]string
 		if m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineTerminating {
 			continue
 		}
+		if why := preservedBecause(m, n, p.now()); why != "" {
+			return nil, driver.Errorf(driver.FailedPrecondition,
+				"node group %q: node %q (machine %s/%s) is preserved %s; nothing was deleted: remove annotation %s from the node (or the machine) to release it",
+				g.id, n.Name, m.Namespace, m.Name, why, v1alpha1.AnnotationPreserve)
+		}
 		if m.Namespace != g.md.Namespace {
 			return nil, driver.Errorf(driver.Internal, "node group %q: machine %s/%s is in another namespace", g.id, m.Namespace, m.Name)
 		}
 		names = append(names, m.Name)
 	}
 	return names, nil
+}
+
+// preservedBecause says why a machine must not be scaled down, or "": it is preserved (its
+// preserveExpiryTime is still to come) or about to be (preserve=now on its node or, without one
+// on the node, on the machine). Its node then carries Cluster Autoscaler's scale-down-disabled
+// annotation, so CA does not choose it; a request for it anyway (CA decided before the
+// annotation arrived) is refused rather than letting the MachineSets delete another machine or
+// this one against the operator's wish.
+func preservedBecause(m *v1alpha1.Machine, n autoscaler.Node, now time.Time) string {
+	if exp := m.Status.CurrentStatus.PreserveExpiryTime; exp != nil && exp.After(now) {
+		return "until " + exp.UTC().Format(time.RFC3339)
+	}
+	value, onNode := n.Annotations[v1alpha1.AnnotationPreserve]
+	if !onNode {
+		value = m.Annotations[v1alpha1.AnnotationPreserve]
+	}
+	if value == v1alpha1.PreserveNow {
+		return "(" + v1alpha1.AnnotationPreserve + "=" + value + ")"
+	}
+	return ""
 }
 
 // pruneGone drops entries of machines that no longer exist and were marked long enough ago that
