@@ -80,6 +80,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Category: machines, Name: "machine-pv-detach-timeout", Value: md.PVDetachTimeout, Usage: "wait for the volumes of an evicted pod to detach"},
 			&cli.DurationFlag{Category: machines, Name: "machine-pv-reattach-timeout", Value: md.PVReattachTimeout, Usage: "wait for evicted volumes to attach elsewhere"},
 			&cli.IntFlag{Category: machines, Name: "machine-max-evict-retries", Value: int(md.MaxEvictRetries), Usage: "eviction retries of a pod blocked by a PodDisruptionBudget"},
+			&cli.DurationFlag{Category: machines, Name: "machine-preserve-timeout", Value: md.PreserveTimeout, Usage: "how long a machine annotated node.machine.sapcloud.io/preserve (or auto-preserved) is kept before preservation ends (a machine's spec.machinePreserveTimeout wins)"},
 			&cli.StringFlag{Category: machines, Name: "node-conditions", Value: strings.Join(md.NodeConditions, ","), Usage: "node condition types that make a machine unhealthy when True"},
 			&cli.DurationFlag{Category: machines, Name: "resource-exhausted-retry", Value: md.ResourceExhaustedRetry, Usage: "first wait after a quota or capacity error (later waits back off)"},
 			&cli.DurationFlag{Category: machines, Name: "fallback-exhausted-ttl", Value: fallback.DefaultTTL, Usage: "how long a MachineClass whose create failed with a quota or capacity error is skipped by machines with fallback classes (machinist.io/fallback-classes)"},
@@ -198,6 +199,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	mo.PVDetachTimeout = c.Duration("machine-pv-detach-timeout")
 	mo.PVReattachTimeout = c.Duration("machine-pv-reattach-timeout")
 	mo.MaxEvictRetries = int32(c.Int("machine-max-evict-retries"))
+	mo.PreserveTimeout = c.Duration("machine-preserve-timeout")
 	mo.NodeConditions = machine.ParseNodeConditions(c.String("node-conditions"))
 	mo.ResourceExhaustedRetry = c.Duration("resource-exhausted-retry")
 	ttl := c.Duration("fallback-exhausted-ttl")
@@ -224,6 +226,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	for name, d := range map[string]time.Duration{
 		"machine-creation-timeout": mo.CreationTimeout, "machine-health-timeout": mo.HealthTimeout,
 		"machine-drain-timeout": mo.DrainTimeout, "min-resync-period": o.MinResyncPeriod,
+		"machine-preserve-timeout": mo.PreserveTimeout,
 	} {
 		if d <= 0 {
 			return o, fmt.Errorf("run: --%s %s must be positive", name, d)
