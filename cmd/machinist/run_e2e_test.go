@@ -44,6 +44,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/logbridge"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
@@ -61,6 +62,9 @@ type e2e struct {
 
 func newE2E(t *testing.T) *e2e {
 	t.Helper()
+	// klog's process-wide logger is installed once, by the first `machinist run`; install it
+	// before this test's clients run, or that first install races with them.
+	logbridge.Use(slog.Default().Handler())
 	env := testenv.Start(t)
 	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
@@ -846,6 +850,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--leader-elect-lease-duration", "5s"}, "--leader-elect-lease-duration"},
 		{[]string{"--machine-safety-apiserver-statuscheck-period", "10s"}, "--machine-safety-apiserver-statuscheck-period"},
 		{[]string{"--machine-health-timeout", "0s"}, "--machine-health-timeout"},
+		{[]string{"--machine-preserve-timeout", "-1h"}, "--machine-preserve-timeout"},
 		{[]string{"--fallback-exhausted-ttl", "0s"}, "--fallback-exhausted-ttl"},
 		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
 		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},
