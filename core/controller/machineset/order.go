@@ -54,15 +54,26 @@ func MarkedForDeletion(m *v1alpha1.Machine) (time.Time, bool) {
 func Preserved(m *v1alpha1.Machine, now time.Time) bool { return preservation.Preserved(m, now) }
 
 // SortForDeletion orders machines so the first ones are the ones to delete first (MCM's
-// ActiveMachines order, reference §4.10): not preserved before preserved (auto-preserved before
-// explicitly preserved, then earlier expiry); lower priority; marked for deletion (earlier mark
-// first) before unmarked; lower phase rank; older before newer; then by name, so the order is
-// total and stable.
+// ActiveMachines order, reference §4.10): machines a scaler named for deletion (priority 1 with a
+// marked-for-deletion time) first, preserved or not — MCM's MachineSet deletes those on top of its
+// order; then not preserved before preserved (auto-preserved before explicitly preserved, then
+// earlier expiry); lower priority; marked for deletion (earlier mark first) before unmarked;
+// lower phase rank; older before newer; then by name, so the order is total and stable.
 func SortForDeletion(machines []*v1alpha1.Machine, now time.Time) {
 	sort.SliceStable(machines, func(i, j int) bool { return deleteBefore(machines[i], machines[j], now) })
 }
 
+// namedByScaler: a scaler asked for this machine to go (the MachineDeployment controller turns
+// trigger-deletion-by-mcm entries into priority 1 and a marked-for-deletion time).
+func namedByScaler(m *v1alpha1.Machine) bool {
+	_, marked := MarkedForDeletion(m)
+	return marked && m.Annotations[v1alpha1.AnnotationMachinePriority] == v1alpha1.DeletionCandidateMachinePriority
+}
+
 func deleteBefore(a, b *v1alpha1.Machine, now time.Time) bool {
+	if na, nb := namedByScaler(a), namedByScaler(b); na != nb {
+		return na
+	}
 	pa, pb := Preserved(a, now), Preserved(b, now)
 	if pa != pb {
 		return !pa

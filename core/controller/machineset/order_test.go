@@ -51,10 +51,15 @@ func TestSortForDeletion(t *testing.T) {
 		preservedUntil(mach("auto-preserved", v1alpha1.MachineFailed, time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveAuto}), now.Add(9*time.Hour)),
 		preservedUntil(mach("expired", v1alpha1.MachineRunning, 4*time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}), now.Add(-time.Minute)),
 		mach("annotated-not-yet-preserved", v1alpha1.MachineRunning, 5*time.Hour, map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}),
+		preservedUntil(mach("preserved-named-by-scaler", v1alpha1.MachineRunning, time.Hour, map[string]string{
+			v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow, v1alpha1.AnnotationMachinePriority: "1", v1alpha1.AnnotationMarkedForDeletionTime: "2026-01-01T00:00:01Z"}), now.Add(time.Hour)),
 		mach("bad-prio", v1alpha1.MachineRunning, 2*time.Hour, prio("x")),
 	}
 	SortForDeletion(ms, now)
 	want := []string{
+		// a scaler's named machine goes first even when preserved (MCM deletes marked machines
+		// on top of its order)
+		"preserved-named-by-scaler",
 		"prio1-running", "prio2-running",
 		"marked-early", "marked-late",
 		"failed", "crashloop", "unknown", "pending",
