@@ -1,7 +1,8 @@
 // Package machinedeployment is the MachineDeployment controller: it rolls a deployment's machine
 // template out as MachineSets the way the Kubernetes Deployment controller rolls out ReplicaSets,
 // with MCM's semantics (reference/mcm-contract.md §4.11): RollingUpdate (maxSurge rounded up,
-// maxUnavailable rounded down, both 0 → 1 unavailable) and Recreate, pause, revision history,
+// maxUnavailable rounded down, both 0 → 1 unavailable), Recreate and InPlaceUpdate (machines
+// move to the new MachineSet without new VMs, see inplace.go), pause, revision history,
 // proportional scaling during a rollout, status conditions (Available, Progressing,
 // ReplicaFailure, Frozen), and the Cluster Autoscaler contract: machines named in the
 // trigger-deletion annotation are marked to be deleted first, and the marks are visible before
@@ -203,8 +204,12 @@ func validate(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
 	}
 	switch d.Spec.Strategy.Type {
 	case "", v1alpha1.RollingUpdateMachineDeploymentStrategyType, v1alpha1.RecreateMachineDeploymentStrategyType:
+	case v1alpha1.InPlaceUpdateMachineDeploymentStrategyType:
+		if err := validateInPlace(d); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, fmt.Errorf("spec.strategy.type %q is not supported: use RollingUpdate or Recreate", d.Spec.Strategy.Type)
+		return nil, fmt.Errorf("spec.strategy.type %q is not supported: use RollingUpdate, Recreate or InPlaceUpdate", d.Spec.Strategy.Type)
 	}
 	return sel, nil
 }
@@ -282,6 +287,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		err = ro.sync(ctx)
 	case d.Spec.Strategy.Type == v1alpha1.RecreateMachineDeploymentStrategyType:
 		err = ro.rolloutRecreate(ctx)
+	case isInPlaceUpdate(d):
+		err = ro.rolloutInPlace(ctx)
 	default:
 		err = ro.rolloutRolling(ctx)
 	}

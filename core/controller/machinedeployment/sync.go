@@ -216,9 +216,13 @@ func (ro *rollout) createSet(ctx context.Context, old []*v1alpha1.MachineSet, re
 }
 
 // newSetReplicas is how many replicas the new set may have now. Rolling: as many as keep the
-// deployment's machines within replicas + maxSurge. Recreate: all of them.
+// deployment's machines within replicas + maxSurge. Recreate: all of them. InPlaceUpdate: see
+// inPlaceNewSetReplicas.
 func (ro *rollout) newSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.MachineSet) int32 {
 	d := ro.d
+	if isInPlaceUpdate(d) {
+		return ro.inPlaceNewSetReplicas(all, newMS)
+	}
 	if !isRollingUpdate(d) {
 		return d.Spec.Replicas
 	}

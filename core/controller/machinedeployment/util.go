@@ -110,13 +110,21 @@ func maxSurge(d *v1alpha1.MachineDeployment) int32 {
 	return s
 }
 
-// maxUnavailable is the resolved maxUnavailable of a rolling deployment (at most replicas),
-// else 0.
+// maxUnavailable is the resolved maxUnavailable of a rolling or in-place deployment (at most
+// replicas), else 0.
 func maxUnavailable(d *v1alpha1.MachineDeployment) int32 {
-	if !isRollingUpdate(d) || d.Spec.Replicas == 0 {
+	if d.Spec.Replicas == 0 {
 		return 0
 	}
-	_, u, _ := fenceposts(d)
+	var u int32
+	switch {
+	case isRollingUpdate(d):
+		_, u, _ = fenceposts(d)
+	case isInPlaceUpdate(d):
+		_, u = inPlaceFenceposts(d)
+	default:
+		return 0
+	}
 	return min(u, d.Spec.Replicas)
 }
 

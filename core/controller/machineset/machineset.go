@@ -368,8 +368,13 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		}
 		errs = append(errs, r.createMachines(ctx, ms, min(-diff, budget)))
 	case diff > 0 && budget > 0:
-		SortForDeletion(active, now)
-		errs = append(errs, r.deleteMachines(ctx, ms, active[:min(diff, budget)], "scaling down"))
+		// A machine that just moved here after an in-place update (label update-result=successful)
+		// is not a surplus: its MachineDeployment grows the set next (MCM's rule).
+		surplus := notMovedInPlace(active)
+		if n := len(surplus) - int(ms.Spec.Replicas); n > 0 {
+			SortForDeletion(surplus, now)
+			errs = append(errs, r.deleteMachines(ctx, ms, surplus[:min(n, budget)], "scaling down"))
+		}
 	}
 	return recheck, errors.Join(errs...)
 }
@@ -542,4 +547,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ms *v1alpha1.MachineSe
 	}
 	r.exp.forget(client.ObjectKeyFromObject(ms))
 	return reconcile.Result{}, nil
+}
+
+// notMovedInPlace drops the machines an in-place update moved to the set whose move its
+// MachineDeployment has not finished (they still carry update-result=successful).
+func notMovedInPlace(machines []*v1alpha1.Machine) []*v1alpha1.Machine {
+	out := make([]*v1alpha1.Machine, 0, len(machines))
+	for _, m := range machines {
+		if m.Labels[v1alpha1.LabelNodeUpdateResult] != v1alpha1.LabelValueNodeUpdateSuccessful {
+			out = append(out, m)
+		}
+	}
+	return out
 }
