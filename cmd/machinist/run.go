@@ -77,6 +77,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Category: machines, Name: "machine-creation-timeout", Value: md.CreationTimeout, Usage: "time from creation until the node must be healthy before the machine is Failed"},
 			&cli.DurationFlag{Category: machines, Name: "machine-health-timeout", Value: md.HealthTimeout, Usage: "time a machine may stay Unknown before it is Failed and replaced"},
 			&cli.DurationFlag{Category: machines, Name: "machine-drain-timeout", Value: md.DrainTimeout, Usage: "time the graceful drain may take before it turns forceful"},
+			&cli.DurationFlag{Category: machines, Name: "machine-inplace-update-timeout", Value: md.InPlaceUpdateTimeout, Usage: "time the agent on a node drained for an in-place update may take to label it update-result before the machine is InPlaceUpdateFailed"},
 			&cli.DurationFlag{Category: machines, Name: "machine-pv-detach-timeout", Value: md.PVDetachTimeout, Usage: "wait for the volumes of an evicted pod to detach"},
 			&cli.DurationFlag{Category: machines, Name: "machine-pv-reattach-timeout", Value: md.PVReattachTimeout, Usage: "wait for evicted volumes to attach elsewhere"},
 			&cli.IntFlag{Category: machines, Name: "machine-max-evict-retries", Value: int(md.MaxEvictRetries), Usage: "eviction retries of a pod blocked by a PodDisruptionBudget"},
@@ -196,6 +197,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	mo.CreationTimeout = c.Duration("machine-creation-timeout")
 	mo.HealthTimeout = c.Duration("machine-health-timeout")
 	mo.DrainTimeout = c.Duration("machine-drain-timeout")
+	mo.InPlaceUpdateTimeout = c.Duration("machine-inplace-update-timeout")
 	mo.PVDetachTimeout = c.Duration("machine-pv-detach-timeout")
 	mo.PVReattachTimeout = c.Duration("machine-pv-reattach-timeout")
 	mo.MaxEvictRetries = int32(c.Int("machine-max-evict-retries"))
@@ -226,7 +228,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	for name, d := range map[string]time.Duration{
 		"machine-creation-timeout": mo.CreationTimeout, "machine-health-timeout": mo.HealthTimeout,
 		"machine-drain-timeout": mo.DrainTimeout, "min-resync-period": o.MinResyncPeriod,
-		"machine-preserve-timeout": mo.PreserveTimeout,
+		"machine-preserve-timeout": mo.PreserveTimeout, "machine-inplace-update-timeout": mo.InPlaceUpdateTimeout,
 	} {
 		if d <= 0 {
 			return o, fmt.Errorf("run: --%s %s must be positive", name, d)

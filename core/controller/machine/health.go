@@ -29,11 +29,16 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 	}
 	phase := m.Status.CurrentStatus.Phase
 	switch {
-	case phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime == nil,
-		phase == v1alpha1.MachineInPlaceUpdating, phase == v1alpha1.MachineInPlaceUpdateFailed:
-		// Failed machines wait for their MachineSet (unless preserved); health is undefined
-		// during in-place updates.
+	case phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime == nil:
+		// Failed machines wait for their MachineSet (unless preserved).
 		return r.withPreservation(ctx, m, nil, false, longRetry)
+	case phase == v1alpha1.MachineInPlaceUpdating, phase == v1alpha1.MachineInPlaceUpdateFailed:
+		// Health is undefined during an in-place update (inplace.go).
+		res, err := r.reconcileInPlacePhase(ctx, m)
+		if err != nil {
+			return res, err
+		}
+		return r.withPreservation(ctx, m, nil, false, res)
 	}
 
 	var node *corev1.Node
@@ -117,6 +122,17 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
 		}
 
+	case v1alpha1.MachineInPlaceUpdateSuccessful:
+		if healthy {
+			st.CurrentStatus.Phase = v1alpha1.MachineRunning
+			st.CurrentStatus.TimeoutActive = false
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
+				Description: fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name),
+			}
+			announce = healthEvent{corev1.EventTypeNormal, "Rejoined"}
+		}
+
 	case v1alpha1.MachineUnknown:
 		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
 		switch {
@@ -179,7 +195,14 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 	if announce.reason != "" {
 		r.event(m, announce.eventType, announce.reason, "HealthCheck", st.LastOperation.Description)
 	}
-	return r.withPreservation(ctx, m, node, true, reconcile.Result{RequeueAfter: requeue})
+	res := reconcile.Result{RequeueAfter: requeue}
+	if node != nil && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+		var err error
+		if res, err = r.stepInPlace(ctx, m, node, res); err != nil {
+			return res, err
+		}
+	}
+	return r.withPreservation(ctx, m, node, true, res)
 }
 
 // healthEvent is the event a health transition records.

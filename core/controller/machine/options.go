@@ -17,6 +17,7 @@ const (
 	DefaultCreationTimeout        = 20 * time.Minute
 	DefaultHealthTimeout          = 10 * time.Minute
 	DefaultDrainTimeout           = 2 * time.Hour
+	DefaultInPlaceUpdateTimeout   = 20 * time.Minute
 	DefaultPVDetachTimeout        = 2 * time.Minute
 	DefaultPVReattachTimeout      = 90 * time.Second
 	DefaultMaxEvictRetries        = 360
@@ -46,9 +47,9 @@ type FreezeGate interface {
 
 // Options configure the Machine controller. A zero field takes its default (see DefaultOptions),
 // so a caller sets only what its flags changed. Per-machine overrides in
-// Machine.spec (drainTimeout, healthTimeout, creationTimeout, machinePreserveTimeout,
-// maxEvictRetries, nodeConditions)
-// and the node.machine.sapcloud.io/effective-creation-timeout annotation win over these.
+// Machine.spec (drainTimeout, healthTimeout, creationTimeout, inPlaceUpdateTimeout,
+// machinePreserveTimeout, maxEvictRetries, nodeConditions) and the
+// node.machine.sapcloud.io/effective-creation-timeout annotation win over these.
 type Options struct {
 	// Namespace of the Machine, MachineClass and Secret objects in the control cluster
 	// (--namespace). "" watches what the manager's cache holds.
@@ -63,6 +64,10 @@ type Options struct {
 	// DrainTimeout bounds the graceful drain of a node; after it the drain turns forceful
 	// (--machine-drain-timeout, 2h).
 	DrainTimeout time.Duration
+	// InPlaceUpdateTimeout is how long the agent on a node drained for an in-place update may
+	// take to report the result (label update-result) before the machine is InPlaceUpdateFailed
+	// (--machine-inplace-update-timeout, 20m).
+	InPlaceUpdateTimeout time.Duration
 	// PVDetachTimeout bounds the wait for the volumes of one evicted pod to detach
 	// (--machine-pv-detach-timeout, 2m).
 	PVDetachTimeout time.Duration
@@ -129,6 +134,7 @@ func DefaultOptions() Options {
 		CreationTimeout:         DefaultCreationTimeout,
 		HealthTimeout:           DefaultHealthTimeout,
 		DrainTimeout:            DefaultDrainTimeout,
+		InPlaceUpdateTimeout:    DefaultInPlaceUpdateTimeout,
 		PVDetachTimeout:         DefaultPVDetachTimeout,
 		PVReattachTimeout:       DefaultPVReattachTimeout,
 		MaxEvictRetries:         DefaultMaxEvictRetries,
@@ -158,6 +164,7 @@ func (o Options) withDefaults() Options {
 	setDur(&o.CreationTimeout, d.CreationTimeout)
 	setDur(&o.HealthTimeout, d.HealthTimeout)
 	setDur(&o.DrainTimeout, d.DrainTimeout)
+	setDur(&o.InPlaceUpdateTimeout, d.InPlaceUpdateTimeout)
 	setDur(&o.PVDetachTimeout, d.PVDetachTimeout)
 	setDur(&o.PVReattachTimeout, d.PVReattachTimeout)
 	setDur(&o.ResourceExhaustedRetry, d.ResourceExhaustedRetry)

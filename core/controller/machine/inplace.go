@@ -1,0 +1,366 @@
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
+	"github.com/machinist-io/machinist/core/drain"
+)
+
+// The node side of an in-place update (MCM's updateNodeConditionBasedOnLabel, inPlaceUpdate and
+// drainNodeForInPlace in pkg/util/provider/machinecontroller/machine_util.go). The
+// MachineDeployment controller labels nodes candidate-for-update and selected-for-update; this
+// controller turns the labels into the node condition InPlaceUpdate and acts on it:
+//
+//	candidate-for-update label         → CandidateForUpdate "Node is a candidate for in-place update"
+//	selected-for-update label          → SelectedForUpdate  "Node is selected for in-place update"
+//	node cordoned and drained          → DrainSuccessful    "Node draining successful"
+//	                                     (machine phase InPlaceUpdating)
+//	next pass                          → ReadyForUpdate     "Node is ready for in-place update"
+//	agent: update-result=successful    → UpdateSuccessful   "Node in-place update successful"
+//	                                     (machine phase InPlaceUpdateSuccessful, then Running)
+//	agent: update-result=failed        → UpdateFailed       "Node in-place update failed: <reason>"
+//	                                     (machine phase InPlaceUpdateFailed)
+//
+// An agent that reports nothing within the in-place update timeout fails the machine the same
+// way. A machine whose update failed stays in its old MachineSet; after the health timeout
+// (unless spec.disableHealthTimeout) it is Failed and replaced like any broken machine.
+
+// Texts of the in-place update, as MCM writes them.
+const (
+	msgCandidateForUpdate = "Node is a candidate for in-place update"
+	msgSelectedForUpdate  = "Node is selected for in-place update"
+	msgDrainSuccessful    = "Node draining successful"
+	msgReadyForUpdate     = "Node is ready for in-place update"
+	msgUpdateSuccessful   = "Node in-place update successful"
+	msgUpdateFailed       = "Node in-place update failed: "
+)
+
+// labelForceDrain ("True") on a machine drains its node forcefully for an in-place update, as
+// MCM's in-place drain reads it (the deletion flow reads force-deletion instead).
+const labelForceDrain = "force-drain"
+
+// readonlyFilesystem is the node condition that, true for long, forces a drain.
+const readonlyFilesystem corev1.NodeConditionType = "ReadonlyFilesystem"
+
+func (r *reconciler) effectiveInPlaceUpdateTimeout(m *v1alpha1.Machine) time.Duration {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachineInPlaceUpdateTimeout != nil && c.MachineInPlaceUpdateTimeout.Duration > 0 {
+		return c.MachineInPlaceUpdateTimeout.Duration
+	}
+	return r.opts.InPlaceUpdateTimeout
+}
+
+// reconcileInPlacePhase follows a machine whose node is being updated in place (phase
+// InPlaceUpdating) or failed to be (InPlaceUpdateFailed): health is undefined then, so the
+// phase follows the agent's update-result label and the timeouts instead.
+func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
+	var node *corev1.Node
+	if name := m.Labels[v1alpha1.LabelNode]; name != "" {
+		n := &corev1.Node{}
+		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
+			node = n
+		} else if !apierrors.IsNotFound(err) {
+			return reconcile.Result{}, err
+		}
+	}
+	if node != nil {
+		if node.DeletionTimestamp != nil {
+			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
+		}
+		if err := r.syncNode(ctx, m, node); err != nil {
+			return requeueOnConflict(err)
+		}
+	}
+
+	now := r.now()
+	st := m.Status.DeepCopy()
+	if node != nil && !conditionsEqual(node.Status.Conditions, st.Conditions) {
+		st.Conditions = node.Status.Conditions
+	}
+	phase := m.Status.CurrentStatus.Phase
+	result := ""
+	if node != nil {
+		result = node.Labels[v1alpha1.LabelNodeUpdateResult]
+	}
+	requeue := r.opts.LongRetry
+	var announce healthEvent
+	switch {
+	case result == v1alpha1.LabelValueNodeUpdateSuccessful:
+		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateSuccessful
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateSuccessful,
+			Description: fmt.Sprintf("Machine %s successfully updated dependencies", m.Name),
+		}
+		announce = healthEvent{corev1.EventTypeNormal, "InPlaceUpdateSuccessful"}
+		requeue = r.opts.ShortRetry
+	case result == v1alpha1.LabelValueNodeUpdateFailed && phase != v1alpha1.MachineInPlaceUpdateFailed:
+		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
+			Description: fmt.Sprintf("Machine %s failed to update dependencies: %s", m.Name, node.Annotations[v1alpha1.AnnotationUpdateFailedReason]),
+		}
+		announce = healthEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
+		requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
+	case phase == v1alpha1.MachineInPlaceUpdating:
+		timeout := r.effectiveInPlaceUpdateTimeout(m)
+		elapsed := since(now, m.Status.CurrentStatus.LastUpdateTime)
+		if elapsed <= timeout {
+			requeue = clampRequeue(timeout-elapsed+time.Second, r.opts.LongRetry)
+			break
+		}
+		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
+			Description: fmt.Sprintf("Machine %s failed to in-place update in %s minutes.", m.Name, timeout),
+		}
+		announce = healthEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
+		requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
+	case phase == v1alpha1.MachineInPlaceUpdateFailed && !healthTimeoutDisabled(m):
+		// Failed to update: how bad is unknown, so after the health timeout the machine is
+		// replaced like an unhealthy one (rate-limited per MachineDeployment).
+		failedFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
+		if failedFor <= r.effectiveHealthTimeout(m) {
+			requeue = clampRequeue(r.effectiveHealthTimeout(m)-failedFor+time.Second, r.opts.LongRetry)
+			break
+		}
+		ok, why, err := r.limiter.mayFail(ctx, r, m)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !ok {
+			r.log(m).Info("in-place update failed, machine not replaced yet", "why", why)
+			requeue = r.opts.ShortRetry
+			break
+		}
+		st.CurrentStatus.Phase = v1alpha1.MachineFailed
+		st.CurrentStatus.TimeoutActive = false
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
+			Description: fmt.Sprintf("Machine %s failed its in-place update %s ago (health timeout %s). Changing status to Failed.", m.Name, failedFor.Round(time.Second), r.effectiveHealthTimeout(m)),
+		}
+		announce = healthEvent{corev1.EventTypeWarning, "Failed"}
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		r.limiter.unmark(m)
+		return requeueOnConflict(err)
+	}
+	if announce.reason != "" {
+		r.event(m, announce.eventType, announce.reason, "InPlaceUpdate", st.LastOperation.Description)
+	}
+	res := reconcile.Result{RequeueAfter: requeue}
+	if node == nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		return res, nil
+	}
+	return r.stepInPlace(ctx, m, node, res)
+}
+
+// conditionsEqual compares node conditions without their heartbeats.
+func conditionsEqual(a, b []corev1.NodeCondition) bool {
+	x, y := withoutHeartbeats(a), withoutHeartbeats(b)
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if x[i].Type != y[i].Type || x[i].Status != y[i].Status || x[i].Reason != y[i].Reason ||
+			x[i].Message != y[i].Message || !x[i].LastTransitionTime.Equal(&y[i].LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+// stepInPlace moves a node through the in-place update after the machine's health pass; res
+// is that pass's result (the earlier requeue wins).
+func (r *reconciler) stepInPlace(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, res reconcile.Result) (reconcile.Result, error) {
+	cond, err := r.syncInPlaceCondition(ctx, node)
+	if err != nil {
+		return requeueOnConflict(err)
+	}
+	if cond == nil {
+		return res, nil
+	}
+	switch cond.Reason {
+	case v1alpha1.ReasonSelectedForUpdate:
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachineInPlaceUpdating {
+			// Drained by an earlier pass, whose write of the node condition this one reads
+			// from a cache that has not caught up yet, or that failed.
+			if err := r.setInPlaceCondition(ctx, node, v1alpha1.ReasonDrainSuccessful, msgDrainSuccessful); err != nil {
+				return requeueOnConflict(err)
+			}
+			return earlier(res, r.opts.ShortRetry), nil
+		}
+		return r.drainForInPlace(ctx, m, node, cond)
+	case v1alpha1.ReasonDrainSuccessful:
+		if err := r.setInPlaceCondition(ctx, node, v1alpha1.ReasonReadyForUpdate, msgReadyForUpdate); err != nil {
+			return requeueOnConflict(err)
+		}
+		r.event(m, corev1.EventTypeNormal, v1alpha1.ReasonReadyForUpdate, "InPlaceUpdate", fmt.Sprintf("Node %s is ready for an in-place update", node.Name))
+		return earlier(res, r.opts.MediumRetry), nil
+	case v1alpha1.ReasonReadyForUpdate:
+		// The agent on the node updates it; its update-result label brings the machine back.
+		return earlier(res, r.opts.MediumRetry), nil
+	}
+	return res, nil
+}
+
+func earlier(res reconcile.Result, d time.Duration) reconcile.Result {
+	if res.RequeueAfter <= 0 || d < res.RequeueAfter {
+		res.RequeueAfter = d
+	}
+	return res
+}
+
+// syncInPlaceCondition sets the node's InPlaceUpdate condition from its labels (MCM's
+// updateNodeConditionBasedOnLabel) and returns it: nil on a node that is no candidate and never
+// was. A node is a candidate again after an earlier successful update once the update-result
+// label is gone; a failed update is not forgotten by relabelling.
+func (r *reconciler) syncInPlaceCondition(ctx context.Context, node *corev1.Node) (*corev1.NodeCondition, error) {
+	cond := findNodeCondition(node.Status.Conditions, v1alpha1.NodeConditionInPlaceUpdate)
+	if _, ok := node.Labels[v1alpha1.LabelNodeCandidateForUpdate]; !ok {
+		return cond, nil
+	}
+	_, selected := node.Labels[v1alpha1.LabelNodeSelectedForUpdate]
+	result, hasResult := node.Labels[v1alpha1.LabelNodeUpdateResult]
+	reason, msg := "", ""
+	switch {
+	case cond == nil || (cond.Reason == v1alpha1.ReasonUpdateSuccessful && !hasResult):
+		reason, msg = v1alpha1.ReasonCandidateForUpdate, msgCandidateForUpdate
+	case selected && cond.Reason == v1alpha1.ReasonCandidateForUpdate:
+		reason, msg = v1alpha1.ReasonSelectedForUpdate, msgSelectedForUpdate
+	case selected && cond.Reason == v1alpha1.ReasonSelectedForUpdate:
+		return cond, nil // not drained yet
+	case result == v1alpha1.LabelValueNodeUpdateSuccessful && cond.Reason != v1alpha1.ReasonUpdateSuccessful:
+		reason, msg = v1alpha1.ReasonUpdateSuccessful, msgUpdateSuccessful
+	case result == v1alpha1.LabelValueNodeUpdateFailed && cond.Reason != v1alpha1.ReasonUpdateFailed:
+		reason, msg = v1alpha1.ReasonUpdateFailed, msgUpdateFailed+node.Annotations[v1alpha1.AnnotationUpdateFailedReason]
+	default:
+		return cond, nil
+	}
+	if err := r.setInPlaceCondition(ctx, node, reason, msg); err != nil {
+		return nil, err
+	}
+	return findNodeCondition(node.Status.Conditions, v1alpha1.NodeConditionInPlaceUpdate), nil
+}
+
+func findNodeCondition(conds []corev1.NodeCondition, t corev1.NodeConditionType) *corev1.NodeCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// setInPlaceCondition sets the node condition InPlaceUpdate (status True) with a strategic
+// merge patch of that one condition, leaving the kubelet's conditions alone; node holds the
+// patched node afterwards. The patch carries the node's resourceVersion: a decision taken on a
+// cached node older than the last write conflicts instead of undoing it.
+func (r *reconciler) setInPlaceCondition(ctx context.Context, node *corev1.Node, reason, msg string) error {
+	now := metav1.NewTime(r.now())
+	c := corev1.NodeCondition{
+		Type: v1alpha1.NodeConditionInPlaceUpdate, Status: corev1.ConditionTrue, Reason: reason, Message: msg,
+		LastTransitionTime: now, LastHeartbeatTime: now,
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+		"status":   map[string]any{"conditions": []corev1.NodeCondition{c}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.target.GetClient().Status().Patch(ctx, node, client.RawPatch(types.StrategicMergePatchType, patch)); err != nil {
+		return fmt.Errorf("machine: set node %s condition %s=%s: %w", node.Name, v1alpha1.NodeConditionInPlaceUpdate, reason, err)
+	}
+	return nil
+}
+
+// drainForInPlace cordons and drains a node selected for update. Success moves the machine to
+// InPlaceUpdating and the node to DrainSuccessful; a failure is recorded and retried. The drain
+// is forceful with the machine's force-drain label, once the drain timeout has passed since
+// the node was selected (then bounded by a minute), or when the node has been NotReady or
+// read-only for long.
+func (r *reconciler) drainForInPlace(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, selected *corev1.NodeCondition) (reconcile.Result, error) {
+	now := r.now()
+	drainTimeout := r.effectiveDrainTimeout(m)
+	opts := drain.Options{
+		EvictRetryInterval: r.opts.EvictRetryInterval,
+		PollInterval:       r.opts.DrainPollInterval,
+		PVDetachTimeout:    r.opts.PVDetachTimeout,
+		PVReattachTimeout:  r.opts.PVReattachTimeout,
+		Timeout:            drainTimeout,
+		MaxEvictRetries:    min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval))),
+	}
+	why := ""
+	switch {
+	case m.Labels[labelForceDrain] == "True":
+		opts.Force, why = true, "label "+labelForceDrain
+		opts.Timeout, opts.MaxEvictRetries = time.Minute, 1
+	case since(now, selected.LastTransitionTime) > drainTimeout:
+		opts.Force, why = true, fmt.Sprintf("drain timeout %s passed since the node was selected", drainTimeout)
+		opts.Timeout, opts.MaxEvictRetries = time.Minute, 1
+	case notReadyFor(node, now) > r.opts.ForceDrainNotReadyAfter:
+		opts.Force, why = true, fmt.Sprintf("node not ready for %s", notReadyFor(node, now).Round(time.Second))
+	case conditionNotFalseFor(node, readonlyFilesystem, now) > r.opts.ForceDrainNotReadyAfter:
+		opts.Force, why = true, "node read-only for long"
+	}
+	if opts.Force {
+		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+node.Name+" forcefully for an in-place update: "+why)
+	}
+	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
+	began := r.now()
+	if err := d.Drain(ctx, node.Name, opts); err != nil {
+		st := m.Status.DeepCopy()
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationDrainNode, State: v1alpha1.MachineStateProcessing,
+			Description: fmt.Sprintf("Drain failed due to - %v. Will retry in next sync. %s", err, stepText[stepDrain]),
+		}
+		r.event(m, corev1.EventTypeWarning, "DrainFailed", "Drain", err.Error())
+		if werr := r.writeStatus(ctx, m, *st); werr != nil {
+			return requeueOnConflict(werr)
+		}
+		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+	}
+	mcmmetrics.MachineDrained(m, r.now().Sub(began))
+	r.event(m, corev1.EventTypeNormal, "Drained", "Drain", "Drained node "+node.Name+" for an in-place update")
+
+	st := m.Status.DeepCopy()
+	st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdating
+	st.CurrentStatus.TimeoutActive = false
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateProcessing,
+		Description: fmt.Sprintf("Machine %s is undergoing an in-place update", m.Name),
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		return requeueOnConflict(err)
+	}
+	// The drain cordoned the node: read its new version.
+	drained := &corev1.Node{}
+	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: node.Name}, drained); err != nil {
+		return requeueOnConflict(err)
+	}
+	if err := r.setInPlaceCondition(ctx, drained, v1alpha1.ReasonDrainSuccessful, msgDrainSuccessful); err != nil {
+		return requeueOnConflict(err)
+	}
+	return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+}
+
+// conditionNotFalseFor is how long a node condition has been other than False (0 when it is
+// False or absent).
+func conditionNotFalseFor(node *corev1.Node, t corev1.NodeConditionType, now time.Time) time.Duration {
+	c := findNodeCondition(node.Status.Conditions, t)
+	if c == nil || c.Status == corev1.ConditionFalse || c.LastTransitionTime.IsZero() {
+		return 0
+	}
+	return now.Sub(c.LastTransitionTime.Time)
+}
