@@ -5,6 +5,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -49,6 +50,20 @@ type Env struct {
 	// SpecMode is how the driver decodes providerSpecs: driver.Lenient (the zero value) as
 	// Gardener's providers do, or driver.Strict, refusing unknown, mis-cased and repeated fields.
 	SpecMode driver.SpecMode
+	// UpdateTargets, when set, tells a driver whose node agents update nodes in place (the
+	// local provider) what a machine is being updated to; nil where the process runs no
+	// controllers.
+	UpdateTargets UpdateTargets
+}
+
+// UpdateTargets answers node agents that perform in-place updates which MachineClass a machine
+// is being updated to: the class its MachineDeployment names now. (Gardener's node agent learns
+// its target from the OperatingSystemConfig Gardener publishes for its worker pool; a simulated
+// node learns it from where its machine's configuration lives.)
+type UpdateTargets interface {
+	// UpdateTarget returns the MachineClass the MachineDeployment of the machine named machine
+	// names, or nil when the machine belongs to no MachineDeployment.
+	UpdateTarget(ctx context.Context, machine string) (*v1alpha1.MachineClass, error)
 }
 
 // Kubeconfig is the path of a kubeconfig file naming the target cluster: a form of Env.Target.

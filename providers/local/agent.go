@@ -81,8 +81,9 @@ type agent struct {
 	// a node deleted with it is not registered again.
 	forgotten func() bool
 
-	stopped atomic.Bool // the heartbeat switch
-	removed atomic.Bool
+	stopped  atomic.Bool // the heartbeat switch
+	removed  atomic.Bool
+	updating atomic.Bool // an in-place update of the node runs (update.go)
 	// What the pod tracker reads: the kubelet is up (registered and beating), and the node is
 	// Ready (pods get their network; until then only host-network pods start).
 	up       atomic.Bool

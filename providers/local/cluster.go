@@ -34,6 +34,9 @@ type cluster struct {
 	coord *kubeclient.CoordinationV1
 	log   *slog.Logger
 	pods  *podTracker
+	// updates watches the nodes selected for an in-place update (update.go), once an agent runs.
+	updates     *updateWatcher
+	updatesOnce sync.Once
 
 	mu          sync.Mutex
 	checkedAt   time.Time

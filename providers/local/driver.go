@@ -74,6 +74,11 @@ type Driver struct {
 
 	stopSync chan struct{}
 	syncDone chan struct{}
+
+	// In-place updates run on goroutines of their own (update.go) until Close.
+	updateCtx     context.Context
+	cancelUpdates context.CancelFunc
+	updateWG      sync.WaitGroup
 }
 
 // New opens the local driver. With env.StateDir set, machines persist in
@@ -96,6 +101,7 @@ func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driv
 		return nil, err
 	}
 	d.target = target
+	d.updateCtx, d.cancelUpdates = context.WithCancel(context.Background())
 	d.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
 	d.sched.start()
 	if env.StateDir == "" {
@@ -133,6 +139,8 @@ func (d *Driver) Close() error {
 		<-d.syncDone
 	}
 	d.sched.stop()
+	d.cancelUpdates()
+	d.updateWG.Wait()
 	d.mu.Lock()
 	clusters := make([]*cluster, 0, len(d.clusters))
 	for _, c := range d.clusters {
@@ -141,6 +149,7 @@ func (d *Driver) Close() error {
 	d.mu.Unlock()
 	for _, c := range clusters {
 		c.pods.stop()
+		c.stopUpdates()
 	}
 	if d.lock != nil {
 		d.lock.unlock()
@@ -337,6 +346,7 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 		return nil, false
 	}
 	c.pods.start()
+	c.watchUpdates(d.nodeReadyForUpdate)
 	return a, true
 }
 

@@ -53,6 +53,9 @@ func TestSpecValidationNamesTheField(t *testing.T) {
 		{"ready delay and never ready", map[string]any{"cluster": "c", "readyDelay": "5s", "neverReady": true}, "providerSpec.readyDelay: Invalid"},
 		{"never ready type", map[string]any{"cluster": "c", "neverReady": "yes"}, "neverReady"},
 		{"injected times", map[string]any{"cluster": "c", "createError": map[string]any{"code": "Unavailable", "times": -1}}, "providerSpec.createError.times: Invalid"},
+		{"update delay", map[string]any{"cluster": "c", "updateDelay": "later"}, "providerSpec.updateDelay: Invalid"},
+		{"update error reason", map[string]any{"cluster": "c", "updateError": map[string]any{"reason": strings.Repeat("x", 1025)}}, "providerSpec.updateError.reason: Too long"},
+		{"update error type", map[string]any{"cluster": "c", "updateError": "yes"}, "updateError"},
 	}
 	d := open(t, registry.Env{SpecMode: driver.Strict})
 	for _, c := range cases {

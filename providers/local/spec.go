@@ -55,6 +55,19 @@ type ProviderSpec struct {
 	CreateError *InjectedError `json:"createError,omitempty"`
 	// DeleteError makes DeleteMachine fail with a chosen code.
 	DeleteError *InjectedError `json:"deleteError,omitempty"`
+	// UpdateDelay is how long the node agent takes to update a node in place to this class (a
+	// Go duration), counted from the node becoming ReadyForUpdate. Default 0.
+	UpdateDelay string `json:"updateDelay,omitempty"`
+	// UpdateError makes every in-place update to this class fail: the node agent labels the
+	// node update-result=failed and annotates it with the reason.
+	UpdateError *UpdateError `json:"updateError,omitempty"`
+}
+
+// UpdateError is a failing in-place update a test asks for.
+type UpdateError struct {
+	// Reason becomes the node's update-failed-reason annotation. Default "injected by
+	// providerSpec.updateError".
+	Reason string `json:"reason,omitempty"`
 }
 
 // InjectedError is a failure a test asks for.
@@ -95,6 +108,10 @@ type machineSpec struct {
 	HeartbeatInterval      time.Duration     `json:"heartbeatInterval"`
 	NodeMonitorGracePeriod time.Duration     `json:"nodeMonitorGracePeriod"`
 	StopHeartbeat          bool              `json:"stopHeartbeat,omitempty"`
+	// UpdateDelay and UpdateError apply to in-place updates to the class; a machine's record
+	// does not keep them.
+	UpdateDelay time.Duration `json:"-"`
+	UpdateError *UpdateError  `json:"-"`
 }
 
 // classSpec checks the class's provider and decodes (in mode), validates and defaults its
@@ -184,8 +201,18 @@ func (s *ProviderSpec) resolve(path *field.Path) (*machineSpec, field.ErrorList)
 	}
 	errs = append(errs, s.CreateError.validate(path.Child("createError"))...)
 	errs = append(errs, s.DeleteError.validate(path.Child("deleteError"))...)
+	ms.UpdateDelay, errs = duration(s.UpdateDelay, 0, 0, path.Child("updateDelay"), errs)
+	if e := s.UpdateError; e != nil {
+		if len(e.Reason) > maxUpdateErrorReason {
+			errs = append(errs, field.TooLong(path.Child("updateError", "reason"), "", maxUpdateErrorReason))
+		}
+		ms.UpdateError = e
+	}
 	return ms, errs
 }
+
+// maxUpdateErrorReason bounds updateError.reason, which becomes a node annotation.
+const maxUpdateErrorReason = 1024
 
 func (e *InjectedError) validate(path *field.Path) field.ErrorList {
 	if e == nil {

@@ -281,7 +281,8 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.Drivers = &registry.Resolver{
 		Endpoints: opts.Endpoints,
-		Env:       registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode},
+		Env: registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode,
+			UpdateTargets: &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
 	}
 	m.Drivers.PreferRemote = opts.PreferRemote
 	if opts.Remote != nil {
