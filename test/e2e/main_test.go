@@ -80,6 +80,8 @@ type world struct {
 	cs  kubernetes.Interface
 	// stateDir is the local provider's state dir of `machinist run`.
 	stateDir string
+	// metricsPort serves `machinist run`'s /metrics on 127.0.0.1.
+	metricsPort int
 }
 
 // newWorld starts the control plane (kube-controller-manager watching nodes every second with
@@ -88,9 +90,9 @@ func newWorld(t *testing.T) *world {
 	t.Helper()
 	env := testenv.Start(t, testenv.WithKubeScheduler(),
 		testenv.WithKubeControllerManager("--node-monitor-period=1s", "--node-monitor-grace-period=5s"))
-	w := &world{t: t, ctx: context.Background(), env: env, c: env.Client(), cs: env.Clientset(), stateDir: t.TempDir()}
+	w := &world{t: t, ctx: context.Background(), env: env, c: env.Client(), cs: env.Clientset(), stateDir: t.TempDir(), metricsPort: freePort(t)}
 	w.start("run", "--control-kubeconfig", env.KubeconfigPath, "--state-dir", w.stateDir,
-		"--address", "127.0.0.1", "--port", strconv.Itoa(freePort(t)),
+		"--address", "127.0.0.1", "--port", strconv.Itoa(w.metricsPort),
 		"--machine-creation-timeout", "2m", "--machine-drain-timeout", "2m",
 		"--machine-safety-apiserver-statuscheck-period", "30s", "--machine-safety-apiserver-statuscheck-timeout", "30s")
 	return w
