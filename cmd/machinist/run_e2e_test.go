@@ -851,6 +851,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--machine-safety-apiserver-statuscheck-period", "10s"}, "--machine-safety-apiserver-statuscheck-period"},
 		{[]string{"--machine-health-timeout", "0s"}, "--machine-health-timeout"},
 		{[]string{"--machine-preserve-timeout", "-1h"}, "--machine-preserve-timeout"},
+		{[]string{"--machine-inplace-update-timeout", "-1m"}, "--machine-inplace-update-timeout"},
 		{[]string{"--fallback-exhausted-ttl", "0s"}, "--fallback-exhausted-ttl"},
 		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
 		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},

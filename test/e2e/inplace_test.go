@@ -134,7 +134,7 @@ func TestInPlaceUpdateFailure(t *testing.T) {
 	w.inPlaceDeployment("fail", "v1", 3, 1, v1alpha1.OrchestrationTypeAuto, func(md *v1alpha1.MachineDeployment) {
 		md.Spec.Template.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: 30 * time.Second}}
 	})
-	before := w.waitMachinesRunning("fail", 3, 2*time.Minute)
+	w.waitMachinesRunning("fail", 3, 2*time.Minute)
 	creates := w.createCalls()
 	busy := w.watchUpdating("fail")
 
@@ -199,7 +199,6 @@ func TestInPlaceUpdateFailure(t *testing.T) {
 	if most, seen := busy.stop(); most > 1 {
 		t.Errorf("%d nodes were selected or cordoned at once (%v), want at most maxUnavailable=1", most, seen)
 	}
-	_ = before
 }
 
 // inPlaceClass creates a local MachineClass of the e2e cluster with more providerSpec fields.
