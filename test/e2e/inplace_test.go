@@ -67,6 +67,42 @@ func TestInPlaceUpdateAuto(t *testing.T) {
 	w.waitPodsReady(sel, 2, 2*time.Minute)
 }
 
+// TestInPlaceUpdateSurge: with maxSurge 1 the new set starts with one fresh machine (one
+// CreateMachine); old machines are then updated in place until the new set has every replica,
+// and the old machine left over is deleted without an update, as MCM does.
+func TestInPlaceUpdateSurge(t *testing.T) {
+	w := newWorld(t)
+	w.inPlaceClass("v1", `"labels":{"version":"1"}`)
+	w.inPlaceClass("v2", `"labels":{"version":"2"}`)
+	w.inPlaceDeployment("surge", "v1", 3, 1, v1alpha1.OrchestrationTypeAuto, func(md *v1alpha1.MachineDeployment) {
+		md.Spec.Strategy.InPlaceUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+	})
+	before := w.vmsOf(w.waitMachinesRunning("surge", 3, 2*time.Minute))
+	creates := w.createCalls()
+
+	w.updateMachineDeployment("surge", func(md *v1alpha1.MachineDeployment) { md.Spec.Template.Spec.Class.Name = "v2" })
+	w.waitInPlaceDone("surge", 3, "2", 4*time.Minute)
+
+	if n := w.createCalls() - creates; n != 1 {
+		t.Errorf("%d CreateMachine calls, want 1 (maxSurge)", n)
+	}
+	after := w.vmsOf(w.machines("surge"))
+	kept, fresh := 0, 0
+	for name, v := range after {
+		if b, ok := before[name]; ok {
+			if b != v {
+				t.Errorf("machine %s: %+v before, %+v after: an updated machine keeps its VM and node", name, b, v)
+			}
+			kept++
+		} else {
+			fresh++
+		}
+	}
+	if kept != 2 || fresh != 1 {
+		t.Errorf("machines %v after (before: %v): want 2 updated in place and 1 fresh", keys(after), keys(before))
+	}
+}
+
 // TestInPlaceUpdateManual: with orchestration Manual nothing is selected, drained or moved until
 // the user labels a node selected-for-update; then exactly that node is updated.
 func TestInPlaceUpdateManual(t *testing.T) {
