@@ -113,6 +113,7 @@ func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driv
 	ds, err := newDirStore(d.stateDir)
 	if err != nil {
 		d.sched.stop()
+		d.cancelUpdates()
 		return nil, err
 	}
 	d.store = ds

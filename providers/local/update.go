@@ -203,7 +203,8 @@ func (d *Driver) updateNode(ctx context.Context, a *agent) {
 		case <-time.After(plan.delay):
 		}
 	}
-	if a.removed.Load() {
+	// The node may have moved on meanwhile (its machine deleted, the labels removed by hand).
+	if node, err = nodes.Get(ctx, name, metav1.GetOptions{}); err != nil || !readyForUpdate(node) || a.removed.Load() {
 		return
 	}
 	if plan.failWith == "" {
