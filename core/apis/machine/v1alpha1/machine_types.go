@@ -55,7 +55,10 @@ type MachineSpec struct {
 
 // NodeTemplateSpec is the metadata and spec applied to a machine's node.
 type NodeTemplateSpec struct {
+	// Metadata of the node: labels and annotations are synced. Unknown fields are kept, as MCM's
+	// CRDs keep them.
 	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// Spec of the node (taints are synced).
 	// +optional

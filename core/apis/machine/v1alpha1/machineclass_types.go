@@ -21,8 +21,10 @@ type MachineClass struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// NodeTemplate describes the node a machine of this class becomes; Cluster Autoscaler uses
-	// it to scale a group up from zero.
+	// it to scale a group up from zero. Unknown fields are kept, as MCM's CRD keeps them (newer
+	// Gardener versions write fields this type does not know yet).
 	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
 	NodeTemplate *NodeTemplate `json:"nodeTemplate,omitempty"`
 
 	// CredentialsSecretRef points at a secret holding only cloud credentials, so many classes can

@@ -38,7 +38,9 @@ type MachineSetList struct {
 
 // MachineTemplateSpec is the template of the machines a set creates.
 type MachineTemplateSpec struct {
+	// Metadata of the machines. Unknown fields are kept, as MCM's CRDs keep them.
 	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// Spec of the machines.
 	// +optional
@@ -53,7 +55,8 @@ type MachineSetSpec struct {
 	// Selector over the labels of the set's machines.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
-	// MachineClass of the set's machines.
+	// MachineClass of the set's machines when the template names none. MCM never sets it (it
+	// writes an empty object); neither does machinist. Kept for sets written by older tools.
 	// +optional
 	MachineClass ClassSpec `json:"machineClass,omitempty"`
 	// Template of the machines.

@@ -12,8 +12,11 @@ type ClassSpec struct {
 	// Kind of the class, MachineClass.
 	// +optional
 	Kind string `json:"kind,omitempty"`
-	// Name of the class in the machine's namespace.
-	Name string `json:"name"`
+	// Name of the class in the machine's namespace. The controllers need it on a MachineDeployment's
+	// template and on a Machine (they report an empty one), but the schema does not require it:
+	// MCM's CRDs do not, and MCM writes MachineSets with an empty spec.machineClass.
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // MachineState is the state of the last operation.
