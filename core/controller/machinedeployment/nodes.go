@@ -20,7 +20,9 @@ var preferNoSchedule = corev1.Taint{Key: v1alpha1.TaintPreferNoSchedule, Value: 
 // sets still have machines, their nodes carry the PreferNoSchedule taint and every node of the
 // deployment carries Cluster Autoscaler's scale-down-disabled annotation (so CA does not remove
 // nodes the rollout is about to replace or has just added). Once the rollout is over both go
-// again — the annotation only where this controller put it (…/scale-down-disabled-by-mcm).
+// again — the annotation only where a controller put it: MCM's record key or machinist's old one
+// (v1alpha1.UnmarkScaleDownDisabled), and not from a preserved machine's node (preservation owns
+// the mark then, as in MCM).
 func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet) error {
 	target := ro.r.opts.Target
 	if target == nil {
@@ -56,7 +58,7 @@ func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet
 				// Machine controller removes it when preservation ends.
 				annotate = true
 			}
-			if err := ro.markNode(ctx, target, name, rolling && old, annotate); err != nil {
+			if err := ro.markNode(ctx, target, name, nodeMarks{taint: rolling && old, annotate: annotate}); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -67,9 +69,15 @@ func (ro *rollout) syncNodeMarks(ctx context.Context, newMS *v1alpha1.MachineSet
 	return errors.Join(errs...)
 }
 
+// nodeMarks is what a rollout wants on one node.
+type nodeMarks struct {
+	taint    bool // the PreferNoSchedule taint
+	annotate bool // Cluster Autoscaler's scale-down-disabled mark
+}
+
 // markNode gives a node the taint and the annotation, or takes them away, writing only when
 // something changes.
-func (ro *rollout) markNode(ctx context.Context, target client.Client, name string, taint, annotate bool) error {
+func (ro *rollout) markNode(ctx context.Context, target client.Client, name string, want nodeMarks) error {
 	node := &corev1.Node{}
 	if err := target.Get(ctx, client.ObjectKey{Name: name}, node, client.UnsafeDisableDeepCopy); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -77,48 +85,43 @@ func (ro *rollout) markNode(ctx context.Context, target client.Client, name stri
 		}
 		return fmt.Errorf("machinedeployment: read node %s: %w", name, err)
 	}
-	hasTaint := false
-	for _, t := range node.Spec.Taints {
-		if t.Key == preferNoSchedule.Key && t.Effect == preferNoSchedule.Effect {
-			hasTaint = true
-		}
+	upd := node.DeepCopy()
+	changed := syncPreferNoSchedule(upd, want.taint)
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
 	}
-	ours := node.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM] == "true"
-	_, userSet := node.Annotations[v1alpha1.AnnotationCAScaleDownDisabled]
-	userSet = userSet && !ours
-	wantAnnotation := annotate && !userSet
-	if hasTaint == taint && (ours == wantAnnotation || userSet) {
+	if want.annotate {
+		changed = v1alpha1.MarkScaleDownDisabled(upd.Annotations) || changed
+	} else {
+		changed = v1alpha1.UnmarkScaleDownDisabled(upd.Annotations) || changed
+	}
+	if !changed {
 		return nil
 	}
-
-	upd := node.DeepCopy()
-	patch := client.MergeFromWithOptions(node.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if hasTaint != taint {
-		var taints []corev1.Taint
-		for _, t := range upd.Spec.Taints {
-			if !(t.Key == preferNoSchedule.Key && t.Effect == preferNoSchedule.Effect) {
-				taints = append(taints, t)
-			}
-		}
-		if taint {
-			taints = append(taints, preferNoSchedule)
-		}
-		upd.Spec.Taints = taints
-	}
-	if !userSet && ours != wantAnnotation {
-		if wantAnnotation {
-			if upd.Annotations == nil {
-				upd.Annotations = map[string]string{}
-			}
-			upd.Annotations[v1alpha1.AnnotationCAScaleDownDisabled] = "true"
-			upd.Annotations[v1alpha1.AnnotationCAScaleDownDisabledByMCM] = "true"
-		} else {
-			delete(upd.Annotations, v1alpha1.AnnotationCAScaleDownDisabled)
-			delete(upd.Annotations, v1alpha1.AnnotationCAScaleDownDisabledByMCM)
-		}
-	}
+	patch := client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})
 	if err := target.Patch(ctx, upd, patch); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("machinedeployment: mark node %s for the rollout of %s: %w", name, ro.d.Name, err)
 	}
 	return nil
+}
+
+// syncPreferNoSchedule adds or removes the rollout's taint; it reports a change.
+func syncPreferNoSchedule(node *corev1.Node, want bool) bool {
+	has := false
+	var taints []corev1.Taint
+	for _, t := range node.Spec.Taints {
+		if t.Key == preferNoSchedule.Key && t.Effect == preferNoSchedule.Effect {
+			has = true
+			continue
+		}
+		taints = append(taints, t)
+	}
+	if has == want {
+		return false
+	}
+	if want {
+		taints = append(taints, preferNoSchedule)
+	}
+	node.Spec.Taints = taints
+	return true
 }

@@ -6,8 +6,10 @@ package v1alpha1
 const (
 	// LabelNode on a Machine names its Node.
 	LabelNode = "node"
-	// LabelMachineDeploymentName on a Machine names its MachineDeployment; the replacement rate
-	// limit counts machines per value.
+	// LabelMachineDeploymentName on a Machine names its MachineDeployment in MCM, which reads it
+	// for its replacement rate limit and its metrics. Gardener puts it in every template;
+	// machinist never adds it (MCM compares template labels) and finds a machine's deployment
+	// through its owners, reading this label only for machines that have none.
 	LabelMachineDeploymentName = "name"
 	// LabelMachineTemplateHash on MachineSets and Machines is the hash of the template.
 	LabelMachineTemplateHash = "machine-template-hash"
@@ -60,8 +62,12 @@ const (
 	AnnotationUpdateFailedReason = "node.machine.sapcloud.io/update-failed-reason"
 	// AnnotationCAScaleDownDisabled tells Cluster Autoscaler not to scale the node down.
 	AnnotationCAScaleDownDisabled = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-	// AnnotationCAScaleDownDisabledByMCM records that the controller, not a user, set it.
+	// AnnotationCAScaleDownDisabledByMCM records that the controller, not a user, set
+	// AnnotationCAScaleDownDisabled; it is MCM's key, so either controller removes the other's mark.
 	AnnotationCAScaleDownDisabledByMCM = "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm"
+	// LegacyAnnotationCAScaleDownDisabledByMCM is the key machinist used before it used MCM's.
+	// A node carrying it was marked by machinist: the mark is removed like MCM's, and the key dropped.
+	LegacyAnnotationCAScaleDownDisabledByMCM = "node.machine.sapcloud.io/scale-down-disabled-by-mcm"
 	// AnnotationRevision on a MachineSet is its deployment revision.
 	AnnotationRevision = "deployment.kubernetes.io/revision"
 	// AnnotationRevisionHistory on a MachineSet lists revisions it has had.
