@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 )
@@ -89,21 +91,74 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 // changes to field warnings or to invalid, emits one Warning Event. The condition records the
 // generation it was computed for and is written only when it changes, so reconciling an unchanged
 // class (machines come and go, the controller restarts) neither writes nor announces anything.
+//
+// Gardener MCM's MachineClass CRD has no status subresource: the API server refuses the write
+// (404). The controller then says so once, stops writing conditions and keeps the last one in
+// memory, so the Event is still emitted once per change (once more after a restart).
 func (r *reconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.MachineClass) error {
 	cond := specCondition(class, r.drivers.CheckSpec(class))
-	if old := meta.FindStatusCondition(class.Status.Conditions, cond.Type); old != nil && old.Status == cond.Status &&
+	if old := r.classStatus.current(class); old != nil && old.Status == cond.Status &&
 		old.Reason == cond.Reason && old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
 		return nil
 	}
-	orig := class.DeepCopy()
-	meta.SetStatusCondition(&class.Status.Conditions, cond)
-	if err := r.client.Status().Patch(ctx, class, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
+	if !r.classStatus.field.Dropped() {
+		orig := class.DeepCopy()
+		meta.SetStatusCondition(&class.Status.Conditions, cond)
+		err := r.client.Status().Patch(ctx, class, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		if err != nil && !r.noStatusSubresource(ctx, class, err) {
+			return err
+		}
 	}
+	r.classStatus.remember(class, cond)
 	if cond.Reason == v1alpha1.ReasonProviderSpecFieldWarnings || cond.Reason == v1alpha1.ReasonProviderSpecInvalid {
 		r.recorder.Eventf(class, nil, corev1.EventTypeWarning, cond.Reason, "CheckProviderSpec", "%s", truncate(cond.Message, maxEventNote))
 	}
 	return nil
+}
+
+// noStatusSubresource tells a status write refused because the CRD has no status subresource
+// (the class itself exists) from other errors, and logs the first such refusal.
+func (r *reconciler) noStatusSubresource(ctx context.Context, class *v1alpha1.MachineClass, err error) bool {
+	if !apierrors.IsNotFound(err) {
+		return false
+	}
+	if gerr := r.apiReader.Get(ctx, client.ObjectKeyFromObject(class), &v1alpha1.MachineClass{}); gerr != nil {
+		return false // gone, or unknown: the class's next reconcile sees
+	}
+	if r.classStatus.field.Observe(true, false) {
+		r.opts.Log.Info(r.classStatus.field.Message())
+	}
+	return true
+}
+
+// classStatusStore holds the ProviderSpecValid conditions while the CRD cannot store them.
+type classStatusStore struct {
+	field *crdfield.Field
+	last  sync.Map // class UID → metav1.Condition
+}
+
+func newClassStatusStore() *classStatusStore {
+	return &classStatusStore{field: crdfield.New("the MachineClass CRD's status subresource",
+		"MachineClasses show no ProviderSpecValid condition; the Warning Events about their providerSpecs are still emitted (install machinist's CRDs, kubernetes/crds, for the condition)")}
+}
+
+// current is the condition last recorded for the class: its status's, or the one remembered
+// while the CRD has no status.
+func (s *classStatusStore) current(class *v1alpha1.MachineClass) *metav1.Condition {
+	if s.field.Dropped() {
+		if c, ok := s.last.Load(class.UID); ok {
+			cond := c.(metav1.Condition)
+			return &cond
+		}
+		return nil
+	}
+	return meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ClassConditionProviderSpecValid)
+}
+
+func (s *classStatusStore) remember(class *v1alpha1.MachineClass, cond metav1.Condition) {
+	if s.field.Dropped() {
+		s.last.Store(class.UID, cond)
+	}
 }
 
 // maxEventNote keeps a note under the 1 kB events.k8s.io allows (as Machine events do).

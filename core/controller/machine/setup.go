@@ -74,6 +74,8 @@ type reconciler struct {
 	// recordedNodes maps the node names recorded on machines to when, until the node controller
 	// finds the machine in its cache: a node whose machine is that new is not asked about.
 	recordedNodes sync.Map
+	// classStatus is where ProviderSpecValid conditions go (the class's status, when the CRD has it).
+	classStatus *classStatusStore
 }
 
 // Setup adds the Machine controller (creation, health, deletion), the MachineClass and Secret
@@ -101,6 +103,8 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		backoff:   newBackoff(),
 		limiter:   newReplacementLimiter(),
 		now:       time.Now,
+
+		classStatus: newClassStatusStore(),
 	}
 	if target != nil {
 		cs, err := kubernetes.NewForConfig(target.GetConfig())

@@ -84,15 +84,8 @@ func (ro *rollout) applyFallback(st *v1alpha1.MachineDeploymentStatus, now time.
 		removeCondition(st, fallback.ConditionClasses)
 	}
 	st.FallbackReplicas = ro.fallbackReplicas()
-	if ro.r.fallbackFieldPruned.Load() {
+	if ro.r.fallbackField.Dropped() {
 		st.FallbackReplicas = ro.d.Status.FallbackReplicas
-	}
-}
-
-// notePruned records, after a status write, whether the server dropped fallbackReplicas.
-func (r *Reconciler) notePruned(wrote, stored int32) {
-	if wrote != 0 && stored == 0 && !r.fallbackFieldPruned.Swap(true) {
-		r.log.Info("the MachineDeployment CRD has no status.fallbackReplicas (Gardener MCM's CRD?): it is not written; install machinist's CRDs (kubernetes/crds) to see the count")
 	}
 }
 

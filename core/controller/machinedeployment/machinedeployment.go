@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,6 +40,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -95,9 +95,9 @@ type Reconciler struct {
 	// nodesClean holds the deployments (types.NamespacedName) whose nodes had a clean-up pass
 	// since the process started or their last rollout: they need no other until the next one.
 	nodesClean sync.Map
-	// fallbackFieldPruned: the API server dropped status.fallbackReplicas (a CRD without it).
-	fallbackFieldPruned atomic.Bool
-	log                 *slog.Logger
+	// Status fields Gardener MCM's MachineDeployment CRD lacks (see crdfield).
+	fallbackField, selectorField *crdfield.Field
+	log                          *slog.Logger
 }
 
 // Setup registers the MachineDeployment controller with mgr.
@@ -111,6 +111,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 		writes:   newWrites(),
 		now:      time.Now,
 		log:      opts.Log,
+
+		fallbackField: crdfield.New("the MachineDeployment CRD's status.fallbackReplicas",
+			"install machinist's CRDs (kubernetes/crds) to see the count of machines on a fallback class"),
+		selectorField: crdfield.New("the MachineDeployment CRD's status.labelSelector",
+			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the deployment)"),
 	}
 	if r.log == nil {
 		r.log = slog.Default()

@@ -37,7 +37,7 @@ func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1
 	d := ro.d
 	st := d.Status.DeepCopy()
 	st.ObservedGeneration = d.Generation
-	if sel, err := selectorOf(d); err == nil {
+	if sel, err := selectorOf(d); err == nil && !ro.r.selectorField.Dropped() {
 		st.LabelSelector = sel.String()
 	}
 	var replicas, ready, available, preserved, specSum int32
@@ -156,9 +156,20 @@ func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) e
 	if err := ro.r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
 	}
-	ro.r.notePruned(st.FallbackReplicas, upd.Status.FallbackReplicas)
+	ro.r.notePruned(st, upd.Status)
 	*d = *upd
 	return nil
+}
+
+// notePruned records, after a status write, whether the server dropped a field MCM's CRD lacks,
+// and says so once.
+func (r *Reconciler) notePruned(sent, stored v1alpha1.MachineDeploymentStatus) {
+	if r.fallbackField.Observe(sent.FallbackReplicas != 0, stored.FallbackReplicas != 0) {
+		r.log.Info(r.fallbackField.Message())
+	}
+	if r.selectorField.Observe(sent.LabelSelector != "", stored.LabelSelector != "") {
+		r.log.Info(r.selectorField.Message())
+	}
 }
 
 // progressed reports whether a rollout step happened since the last status.

@@ -31,6 +31,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
@@ -94,6 +95,8 @@ type Reconciler struct {
 	opts     Options
 	exp      *expectations
 	now      func() time.Time
+	// selectorField is status.labelSelector, which Gardener MCM's MachineSet CRD lacks.
+	selectorField *crdfield.Field
 }
 
 // Setup registers the MachineSet controller with mgr.
@@ -105,6 +108,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorder(ControllerName),
 		opts:     opts,
 		now:      time.Now,
+		selectorField: crdfield.New("the MachineSet CRD's status.labelSelector",
+			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the set)"),
 	}
 	r.exp = newExpectations(opts.ExpectationsTTL, r.now)
 	return ctrl.NewControllerManagedBy(mgr).

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -63,7 +64,7 @@ func (r *Reconciler) computeStatus(ms *v1alpha1.MachineSet, machines []*v1alpha1
 	now := r.now()
 	st := ms.Status.DeepCopy()
 	st.ObservedGeneration = ms.Generation
-	if sel != nil {
+	if sel != nil && !r.selectorField.Dropped() {
 		st.LabelSelector = sel.String()
 	}
 	minReady := time.Duration(ms.Spec.MinReadySeconds) * time.Second
@@ -133,6 +134,9 @@ func (r *Reconciler) updateStatus(ctx context.Context, ms *v1alpha1.MachineSet, 
 	upd.Status = st
 	if err := r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machineset: update status of %s: %w", client.ObjectKeyFromObject(ms), err)
+	}
+	if r.selectorField.Observe(st.LabelSelector != "", upd.Status.LabelSelector != "") {
+		log.FromContext(ctx).Info(r.selectorField.Message())
 	}
 	return nil
 }
