@@ -100,8 +100,12 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 				t.Errorf("new set %s: replicas %d revision %s", ms.Name, ms.Spec.Replicas, rev)
 			}
 		}
-		if ms.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName] != "roll" {
-			t.Errorf("set %s template lacks label name=roll: %v", ms.Name, ms.Spec.Template.Labels)
+		// As MCM writes a set: template labels = the deployment's + the hash, no spec.machineClass.
+		if _, ok := ms.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName]; ok || len(ms.Spec.Template.Labels) != 2 || ms.Spec.Template.Labels["pool"] != "roll" {
+			t.Errorf("set %s template labels %v: want the deployment's and the hash only", ms.Name, ms.Spec.Template.Labels)
+		}
+		if ms.Spec.MachineClass != (v1alpha1.ClassSpec{}) {
+			t.Errorf("set %s has spec.machineClass %+v: MCM writes none", ms.Name, ms.Spec.MachineClass)
 		}
 	}
 }
@@ -143,8 +147,8 @@ func TestScaleHonoursPriority(t *testing.T) {
 		if m.Annotations[v1alpha1.AnnotationMachinePriority] != v1alpha1.DefaultMachinePriority {
 			t.Fatalf("machine %s created without the default priority: %v", m.Name, m.Annotations)
 		}
-		if m.Labels[v1alpha1.LabelMachineDeploymentName] != "scale" {
-			t.Fatalf("machine %s lacks label name=scale: %v", m.Name, m.Labels)
+		if _, ok := m.Labels[v1alpha1.LabelMachineDeploymentName]; ok {
+			t.Fatalf("machine %s has label name, which its template lacks: %v", m.Name, m.Labels)
 		}
 	}
 	setPriority := func(name, p string) {

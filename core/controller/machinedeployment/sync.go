@@ -101,7 +101,8 @@ func setReplicaAnnotations(d *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSe
 }
 
 // getAllSets splits the sets into the new one (the current template's, possibly created now
-// when create is set) and the old ones, and keeps the new one's revision and annotations current.
+// when create is set) and the old ones, and keeps the new one's revision, annotations and
+// in-place fields (nodeTemplate, machine configuration, class kind) current.
 func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.MachineSet, []*v1alpha1.MachineSet, error) {
 	sortByCreation(ro.sets)
 	var newMS *v1alpha1.MachineSet
@@ -119,8 +120,10 @@ func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.Machi
 		upd := newMS.DeepCopy()
 		changed := copyAnnotations(ro.d, upd)
 		changed = setRevision(upd, rev) || changed
-		if upd.Spec.MinReadySeconds != ro.d.Spec.MinReadySeconds {
+		changed = syncInPlace(ro.d, upd) || changed
+		if upd.Spec.MinReadySeconds != ro.d.Spec.MinReadySeconds || upd.Spec.AutoPreserveFailedMachineMax != ro.d.Spec.AutoPreserveFailedMachineMax {
 			upd.Spec.MinReadySeconds = ro.d.Spec.MinReadySeconds
+			upd.Spec.AutoPreserveFailedMachineMax = ro.d.Spec.AutoPreserveFailedMachineMax
 			changed = true
 		}
 		if upd.Spec.AutoPreserveFailedMachineMax != ro.d.Spec.AutoPreserveFailedMachineMax {
@@ -173,9 +176,9 @@ func (ro *rollout) createSet(ctx context.Context, old []*v1alpha1.MachineSet, re
 				BlockOwnerDeletion: ptr.To(true),
 			}},
 		},
+		// As MCM writes it: no spec.machineClass (the template names the class).
 		Spec: v1alpha1.MachineSetSpec{
 			Selector:                     sel,
-			MachineClass:                 d.Spec.Template.Spec.Class,
 			Template:                     tmpl,
 			MinReadySeconds:              d.Spec.MinReadySeconds,
 			AutoPreserveFailedMachineMax: d.Spec.AutoPreserveFailedMachineMax,

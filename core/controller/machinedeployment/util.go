@@ -16,8 +16,9 @@ import (
 )
 
 // templateHash hashes a template (and the collision count) into the machine-template-hash label
-// value. Any change of the template, including spec.class.name, gives another hash and so rolls
-// out a new MachineSet.
+// value of a new MachineSet. Like MCM's it hashes the whole template; which set is the current
+// one is decided by sameTemplate, not by the hash, so a set whose nodeTemplate was updated in
+// place keeps its name and hash label.
 func templateHash(t *v1alpha1.MachineTemplateSpec, collisionCount *int32) string {
 	h := fnv.New32a()
 	// encoding/json is deterministic for structs and sorts map keys.
@@ -39,9 +40,8 @@ func setName(d *v1alpha1.MachineDeployment, hash string) string {
 	return d.Name + "-" + enc
 }
 
-// setTemplate is the template a deployment's MachineSet carries: the deployment's template plus
-// the template-hash label and, when the template lacks it, label name=<deployment> (the machine
-// controller's replacement rate limit counts machines per value of that label).
+// setTemplate is the template of a deployment's new MachineSet, as MCM writes it: the
+// deployment's template plus the template-hash label, nothing else.
 func setTemplate(d *v1alpha1.MachineDeployment, hash string) v1alpha1.MachineTemplateSpec {
 	t := *d.Spec.Template.DeepCopy()
 	t.Labels = maps.Clone(t.Labels)
@@ -49,22 +49,63 @@ func setTemplate(d *v1alpha1.MachineDeployment, hash string) v1alpha1.MachineTem
 		t.Labels = map[string]string{}
 	}
 	t.Labels[v1alpha1.LabelMachineTemplateHash] = hash
-	if _, ok := t.Labels[v1alpha1.LabelMachineDeploymentName]; !ok {
-		t.Labels[v1alpha1.LabelMachineDeploymentName] = d.Name
-	}
 	return t
 }
 
-// templateMatches reports whether a MachineSet's template is the deployment's current one,
-// ignoring the labels the controller adds (template hash, and name when the deployment's
-// template lacks it).
-func templateMatches(d *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) bool {
-	t := ms.Spec.Template.DeepCopy()
-	delete(t.Labels, v1alpha1.LabelMachineTemplateHash)
-	if _, ok := d.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName]; !ok && t.Labels[v1alpha1.LabelMachineDeploymentName] == d.Name {
-		delete(t.Labels, v1alpha1.LabelMachineDeploymentName)
+// sameTemplate decides whether two templates are the same revision exactly as MCM's
+// EqualIgnoreHash does, so that MCM and machinist take the same set for the current one:
+// the labels compare equal except machine-template-hash, and spec.nodeTemplate,
+// spec.machineConfiguration and spec.class.kind are ignored (they are applied in place, see
+// syncInPlace). The labels are compared over the keys of the larger map, as MCM does: a label
+// with an empty value counts as absent when the maps are of equal size.
+func sameTemplate(a, b *v1alpha1.MachineTemplateSpec) bool {
+	small, large := a.Labels, b.Labels
+	if len(small) > len(large) {
+		small, large = large, small
 	}
-	return equality.Semantic.DeepEqual(*t, d.Spec.Template)
+	for k, v := range large {
+		if k != v1alpha1.LabelMachineTemplateHash && small[k] != v {
+			return false
+		}
+	}
+	return equality.Semantic.DeepEqual(revisionPart(a), revisionPart(b))
+}
+
+// revisionPart is the part of a template a change of which rolls out a new MachineSet.
+func revisionPart(t *v1alpha1.MachineTemplateSpec) *v1alpha1.MachineTemplateSpec {
+	c := t.DeepCopy()
+	c.Labels = nil
+	c.Spec.NodeTemplateSpec = v1alpha1.NodeTemplateSpec{}
+	c.Spec.MachineConfiguration = nil
+	c.Spec.Class.Kind = ""
+	return c
+}
+
+// templateMatches reports whether a MachineSet carries the deployment's current template.
+func templateMatches(d *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) bool {
+	return sameTemplate(&ms.Spec.Template, &d.Spec.Template)
+}
+
+// syncInPlace copies into a set's template what the deployment changes without a rollout (as
+// MCM's SetNewMachineSetNodeTemplate, SetNewMachineSetConfig and UpdateMachineSetClassKind do):
+// the nodeTemplate, the machine configuration and the class kind. It reports a change. The
+// MachineSet controller passes them on to the set's machines, the Machine controller to nodes.
+func syncInPlace(d *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) bool {
+	want, got := &d.Spec.Template.Spec, &ms.Spec.Template.Spec
+	changed := false
+	if !equality.Semantic.DeepEqual(want.NodeTemplateSpec, got.NodeTemplateSpec) {
+		got.NodeTemplateSpec = *want.NodeTemplateSpec.DeepCopy()
+		changed = true
+	}
+	if !equality.Semantic.DeepEqual(want.MachineConfiguration, got.MachineConfiguration) {
+		got.MachineConfiguration = want.MachineConfiguration.DeepCopy()
+		changed = true
+	}
+	if want.Class.Kind != got.Class.Kind {
+		got.Class.Kind = want.Class.Kind
+		changed = true
+	}
+	return changed
 }
 
 // isRollingUpdate reports whether the deployment replaces machines gradually; an empty type is

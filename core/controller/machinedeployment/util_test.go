@@ -2,10 +2,12 @@ package machinedeployment
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -71,14 +73,71 @@ func TestTemplateHashChangesWithClass(t *testing.T) {
 		t.Fatal("the collision count must change the hash")
 	}
 	ms := &v1alpha1.MachineSet{Spec: v1alpha1.MachineSetSpec{Template: setTemplate(d, h1)}}
-	if ms.Spec.Template.Labels[v1alpha1.LabelMachineDeploymentName] != "md" || ms.Spec.Template.Labels[v1alpha1.LabelMachineTemplateHash] != h1 {
-		t.Fatalf("set template labels: %v", ms.Spec.Template.Labels)
+	if want := map[string]string{"app": "x", v1alpha1.LabelMachineTemplateHash: h1}; !reflect.DeepEqual(ms.Spec.Template.Labels, want) {
+		t.Fatalf("set template labels %v, want %v (the deployment's and the hash, as MCM writes them)", ms.Spec.Template.Labels, want)
 	}
 	if !templateMatches(d, ms) {
 		t.Fatal("the set of the current template must match")
 	}
 	if templateMatches(d2, ms) {
 		t.Fatal("a set of another class must not match")
+	}
+}
+
+// TestSameTemplate: what rolls out and what does not, as MCM's EqualIgnoreHash decides.
+func TestSameTemplate(t *testing.T) {
+	base := deployment(3, nil, nil)
+	base.Spec.Template.Annotations = map[string]string{"a": "1"}
+	base.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{"zone": "a"}
+	set := &v1alpha1.MachineSet{Spec: v1alpha1.MachineSetSpec{Template: setTemplate(base, "111")}}
+	drain := metav1.Duration{Duration: time.Hour}
+	for _, tc := range []struct {
+		name   string
+		change func(*v1alpha1.MachineTemplateSpec)
+		same   bool
+	}{
+		{"unchanged", func(*v1alpha1.MachineTemplateSpec) {}, true},
+		{"node label added", func(t *v1alpha1.MachineTemplateSpec) { t.Spec.NodeTemplateSpec.Labels["new"] = "x" }, true},
+		{"node taint added", func(t *v1alpha1.MachineTemplateSpec) {
+			t.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+		}, true},
+		{"node annotation added", func(t *v1alpha1.MachineTemplateSpec) {
+			t.Spec.NodeTemplateSpec.Annotations = map[string]string{"n": "1"}
+		}, true},
+		{"drain timeout", func(t *v1alpha1.MachineTemplateSpec) {
+			t.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineDrainTimeout: &drain}
+		}, true},
+		{"class kind", func(t *v1alpha1.MachineTemplateSpec) { t.Spec.Class.Kind = "OpenStackMachineClass" }, true},
+		{"class name", func(t *v1alpha1.MachineTemplateSpec) { t.Spec.Class.Name = "b" }, false},
+		{"template label added", func(t *v1alpha1.MachineTemplateSpec) { t.Labels["name"] = "md" }, false},
+		{"template label changed", func(t *v1alpha1.MachineTemplateSpec) { t.Labels["app"] = "y" }, false},
+		{"template annotation", func(t *v1alpha1.MachineTemplateSpec) { t.Annotations["a"] = "2" }, false},
+		{"providerID", func(t *v1alpha1.MachineTemplateSpec) { t.Spec.ProviderID = "x" }, false},
+	} {
+		d := base.DeepCopy()
+		d.Spec.Template.Labels = maps.Clone(d.Spec.Template.Labels)
+		d.Spec.Template.Annotations = maps.Clone(d.Spec.Template.Annotations)
+		tc.change(&d.Spec.Template)
+		if got := templateMatches(d, set); got != tc.same {
+			t.Errorf("%s: same template = %v, want %v", tc.name, got, tc.same)
+		}
+		// What does not roll out is copied into the current set.
+		upd := set.DeepCopy()
+		changed := syncInPlace(d, upd)
+		if tc.same && tc.name != "unchanged" && (!changed || !templateMatches(d, upd) || !reflect.DeepEqual(upd.Spec.Template.Spec.NodeTemplateSpec, d.Spec.Template.Spec.NodeTemplateSpec) ||
+			!reflect.DeepEqual(upd.Spec.Template.Spec.MachineConfiguration, d.Spec.Template.Spec.MachineConfiguration) || upd.Spec.Template.Spec.Class.Kind != d.Spec.Template.Spec.Class.Kind) {
+			t.Errorf("%s: not copied in place: %+v", tc.name, upd.Spec.Template.Spec)
+		}
+		if tc.name == "unchanged" && changed {
+			t.Errorf("unchanged template: syncInPlace reports a change")
+		}
+	}
+	// MCM compares labels over the larger map: a label with an empty value on one side counts as
+	// absent when the maps have the same size.
+	a := &v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x", v1alpha1.LabelMachineTemplateHash: "1"}}}
+	b := &v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x", "empty": ""}}}
+	if !sameTemplate(a, b) || !sameTemplate(b, a) {
+		t.Error("labels equal but for the hash and an empty value: MCM takes them as the same template")
 	}
 }
 

@@ -2,8 +2,10 @@
 // alive, like a ReplicaSet keeps pods, with MCM's semantics (reference/mcm-contract.md §4.10):
 // machines are created in slow-start batches and owned by the set; surplus machines are deleted
 // in MCM's order (priority annotation first, then marked-for-deletion time, phase, age); Failed
-// machines are deleted so they are replaced; a frozen set creates nothing. Expectations keep a
-// stale cache from creating or deleting the same machines twice.
+// machines are deleted so they are replaced; a frozen set creates nothing; the template's
+// nodeTemplate, machine configuration and class kind are passed on to existing machines in place
+// (see syncInPlace). Expectations keep a stale cache from creating or deleting the same machines
+// twice.
 package machineset
 
 import (
@@ -196,6 +198,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	machines, err := r.claimMachines(ctx, ms, sel)
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.syncInPlace(ctx, ms, machines); err != nil {
 		return reconcile.Result{}, err
 	}
 	view := cacheView{names: map[string]bool{}, live: map[types.UID]bool{}}
