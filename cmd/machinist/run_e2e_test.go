@@ -503,8 +503,8 @@ func TestRunSamplesReachRunning(t *testing.T) {
 		if node.Spec.ProviderID != m.Spec.ProviderID || node.Labels["worker.gardener.cloud/pool"] != "local" {
 			t.Errorf("node %s: providerID %q (machine %q), labels %v", node.Name, node.Spec.ProviderID, m.Spec.ProviderID, node.Labels)
 		}
-		if m.Labels[v1alpha1.LabelMachineDeploymentName] != "local" {
-			t.Errorf("machine %s lacks label name=local", m.Name)
+		if _, ok := m.Labels[v1alpha1.LabelMachineDeploymentName]; ok {
+			t.Errorf("machine %s has label name, which the sample's template lacks (MCM adds no label either): %v", m.Name, m.Labels)
 		}
 	}
 	e.eventually(30*time.Second, "deployment status complete", func() (bool, string) {

@@ -93,7 +93,8 @@ type Options struct {
 	// ConcurrentSyncs is the number of machines reconciled in parallel, for creation and for
 	// deletion each (--concurrent-syncs, 50).
 	ConcurrentSyncs int
-	// MaxReplacements limits how many machines of one MachineDeployment (label "name") may be
+	// MaxReplacements limits how many machines of one MachineDeployment (found through the
+	// machine's MachineSet, or by MCM's label "name" for a machine without one) may be
 	// replaced at a time after failing their health check: a count ("1") or a percentage of the
 	// deployment's machines ("10%", rounded down). The first replacement is never blocked, so 0
 	// behaves like 1 (--max-replacements-per-deployment, 1).

@@ -6,8 +6,12 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -17,7 +21,7 @@ import (
 const markTTL = time.Minute
 
 // replacementLimiter is the meltdown protection of reference §4.4: an unhealthy machine of a
-// MachineDeployment (label "name") is marked Failed — which makes its MachineSet replace it —
+// MachineDeployment (see deploymentOf) is marked Failed — which makes its MachineSet replace it —
 // only while fewer than MaxReplacements machines of that deployment are already being replaced
 // (in any phase other than Running, Unknown or Available, and not preserved). A network outage
 // that makes every node Unknown thus replaces machines one at a time instead of all at once.
@@ -35,22 +39,16 @@ func newReplacementLimiter() *replacementLimiter {
 // mayFail decides whether m may be marked Failed now and, if so, counts it as being replaced.
 // When it may not, it says why.
 func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1alpha1.Machine) (bool, string, error) {
-	group := m.Labels[v1alpha1.LabelMachineDeploymentName]
-	if group == "" {
-		return true, "", nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-
-	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingLabels{v1alpha1.LabelMachineDeploymentName: group}); err != nil {
-		return false, "", fmt.Errorf("machine: list machines of deployment %s: %w", group, err)
+	group, members, err := deploymentOf(ctx, r.client, m)
+	if err != nil || group == "" {
+		return err == nil, "", err
 	}
 	now := r.now()
 	present := map[string]bool{}
 	inFlight := 0
-	for i := range list.Items {
-		o := &list.Items[i]
+	for _, o := range members {
 		key := o.Namespace + "/" + o.Name
 		present[key] = true
 		if o.Name == m.Name {
@@ -81,7 +79,7 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 			delete(l.marked, key)
 		}
 	}
-	limit := maxReplacements(r.opts.MaxReplacements, len(list.Items))
+	limit := maxReplacements(r.opts.MaxReplacements, len(members))
 	if inFlight >= limit {
 		return false, fmt.Sprintf("%d machines of MachineDeployment %s are being replaced, at most %d at a time", inFlight, group, limit), nil
 	}
@@ -110,4 +108,74 @@ func maxReplacements(v intstr.IntOrString, total int) int {
 // canMarkMachineFailed reads it): a preserved Failed machine is kept, not being replaced.
 func preserved(m *v1alpha1.Machine) bool {
 	return m.DeletionTimestamp == nil && m.Status.CurrentStatus.PreserveExpiryTime != nil
+}
+
+// IndexMachineController indexes Machines by the UID of their controller (their MachineSet).
+const IndexMachineController = "machinist.controllerUID"
+
+func addControllerIndex(ctx context.Context, mgr manager.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.Machine{}, IndexMachineController, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("machine: index machines by controller: %w", err)
+	}
+	return nil
+}
+
+// deploymentOf returns the name of the MachineDeployment m belongs to and that deployment's
+// machines (m included), read from the cache. The deployment is found through the owners:
+// m's controlling MachineSet and that set's controlling MachineDeployment. MCM reads the label
+// "name" instead, which Gardener puts in every template but machinist does not add; it is still
+// read for a machine without that chain of owners. "" means m belongs to no deployment.
+func deploymentOf(ctx context.Context, c client.Reader, m *v1alpha1.Machine) (string, []*v1alpha1.Machine, error) {
+	if set := metav1.GetControllerOf(m); set != nil && set.Kind == "MachineSet" {
+		ms := &v1alpha1.MachineSet{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: set.Name}, ms, client.UnsafeDisableDeepCopy)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", nil, fmt.Errorf("machine: read machine set %s of %s: %w", set.Name, m.Name, err)
+		}
+		if d := metav1.GetControllerOf(ms); err == nil && d != nil && d.Kind == "MachineDeployment" {
+			members, err := machinesOfDeployment(ctx, c, m.Namespace, d.UID)
+			return d.Name, members, err
+		}
+	}
+	group := m.Labels[v1alpha1.LabelMachineDeploymentName]
+	if group == "" {
+		return "", nil, nil
+	}
+	var list v1alpha1.MachineList
+	if err := c.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingLabels{v1alpha1.LabelMachineDeploymentName: group}, client.UnsafeDisableDeepCopy); err != nil {
+		return "", nil, fmt.Errorf("machine: list machines of deployment %s: %w", group, err)
+	}
+	out := make([]*v1alpha1.Machine, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return group, out, nil
+}
+
+// machinesOfDeployment lists the machines controlled by the sets the deployment controls.
+func machinesOfDeployment(ctx context.Context, c client.Reader, ns string, deployment types.UID) ([]*v1alpha1.Machine, error) {
+	var sets v1alpha1.MachineSetList
+	if err := c.List(ctx, &sets, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("machine: list machine sets: %w", err)
+	}
+	var out []*v1alpha1.Machine
+	for i := range sets.Items {
+		ms := &sets.Items[i]
+		if ref := metav1.GetControllerOf(ms); ref == nil || ref.UID != deployment {
+			continue
+		}
+		var list v1alpha1.MachineList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{IndexMachineController: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("machine: list machines of set %s: %w", ms.Name, err)
+		}
+		for j := range list.Items {
+			out = append(out, &list.Items[j])
+		}
+	}
+	return out, nil
 }

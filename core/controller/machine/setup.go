@@ -160,7 +160,7 @@ func (r *reconciler) addIndexes(mgr manager.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("machine: index classes by secret: %w", err)
 	}
-	return nil
+	return addControllerIndex(ctx, mgr)
 }
 
 // classesOf are the classes a machine may hold a VM with: spec.class and the class a capacity

@@ -461,7 +461,7 @@ func kubelet(t *testing.T, e *ctrltest.Env, deployments ...string) (stop func())
 		for ctx.Err() == nil {
 			for _, d := range deployments {
 				var l v1alpha1.MachineList
-				if err := e.C.List(ctx, &l, client.InNamespace(e.NS), client.MatchingLabels{v1alpha1.LabelMachineDeploymentName: e.Name(d)}); err != nil {
+				if err := e.C.List(ctx, &l, client.InNamespace(e.NS), client.MatchingLabels{"pool": e.Name(d)}); err != nil {
 					continue
 				}
 				for _, m := range l.Items {
@@ -523,7 +523,7 @@ func waitPhases(t *testing.T, e *ctrltest.Env, want map[string]v1alpha1.MachineP
 func machinesOf(t *testing.T, e *ctrltest.Env, deployment string) []v1alpha1.Machine {
 	t.Helper()
 	var l v1alpha1.MachineList
-	if err := e.C.List(context.Background(), &l, client.InNamespace(e.NS), client.MatchingLabels{v1alpha1.LabelMachineDeploymentName: e.Name(deployment)}); err != nil {
+	if err := e.C.List(context.Background(), &l, client.InNamespace(e.NS), client.MatchingLabels{"pool": e.Name(deployment)}); err != nil {
 		t.Fatal(err)
 	}
 	return l.Items

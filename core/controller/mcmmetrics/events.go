@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -96,7 +97,7 @@ func MachineDeleted(m *v1alpha1.Machine, d time.Duration) { setDuration(deleteDu
 // MachineDrained records how long the drain of the machine's node took
 // (mcm_machine_drain_duration_seconds, which has no placement labels in MCM).
 func MachineDrained(m *v1alpha1.Machine, d time.Duration) {
-	md := m.Labels[v1alpha1.LabelMachineDeploymentName]
+	md := deploymentOf(m)
 	if md == "" || d == 0 {
 		return
 	}
@@ -112,7 +113,7 @@ func MachineFailedToJoin(m *v1alpha1.Machine) {
 }
 
 // setDuration sets g to d in whole seconds, as MCM does; like MCM it records only machines of a
-// MachineDeployment (label "name") and ignores a zero duration.
+// MachineDeployment (see deploymentOf) and ignores a zero duration.
 func setDuration(g *prometheus.GaugeVec, m *v1alpha1.Machine, d time.Duration) {
 	if d == 0 {
 		return
@@ -126,11 +127,35 @@ func setDuration(g *prometheus.GaugeVec, m *v1alpha1.Machine, d time.Duration) {
 // class's nodeTemplate, read from the cache) and zone (the machine's node template label
 // topology.kubernetes.io/zone); false for a machine of no MachineDeployment.
 func placement(m *v1alpha1.Machine) ([4]string, bool) {
-	md := m.Labels[v1alpha1.LabelMachineDeploymentName]
+	md := deploymentOf(m)
 	if md == "" {
 		return [4]string{}, false
 	}
 	return [4]string{m.Namespace, md, instanceType(m), m.Spec.NodeTemplateSpec.Labels[corev1.LabelTopologyZone]}, true
+}
+
+// deploymentOf names the MachineDeployment of m: the controller of its controlling MachineSet,
+// read from the cache. MCM reads the machine's label "name", which Gardener's templates carry but
+// machinist does not add; it is still read for a machine without that chain of owners.
+func deploymentOf(m *v1alpha1.Machine) string {
+	if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "MachineSet" {
+		for _, src := range activeSources() {
+			if src.namespace != m.Namespace {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+			var ms v1alpha1.MachineSet
+			err := src.reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, &ms, client.UnsafeDisableDeepCopy)
+			cancel()
+			if err != nil || ms.UID != ref.UID {
+				continue
+			}
+			if d := metav1.GetControllerOf(&ms); d != nil && d.Kind == "MachineDeployment" {
+				return d.Name
+			}
+		}
+	}
+	return m.Labels[v1alpha1.LabelMachineDeploymentName]
 }
 
 // instanceType is the nodeTemplate.instanceType of m's MachineClass, "" when the class or its
