@@ -64,6 +64,11 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	defer cancel()
 
 	c, err := r.findOrCreateVM(callCtx, drv, m, class, secret)
+	var surplus *errSurplus
+	if errors.As(err, &surplus) {
+		r.log(m).Debug("no VM created: the machine is about to be deleted", "why", surplus.why)
+		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
+	}
 	if err != nil {
 		if res, handled, ferr := r.afterCreateFailed(ctx, m, class, err); handled {
 			return res, ferr
@@ -166,6 +171,12 @@ func (r *reconciler) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v
 		// No details with the error: CreateMachine is idempotent and tells them.
 	default:
 		return nil, err
+	}
+	// Right before the call, so the scale-down that makes a machine surplus has had the most time
+	// to reach the cache (when machinist takes over, the deployment controller may be scaling a
+	// set down at this moment).
+	if why := r.aboutToBeDeleted(ctx, m); why != "" {
+		return nil, &errSurplus{why}
 	}
 	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
 	if err != nil {

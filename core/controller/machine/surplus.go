@@ -1,0 +1,61 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// errSurplus: the machine is about to be deleted, so no VM is created for it.
+type errSurplus struct{ why string }
+
+func (e *errSurplus) Error() string { return e.why }
+
+// aboutToBeDeleted says why a machine without a VM must not get one, or "": it is being deleted,
+// or its MachineSet is being deleted or has more live machines than replicas (it was scaled down,
+// and its controller deletes machines without a VM first). Such a machine waits; its MachineSet
+// deletes it or, once it is no longer surplus, it is created. A VM made now would be billed, take
+// a quota slot and be drained and deleted moments later.
+// The cache is read; when it cannot be, the machine is created as it would be without this check.
+func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) string {
+	if m.DeletionTimestamp != nil {
+		return "the machine is being deleted"
+	}
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || ref.Kind != "MachineSet" {
+		return ""
+	}
+	ms := &v1alpha1.MachineSet{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, ms, client.UnsafeDisableDeepCopy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			r.log(m).Warn("cannot tell whether the machine is surplus: creating it", "set", ref.Name, "err", err)
+		}
+		return ""
+	}
+	if ms.UID != ref.UID {
+		return ""
+	}
+	if ms.DeletionTimestamp != nil {
+		return fmt.Sprintf("its machine set %s is being deleted", ms.Name)
+	}
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{IndexMachineController: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		r.log(m).Warn("cannot tell whether the machine is surplus: creating it", "set", ms.Name, "err", err)
+		return ""
+	}
+	live := 0
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			live++
+		}
+	}
+	if int32(live) > ms.Spec.Replicas {
+		return fmt.Sprintf("its machine set %s has %d machines for %d replicas and is scaling down", ms.Name, live, ms.Spec.Replicas)
+	}
+	return ""
+}
