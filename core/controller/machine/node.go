@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,9 +30,59 @@ var metav1Zero metav1.Time
 // kept in the node annotation last-applied-anno-labels-taints so entries removed from the
 // template are removed from the node (and entries others set are left alone).
 type appliedTemplate struct {
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []corev1.Taint
+}
+
+// readApplied reads the last-applied record. MCM writes the machine's whole nodeTemplate there
+// (metadata.labels, metadata.annotations, spec.taints), and so does machinist; machinist before
+// it wrote {labels, annotations, taints}, still read so an upgrade or a handover from MCM
+// removes what the template dropped. A corrupt record only means nothing is removed.
+func readApplied(raw string) appliedTemplate {
+	if raw == "" {
+		return appliedTemplate{}
+	}
+	var rec struct {
+		v1alpha1.NodeTemplateSpec
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+		Taints      []corev1.Taint    `json:"taints"`
+	}
+	if json.Unmarshal([]byte(raw), &rec) != nil {
+		return appliedTemplate{}
+	}
+	return appliedTemplate{
+		Labels:      mergeMaps(rec.NodeTemplateSpec.Labels, rec.Labels),
+		Annotations: mergeMaps(rec.NodeTemplateSpec.Annotations, rec.Annotations),
+		Taints:      append(rec.NodeTemplateSpec.Spec.Taints, rec.Taints...),
+	}
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	if len(b) == 0 {
+		return a
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+// appliedRecord is the last-applied record of what syncNode puts on a node, in MCM's format (the
+// JSON of the machine's nodeTemplate), so MCM reads it after a handover; "" when nothing is.
+func appliedRecord(m *v1alpha1.Machine) string {
+	t := &m.Spec.NodeTemplateSpec
+	if len(t.Labels) == 0 && len(t.Annotations) == 0 && len(t.Spec.Taints) == 0 {
+		return ""
+	}
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return ""
+	}
+	return string(raw)
 }
 
 // syncNode brings the node in line with its machine: the machine-name label, the nodeTemplate's
@@ -43,10 +94,7 @@ func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *co
 		Annotations: m.Spec.NodeTemplateSpec.Annotations,
 		Taints:      m.Spec.NodeTemplateSpec.Spec.Taints,
 	}
-	var last appliedTemplate
-	if raw := node.Annotations[v1alpha1.AnnotationLastAppliedALT]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &last) // a corrupt record only means nothing is removed
-	}
+	last := readApplied(node.Annotations[v1alpha1.AnnotationLastAppliedALT])
 
 	n := node.DeepCopy()
 	if n.Labels == nil {
@@ -74,12 +122,10 @@ func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *co
 	}
 	delete(n.Annotations, v1alpha1.AnnotationNotManagedByMCM)
 	n.Spec.Taints = syncTaints(n.Spec.Taints, last.Taints, want.Taints)
-	if raw, err := json.Marshal(want); err == nil {
-		if string(raw) == "{}" {
-			delete(n.Annotations, v1alpha1.AnnotationLastAppliedALT)
-		} else {
-			n.Annotations[v1alpha1.AnnotationLastAppliedALT] = string(raw)
-		}
+	if raw := appliedRecord(m); raw == "" {
+		delete(n.Annotations, v1alpha1.AnnotationLastAppliedALT)
+	} else {
+		n.Annotations[v1alpha1.AnnotationLastAppliedALT] = raw
 	}
 	controllerutil.AddFinalizer(n, v1alpha1.FinalizerNode)
 
