@@ -29,11 +29,17 @@ type replacementLimiter struct {
 	mu sync.Mutex
 	// marked are machines marked Failed by this process that the cache may not show yet; they
 	// count as being replaced so two workers cannot both take the last permit.
-	marked map[string]time.Time
+	marked map[string]mark
+}
+
+// mark is when a machine was marked Failed, and the deployment it was counted in.
+type mark struct {
+	at    time.Time
+	group string
 }
 
 func newReplacementLimiter() *replacementLimiter {
-	return &replacementLimiter{marked: map[string]time.Time{}}
+	return &replacementLimiter{marked: map[string]mark{}}
 }
 
 // mayFail decides whether m may be marked Failed now and, if so, counts it as being replaced.
@@ -55,10 +61,10 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 			continue
 		}
 		phase := o.Status.CurrentStatus.Phase
-		if at, ok := l.marked[key]; ok {
+		if mk, ok := l.marked[key]; ok {
 			// Any phase but Unknown means the cache caught up (Failed, Terminating, or a
 			// preserved machine that has already recovered to Running).
-			if phase != v1alpha1.MachineUnknown || o.DeletionTimestamp != nil || now.Sub(at) > markTTL {
+			if phase != v1alpha1.MachineUnknown || o.DeletionTimestamp != nil || now.Sub(mk.at) > markTTL {
 				delete(l.marked, key) // counted by phase below
 			} else {
 				inFlight++
@@ -74,8 +80,9 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 			inFlight++
 		}
 	}
-	for key := range l.marked {
-		if !present[key] {
+	// Marks of this deployment's machines that are gone; other deployments' marks are theirs.
+	for key, mk := range l.marked {
+		if mk.group == m.Namespace+"/"+group && !present[key] {
 			delete(l.marked, key)
 		}
 	}
@@ -83,7 +90,7 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 	if inFlight >= limit {
 		return false, fmt.Sprintf("%d machines of MachineDeployment %s are being replaced, at most %d at a time", inFlight, group, limit), nil
 	}
-	l.marked[m.Namespace+"/"+m.Name] = now
+	l.marked[m.Namespace+"/"+m.Name] = mark{at: now, group: m.Namespace + "/" + group}
 	return true, "", nil
 }
 
