@@ -218,6 +218,9 @@ func newFallbackEnv(t *testing.T) *fallbackEnv {
 	ms := &v1alpha1.MachineSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool", Annotations: map[string]string{fallback.AnnotationClasses: "zone-b"}},
 		Spec: v1alpha1.MachineSetSpec{
+			// More than the tests' machines: a set with fewer replicas than machines is scaling
+			// down, and its machines get no VM.
+			Replicas: 100,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "pool"}},
 			Template: v1alpha1.MachineTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "pool"}},
