@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 )
 
 // errSurplus: the machine is about to be deleted, so no VM is created for it.
@@ -20,14 +21,15 @@ func (e *errSurplus) Error() string { return e.why }
 // or its MachineSet is being deleted or has more live machines than replicas (it was scaled down,
 // and its controller deletes machines without a VM first). Such a machine waits; its MachineSet
 // deletes it or, once it is no longer surplus, it is created. A VM made now would be billed, take
-// a quota slot and be drained and deleted moments later.
-// The cache is read; when it cannot be, the machine is created as it would be without this check.
+// a quota slot and be drained and deleted moments later. A capacity fallback's surge machine is
+// one more than replicas on purpose: it is neither surplus nor counted. The cache is read; when
+// it cannot be, the machine is created as it would be without this check.
 func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) string {
 	if m.DeletionTimestamp != nil {
 		return "the machine is being deleted"
 	}
 	ref := metav1.GetControllerOf(m)
-	if ref == nil || ref.Kind != "MachineSet" {
+	if ref == nil || ref.Kind != "MachineSet" || fallback.IsSurge(m) {
 		return ""
 	}
 	ms := &v1alpha1.MachineSet{}
@@ -50,7 +52,7 @@ func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) 
 	}
 	live := 0
 	for i := range list.Items {
-		if list.Items[i].DeletionTimestamp == nil {
+		if o := &list.Items[i]; o.DeletionTimestamp == nil && !fallback.IsSurge(o) {
 			live++
 		}
 	}
