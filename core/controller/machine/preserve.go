@@ -378,8 +378,8 @@ func (r *reconciler) removePreserveAnnotations(ctx context.Context, m *v1alpha1.
 // nodeMarks are the changes preservation makes to a node's metadata and taints.
 type nodeMarks struct {
 	// annotate adds Cluster Autoscaler's scale-down-disabled annotation with the by-mcm marker,
-	// unless someone else already disabled scale-down; unannotate removes both where the
-	// marker says this controller (or MCM) set them.
+	// unless someone else already disabled scale-down; unannotate removes both where a
+	// marker (MCM's, or machinist's old key) says a controller set them.
 	annotate, unannotate bool
 	// taint adds the preserved NoSchedule taint, untaint removes it.
 	taint, untaint bool
@@ -396,12 +396,11 @@ func (r *reconciler) setNodeMarks(ctx context.Context, node *corev1.Node, marks 
 	}
 	ann := n.Annotations
 	switch {
-	case marks.annotate && ann[v1alpha1.AnnotationCAScaleDownDisabled] != "true":
-		ann[v1alpha1.AnnotationCAScaleDownDisabled] = "true"
-		ann[v1alpha1.AnnotationCAScaleDownDisabledByMCM] = "true"
-	case marks.unannotate && ann[v1alpha1.AnnotationCAScaleDownDisabledByMCM] == "true":
-		delete(ann, v1alpha1.AnnotationCAScaleDownDisabled)
-		delete(ann, v1alpha1.AnnotationCAScaleDownDisabledByMCM)
+	case marks.annotate:
+		v1alpha1.MarkScaleDownDisabled(ann)
+	case marks.unannotate:
+		// MCM's record or machinist's old one; a mark set by hand stays.
+		v1alpha1.UnmarkScaleDownDisabled(ann)
 	}
 	if marks.removePreserve {
 		delete(ann, v1alpha1.AnnotationPreserve)

@@ -20,10 +20,12 @@ func ScaleDownDisabledByHand(annotations map[string]string) bool {
 	return set && !ScaleDownDisabledByController(annotations)
 }
 
-// MarkScaleDownDisabled sets the mark with MCM's keys (dropping machinist's legacy record) unless
-// the node was marked by hand. It reports whether annotations changed; annotations must not be nil.
+// MarkScaleDownDisabled sets the mark with MCM's keys (dropping machinist's legacy record),
+// unless the node is already kept from scale-down by hand ("true" without a record), which is
+// left as it is. As in MCM, any other value is overwritten. It reports whether annotations
+// changed; annotations must not be nil.
 func MarkScaleDownDisabled(annotations map[string]string) bool {
-	if ScaleDownDisabledByHand(annotations) {
+	if annotations[AnnotationCAScaleDownDisabled] == "true" && !ScaleDownDisabledByController(annotations) {
 		return false
 	}
 	_, legacy := annotations[LegacyAnnotationCAScaleDownDisabledByMCM]

@@ -29,6 +29,8 @@ func TestScaleDownDisabledMarks(t *testing.T) {
 		{"machinist's old", map[string]string{sdd: "true", legacy: "true"}, map[string]string{}, map[string]string{sdd: "true", mcm: "true"}, true, true},
 		{"record without value", map[string]string{sdd: "true", mcm: ""}, map[string]string{}, map[string]string{sdd: "true", mcm: "true"}, true, true},
 		{"operator's", map[string]string{sdd: "true", "x": "y"}, map[string]string{sdd: "true", "x": "y"}, map[string]string{sdd: "true", "x": "y"}, false, false},
+		// MCM overwrites any value but "true" when it marks a node.
+		{"operator's false", map[string]string{sdd: "false"}, map[string]string{sdd: "false"}, map[string]string{sdd: "true", mcm: "true"}, false, true},
 	} {
 		a := maps.Clone(tc.in)
 		if ch := v1alpha1.UnmarkScaleDownDisabled(a); ch != tc.unmarkCh || !maps.Equal(a, tc.unmarked) {
