@@ -121,9 +121,8 @@ func (ro *rollout) getAllSets(ctx context.Context, create bool) (*v1alpha1.Machi
 		changed := copyAnnotations(ro.d, upd)
 		changed = setRevision(upd, rev) || changed
 		changed = syncInPlace(ro.d, upd) || changed
-		if upd.Spec.MinReadySeconds != ro.d.Spec.MinReadySeconds || upd.Spec.AutoPreserveFailedMachineMax != ro.d.Spec.AutoPreserveFailedMachineMax {
+		if upd.Spec.MinReadySeconds != ro.d.Spec.MinReadySeconds {
 			upd.Spec.MinReadySeconds = ro.d.Spec.MinReadySeconds
-			upd.Spec.AutoPreserveFailedMachineMax = ro.d.Spec.AutoPreserveFailedMachineMax
 			changed = true
 		}
 		if upd.Spec.AutoPreserveFailedMachineMax != ro.d.Spec.AutoPreserveFailedMachineMax {
