@@ -123,8 +123,9 @@ func TestRollingUpdateKeepsTheBudget(t *testing.T) {
 	w.waitPodsReady(sel, 3, 2*time.Minute)
 	healthy := w.watchHealthy(sel)
 
+	// A template annotation rolls out (a nodeTemplate label would be applied in place, as in MCM).
 	w.updateMachineDeployment("pool", func(md *v1alpha1.MachineDeployment) {
-		md.Spec.Template.Spec.NodeTemplateSpec.Labels["revision"] = "2"
+		md.Spec.Template.Annotations = map[string]string{"example.com/revision": "2"}
 	})
 	oldNames := map[string]bool{}
 	for _, m := range old {
