@@ -63,6 +63,7 @@ func runCommand() *cli.Command {
 
 			&cli.StringFlag{Category: serving, Name: "address", Value: "", Usage: "address to serve /metrics, /healthz and /readyz on (empty: all)"},
 			&cli.IntFlag{Category: serving, Name: "port", Value: gd.Port, Usage: "port of /metrics, /healthz and /readyz; -1 disables them"},
+			&cli.BoolFlag{Category: serving, Name: "profiling", Usage: "serve Go's runtime profiles (CPU, heap, goroutines) at /debug/pprof/ on --port"},
 			&cli.BoolFlag{Category: serving, Name: "leader-elect", Value: true, Usage: "run the controllers only in the replica holding the lease"},
 			&cli.StringFlag{Category: serving, Name: "leader-elect-resource-lock", Value: "leases", Usage: "lock type; only leases is supported"},
 			&cli.StringFlag{Category: serving, Name: "leader-elect-resource-name", Value: gd.LeaderElection.Name, Usage: "name of the Lease"},
@@ -164,6 +165,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 	o.TargetKubeAPIQPS, o.TargetKubeAPIBurst = float32(c.Float64("target-kube-api-qps")), c.Int("target-kube-api-burst")
 	o.MinResyncPeriod = c.Duration("min-resync-period")
 	o.Address, o.Port = c.String("address"), c.Int("port")
+	o.Profiling = c.Bool("profiling")
 	if o.Port == 0 {
 		return o, fmt.Errorf("run: --port 0: choose a port, or -1 to serve no metrics and health endpoints")
 	}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,6 +108,9 @@ type Options struct {
 	// disables the server.
 	Address string
 	Port    int
+	// Profiling serves Go's runtime profiles at /debug/pprof/ on the same port (--profiling), as
+	// kube-controller-manager's --profiling does; off by default, since profiles show internals.
+	Profiling bool
 	// LeaderElection of the controllers.
 	LeaderElection LeaderElection
 	// MinResyncPeriod is the informers' resync period (--min-resync-period, 12h).
@@ -241,7 +245,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m.Manager = mgr
 	if opts.Port >= 0 {
-		if err := mgr.Add(m.endpoints(net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port)))); err != nil {
+		if err := mgr.Add(m.endpoints(net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port)), opts.Profiling)); err != nil {
 			return nil, fmt.Errorf("manager: add the metrics and health server: %w", err)
 		}
 	}
@@ -361,11 +365,12 @@ func (m *Manager) Start(ctx context.Context) error {
 	return err
 }
 
-// endpoints serves /metrics, /healthz and /readyz on addr in every replica, leader or not, from
-// before the caches sync, as MCM serves them on one port. /metrics gathers controller-runtime's
-// registry (where every controller registers) through mcmmetrics.Gatherer, which adds MCM's
-// work-queue families; controller-runtime's own metrics server cannot, so it is off.
-func (m *Manager) endpoints(addr string) *crmanager.Server {
+// endpoints serves /metrics, /healthz and /readyz (and /debug/pprof/ with profiling) on addr in
+// every replica, leader or not, from before the caches sync, as MCM serves them on one port.
+// /metrics gathers controller-runtime's registry (where every controller registers) through
+// mcmmetrics.Gatherer, which adds MCM's work-queue families; controller-runtime's own metrics
+// server cannot, so it is off.
+func (m *Manager) endpoints(addr string, profiling bool) *crmanager.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(mcmmetrics.Gatherer(metrics.Registry), promhttp.HandlerOpts{
 		ErrorHandling: promhttp.HTTPErrorOnError,
@@ -373,6 +378,13 @@ func (m *Manager) endpoints(addr string) *crmanager.Server {
 	}))
 	for path, h := range m.healthHandlers() {
 		mux.Handle(path, h)
+	}
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return &crmanager.Server{
 		Name:            "metrics and health",
