@@ -14,8 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -30,13 +32,19 @@ func (r *reconciler) setupClassController(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("machineclass").
 		For(&v1alpha1.MachineClass{}).
+		// Only a machine that appears, goes or changes the classes it uses can change whether a
+		// class is in use: not the many other machine updates.
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			var out []reconcile.Request
 			for _, n := range classesOf(o.(*v1alpha1.Machine)) {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: n}})
 			}
 			return out
-		})).
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okOld := e.ObjectOld.(*v1alpha1.Machine)
+			n, okNew := e.ObjectNew.(*v1alpha1.Machine)
+			return !okOld || !okNew || !slices.Equal(classesOf(o), classesOf(n))
+		}})).
 		WithOptions(r.controllerOptions()).
 		Complete(reconcile.Func(r.reconcileClass))
 }
@@ -51,11 +59,16 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 			return requeueOnConflict(err)
 		}
 	}
+	has := controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager)
+	if has && class.DeletionTimestamp == nil {
+		// A live class keeps its finalizer whether machines use it or not: nothing to look up
+		// (this is every machine creation's reconcile, so it must not list the class's machines).
+		return reconcile.Result{}, nil
+	}
 	var machines v1alpha1.MachineList
-	if err := r.client.List(ctx, &machines, client.InNamespace(class.Namespace), client.MatchingFields{IndexMachineClassName: class.Name}); err != nil {
+	if err := r.client.List(ctx, &machines, client.InNamespace(class.Namespace), client.MatchingFields{IndexMachineClassName: class.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
-	has := controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager)
 	switch {
 	case len(machines.Items) > 0 && !has && class.DeletionTimestamp == nil:
 		return r.addFinalizer(ctx, class, v1alpha1.FinalizerMachineControllerManager)

@@ -40,6 +40,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 )
 
@@ -129,8 +130,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Owns(&v1alpha1.MachineSet{}).
 		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsForOrphan)).
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
-		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
-		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.deploymentOfMachine)).
+		// gone, and trigger-deletion marks must be seen in the cache before scaling down. A
+		// deployment reads all its machines, so their other events are coalesced.
+		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}).
 		// A fallback class that appears or goes changes the FallbackClasses condition.
 		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfClass),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
@@ -153,6 +155,25 @@ func (r *Reconciler) deploymentOfMachine(ctx context.Context, obj client.Object)
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: dref.Name}}}
+}
+
+// urgentForDeployment: a machine that goes or starts terminating (surge room) and a deletion
+// mark that appears reach the deployment at once; other machine events wait to be coalesced.
+func urgentForDeployment(kind coalesce.Event, old, m client.Object) bool {
+	switch kind {
+	case coalesce.Delete:
+		return true
+	case coalesce.Update:
+		if (old.GetDeletionTimestamp() == nil) != (m.GetDeletionTimestamp() == nil) {
+			return true
+		}
+		for _, a := range []string{v1alpha1.AnnotationMachinePriority, v1alpha1.AnnotationMarkedForDeletionTime} {
+			if old.GetAnnotations()[a] != m.GetAnnotations()[a] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // deploymentsForOrphan maps a MachineSet nobody controls to the deployments selecting it.

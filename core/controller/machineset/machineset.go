@@ -33,6 +33,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
@@ -117,11 +118,40 @@ func Setup(mgr manager.Manager, opts Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineSet{}).
-		Owns(&v1alpha1.Machine{}).
+		// A set reads all its machines, so their many updates during a scale-up are coalesced
+		// (coalesce.DefaultDelay); creations, deletions and moves reach it at once (expectations).
+		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}).
 		// Machines nobody controls may be adopted by a set whose selector matches them.
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
 		Complete(r)
+}
+
+// controllingSet maps a machine to the MachineSet controlling it.
+func controllingSet(_ context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "MachineSet" || !strings.HasPrefix(ref.APIVersion, v1alpha1.GroupName+"/") {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+}
+
+// urgentForSet: what the set's expectations wait for (a machine appears, starts terminating,
+// goes), a machine changing sets, and a machine that failed (it is replaced) reach the set at
+// once; phase and other changes only change its status and wait to be coalesced.
+func urgentForSet(kind coalesce.Event, old, m client.Object) bool {
+	if kind != coalesce.Update {
+		return true
+	}
+	if (old.GetDeletionTimestamp() == nil) != (m.GetDeletionTimestamp() == nil) {
+		return true
+	}
+	if o, n := metav1.GetControllerOf(old), metav1.GetControllerOf(m); (o == nil) != (n == nil) || (o != nil && o.UID != n.UID) {
+		return true
+	}
+	om, ok1 := old.(*v1alpha1.Machine)
+	nm, ok2 := m.(*v1alpha1.Machine)
+	return ok1 && ok2 && nm.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && om.Status.CurrentStatus.Phase != v1alpha1.MachineFailed
 }
 
 // setsForOrphan maps a machine without a controller to the sets whose selector matches it.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 )
 
 // Reasons of the Frozen condition, MCM's.
@@ -33,12 +34,14 @@ func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
 		For(&v1alpha1.MachineSet{}).
-		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		// A check counts all the set's machines: their events are coalesced (a check a second at
+		// most during a scale-up, not one per machine event).
+		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: func(_ context.Context, o client.Object) []reconcile.Request {
 			if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "MachineSet" {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}
 			return nil
-		})).
+		}}).
 		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets)).
 		Complete(reconcile.Func(c.reconcileOvershoot))
 	if err != nil {
@@ -105,15 +108,9 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 		return requeue, nil
 	}
 
-	var machines v1alpha1.MachineList
-	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}); err != nil {
+	count, err := c.liveMachines(ctx, ms)
+	if err != nil {
 		return reconcile.Result{}, err
-	}
-	count := int32(0)
-	for _, m := range machines.Items {
-		if m.DeletionTimestamp == nil {
-			count++
-		}
 	}
 	high := 2*ms.Spec.Replicas + c.opts.SafetyUp
 	if mcd != nil {
@@ -146,6 +143,22 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 	return requeue, nil
 }
 
+// liveMachines counts the machines of a set that are not being deleted, reading the cache's
+// own objects (no copies: a set may have thousands).
+func (c *Controller) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) (int32, error) {
+	var machines v1alpha1.MachineList
+	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+		return 0, err
+	}
+	n := int32(0)
+	for i := range machines.Items {
+		if machines.Items[i].DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // rememberManualUnfreeze records the current machine count of the set (and of its deployment's
 // sets) as what the user accepted.
 func (c *Controller) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment) {
@@ -161,17 +174,12 @@ func (c *Controller) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.Ma
 			}
 		}
 	}
-	for _, s := range sets {
-		var machines v1alpha1.MachineList
-		if err := c.client.List(ctx, &machines, client.InNamespace(s.Namespace), client.MatchingFields{indexMachineOwner: string(s.UID)}); err != nil {
+	for i := range sets {
+		n, err := c.liveMachines(ctx, &sets[i])
+		if err != nil {
 			continue
 		}
-		n := int32(0)
-		for _, m := range machines.Items {
-			if m.DeletionTimestamp == nil {
-				n++
-			}
-		}
+		s := &sets[i]
 		c.unfreezeMu.Lock()
 		c.manualUnfreeze[s.UID] = n
 		c.unfreezeMu.Unlock()
