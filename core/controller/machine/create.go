@@ -132,22 +132,27 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 		st.CurrentStatus.TimeoutActive = true
 		st.LastOperation = v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateProcessing, Description: descCreating}
 	}
-	if err := r.writeStatus(ctx, m, *st); err != nil {
-		return requeueOnConflict(err)
+	announce := func() {
+		if c.fresh {
+			r.event(m, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("Created VM %s (node %s)", c.providerID, c.nodeName))
+		} else {
+			r.event(m, corev1.EventTypeNormal, "Adopted", "Create", fmt.Sprintf("Found existing VM %s (node %s)", c.providerID, c.nodeName))
+		}
+		r.log(m).Info("machine created", "providerID", c.providerID, "node", c.nodeName, "adopted", !c.fresh)
 	}
-	if c.fresh {
-		r.event(m, corev1.EventTypeNormal, "Created", "Create", fmt.Sprintf("Created VM %s (node %s)", c.providerID, c.nodeName))
-	} else {
-		r.event(m, corev1.EventTypeNormal, "Adopted", "Create", fmt.Sprintf("Found existing VM %s (node %s)", c.providerID, c.nodeName))
-	}
-	r.log(m).Info("machine created", "providerID", c.providerID, "node", c.nodeName, "adopted", !c.fresh)
 	if r.target == nil {
+		if err := r.writeStatus(ctx, m, *st); err != nil {
+			return requeueOnConflict(err)
+		}
+		announce()
 		return reconcile.Result{RequeueAfter: r.opts.LongRetry}, nil
 	}
-	// Look at the node now: it may have registered already (during CreateMachine, or long before
-	// for an adopted VM) and then sends no more events. A node still to come brings the machine
-	// back with its events; reconcileHealth's Pending recheck is the backstop.
-	return r.reconcileHealth(ctx, m)
+	// Look at the node now, before Pending is written: it may have registered already (during
+	// CreateMachine, or long before for an adopted VM) and then sends no more events, and when it
+	// is healthy one status write takes the machine from creation to Running. A node still to
+	// come brings the machine back with its events; reconcileHealth's Pending recheck is the
+	// backstop.
+	return r.reconcileHealthFrom(ctx, m, *st, announce)
 }
 
 // findOrCreateVM asks GetMachineStatus first and calls CreateMachine only when the driver has

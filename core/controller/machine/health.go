@@ -23,17 +23,33 @@ import (
 // machine goes back to Running when its node recovers. Then it manages the machine's
 // preservation (preserve.go).
 func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
-	longRetry := reconcile.Result{RequeueAfter: r.opts.LongRetry}
 	if r.target == nil {
-		return r.withPreservation(ctx, m, nil, false, longRetry)
+		return r.withPreservation(ctx, m, nil, false, reconcile.Result{RequeueAfter: r.opts.LongRetry})
 	}
-	phase := m.Status.CurrentStatus.Phase
+	return r.reconcileHealthFrom(ctx, m, m.Status, nil)
+}
+
+// reconcileHealthFrom is reconcileHealth starting from base, a status not written yet (the
+// creation's Pending; written is then non-nil): one write carries both, so a machine whose node
+// is healthy already goes from creation to Running in one status update. written runs once base
+// or what follows from it is written, before the transition's event; a reconcile that stops
+// early still writes base.
+func (r *reconciler) reconcileHealthFrom(ctx context.Context, m *v1alpha1.Machine, base v1alpha1.MachineStatus, written func()) (reconcile.Result, error) {
+	longRetry := reconcile.Result{RequeueAfter: r.opts.LongRetry}
+	writeBase := func() {
+		if written != nil && r.writeStatus(ctx, m, base) == nil {
+			written()
+		}
+	}
+	phase := base.CurrentStatus.Phase
 	switch {
-	case phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime == nil:
+	case phase == v1alpha1.MachineFailed && base.CurrentStatus.PreserveExpiryTime == nil:
 		// Failed machines wait for their MachineSet (unless preserved).
+		writeBase()
 		return r.withPreservation(ctx, m, nil, false, longRetry)
 	case phase == v1alpha1.MachineInPlaceUpdating, phase == v1alpha1.MachineInPlaceUpdateFailed:
 		// Health is undefined during an in-place update (inplace.go).
+		writeBase()
 		res, err := r.reconcileInPlacePhase(ctx, m)
 		if err != nil {
 			return res, err
@@ -47,21 +63,24 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
 			node = n
 		} else if !apierrors.IsNotFound(err) {
+			writeBase()
 			return reconcile.Result{}, err
 		}
 	}
 	if node != nil {
 		if node.DeletionTimestamp != nil {
 			// Deleting a Node deletes its machine (the node controller does it too).
+			writeBase()
 			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
 		}
 		if err := r.syncNode(ctx, m, node); err != nil {
+			writeBase()
 			return requeueOnConflict(err)
 		}
 	}
 
 	now := r.now()
-	st := m.Status.DeepCopy()
+	st := base.DeepCopy()
 	if node != nil && !equality.Semantic.DeepEqual(withoutHeartbeats(node.Status.Conditions), withoutHeartbeats(st.Conditions)) {
 		st.Conditions = node.Status.Conditions
 	}
@@ -85,9 +104,11 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 			// First the optimistic write: a reconcile of a stale machine (already Running) stops
 			// at its conflict, before any other request or a second Joined event.
 			if err := r.setJoinDuration(ctx, m, joined); err != nil {
+				writeBase()
 				return requeueOnConflict(err)
 			}
 			if err := r.deleteBootstrapToken(ctx, m); err != nil {
+				writeBase()
 				return reconcile.Result{}, err
 			}
 			announce = healthEvent{corev1.EventTypeNormal, "Joined"}
@@ -191,6 +212,9 @@ func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (
 	if err := r.writeStatus(ctx, m, *st); err != nil {
 		r.limiter.unmark(m)
 		return requeueOnConflict(err)
+	}
+	if written != nil {
+		written()
 	}
 	if announce.reason != "" {
 		r.event(m, announce.eventType, announce.reason, "HealthCheck", st.LastOperation.Description)

@@ -413,10 +413,11 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 
 // TestNewMachinesCostNoExtraRequests: machines created together, whose nodes register Ready
 // while they are created, each cost the controller exactly the writes of their way to Running
-// (3 machine PATCHes: finalizer, VM record, join duration; 2 status updates: Pending, Running)
-// though every one is woken again while its reconcile still writes: no reconcile acts on a
-// cached machine older than our own writes (no conflicts), and the node controller never asks
-// the API server for the machine of a node that was just recorded.
+// (3 machine PATCHes: finalizer, VM record, join duration; one status update, Pending → Running,
+// plus one for each machine whose node the cache did not show yet when the creation ended —
+// it goes Pending first) though every one is woken again while its reconcile still writes: no
+// reconcile acts on a cached machine older than our own writes (no conflicts), and the node
+// controller never asks the API server for the machine of a node that was just recorded.
 func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	localProvider(t, e)
@@ -424,6 +425,7 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
 	cfg := rest.CopyConfig(e.Config)
 	cfg.Wrap(rc.wrap)
+	pending := watchPending(t, e)
 	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
 
 	const n = 8
@@ -439,12 +441,13 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	// Let the reconciles the last writes woke finish.
 	time.Sleep(time.Second)
 
-	t.Logf("requests: %v; conflicts: %v", rc.counts, rc.conflicts)
+	wentPending := pending()
+	t.Logf("requests: %v; conflicts: %v; machines that were Pending: %d of %d", rc.counts, rc.conflicts, wentPending, n)
 	if got := rc.get(rc.counts, "PATCH machines"); got != 3*n {
 		t.Errorf("%d machine PATCHes, want %d", got, 3*n)
 	}
-	if got := rc.get(rc.counts, "PUT machines/status"); got != 2*n {
-		t.Errorf("%d machine status updates, want %d", got, 2*n)
+	if got := rc.get(rc.counts, "PUT machines/status"); got != n+wentPending {
+		t.Errorf("%d machine status updates, want %d (one each, and one more for each of the %d machines that were Pending)", got, n+wentPending, wentPending)
 	}
 	for _, what := range []string{"PATCH machines", "PUT machines/status"} {
 		if got := rc.get(rc.conflicts, what); got != 0 {
@@ -460,5 +463,77 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 				t.Errorf("uncached LIST of the machines of node %s", name)
 			}
 		}
+	}
+}
+
+// watchPending watches the test namespace's machines and returns how many were ever seen in
+// phase Pending so far (a watch delivers every version written).
+func watchPending(t *testing.T, e *ctrltest.Env) func() int {
+	t.Helper()
+	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(context.Background(), &v1alpha1.MachineList{}, client.InNamespace(e.NS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if m, ok := ev.Object.(*v1alpha1.Machine); ok && m.Status.CurrentStatus.Phase == v1alpha1.MachinePending {
+				mu.Lock()
+				seen[m.Name] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+}
+
+// TestHealthyNodeAtCreationOneStatusWrite: a machine whose node is Ready in the cache when its
+// creation ends goes from creation to Running in one status update (no Pending write), with
+// both events, Adopted (or Created) first.
+func TestHealthyNodeAtCreationOneStatusWrite(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx := context.Background()
+	drv := localProvider(t, e)
+	class := classInUse(t, e, "local")
+	name := e.Name("ready")
+	probe := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
+	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: probe, MachineClass: class, Secret: &corev1.Secret{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, e, resp.NodeName)
+
+	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Wrap(rc.wrap)
+	pending := watchPending(t, e)
+	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
+	// The controllers' caches hold the Ready node before the machine exists.
+	time.Sleep(time.Second)
+	e.Machine(name, "local")
+	m := e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	time.Sleep(time.Second)
+
+	if got := rc.get(rc.counts, "PUT machines/status"); got != 1 || pending() != 0 {
+		t.Errorf("%d status updates (Pending seen: %v), want 1 straight to Running", got, pending() != 0)
+	}
+	if m.Spec.ProviderID != resp.ProviderID || m.Annotations[v1alpha1.AnnotationMachineJoinDuration] == "" ||
+		!strings.Contains(m.Status.LastOperation.Description, "successfully joined the cluster") {
+		t.Errorf("machine: %s", ctrltest.Describe(m))
+	}
+	if a, j := eventCount(t, e, name, "Adopted"), eventCount(t, e, name, "Joined"); a != 1 || j != 1 {
+		t.Errorf("%d Adopted and %d Joined events, want one each", a, j)
 	}
 }
