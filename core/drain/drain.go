@@ -84,6 +84,10 @@ type Options struct {
 	// *EvictionBlockedError with Attempts 1); the drain goes on retrying. It lets the caller
 	// show what the drain waits for.
 	OnBlocked func(error)
+	// OnPods, when set, is called once the drain knows it has pods to move (how many), before
+	// the first is evicted or deleted; a node without such pods drains without the call. It
+	// lets the caller record a drain that may take a while.
+	OnPods func(n int)
 }
 
 func (o Options) withDefaults() Options {
@@ -186,6 +190,9 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 		return nil
 	}
 	log.Info("drain: draining", "pods", len(pods))
+	if opts.OnPods != nil {
+		opts.OnPods(len(pods))
+	}
 
 	if opts.Force {
 		return d.forceDelete(ctx, pods, opts)

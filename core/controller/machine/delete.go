@@ -83,9 +83,13 @@ func mcmStep(m *v1alpha1.Machine) (step, bool) {
 	return "", false
 }
 
-// reconcileTermination runs the deletion sequence of a machine: each step is recorded before it
-// runs, so after a restart (or a crash mid-step) the sequence resumes at the same step; every
-// step is idempotent.
+// reconcileTermination runs the deletion sequence of a machine. Its start is recorded (phase
+// Terminating, the marker with the phase it came from); after that a step is recorded (the
+// marker and MCM's lastOperation text) when it may take a while — a drain with pods to move, a
+// VM deletion the driver has not finished within slowStepAfter — and when it waits or fails. A
+// step that is done at once is not: a smooth deletion costs two writes and the finalizer's
+// removal instead of two writes per step. Every step is idempotent, so after a restart (or a
+// crash mid-step) the sequence resumes at the last recorded step and runs the quick ones again.
 func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
@@ -121,32 +125,59 @@ func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Req
 			return res, err
 		}
 		if next == state.Step {
+			// The machine waits in this step: show where (a failed step has shown why already).
+			if err := r.recordStep(ctx, m, state); err != nil {
+				return requeueOnConflict(err)
+			}
 			return res, nil
 		}
 		state = deletionState{Step: next, Since: metav1.NewTime(r.now()), FromPhase: state.FromPhase}
-		if err := r.enterStep(ctx, m, state); err != nil {
-			return requeueOnConflict(err)
+	}
+}
+
+// recordStep records s unless the marker names it already.
+func (r *reconciler) recordStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+	if cur, ok := deletionStateOf(m); ok && cur.Step == s.Step {
+		return nil
+	}
+	return r.enterStep(ctx, m, s)
+}
+
+// slowStepAfter is how long a step's call may run before the step is recorded while it runs, so
+// lastOperation says what a slow deletion waits for (a cloud taking minutes to delete a VM).
+const slowStepAfter = 2 * time.Second
+
+// recordIfSlow runs call (which must not touch m) and records s from another goroutine if call
+// takes longer than slowStepAfter; m then holds the recorded machine.
+func (r *reconciler) recordIfSlow(ctx context.Context, m *v1alpha1.Machine, s deletionState, call func()) {
+	done := make(chan struct{})
+	recorded := make(chan *v1alpha1.Machine, 1)
+	go func() {
+		t := time.NewTimer(slowStepAfter)
+		defer t.Stop()
+		select {
+		case <-done:
+			recorded <- nil
+		case <-t.C:
+			c := m.DeepCopy() // reading m while call reads it too
+			if err := r.recordStep(ctx, c, s); err != nil {
+				r.log(m).Debug("record a slow deletion step", "step", s.Step, "err", err)
+			}
+			recorded <- c
 		}
+	}()
+	call()
+	close(done)
+	if c := <-recorded; c != nil {
+		*m = *c
 	}
 }
 
 // enterStep records the step: the marker first (the controller's state), then the status
 // (phase Terminating, MCM's text).
 func (r *reconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
-	raw, err := json.Marshal(s)
-	if err != nil {
+	if err := r.markStep(ctx, m, s); err != nil {
 		return err
-	}
-	if m.Annotations[AnnotationDeletion] != string(raw) {
-		orig := m.DeepCopy()
-		if m.Annotations == nil {
-			m.Annotations = map[string]string{}
-		}
-		m.Annotations[AnnotationDeletion] = string(raw)
-		if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			*m = *orig
-			return err
-		}
 	}
 	st := m.Status.DeepCopy()
 	st.CurrentStatus.Phase = v1alpha1.MachineTerminating
@@ -156,6 +187,27 @@ func (r *reconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s delet
 	return r.writeStatus(ctx, m, *st)
 }
 
+// markStep writes the marker of s (the controller's state) unless it names s already.
+func (r *reconciler) markStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+	if cur, ok := deletionStateOf(m); ok && cur.Step == s.Step {
+		return nil
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	orig := m.DeepCopy()
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[AnnotationDeletion] = string(raw)
+	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		*m = *orig
+		return err
+	}
+	return nil
+}
+
 // stepFailed keeps the machine in its step, shows why in lastOperation (MCM's text last, so
 // MCM would resume the same step) and retries with backoff by code.
 func (r *reconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s deletionState, err error, code driver.Code) (step, reconcile.Result, error) {
@@ -163,6 +215,10 @@ func (r *reconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s dele
 		return "", reconcile.Result{}, ctx.Err()
 	}
 	delay := r.backoff.next(r.key(m), code, r.opts)
+	if err := r.markStep(ctx, m, s); err != nil {
+		res, rerr := requeueOnConflict(err)
+		return "", res, rerr
+	}
 	st := m.Status.DeepCopy()
 	st.LastOperation = v1alpha1.LastOperation{
 		Type: v1alpha1.MachineOperationDelete, State: v1alpha1.MachineStateFailed,
@@ -306,6 +362,12 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 		PollInterval:       r.opts.DrainPollInterval,
 		PVDetachTimeout:    r.opts.PVDetachTimeout,
 		PVReattachTimeout:  r.opts.PVReattachTimeout,
+	}
+	// A drain with pods to move may take a while: record it before the first goes.
+	opts.OnPods = func(int) {
+		if err := r.recordStep(ctx, m, s); err != nil {
+			r.log(m).Debug("record the drain step", "err", err)
+		}
 	}
 	if force {
 		opts.Timeout = time.Minute
@@ -507,7 +569,9 @@ func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s 
 	}
 	callCtx, cancel := context.WithTimeout(ctx, max(r.opts.CreationTimeout, r.opts.LongRetry))
 	defer cancel()
-	resp, err := drv.DeleteMachine(callCtx, &driver.DeleteMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	var resp *driver.DeleteMachineResponse
+	req := &driver.DeleteMachineRequest{Machine: m.DeepCopy(), MachineClass: class, Secret: secret}
+	r.recordIfSlow(ctx, m, s, func() { resp, err = drv.DeleteMachine(callCtx, req) })
 	if code := driver.CodeOf(err); code != driver.OK && code != driver.NotFound {
 		if resp != nil && resp.LastKnownState != "" {
 			m.Status.LastKnownState = resp.LastKnownState
@@ -556,6 +620,11 @@ func (r *reconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, 
 			res, err := requeueOnConflict(err)
 			return "", res, err
 		}
+	}
+	if node.DeletionTimestamp != nil {
+		// Already being deleted (a driver deletes the node with the VM, as a cloud controller
+		// manager would): without our finalizer it goes.
+		return stepFinalizerRemoval, reconcile.Result{}, nil
 	}
 	uid := node.UID
 	if err := r.target.GetClient().Delete(ctx, node, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
