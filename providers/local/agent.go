@@ -31,8 +31,9 @@ const (
 	// KubeletVersion is what local nodes report as their kubelet version.
 	KubeletVersion = "v1.36.3-machinist-local"
 	// statusEvery is how many heartbeats pass between full node status reports while nothing
-	// changes; the Lease is the heartbeat, as with kubelet's nodeStatusReportFrequency.
-	statusEvery = 6
+	// changes: with the default 10 s heartbeat every 5 minutes, kubelet's default
+	// nodeStatusReportFrequency. The Lease is the heartbeat, as with kubelet.
+	statusEvery = 30
 	// beatTimeout bounds the API calls of one beat.
 	beatTimeout = 15 * time.Second
 )
@@ -254,7 +255,11 @@ func (a *agent) register(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
-	if err := a.syncTaints(ctx, now); err != nil {
+	known := node // the node as created or read: the first taint update needs no GET
+	if !created {
+		known = nil // postStatus wrote it since
+	}
+	if err := a.syncTaintsOf(ctx, now, known); err != nil {
 		return err
 	}
 	if err := a.renewLease(ctx, now, node.UID); err != nil {
@@ -313,6 +318,12 @@ func (a *agent) postStatus(ctx context.Context, now time.Time) error {
 // syncTaints sets the lifecycle taints for the reported state, where the agents emulate the
 // node lifecycle controller and only when the state changed since the last time.
 func (a *agent) syncTaints(ctx context.Context, now time.Time) error {
+	return a.syncTaintsOf(ctx, now, nil)
+}
+
+// syncTaintsOf is syncTaints starting from node when the agent holds a current copy (nil: read
+// it).
+func (a *agent) syncTaintsOf(ctx context.Context, now time.Time, node *corev1.Node) error {
 	state := stateNotReady
 	switch {
 	case a.unknown:
@@ -335,7 +346,7 @@ func (a *agent) syncTaints(ctx context.Context, now time.Time) error {
 		execute.TimeAdded = &added
 		add, remove = []corev1.Taint{taintUnreachable, execute}, []corev1.Taint{taintNotReady}
 	}
-	if err := a.setTaints(ctx, add, remove); err != nil {
+	if err := a.setTaints(ctx, node, add, remove); err != nil {
 		return err
 	}
 	a.taints = state
@@ -379,11 +390,19 @@ func (a *agent) markUnknown(ctx context.Context, now time.Time) error {
 }
 
 // setTaints adds and removes taints (matched by key and effect), leaving taints of others alone.
-func (a *agent) setTaints(ctx context.Context, add, remove []corev1.Taint) error {
+// It starts from known when given (the node just created), else from a fresh read; a conflict
+// reads it again.
+func (a *agent) setTaints(ctx context.Context, known *corev1.Node, add, remove []corev1.Taint) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		node := known
+		known = nil
+		if node == nil {
+			var err error
+			if node, err = a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		} else {
+			node = node.DeepCopy()
 		}
 		matches := func(t corev1.Taint) func(corev1.Taint) bool {
 			return func(o corev1.Taint) bool { return t.MatchTaint(&o) }
@@ -402,7 +421,7 @@ func (a *agent) setTaints(ctx context.Context, add, remove []corev1.Taint) error
 			return nil
 		}
 		node.Spec.Taints = taints
-		_, err = a.cluster.core.Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		_, err := a.cluster.core.Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
 }
@@ -411,10 +430,22 @@ func equalTaints(a, b []corev1.Taint) bool {
 	return slices.EqualFunc(a, b, func(x, y corev1.Taint) bool { return x.MatchTaint(&y) })
 }
 
-// renewLease renews the node's Lease in kube-node-lease, creating it when missing.
+// renewLease renews the node's Lease in kube-node-lease, creating it when missing. At
+// registration (nodeUID given) it creates the Lease first: a new node has none, so the usual
+// case costs one request.
 func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID) error {
 	leases := a.cluster.coord.Leases(corev1.NamespaceNodeLease)
 	renew := metav1.NewMicroTime(now)
+	if a.lease == nil && nodeUID != "" {
+		created, err := leases.Create(ctx, a.newLease(nodeUID, renew), metav1.CreateOptions{})
+		if err == nil {
+			a.lease = created
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
 	if a.lease != nil {
 		l := a.lease.DeepCopy()
 		l.Spec.RenewTime = &renew
@@ -446,7 +477,13 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 		}
 		nodeUID = node.UID
 	}
-	lease := &coordinationv1.Lease{
+	a.lease, err = leases.Create(ctx, a.newLease(nodeUID, renew), metav1.CreateOptions{})
+	return err
+}
+
+// newLease is the node's Lease as kubelet creates it.
+func (a *agent) newLease(nodeUID types.UID, renew metav1.MicroTime) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      a.rec.Name,
 			Namespace: corev1.NamespaceNodeLease,
@@ -459,8 +496,6 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 			RenewTime:            &renew,
 		},
 	}
-	a.lease, err = leases.Create(ctx, lease, metav1.CreateOptions{})
-	return err
 }
 
 // newNode is the Node kubelet registers for the machine (with --node-labels and

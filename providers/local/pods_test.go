@@ -135,11 +135,11 @@ func TestPodsOnRealAPIServer(t *testing.T) {
 		}
 
 		// A pod that looks right is not written again: its resourceVersion holds over several
-		// node status reports (every 6th heartbeat).
+		// node status reports (every 30th heartbeat).
 		rv := p.ResourceVersion
 		beats := 0
 		var last time.Time
-		eventually(t, 20*time.Second, "three node status reports", func() (bool, string) {
+		eventually(t, 60*time.Second, "three node status reports", func() (bool, string) {
 			n, _, state := nodeState(cs, "pods-1")
 			if hb := findCondition(n.Status.Conditions, corev1.NodeReady).LastHeartbeatTime.Time; hb.After(last) {
 				last = hb
