@@ -132,7 +132,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
 		// gone, and trigger-deletion marks must be seen in the cache before scaling down. A
 		// deployment reads all its machines, so their other events are coalesced.
-		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}).
+		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}).
 		// A fallback class that appears or goes changes the FallbackClasses condition.
 		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfClass),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).

@@ -119,8 +119,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Named(ControllerName).
 		For(&v1alpha1.MachineSet{}).
 		// A set reads all its machines, so their many updates during a scale-up are coalesced
-		// (coalesce.DefaultDelay); creations, deletions and moves reach it at once (expectations).
-		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}).
+		// (coalesce); creations, deletions and moves reach it at once (expectations).
+		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}).
 		// Machines nobody controls may be adopted by a set whose selector matches them.
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).

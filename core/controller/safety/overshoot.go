@@ -34,9 +34,9 @@ func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
 		For(&v1alpha1.MachineSet{}).
-		// A check counts all the set's machines: their events are coalesced (a check a second at
-		// most during a scale-up, not one per machine event).
-		Watches(&v1alpha1.Machine{}, coalesce.Handler{Map: func(_ context.Context, o client.Object) []reconcile.Request {
+		// A check counts all the set's machines: their events are coalesced (a check a second per
+		// 1000 machines at most during a scale-up, not one per machine event).
+		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: func(_ context.Context, o client.Object) []reconcile.Request {
 			if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "MachineSet" {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}

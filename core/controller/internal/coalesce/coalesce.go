@@ -2,9 +2,13 @@
 // MachineSet its machines, a MachineDeployment its sets' machines): a reconcile of the gatherer
 // reads all of them, so reconciling it on every event of every member costs the fleet size per
 // event — quadratic in the fleet over a scale-up. The handler enqueues the gatherer at once only
-// for the events that must not wait (Urgent), and otherwise after Delay, so a burst of member
-// events within Delay costs one reconcile. The work queue keeps one waiting entry per key with
-// the earliest due time, so a steady stream of events still reconciles the gatherer every Delay.
+// for the events that must not wait (Urgent), and otherwise after a delay, so the member events
+// within it cost one reconcile. The work queue keeps one waiting entry per key with the earliest
+// due time, so a steady stream of events reconciles the gatherer once per delay.
+//
+// The delay grows with the gatherer's members (Delay per PerDelay members, counted from the
+// events): a reconcile's cost grows with them too, so the gatherer's reconciles cost the same
+// share of a CPU whatever its size, and a scale-up's total stays linear in the machines.
 //
 // Delaying an event never makes a reconcile read older data: whenever the gatherer is reconciled
 // it reads the informer cache as it is then. It only delays when the reconcile happens.
@@ -12,6 +16,8 @@ package coalesce
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -21,10 +27,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// DefaultDelay is how long a member event may wait for its gatherer's reconcile: long against
-// the reconciles a scale-up's events would cause (hundreds per second), short against what a
-// user or a status reader waits for.
-const DefaultDelay = time.Second
+// Defaults of Handler's delay: a member event waits one second per 1000 members of its
+// gatherer, at least one second and at most ten — long against the reconciles a scale-up's
+// events would cause (hundreds per second), short against what a user or a status reader waits
+// for.
+const (
+	DefaultDelay    = time.Second
+	DefaultPerDelay = 1000
+	DefaultMaxDelay = 10 * time.Second
+)
 
 // Event is the kind of a member event.
 type Event int
@@ -37,74 +48,124 @@ const (
 	Generic
 )
 
-// Handler maps a member's events to requests of its gatherers.
+// Handler maps a member's events to requests of its gatherers. Use it by pointer.
 type Handler struct {
 	// Map returns the gatherers of a member (nil: none).
 	Map func(ctx context.Context, member client.Object) []reconcile.Request
 	// Urgent reports whether an event must reach the gatherers at once; old is nil except for
 	// updates. Nil means no event is urgent.
 	Urgent func(kind Event, old, member client.Object) bool
-	// Delay is how long other events wait; zero means DefaultDelay.
-	Delay time.Duration
+	// Delay is how long other events wait per PerDelay members (zero: DefaultDelay and
+	// DefaultPerDelay), at least Delay and at most MaxDelay (zero: DefaultMaxDelay).
+	Delay    time.Duration
+	PerDelay int
+	MaxDelay time.Duration
+
+	mu      sync.Mutex
+	members map[reconcile.Request]int
 }
 
-var _ handler.EventHandler = Handler{}
+var _ handler.EventHandler = &Handler{}
 
 // Create enqueues the member's gatherers.
-func (h Handler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h *Handler) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, q, Create, nil, e.Object)
 }
 
 // Update enqueues the gatherers of the new member and, when they differ (a member moved), of the
 // old one.
-func (h Handler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h *Handler) Update(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	if e.ObjectNew == nil {
+		return
+	}
 	urgent := h.urgent(Update, e.ObjectOld, e.ObjectNew)
-	seen := map[reconcile.Request]bool{}
-	for _, o := range []client.Object{e.ObjectNew, e.ObjectOld} {
-		if o == nil {
-			continue
+	now := h.Map(ctx, e.ObjectNew)
+	var before []reconcile.Request
+	if e.ObjectOld != nil {
+		before = h.Map(ctx, e.ObjectOld)
+	}
+	for _, req := range before {
+		if !slices.Contains(now, req) {
+			h.count(req, -1)
+			h.add(q, req, urgent)
 		}
-		for _, req := range h.Map(ctx, o) {
-			if !seen[req] {
-				seen[req] = true
-				h.add(q, req, urgent)
-			}
+	}
+	for _, req := range now {
+		if !slices.Contains(before, req) {
+			h.count(req, +1)
 		}
+		h.add(q, req, urgent)
 	}
 }
 
 // Delete enqueues the member's gatherers.
-func (h Handler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h *Handler) Delete(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, q, Delete, nil, e.Object)
 }
 
 // Generic enqueues the member's gatherers.
-func (h Handler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+func (h *Handler) Generic(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	h.enqueue(ctx, q, Generic, nil, e.Object)
 }
 
-func (h Handler) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], kind Event, old, o client.Object) {
+func (h *Handler) enqueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], kind Event, old, o client.Object) {
 	if o == nil {
 		return
 	}
 	urgent := h.urgent(kind, old, o)
 	for _, req := range h.Map(ctx, o) {
+		switch kind {
+		case Create:
+			h.count(req, +1)
+		case Delete:
+			h.count(req, -1)
+		}
 		h.add(q, req, urgent)
 	}
 }
 
-func (h Handler) urgent(kind Event, old, o client.Object) bool {
+func (h *Handler) urgent(kind Event, old, o client.Object) bool {
 	return h.Urgent != nil && h.Urgent(kind, old, o)
 }
 
-func (h Handler) add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, urgent bool) {
+// count keeps the number of members of each gatherer, as the events tell it.
+func (h *Handler) count(req reconcile.Request, delta int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.members == nil {
+		h.members = map[reconcile.Request]int{}
+	}
+	n := h.members[req] + delta
+	if n <= 0 {
+		delete(h.members, req)
+		return
+	}
+	h.members[req] = n
+}
+
+// delay is how long a non-urgent event of a member of req waits.
+func (h *Handler) delay(req reconcile.Request) time.Duration {
+	base, per, ceiling := h.Delay, h.PerDelay, h.MaxDelay
+	if base <= 0 {
+		base = DefaultDelay
+	}
+	if per <= 0 {
+		per = DefaultPerDelay
+	}
+	if ceiling <= 0 {
+		ceiling = DefaultMaxDelay
+	}
+	h.mu.Lock()
+	n := h.members[req]
+	h.mu.Unlock()
+	d := time.Duration(float64(base) * float64(n) / float64(per))
+	return min(max(d, base), max(ceiling, base))
+}
+
+func (h *Handler) add(q workqueue.TypedRateLimitingInterface[reconcile.Request], req reconcile.Request, urgent bool) {
 	if urgent {
 		q.Add(req)
 		return
 	}
-	d := h.Delay
-	if d <= 0 {
-		d = DefaultDelay
-	}
-	q.AddAfter(req, d)
+	q.AddAfter(req, h.delay(req))
 }
