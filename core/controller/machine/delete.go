@@ -95,8 +95,14 @@ func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Req
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.backoff.forget(req.String())
+			r.writes.forget(req.String())
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.writes.outdated(req.String(), m.ResourceVersion) {
+		// The cache does not show our last writes yet (the finalizer's removal: the machine is
+		// gone): acting on it would repeat them.
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if m.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMachineControllerManager) {
 		return reconcile.Result{}, nil
@@ -635,11 +641,14 @@ func (r *reconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, 
 
 // stepFinalizerRemoval lets the machine go.
 func (r *reconciler) stepFinalizerRemoval(ctx context.Context, m *v1alpha1.Machine) (step, reconcile.Result, error) {
+	last := m.ResourceVersion
 	if res, err := r.removeFinalizer(ctx, m, v1alpha1.FinalizerMachineControllerManager); err != nil || res.RequeueAfter > 0 {
 		return "", res, err
 	}
+	// The machine is gone, but the cache may show it at its last version a moment longer: a
+	// reconcile of that must not remove the finalizer again.
+	r.writes.record(r.key(m), last)
 	r.backoff.forget(r.key(m))
-	r.writes.forget(r.key(m))
 	if n := m.Labels[v1alpha1.LabelNode]; n != "" {
 		r.recordedNodes.Delete(n)
 	}

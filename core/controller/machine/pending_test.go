@@ -467,8 +467,28 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 }
 
 // watchPending watches the test namespace's machines and returns how many were ever seen in
-// phase Pending so far (a watch delivers every version written).
+// phase Pending so far.
 func watchPending(t *testing.T, e *ctrltest.Env) func() int {
+	t.Helper()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	watchVersions(t, e, func(m *v1alpha1.Machine) {
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachinePending {
+			mu.Lock()
+			seen[m.Name] = true
+			mu.Unlock()
+		}
+	})
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+}
+
+// watchVersions calls see with every version of the test namespace's machines written from now
+// on (a watch delivers every version).
+func watchVersions(t *testing.T, e *ctrltest.Env, see func(*v1alpha1.Machine)) {
 	t.Helper()
 	c, err := client.NewWithWatch(e.Config, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
@@ -478,24 +498,68 @@ func watchPending(t *testing.T, e *ctrltest.Env) func() int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	seen := map[string]bool{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if m, ok := ev.Object.(*v1alpha1.Machine); ok && m.Status.CurrentStatus.Phase == v1alpha1.MachinePending {
-				mu.Lock()
-				seen[m.Name] = true
-				mu.Unlock()
+			if m, ok := ev.Object.(*v1alpha1.Machine); ok {
+				see(m)
 			}
 		}
 	}()
 	t.Cleanup(func() { w.Stop(); <-done })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen)
+}
+
+// TestDeletionsCostNoExtraRequests: deleting machines whose nodes have no pods costs the
+// controller one status update (Terminating) and two machine PATCHes (the deletion marker, the
+// finalizer's removal) each: the quick steps run straight on without being recorded. Only a VM
+// deletion slower than 2 s (a loaded test machine) records its step too (one more of each).
+func TestDeletionsCostNoExtraRequests(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	localProvider(t, e)
+	classInUse(t, e, "local")
+	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Wrap(rc.wrap)
+	var mu sync.Mutex
+	slow := map[string]bool{}
+	watchVersions(t, e, func(m *v1alpha1.Machine) {
+		if strings.Contains(m.Annotations[machine.AnnotationDeletion], `"step":"InitiateVMDeletion"`) {
+			mu.Lock()
+			slow[m.Name] = true
+			mu.Unlock()
+		}
+	})
+	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
+
+	const n = 6
+	var names []string
+	for i := range n {
+		name := e.Name(fmt.Sprintf("d%d", i))
+		names = append(names, name)
+		e.Machine(name, "local")
+	}
+	for _, name := range names {
+		e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	}
+	time.Sleep(time.Second)
+	patches, statuses := rc.get(rc.counts, "PATCH machines"), rc.get(rc.counts, "PUT machines/status")
+	for _, name := range names {
+		e.DeleteMachine(name)
+	}
+	for _, name := range names {
+		e.WaitGone(name, promptly)
+	}
+
+	mu.Lock()
+	recorded := len(slow)
+	mu.Unlock()
+	t.Logf("requests: %v; conflicts: %v; slow VM deletions recorded: %d", rc.counts, rc.conflicts, recorded)
+	if got := rc.get(rc.counts, "PATCH machines") - patches; got != 2*n+recorded {
+		t.Errorf("%d machine PATCHes for %d deletions, want %d", got, n, 2*n+recorded)
+	}
+	if got := rc.get(rc.counts, "PUT machines/status") - statuses; got != n+recorded {
+		t.Errorf("%d machine status updates for %d deletions, want %d", got, n, n+recorded)
 	}
 }
 
