@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -599,12 +600,12 @@ func (w *watcher) until(ctx context.Context, timeout time.Duration, check func(s
 
 // profiles saves back-to-back CPU profiles of the controller until stopped.
 type profiles struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	stopping atomic.Bool
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
-// profileChunk is the length of one CPU profile; the last one of a phase is cut short by its
-// end (and lost).
+// profileChunk is the length of one CPU profile.
 const profileChunk = 5 * time.Second
 
 func startProfiles(ctx context.Context, dir string, port int, name string) *profiles {
@@ -616,7 +617,7 @@ func startProfiles(ctx context.Context, dir string, port int, name string) *prof
 	}
 	go func() {
 		defer close(p.done)
-		for i := 0; ctx.Err() == nil; i++ {
+		for i := 0; ctx.Err() == nil && !p.stopping.Load(); i++ {
 			path := filepath.Join(dir, fmt.Sprintf("%s-%03d.pprof", name, i))
 			if err := fetchProfile(ctx, port, path); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(os.Stderr, "bench-scale: CPU profile %s: %v\n", path, err)
@@ -627,12 +628,13 @@ func startProfiles(ctx context.Context, dir string, port int, name string) *prof
 	return p
 }
 
-// stop waits for the profile being taken to complete (at most profileChunk), so it covers
-// the end of the phase, then stops.
+// stop lets the profile being taken complete (at most profileChunk: it covers the end of the
+// phase, and the controller is not left profiling for a request that went away), then stops.
 func (p *profiles) stop() {
+	p.stopping.Store(true)
 	select {
 	case <-p.done:
-	case <-time.After(profileChunk + 2*time.Second):
+	case <-time.After(profileChunk + 5*time.Second):
 	}
 	p.cancel()
 	<-p.done
