@@ -332,8 +332,14 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 	if nodeName == "" || r.target == nil {
 		return stepVMDeletion, reconcile.Result{}, nil
 	}
+	// The cache suffices for what the step reads (conditions; the drain reads and cordons the
+	// node itself); only a node the cache does not show is asked for (it may be brand new).
 	node := &corev1.Node{}
-	if err := r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+	err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	if apierrors.IsNotFound(err) {
+		err = r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return stepVMDeletion, reconcile.Result{}, nil
 		}
@@ -391,7 +397,7 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 
 	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
 	began := r.now()
-	err := d.Drain(ctx, nodeName, opts)
+	err = d.Drain(ctx, nodeName, opts)
 	switch {
 	case err == nil && !force:
 		mcmmetrics.MachineDrained(m, r.now().Sub(began))

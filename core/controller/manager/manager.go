@@ -214,6 +214,9 @@ func New(opts Options) (*Manager, error) {
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
 			SyncPeriod:        &opts.MinResyncPeriod,
+			// No controller reads managedFields: without them every cached object is smaller
+			// and cheaper to copy (an update without them keeps the server's).
+			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 		LeaderElection:                opts.LeaderElection.Enabled,
 		LeaderElectionID:              opts.LeaderElection.Name,
@@ -270,6 +273,7 @@ func New(opts Options) (*Manager, error) {
 			o.Scheme = scheme
 			o.Logger = logger.WithName("target")
 			o.Cache.SyncPeriod = &opts.MinResyncPeriod
+			o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 		})
 		if err != nil {
 			return nil, fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
