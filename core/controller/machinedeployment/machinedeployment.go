@@ -124,15 +124,18 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("machinedeployment: register fallback metrics: %w", err)
 	}
+	// A deployment reads all its machines: their events and the updates of its own status
+	// (mostly this controller's writes) are coalesced, except those noted in urgentForDeployment.
+	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&v1alpha1.MachineDeployment{}).
+		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
+		Watches(&v1alpha1.MachineDeployment{}, machines.Own()).
 		Owns(&v1alpha1.MachineSet{}).
 		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsForOrphan)).
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
-		// gone, and trigger-deletion marks must be seen in the cache before scaling down. A
-		// deployment reads all its machines, so their other events are coalesced.
-		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}).
+		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
+		Watches(&v1alpha1.Machine{}, machines).
 		// A fallback class that appears or goes changes the FallbackClasses condition.
 		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfClass),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).

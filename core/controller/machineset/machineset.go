@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -115,12 +116,15 @@ func Setup(mgr manager.Manager, opts Options) error {
 			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the set)"),
 	}
 	r.exp = newExpectations(opts.ExpectationsTTL, r.now)
+	// A set reads all its machines, so their many updates during a scale-up are coalesced, and
+	// so are the updates of its own status (mostly this controller's writes); creations,
+	// deletions and moves of machines reach it at once (expectations).
+	machines := &coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		For(&v1alpha1.MachineSet{}).
-		// A set reads all its machines, so their many updates during a scale-up are coalesced
-		// (coalesce); creations, deletions and moves reach it at once (expectations).
-		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}).
+		For(&v1alpha1.MachineSet{}, builder.WithPredicates(coalesce.NotStatusOnly())).
+		Watches(&v1alpha1.MachineSet{}, machines.Own()).
+		Watches(&v1alpha1.Machine{}, machines).
 		// Machines nobody controls may be adopted by a set whose selector matches them.
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).

@@ -16,14 +16,17 @@ package coalesce
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -168,4 +171,38 @@ func (h *Handler) add(q workqueue.TypedRateLimitingInterface[reconcile.Request],
 		return
 	}
 	q.AddAfter(req, h.delay(req))
+}
+
+// StatusOnly reports whether an update changed nothing but the object's status (same
+// generation, labels, annotations, finalizers, owners and deletion timestamp).
+func StatusOnly(old, o client.Object) bool {
+	return old.GetGeneration() == o.GetGeneration() &&
+		maps.Equal(old.GetLabels(), o.GetLabels()) &&
+		maps.Equal(old.GetAnnotations(), o.GetAnnotations()) &&
+		slices.Equal(old.GetFinalizers(), o.GetFinalizers()) &&
+		equality.Semantic.DeepEqual(old.GetOwnerReferences(), o.GetOwnerReferences()) &&
+		(old.GetDeletionTimestamp() == nil) == (o.GetDeletionTimestamp() == nil)
+}
+
+// NotStatusOnly is the predicate of a gatherer's own watch whose status-only updates go through
+// Own instead.
+func NotStatusOnly() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld == nil || e.ObjectNew == nil || !StatusOnly(e.ObjectOld, e.ObjectNew)
+	}}
+}
+
+// Own handles the status-only updates of the gatherers themselves (every other event of theirs
+// is left to the controller's own watch, filtered with NotStatusOnly): most are the
+// controller's own status writes, which would otherwise wake the gatherer again at once — a
+// reconcile, a status write, a reconcile, … reading all members each time while they change
+// during a scale-up. They wait as long as a member event would.
+func (h *Handler) Own() handler.EventHandler {
+	return handler.Funcs{UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if e.ObjectOld == nil || e.ObjectNew == nil || !StatusOnly(e.ObjectOld, e.ObjectNew) {
+			return
+		}
+		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}
+		q.AddAfter(req, h.delay(req))
+	}}
 }

@@ -84,3 +84,30 @@ func TestDelayGrowsWithMembersAndUrgentEventsGoAtOnce(t *testing.T) {
 		t.Fatalf("an urgent deletion: queued at once %v, members %v", q.now, h.members)
 	}
 }
+
+func TestOwnStatusUpdatesWait(t *testing.T) {
+	ctx := context.Background()
+	h := &Handler{Map: byLabel, Delay: time.Second, PerDelay: 1}
+	q := &queue{}
+	h.Create(ctx, event.CreateEvent{Object: member("m0", "a")}, q)
+	h.Create(ctx, event.CreateEvent{Object: member("m1", "a")}, q)
+	q.after = nil
+
+	set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", Generation: 1}}
+	withStatus := set.DeepCopy()
+	withStatus.Status.ReadyReplicas = 2
+	scaled := withStatus.DeepCopy()
+	scaled.Generation = 2
+	own := h.Own()
+	own.Update(ctx, event.UpdateEvent{ObjectOld: set, ObjectNew: scaled}, q)
+	if len(q.after) != 0 || len(q.now) != 0 {
+		t.Fatalf("a spec change is the controller's own watch's: queued %v %v", q.after, q.now)
+	}
+	if NotStatusOnly().Update(event.UpdateEvent{ObjectOld: set, ObjectNew: withStatus}) || !NotStatusOnly().Update(event.UpdateEvent{ObjectOld: set, ObjectNew: scaled}) {
+		t.Fatal("NotStatusOnly passes status-only updates or drops spec changes")
+	}
+	own.Update(ctx, event.UpdateEvent{ObjectOld: set, ObjectNew: withStatus}, q)
+	if d := q.after[req("a")]; d != 2*time.Second || len(q.now) != 0 {
+		t.Fatalf("a status-only update of a set of 2 waits %s (queued at once: %v), want 2s", d, q.now)
+	}
+}
