@@ -402,7 +402,7 @@ func (r *Reconciler) machinesBySet(ctx context.Context, d *v1alpha1.MachineDeplo
 	}
 	for i := range list.Items {
 		m := &list.Items[i]
-		if ref := metav1.GetControllerOf(m); ref != nil && want[ref.UID] {
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil && want[ref.UID] {
 			out[ref.UID] = append(out[ref.UID], m)
 		}
 	}

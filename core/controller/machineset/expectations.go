@@ -17,6 +17,7 @@ type expectations struct {
 
 	mu   sync.Mutex
 	sets map[types.NamespacedName]*pending
+	busy map[types.NamespacedName]int // creation or deletion passes running, per set
 }
 
 type pending struct {
@@ -25,7 +26,55 @@ type pending struct {
 }
 
 func newExpectations(ttl time.Duration, now func() time.Time) *expectations {
-	return &expectations{ttl: ttl, now: now, sets: map[types.NamespacedName]*pending{}}
+	return &expectations{ttl: ttl, now: now, sets: map[types.NamespacedName]*pending{}, busy: map[types.NamespacedName]int{}}
+}
+
+// pass marks a creation or deletion pass of the set as running until the returned func is
+// called.
+func (e *expectations) pass(key types.NamespacedName) (done func()) {
+	e.mu.Lock()
+	e.busy[key]++
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.busy[key]--; e.busy[key] <= 0 {
+			delete(e.busy, key)
+		}
+	}
+}
+
+// observe takes what a machine event shows the cache — a machine of the set (name) is listed, or
+// one (uid) terminates or is gone — and reports whether the set must look at once: a pass of it
+// is running (the event only has it run again once the pass is done, when the cache may show all
+// the pass did), or the event shows the last machine the set waited for. Other machine events
+// can wait to be coalesced: an unsatisfied set would only find that it still waits.
+func (e *expectations) observe(key types.NamespacedName, name string, uid types.UID, gone bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.busy[key] > 0 {
+		return true
+	}
+	p := e.sets[key]
+	if p == nil {
+		return false
+	}
+	if gone {
+		if _, waited := p.deletes[uid]; !waited {
+			return false
+		}
+		delete(p.deletes, uid)
+	} else {
+		if _, waited := p.creates[name]; !waited {
+			return false
+		}
+		delete(p.creates, name)
+	}
+	if len(p.creates) > 0 || len(p.deletes) > 0 {
+		return false
+	}
+	delete(e.sets, key)
+	return true
 }
 
 func (e *expectations) get(key types.NamespacedName) *pending {
@@ -101,4 +150,5 @@ func (e *expectations) forget(key types.NamespacedName) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.sets, key)
+	delete(e.busy, key)
 }

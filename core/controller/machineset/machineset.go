@@ -119,7 +119,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	// A set reads all its machines, so their many updates during a scale-up are coalesced, and
 	// so are the updates of its own status (mostly this controller's writes); creations,
 	// deletions and moves of machines reach it at once (expectations).
-	machines := &coalesce.Handler{Map: controllingSet, Urgent: urgentForSet}
+	machines := &coalesce.Handler{Map: controllingSet, Urgent: r.urgentForSet}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineSet{}, builder.WithPredicates(coalesce.NotStatusOnly())).
@@ -133,25 +133,40 @@ func Setup(mgr manager.Manager, opts Options) error {
 
 // controllingSet maps a machine to the MachineSet controlling it.
 func controllingSet(_ context.Context, obj client.Object) []reconcile.Request {
-	ref := metav1.GetControllerOf(obj)
-	if ref == nil || ref.Kind != "MachineSet" || !strings.HasPrefix(ref.APIVersion, v1alpha1.GroupName+"/") {
-		return nil
+	if key, ok := setOf(obj); ok {
+		return []reconcile.Request{{NamespacedName: key}}
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}}}
+	return nil
 }
 
-// urgentForSet: what the set's expectations wait for (a machine appears, starts terminating,
-// goes), a machine changing sets, and a machine that failed (it is replaced) reach the set at
-// once; phase and other changes only change its status and wait to be coalesced.
-func urgentForSet(kind coalesce.Event, old, m client.Object) bool {
-	if kind != coalesce.Update {
+func setOf(obj client.Object) (types.NamespacedName, bool) {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "MachineSet" || !strings.HasPrefix(ref.APIVersion, v1alpha1.GroupName+"/") {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}, true
+}
+
+// urgentForSet: a machine event reaches its set at once when the set's expectations wait for it
+// (expectations.observe), when a machine changes sets, and when one failed (it is replaced);
+// other events (phases, a creation or deletion the set does not wait for) only change its status
+// and wait to be coalesced. So a pass of 100 creations costs the set one more reconcile, not one
+// per creation, each reading every machine.
+func (r *Reconciler) urgentForSet(kind coalesce.Event, old, m client.Object) bool {
+	key, _ := setOf(m)
+	switch kind {
+	case coalesce.Create:
+		return r.exp.observe(key, m.GetName(), "", false)
+	case coalesce.Delete:
+		return r.exp.observe(key, "", m.GetUID(), true)
+	case coalesce.Generic:
 		return true
 	}
-	if (old.GetDeletionTimestamp() == nil) != (m.GetDeletionTimestamp() == nil) {
+	if o, n := metav1.GetControllerOfNoCopy(old), metav1.GetControllerOfNoCopy(m); (o == nil) != (n == nil) || (o != nil && o.UID != n.UID) {
 		return true
 	}
-	if o, n := metav1.GetControllerOf(old), metav1.GetControllerOf(m); (o == nil) != (n == nil) || (o != nil && o.UID != n.UID) {
-		return true
+	if old.GetDeletionTimestamp() == nil && m.GetDeletionTimestamp() != nil {
+		return r.exp.observe(key, "", m.GetUID(), true)
 	}
 	om, ok1 := old.(*v1alpha1.Machine)
 	nm, ok2 := m.(*v1alpha1.Machine)
@@ -284,7 +299,7 @@ func (r *Reconciler) claimMachines(ctx context.Context, ms *v1alpha1.MachineSet,
 	var adoptChecked, canAdopt bool
 	for i := range list.Items {
 		m := &list.Items[i]
-		ref := metav1.GetControllerOf(m)
+		ref := metav1.GetControllerOfNoCopy(m)
 		matches := sel.Matches(labels.Set(m.Labels))
 		switch {
 		case ref != nil && ref.UID == ms.UID:
@@ -427,6 +442,7 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 // batch with a failure so a broken template or quota does not produce a storm of errors.
 func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet, n int) error {
 	key := client.ObjectKeyFromObject(ms)
+	defer r.exp.pass(key)()
 	class, note := r.newMachineClass(ctx, ms)
 	var mu sync.Mutex
 	var made []*v1alpha1.Machine
@@ -522,6 +538,7 @@ func (r *Reconciler) deleteMachines(ctx context.Context, ms *v1alpha1.MachineSet
 		return nil
 	}
 	key := client.ObjectKeyFromObject(ms)
+	defer r.exp.pass(key)()
 	var mu sync.Mutex
 	var errs []error
 	var names []string
