@@ -126,7 +126,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	// A deployment reads all its machines: their events and the updates of its own status
 	// (mostly this controller's writes) are coalesced, except those noted in urgentForDeployment.
-	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: urgentForDeployment}
+	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: r.urgentForDeployment}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
@@ -160,23 +160,55 @@ func (r *Reconciler) deploymentOfMachine(ctx context.Context, obj client.Object)
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: dref.Name}}}
 }
 
-// urgentForDeployment: a machine that goes or starts terminating (surge room) and a deletion
-// mark that appears reach the deployment at once; other machine events wait to be coalesced.
-func urgentForDeployment(kind coalesce.Event, old, m client.Object) bool {
+// urgentForDeployment: during a rollout a machine that goes or starts terminating (surge room)
+// reaches the deployment at once, and so does a deletion mark that appears; other machine events
+// wait to be coalesced — outside a rollout a deletion only changes the status, which the sets'
+// status updates bring, so a scale-down of thousands does not read every machine per deletion.
+func (r *Reconciler) urgentForDeployment(kind coalesce.Event, old, m client.Object) bool {
 	switch kind {
 	case coalesce.Delete:
-		return true
+		return r.rolling(m)
 	case coalesce.Update:
-		if (old.GetDeletionTimestamp() == nil) != (m.GetDeletionTimestamp() == nil) {
-			return true
-		}
 		for _, a := range []string{v1alpha1.AnnotationMachinePriority, v1alpha1.AnnotationMarkedForDeletionTime} {
 			if old.GetAnnotations()[a] != m.GetAnnotations()[a] {
 				return true
 			}
 		}
+		if (old.GetDeletionTimestamp() == nil) != (m.GetDeletionTimestamp() == nil) {
+			return r.rolling(m)
+		}
 	}
 	return false
+}
+
+// rolling reports whether the deployment of a machine rolls out: more than one of its sets
+// has machines or is to have some (read from the cache; a deployment has few sets).
+func (r *Reconciler) rolling(m client.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != "MachineSet" {
+		return false
+	}
+	ctx := context.Background()
+	ms := &v1alpha1.MachineSet{}
+	if err := r.client.Get(ctx, types.NamespacedName{Namespace: m.GetNamespace(), Name: ref.Name}, ms, client.UnsafeDisableDeepCopy); err != nil {
+		return true // cannot tell: do not delay
+	}
+	d := metav1.GetControllerOfNoCopy(ms)
+	if d == nil || d.Kind != "MachineDeployment" {
+		return false
+	}
+	var sets v1alpha1.MachineSetList
+	if err := r.client.List(ctx, &sets, client.InNamespace(m.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		return true
+	}
+	active := 0
+	for i := range sets.Items {
+		s := &sets.Items[i]
+		if c := metav1.GetControllerOfNoCopy(s); c != nil && c.UID == d.UID && (s.Spec.Replicas > 0 || s.Status.Replicas > 0) {
+			active++
+		}
+	}
+	return active > 1
 }
 
 // deploymentsForOrphan maps a MachineSet nobody controls to the deployments selecting it.
