@@ -87,7 +87,10 @@ func appliedRecord(m *v1alpha1.Machine) string {
 
 // syncNode brings the node in line with its machine: the machine-name label, the nodeTemplate's
 // labels, annotations and taints, and the node finalizer (so deleting the node goes through the
-// machine). It writes only when something changes, with an optimistic lock.
+// machine). It writes only when something changes: a strategic merge of the labels, annotations
+// and finalizers it sets or removes, which merges with what others wrote meanwhile (a kubelet
+// lifting its not-ready taint right after registering would otherwise make most first syncs
+// conflict), and with an optimistic lock when the taints change (the list is replaced whole).
 func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
 	want := appliedTemplate{
 		Labels:      m.Spec.NodeTemplateSpec.Labels,
@@ -132,7 +135,11 @@ func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *co
 	if equality.Semantic.DeepEqual(n.ObjectMeta, node.ObjectMeta) && equality.Semantic.DeepEqual(n.Spec.Taints, node.Spec.Taints) {
 		return nil
 	}
-	if err := r.target.GetClient().Patch(ctx, n, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
+	patch := client.StrategicMergeFrom(node)
+	if !equality.Semantic.DeepEqual(n.Spec.Taints, node.Spec.Taints) {
+		patch = client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.target.GetClient().Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("machine: sync node %s: %w", node.Name, err)
 	}
 	return nil
