@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,12 +127,15 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	// A deployment reads all its machines: their events and the updates of its own status
 	// (mostly this controller's writes) are coalesced, except those noted in urgentForDeployment.
+	// Its sets' status updates are coalesced the same way outside a rollout (the scale-up of one
+	// set updates its status every pass); their other changes, and all during a rollout, are not.
 	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: r.urgentForDeployment}
+	sets := &coalesce.Handler{Map: deploymentOfSet, Urgent: r.urgentSetEvent, SizedBy: machines}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		Watches(&v1alpha1.MachineDeployment{}, machines.Own()).
-		Owns(&v1alpha1.MachineSet{}).
+		Watches(&v1alpha1.MachineSet{}, sets).
 		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsForOrphan)).
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
 		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
@@ -181,24 +185,28 @@ func (r *Reconciler) urgentForDeployment(kind coalesce.Event, old, m client.Obje
 	return false
 }
 
-// rolling reports whether the deployment of a machine rolls out: more than one of its sets
-// has machines or is to have some (read from the cache; a deployment has few sets).
+// rolling reports whether the deployment of a machine rolls out.
 func (r *Reconciler) rolling(m client.Object) bool {
 	ref := metav1.GetControllerOfNoCopy(m)
 	if ref == nil || ref.Kind != "MachineSet" {
 		return false
 	}
-	ctx := context.Background()
 	ms := &v1alpha1.MachineSet{}
-	if err := r.client.Get(ctx, types.NamespacedName{Namespace: m.GetNamespace(), Name: ref.Name}, ms, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.Get(context.Background(), types.NamespacedName{Namespace: m.GetNamespace(), Name: ref.Name}, ms, client.UnsafeDisableDeepCopy); err != nil {
 		return true // cannot tell: do not delay
 	}
+	return r.setRolling(ms)
+}
+
+// setRolling reports whether the deployment of a set rolls out: more than one of its sets has
+// machines or is to have some (read from the cache; a deployment has few sets).
+func (r *Reconciler) setRolling(ms client.Object) bool {
 	d := metav1.GetControllerOfNoCopy(ms)
 	if d == nil || d.Kind != "MachineDeployment" {
 		return false
 	}
 	var sets v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &sets, client.InNamespace(m.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.client.List(context.Background(), &sets, client.InNamespace(ms.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return true
 	}
 	active := 0
@@ -209,6 +217,22 @@ func (r *Reconciler) rolling(m client.Object) bool {
 		}
 	}
 	return active > 1
+}
+
+// deploymentOfSet maps a MachineSet to the deployment controlling it.
+func deploymentOfSet(_ context.Context, ms client.Object) []reconcile.Request {
+	d := metav1.GetControllerOfNoCopy(ms)
+	if d == nil || d.Kind != "MachineDeployment" || !strings.HasPrefix(d.APIVersion, v1alpha1.GroupName+"/") {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ms.GetNamespace(), Name: d.Name}}}
+}
+
+// urgentSetEvent: a set that appears, goes or changes anything but its status reaches its
+// deployment at once, and so does every status update during a rollout (its progress); other
+// status updates are coalesced.
+func (r *Reconciler) urgentSetEvent(kind coalesce.Event, old, ms client.Object) bool {
+	return kind != coalesce.Update || !coalesce.StatusOnly(old, ms) || r.setRolling(ms)
 }
 
 // deploymentsForOrphan maps a MachineSet nobody controls to the deployments selecting it.

@@ -33,7 +33,8 @@ const (
 func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
-		For(&v1alpha1.MachineSet{}).
+		// A set's status says nothing the check reads (but the Frozen condition it writes itself).
+		For(&v1alpha1.MachineSet{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		// A check counts all the set's machines: their events are coalesced (a check a second per
 		// 1000 machines at most during a scale-up, not one per machine event).
 		Watches(&v1alpha1.Machine{}, &coalesce.Handler{Map: func(_ context.Context, o client.Object) []reconcile.Request {
@@ -42,7 +43,7 @@ func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 			}
 			return nil
 		}}).
-		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets)).
+		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets), builder.WithPredicates(coalesce.NotStatusOnly())).
 		Complete(reconcile.Func(c.reconcileOvershoot))
 	if err != nil {
 		return fmt.Errorf("safety: overshoot controller: %w", err)

@@ -63,6 +63,9 @@ type Handler struct {
 	Delay    time.Duration
 	PerDelay int
 	MaxDelay time.Duration
+	// SizedBy, when set, is the handler whose member counts set the delay (a deployment's
+	// machines, for the events of its MachineSets).
+	SizedBy *Handler
 
 	mu      sync.Mutex
 	members map[reconcile.Request]int
@@ -148,6 +151,9 @@ func (h *Handler) count(req reconcile.Request, delta int) {
 
 // delay is how long a non-urgent event of a member of req waits.
 func (h *Handler) delay(req reconcile.Request) time.Duration {
+	if h.SizedBy != nil {
+		return h.SizedBy.delay(req)
+	}
 	base, per, ceiling := h.Delay, h.PerDelay, h.MaxDelay
 	if base <= 0 {
 		base = DefaultDelay

@@ -111,3 +111,18 @@ func TestOwnStatusUpdatesWait(t *testing.T) {
 		t.Fatalf("a status-only update of a set of 2 waits %s (queued at once: %v), want 2s", d, q.now)
 	}
 }
+
+func TestSizedByTakesTheOtherHandlersCounts(t *testing.T) {
+	ctx := context.Background()
+	machines := &Handler{Map: byLabel, Delay: time.Second, PerDelay: 1, MaxDelay: time.Minute}
+	sets := &Handler{Map: byLabel, SizedBy: machines}
+	q := &queue{}
+	for _, n := range []string{"m0", "m1", "m2"} {
+		machines.Create(ctx, event.CreateEvent{Object: member(n, "a")}, q)
+	}
+	set := member("set", "a")
+	sets.Update(ctx, event.UpdateEvent{ObjectOld: set, ObjectNew: set}, q)
+	if d := q.after[req("a")]; d != 3*time.Second {
+		t.Fatalf("a set event of a deployment of 3 machines waits %s, want 3s", d)
+	}
+}
