@@ -145,6 +145,48 @@ func (e *expectations) satisfied(key types.NamespacedName, view cacheView) (bool
 	return false, wait
 }
 
+// awaitsCreation reports whether a creation of the set that has not outlived the TTL is not
+// shown by the cache yet (visible), and how long until the oldest such expires; visible ones are
+// dropped. It reads only the awaited machines, so a set waiting for its last creations does not
+// read all of them.
+func (e *expectations) awaitsCreation(key types.NamespacedName, visible func(name string) bool) (time.Duration, bool) {
+	e.mu.Lock()
+	p := e.sets[key]
+	if p == nil {
+		e.mu.Unlock()
+		return 0, false
+	}
+	now := e.now()
+	left := map[string]time.Duration{}
+	for name, at := range p.creates {
+		left[name] = e.ttl - now.Sub(at)
+	}
+	e.mu.Unlock()
+
+	var wait time.Duration
+	var seen []string
+	for name, l := range left {
+		if l <= 0 || visible(name) { // read outside the lock: events keep flowing meanwhile
+			seen = append(seen, name)
+			continue
+		}
+		if wait == 0 || l < wait {
+			wait = l
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if p := e.sets[key]; p != nil {
+		for _, name := range seen {
+			delete(p.creates, name)
+		}
+		if len(p.creates) == 0 && len(p.deletes) == 0 {
+			delete(e.sets, key)
+		}
+	}
+	return wait, wait > 0
+}
+
 // forget drops everything expected of a set (it was deleted).
 func (e *expectations) forget(key types.NamespacedName) {
 	e.mu.Lock()

@@ -40,3 +40,25 @@ func TestObserveIsUrgentOnlyForTheLastAwaitedMachineOrDuringAPass(t *testing.T) 
 		t.Fatal("a deletion observed twice is urgent twice")
 	}
 }
+
+func TestAwaitsCreationReadsOnlyTheAwaitedMachines(t *testing.T) {
+	now := time.Unix(1000, 0)
+	e := newExpectations(time.Minute, func() time.Time { return now })
+	set := types.NamespacedName{Namespace: "ns", Name: "set"}
+	if _, waiting := e.awaitsCreation(set, func(string) bool { t.Fatal("read without expectations"); return false }); waiting {
+		t.Fatal("a set without expectations waits")
+	}
+	e.created(set, "m1")
+	now = now.Add(10 * time.Second)
+	e.created(set, "m2")
+	shown := map[string]bool{"m2": true}
+	var read []string
+	wait, waiting := e.awaitsCreation(set, func(n string) bool { read = append(read, n); return shown[n] })
+	if !waiting || wait != 50*time.Second || len(read) != 2 {
+		t.Fatalf("waiting %v for %s after reading %v; want m1 awaited, 50s left", waiting, wait, read)
+	}
+	now = now.Add(time.Minute)
+	if _, waiting := e.awaitsCreation(set, func(string) bool { return false }); waiting {
+		t.Fatal("an expectation past its TTL still holds the set")
+	}
+}

@@ -245,6 +245,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.updateStatus(ctx, ms, nil, nil, err)
 	}
 
+	if wait, waiting := r.exp.awaitsCreation(req.NamespacedName, r.cached(ctx, ms.Namespace)); waiting {
+		// A machine it created is not in the cache yet: reading every machine would only show
+		// that. Its creation event brings the set back (expectations.observe); wait bounds it.
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	machines, err := r.claimMachines(ctx, ms, sel)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -284,6 +289,14 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, manageErr
 	}
 	return res, nil
+}
+
+// cached reports whether the cache shows the named machine.
+func (r *Reconciler) cached(ctx context.Context, namespace string) func(string) bool {
+	return func(name string) bool {
+		m := &v1alpha1.Machine{}
+		return r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m, client.UnsafeDisableDeepCopy) == nil
+	}
 }
 
 // claimMachines lists the machines the set controls, adopting orphans that match its selector
