@@ -12,8 +12,8 @@
 // and node status updates show up in the request counts under leases and nodes.
 //
 // --profile-dir turns on the controller's /debug/pprof (machinist run --profiling) and saves
-// back-to-back CPU profiles of each phase there; `go tool pprof -top DIR/1000-up-*.pprof`
-// merges them.
+// back-to-back CPU profiles of each phase there, and a heap profile once every machine is
+// Running; `go tool pprof -top DIR/1000-up-*.pprof` merges a phase's CPU profiles.
 package main
 
 import (
@@ -75,7 +75,7 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (logs, state) for inspection")
 	flag.BoolVar(&cfg.separate, "separate-provider", false, "run the local provider in this process and serve it to the controller over the gRPC bridge (--driver-endpoint on a unix socket), so the controller's numbers are its own")
 	flag.BoolVar(&cfg.scaleDown, "scale-down", true, "after all machines are Running, scale the deployment to 0 and measure until every Machine, Node and VM is gone")
-	flag.StringVar(&cfg.profileDir, "profile-dir", "", "run the controller with --profiling and save CPU profiles of each phase here (SIZE-up-N.pprof, SIZE-down-N.pprof; `go tool pprof -top` merges several)")
+	flag.StringVar(&cfg.profileDir, "profile-dir", "", "run the controller with --profiling and save CPU profiles of each phase here (SIZE-up-N.pprof, SIZE-down-N.pprof; `go tool pprof -top` merges several) and a heap profile with every machine Running (SIZE-heap.pprof)")
 	flag.Parse()
 	cfg.extra = flag.Args()
 
@@ -276,6 +276,13 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		res.providerRSS = vmHWM(os.Getpid())
 	}
 	prof.stop()
+	if cfg.profileDir != "" {
+		// What the controller holds with every machine Running.
+		path := filepath.Join(cfg.profileDir, fmt.Sprintf("%d-heap.pprof", n))
+		if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", port), path); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-scale: heap profile: %v\n", err)
+		}
+	}
 	if !cfg.scaleDown {
 		return res, nil
 	}
@@ -641,7 +648,11 @@ func (p *profiles) stop() {
 }
 
 func fetchProfile(ctx context.Context, port int, path string) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, int(profileChunk/time.Second))
+	return fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", port, int(profileChunk/time.Second)), path)
+}
+
+// fetch saves what url answers in path.
+func fetch(ctx context.Context, url, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
