@@ -45,6 +45,14 @@ func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) 
 	if ms.DeletionTimestamp != nil {
 		return fmt.Sprintf("its machine set %s is being deleted", ms.Name)
 	}
+	if ms.Status.ObservedGeneration >= ms.Generation && ms.Status.Replicas <= ms.Spec.Replicas {
+		// The set's status has seen its current replicas and counts no more live machines (surge
+		// machines included) than those: no surplus, without reading every machine of the set —
+		// a scale-up creates thousands, each looking here. A status lagging behind creations
+		// errs low, which is only possible while the set grows; a scale-down changes the
+		// generation, and then the machines are counted.
+		return ""
+	}
 	var list v1alpha1.MachineList
 	if err := r.client.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{IndexMachineController: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
 		r.log(m).Warn("cannot tell whether the machine is surplus: creating it", "set", ms.Name, "err", err)
