@@ -29,7 +29,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +44,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	"github.com/machinist-io/machinist/internal/logbridge"
+	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
@@ -288,29 +288,11 @@ func (e *e2e) localClass(ns, name, cluster string) {
 
 func (e *e2e) newDeployment(ns, name, class string, replicas int32, surge, unavailable int) {
 	e.t.Helper()
-	d := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptrTo(intstr.FromInt(surge)), MaxUnavailable: ptrTo(intstr.FromInt(unavailable)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name}},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}},
-			},
-		},
-	}
+	d := machinetest.Deployment(ns, name, class, replicas, machinetest.Pool(name), int32(surge), int32(unavailable))
 	if err := e.c.Create(context.Background(), d); err != nil {
 		e.t.Fatal(err)
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // machineWatch follows the machines of a namespace and checks an invariant on every event.
 type machineWatch struct {

@@ -31,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // machinistBin is bin/machinist built once for the package by TestMain.
@@ -213,27 +214,8 @@ func (w *world) localClass(name string) {
 // with max > 0 it is a node group of the autoscaler server (min..max).
 func (w *world) machineDeployment(name, class string, replicas int32, min, max int, change func(*v1alpha1.MachineDeployment)) {
 	w.t.Helper()
-	labels := map[string]string{"pool": name}
-	md := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: v1alpha1.MachineSpec{
-					Class:            v1alpha1.ClassSpec{Kind: "MachineClass", Name: class},
-					NodeTemplateSpec: v1alpha1.NodeTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name}}},
-				},
-			},
-		},
-	}
+	md := machinetest.Deployment(ns, name, class, replicas, machinetest.Pool(name), 1, 0)
+	md.Spec.Template.Spec.NodeTemplateSpec.Labels = machinetest.Pool(name)
 	if max > 0 {
 		md.Annotations = map[string]string{deployments.AnnotationMinSize: strconv.Itoa(min), deployments.AnnotationMaxSize: strconv.Itoa(max)}
 	}

@@ -22,12 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
@@ -39,6 +37,7 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/machinetest"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -187,24 +186,9 @@ func (w *world) capacityBack(name string) {
 
 func (w *world) deployment(name, primary string, replicas int32, annotations map[string]string) {
 	w.t.Helper()
-	labels := map[string]string{"pool": name}
-	w.create(&v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: primary}},
-			},
-		},
-	})
+	d := machinetest.Deployment("", name, primary, replicas, machinetest.Pool(name), 1, 1)
+	d.Annotations = annotations
+	w.create(d)
 }
 
 func (w *world) getDeployment(name string) *v1alpha1.MachineDeployment {

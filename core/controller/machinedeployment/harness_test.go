@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,6 +26,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // One control plane serves every test of the package; each test has its own namespace.
@@ -119,23 +119,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 func ptr[T any](v T) *T { return &v }
 
 func (e *env) deployment(name string, replicas int32, class string, surge, unavailable int) *v1alpha1.MachineDeployment {
-	return &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptr(intstr.FromInt(surge)), MaxUnavailable: ptr(intstr.FromInt(unavailable)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name}},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}},
-			},
-		},
-	}
+	return machinetest.Deployment(e.ns, name, class, replicas, machinetest.Pool(name), int32(surge), int32(unavailable))
 }
 
 func (e *env) create(obj client.Object) {

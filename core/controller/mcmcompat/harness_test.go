@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -32,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
+	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -298,29 +298,10 @@ func (w *world) class(name string, extra map[string]any) {
 // deployment is a MachineDeployment of replicas on class, replaced one machine at a time
 // (maxSurge 1, maxUnavailable 0), whose template carries labels.
 func (w *world) deployment(name, class string, replicas int32, labels map[string]string) *v1alpha1.MachineDeployment {
-	return &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)},
-				Spec: v1alpha1.MachineSpec{
-					Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class},
-					NodeTemplateSpec: v1alpha1.NodeTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"worker.gardener.cloud/pool": name}},
-					},
-					MachineConfiguration: &v1alpha1.MachineConfiguration{MachineDrainTimeout: &metav1.Duration{Duration: 10 * time.Minute}},
-				},
-			},
-		},
-	}
+	d := machinetest.Deployment(w.ns, name, class, replicas, labels, 1, 0)
+	d.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{"worker.gardener.cloud/pool": name}
+	d.Spec.Template.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineDrainTimeout: &metav1.Duration{Duration: 10 * time.Minute}}
+	return d
 }
 
 // mcmSet is a MachineSet of d as MCM's getNewMachineSet writes it: named <d>-<hash>, labels and

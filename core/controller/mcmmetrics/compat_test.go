@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -35,6 +34,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 func TestMain(m *testing.M) { ctrltest.Main(m) }
@@ -387,28 +387,10 @@ func class(e *ctrltest.Env, name string) *v1alpha1.MachineClass {
 }
 
 func deployment(e *ctrltest.Env, name string, replicas int32, className string, mc *v1alpha1.MachineConfiguration) *v1alpha1.MachineDeployment {
-	pool := map[string]string{"pool": e.Name(name)}
-	return &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: e.Name(name)},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: pool},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: ptrTo(intstr.FromInt32(1)), MaxUnavailable: ptrTo(intstr.FromInt32(0)),
-				}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: pool},
-				Spec: v1alpha1.MachineSpec{
-					Class:                v1alpha1.ClassSpec{Kind: "MachineClass", Name: className},
-					NodeTemplateSpec:     v1alpha1.NodeTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}},
-					MachineConfiguration: mc,
-				},
-			},
-		},
-	}
+	d := machinetest.Deployment("", e.Name(name), className, replicas, machinetest.Pool(e.Name(name)), 1, 0)
+	d.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{corev1.LabelTopologyZone: "zone-a"}
+	d.Spec.Template.Spec.MachineConfiguration = mc
+	return d
 }
 
 // startManager runs the controller manager of `machinist run` on the test's namespace, with the
