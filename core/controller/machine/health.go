@@ -145,26 +145,14 @@ func (r *reconciler) reconcileHealthFrom(ctx context.Context, m *v1alpha1.Machin
 
 	case v1alpha1.MachineInPlaceUpdateSuccessful:
 		if healthy {
-			st.CurrentStatus.Phase = v1alpha1.MachineRunning
-			st.CurrentStatus.TimeoutActive = false
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
-				Description: fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name),
-			}
-			announce = healthEvent{corev1.EventTypeNormal, "Rejoined"}
+			announce = backToRunning(st, fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), "Rejoined")
 		}
 
 	case v1alpha1.MachineUnknown:
 		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
 		switch {
 		case healthy:
-			st.CurrentStatus.Phase = v1alpha1.MachineRunning
-			st.CurrentStatus.TimeoutActive = false
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
-				Description: fmt.Sprintf("Machine %s has re-joined the cluster", m.Name),
-			}
-			announce = healthEvent{corev1.EventTypeNormal, "Recovered"}
+			announce = backToRunning(st, fmt.Sprintf("Machine %s has re-joined the cluster", m.Name), "Recovered")
 		case healthTimeoutDisabled(m):
 		case unknownFor > r.effectiveHealthTimeout(m) && !r.stillUnknownSince(ctx, m):
 			// The cache was stale (e.g. the safety controller just reset the machine); the
@@ -199,13 +187,7 @@ func (r *reconciler) reconcileHealthFrom(ctx context.Context, m *v1alpha1.Machin
 		// brings it back to Running (MCM moves any non-Running machine with a healthy node to
 		// Running).
 		if healthy {
-			st.CurrentStatus.Phase = v1alpha1.MachineRunning
-			st.CurrentStatus.TimeoutActive = false
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful,
-				Description: fmt.Sprintf("Machine %s has re-joined the cluster", m.Name),
-			}
-			announce = healthEvent{corev1.EventTypeNormal, "Recovered"}
+			announce = backToRunning(st, fmt.Sprintf("Machine %s has re-joined the cluster", m.Name), "Recovered")
 		}
 	}
 
@@ -231,6 +213,17 @@ func (r *reconciler) reconcileHealthFrom(ctx context.Context, m *v1alpha1.Machin
 
 // healthEvent is the event a health transition records.
 type healthEvent struct{ eventType, reason string }
+
+// backToRunning moves a machine whose node is healthy again (after Unknown, a preserved
+// failure or an in-place update) to Running, and returns the event the transition records.
+func backToRunning(st *v1alpha1.MachineStatus, description, reason string) healthEvent {
+	st.CurrentStatus.Phase = v1alpha1.MachineRunning
+	st.CurrentStatus.TimeoutActive = false
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful, Description: description,
+	}
+	return healthEvent{corev1.EventTypeNormal, reason}
+}
 
 // stillUnknownSince confirms with the API server, right before the irreversible Unknown →
 // Failed, that the machine is still Unknown since the same time: a machine the safety controller
