@@ -334,13 +334,8 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 		if time.Now().After(deadline) {
 			return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-done:
-			done <- err
-			return fmt.Errorf("dev: controllers stopped: %v", err)
-		case <-time.After(500 * time.Millisecond):
+		if stop, err := pauseProgress(ctx, done); stop {
+			return err
 		}
 	}
 }
@@ -384,6 +379,21 @@ func workloadsOf(objs []*unstructured.Unstructured) []*unstructured.Unstructured
 	return out
 }
 
+// pauseProgress waits half a second between two looks at the progress. It says stop when ctx
+// ends (nil: Ctrl-C is no failure) or the controllers stopped (their error, put back on done
+// for the caller that waits for them).
+func pauseProgress(ctx context.Context, done chan error) (stop bool, err error) {
+	select {
+	case <-ctx.Done():
+		return true, nil
+	case err := <-done:
+		done <- err
+		return true, fmt.Errorf("dev: controllers stopped: %v", err)
+	case <-time.After(500 * time.Millisecond):
+		return false, nil
+	}
+}
+
 // watchWorkloads prints the sample workloads' pods whenever they change, until every
 // Deployment and DaemonSet has all its pods Running and Ready (or the deadline passes).
 func watchWorkloads(ctx context.Context, c client.Client, step func(string, ...any), workloads []*unstructured.Unstructured, deadline time.Time, done chan error) error {
@@ -410,13 +420,8 @@ func watchWorkloads(ctx context.Context, c client.Client, step func(string, ...a
 		if time.Now().After(deadline) {
 			return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-done:
-			done <- err
-			return fmt.Errorf("dev: controllers stopped: %v", err)
-		case <-time.After(500 * time.Millisecond):
+		if stop, err := pauseProgress(ctx, done); stop {
+			return err
 		}
 	}
 }
