@@ -31,6 +31,11 @@ func (c *objectCache[T]) get(ctx context.Context, key string, fetch func(context
 		return c.clone(v.(T)), nil
 	}
 	ch := c.pulls.DoChan(key, func() (any, error) {
+		// A pull that finished between the miss above and this call has filled the cache:
+		// without this look a late caller would pull the same version again.
+		if v, ok := c.lru.Get(key); ok {
+			return v, nil
+		}
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pullTimeout)
 		defer cancel()
 		v, err := fetch(fctx)
