@@ -7,6 +7,7 @@ import (
 	"debug/elf"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,7 +165,10 @@ func TestSlimImageRuns(t *testing.T) {
 	sock := filepath.Join(sockDir, "driver.sock")
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		// A dial, not a stat: the socket file exists from bind(2), but connections are refused
+		// until listen(2).
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			break
 		}
 		if time.Now().After(deadline) {

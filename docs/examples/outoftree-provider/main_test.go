@@ -5,7 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"os"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,7 +49,10 @@ func startServe(t testing.TB, dir string, args ...string) string {
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "jsoncloud.sock")); err == nil {
+		// A dial, not a stat: the socket file exists from bind(2), but connections are refused
+		// until listen(2).
+		if c, err := net.Dial("unix", filepath.Join(dir, "jsoncloud.sock")); err == nil {
+			c.Close()
 			return addr
 		}
 		select {
