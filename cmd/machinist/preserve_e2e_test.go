@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // Machine preservation end to end: `machinist run` with the local provider, whose machines are
@@ -196,16 +197,16 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 	x, y := ms[0].Name, ms[1].Name // local nodes are named after their machines
 
 	// y's node says false before its machine says now: the node wins, y is never preserved.
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		if m := w.machines[y]; m != nil && m.Status.CurrentStatus.PreserveExpiryTime != nil {
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		if m := ms[y]; m != nil && m.Status.CurrentStatus.PreserveExpiryTime != nil {
 			return y + " was preserved although its node says " + v1alpha1.PreserveFalse
 		}
-		if m := w.machines[x]; m != nil && m.DeletionTimestamp != nil {
+		if m := ms[x]; m != nil && m.DeletionTimestamp != nil {
 			return "preserved machine " + x + " deleted by a scale-down"
 		}
 		return ""
 	})
-	w.arm(t, 3)
+	w.Arm()
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: y}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveFalse)
 	e.eventually(30*time.Second, "the node's value recorded on "+y, func() (bool, string) {
 		m := e.machine("default", y)
@@ -249,8 +250,7 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 	if got := e.liveMachines("default")[0].Name; got != x {
 		t.Fatalf("survivor %s, want the preserved %s", got, x)
 	}
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 
@@ -350,16 +350,16 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	if m := e.machine("default", x); m.Status.CurrentStatus.PreserveExpiryTime != nil {
 		t.Fatalf("when-failed preserved Running machine %s", x)
 	}
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		if m := w.machines[x]; m == nil || m.DeletionTimestamp != nil {
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		if m := ms[x]; m == nil || m.DeletionTimestamp != nil {
 			return "preserved Failed machine " + x + " deleted"
 		}
-		if len(w.machines) > 2 {
-			return "a replacement was created for the preserved machine: " + w.describe()
+		if len(ms) > 2 {
+			return "a replacement was created for the preserved machine: " + machinetest.Describe(ms)
 		}
 		return ""
 	})
-	w.arm(t, 2)
+	w.Arm()
 
 	e.setKernelDeadlock(x, true)
 	e.eventually(60*time.Second, x+" Failed, preserved and drained", func() (bool, string) {
@@ -408,8 +408,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	if n := e.node(x); n.Annotations[v1alpha1.AnnotationPreserve] != v1alpha1.PreserveWhenFailed {
 		t.Errorf("when-failed removed from the node on recovery: %v", n.Annotations)
 	}
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 
@@ -515,8 +514,8 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 	if err := e.c.Create(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	soloPreserved := e.watchMachines("default", func(w *machineWatch) string {
-		if m := w.machines["solo"]; m != nil && m.Status.CurrentStatus.PreserveExpiryTime != nil {
+	soloPreserved := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		if m := ms["solo"]; m != nil && m.Status.CurrentStatus.PreserveExpiryTime != nil {
 			if d := m.Status.CurrentStatus.PreserveExpiryTime.Sub(m.CreationTimestamp.Time); d > time.Minute {
 				return fmt.Sprintf("solo preserved for %s: its spec.machinePreserveTimeout 3s must win over the flag", d)
 			}
@@ -524,7 +523,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 		}
 		return ""
 	})
-	soloPreserved.arm(t, 1)
+	soloPreserved.Arm()
 
 	// The auto-preserved machine's preservation expires (20s): it is replaced.
 	e.eventually(90*time.Second, kept+" replaced after its preservation expired", func() (bool, string) {
@@ -554,8 +553,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 			!caDisabled(n) && c != nil && c.Reason == v1alpha1.PreservedReasonStopped
 		return ok, fmt.Sprintf("annotations %v, status %+v, node annotations %v, condition %+v", m.Annotations, m.Status.CurrentStatus, n.Annotations, c)
 	})
-	soloPreserved.stop()
-	v, _, _ := soloPreserved.result()
+	v := soloPreserved.Stop().Violations
 	if len(v) == 0 {
 		t.Fatal("solo was never preserved")
 	}
@@ -583,25 +581,24 @@ func TestRunPreserveDuringRollout(t *testing.T) {
 		return m.Status.CurrentStatus.PreserveExpiryTime != nil, fmt.Sprint(m.Status.CurrentStatus)
 	})
 
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		m := w.machines[x]
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		m := ms[x]
 		if m == nil || m.DeletionTimestamp == nil {
 			return ""
 		}
-		for name, o := range w.machines {
+		for name, o := range ms {
 			if name != x && o.Spec.Class.Name == "class-a" && o.DeletionTimestamp == nil {
 				return fmt.Sprintf("preserved %s deleted before %s of the old set", x, name)
 			}
 		}
 		return ""
 	})
-	w.arm(t, 3)
+	w.Arm()
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
 	onB := func(m *v1alpha1.Machine) bool { return m.Spec.Class.Name == "class-b" }
 	e.waitRunning("default", 3, 180*time.Second, onB)
 	e.waitRunning("default", 3, 60*time.Second, nil)
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 	if e.machine("default", x) != nil {

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -294,105 +293,6 @@ func (e *e2e) newDeployment(ns, name, class string, replicas int32, surge, unava
 	}
 }
 
-// machineWatch follows the machines of a namespace and checks an invariant on every event.
-type machineWatch struct {
-	mu         sync.Mutex
-	machines   map[string]*v1alpha1.Machine
-	violations []string
-	maxTotal   int
-	minRunning int
-	armed      bool
-	cancel     context.CancelFunc
-	done       chan struct{}
-}
-
-func (e *e2e) watchMachines(ns string, check func(w *machineWatch) string) *machineWatch {
-	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	wi, err := e.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(ns))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	w := &machineWatch{machines: map[string]*v1alpha1.Machine{}, minRunning: 1 << 30, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		defer wi.Stop()
-		for ev := range wi.ResultChan() {
-			m, ok := ev.Object.(*v1alpha1.Machine)
-			if !ok {
-				continue
-			}
-			w.mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(w.machines, m.Name)
-			} else {
-				w.machines[m.Name] = m
-			}
-			if !w.armed {
-				w.mu.Unlock()
-				continue
-			}
-			if v := check(w); v != "" {
-				w.violations = append(w.violations, v)
-			}
-			w.mu.Unlock()
-		}
-	}()
-	e.t.Cleanup(w.stop)
-	return w
-}
-
-func (w *machineWatch) stop() { w.cancel(); <-w.done }
-
-// arm starts checking once the watch has delivered the n machines that exist now.
-func (w *machineWatch) arm(t *testing.T, n int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		w.mu.Lock()
-		if len(w.machines) >= n {
-			w.armed = true
-			w.mu.Unlock()
-			return
-		}
-		w.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch did not deliver the %d existing machines", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// describe lists the machines as name=phase (terminating ones marked), sorted.
-func (w *machineWatch) describe() string {
-	var out []string
-	for name, m := range w.machines {
-		p := string(m.Status.CurrentStatus.Phase)
-		if m.DeletionTimestamp != nil {
-			p += "(deleting)"
-		}
-		out = append(out, name+"="+p)
-	}
-	sort.Strings(out)
-	return strings.Join(out, " ")
-}
-
-func (w *machineWatch) running() (total, running int) {
-	for _, m := range w.machines {
-		total++
-		if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
-			running++
-		}
-	}
-	return total, running
-}
-
-func (w *machineWatch) result() ([]string, int, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.violations...), w.maxTotal, w.minRunning
-}
-
 // nodeMarks records which nodes were ever seen with the rollout taint and the Cluster
 // Autoscaler annotation.
 type nodeMarks struct {
@@ -565,19 +465,18 @@ func TestRunScaleHonoursPriority(t *testing.T) {
 	}
 	annotate(keep, "9")
 	annotate(first, "1")
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		for name, m := range w.machines {
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		for name, m := range ms {
 			if m.DeletionTimestamp != nil && name != first {
 				return name + " deleted instead of the priority-1 machine " + first
 			}
 		}
 		return ""
 	})
-	w.arm(t, 5)
+	w.Arm()
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
 	e.waitRunning("default", 4, 60*time.Second, nil)
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 1 })
@@ -604,19 +503,17 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 	e.newDeployment("default", "pool", "class-a", replicas, surge, unavailable)
 	e.waitRunning("default", replicas, 90*time.Second, nil)
 
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		total, running := w.running()
-		w.maxTotal = max(w.maxTotal, total)
-		w.minRunning = min(w.minRunning, running)
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		c := machinetest.Count(ms)
 		switch {
-		case total > replicas+surge:
-			return fmt.Sprintf("%d machines > replicas+maxSurge", total)
-		case running < replicas-unavailable:
-			return fmt.Sprintf("%d Running < replicas-maxUnavailable: %s", running, w.describe())
+		case c.All > replicas+surge:
+			return fmt.Sprintf("%d machines > replicas+maxSurge", c.All)
+		case c.Running < replicas-unavailable:
+			return fmt.Sprintf("%d Running < replicas-maxUnavailable: %s", c.Running, machinetest.Describe(ms))
 		}
 		return ""
 	})
-	w.arm(t, replicas)
+	w.Arm()
 	oldNodes := map[string]bool{}
 	for _, m := range e.machines("default") {
 		oldNodes[m.Labels[v1alpha1.LabelNode]] = true
@@ -632,12 +529,11 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 	e.startRun()
 	e.waitRunning("default", replicas, 120*time.Second, onB)
 	e.waitRunning("default", replicas, 60*time.Second, nil)
-	w.stop()
-	violations, maxTotal, minRunning := w.result()
-	if len(violations) > 0 {
-		t.Fatalf("bounds violated %d times, first: %s", len(violations), violations[0])
+	r := w.Stop()
+	if len(r.Violations) > 0 {
+		t.Fatalf("bounds violated %d times, first: %s", len(r.Violations), r.Violations[0])
 	}
-	t.Logf("rollout: at most %d machines (limit %d), at least %d Running (limit %d)", maxTotal, replicas+surge, minRunning, replicas-unavailable)
+	t.Logf("rollout: at most %d machines (limit %d), at least %d Running (limit %d)", r.MaxAll, replicas+surge, r.MinRunning, replicas-unavailable)
 
 	// During the rollout old nodes were tainted PreferNoSchedule and every node of the deployment
 	// had Cluster Autoscaler's scale-down-disabled annotation; afterwards no node has either.
@@ -698,8 +594,8 @@ func TestRunTriggerDeletion(t *testing.T) {
 	for _, m := range ms {
 		before[m.Name] = true
 	}
-	w := e.watchMachines("default", func(w *machineWatch) string {
-		for name, m := range w.machines {
+	w := machinetest.WatchMachines(t, e.c, "default", func(ms map[string]*v1alpha1.Machine) string {
+		for name, m := range ms {
 			if !before[name] {
 				return "machine " + name + " was created"
 			}
@@ -709,7 +605,7 @@ func TestRunTriggerDeletion(t *testing.T) {
 		}
 		return ""
 	})
-	w.arm(t, 4)
+	w.Arm()
 	now := time.Now().UTC().Format(time.RFC3339)
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) {
 		if d.Annotations == nil {
@@ -728,8 +624,7 @@ func TestRunTriggerDeletion(t *testing.T) {
 		v, ok := e.deployment("default", "pool").Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
 		return !ok, v
 	})
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 }

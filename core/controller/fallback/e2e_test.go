@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -243,91 +241,6 @@ func (w *world) waitRunningOn(class string, n int, timeout time.Duration) {
 	}
 }
 
-// readyWatch follows the machines and records the fewest Ready (Running, not deleting) and the
-// most live machines seen at any event once armed.
-type readyWatch struct {
-	mu       sync.Mutex
-	machines map[string]*v1alpha1.Machine
-	armed    bool
-	minReady int
-	maxLive  int
-	stop     func()
-}
-
-func (w *world) watchReady() *readyWatch {
-	w.t.Helper()
-	ctx, cancel := context.WithCancel(w.ctx)
-	wi, err := w.c.Watch(ctx, &v1alpha1.MachineList{}, client.InNamespace(w.ns))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	rw := &readyWatch{machines: map[string]*v1alpha1.Machine{}, minReady: 1 << 30}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer wi.Stop()
-		for ev := range wi.ResultChan() {
-			m, ok := ev.Object.(*v1alpha1.Machine)
-			if !ok {
-				continue
-			}
-			rw.mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(rw.machines, m.Name)
-			} else {
-				rw.machines[m.Name] = m
-			}
-			if rw.armed {
-				ready, live := rw.countLocked()
-				rw.minReady = min(rw.minReady, ready)
-				rw.maxLive = max(rw.maxLive, live)
-			}
-			rw.mu.Unlock()
-		}
-	}()
-	rw.stop = func() { cancel(); <-done }
-	w.t.Cleanup(rw.stop)
-	return rw
-}
-
-func (rw *readyWatch) countLocked() (ready, live int) {
-	for _, m := range rw.machines {
-		if m.DeletionTimestamp != nil {
-			continue
-		}
-		live++
-		if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
-			ready++
-		}
-	}
-	return ready, live
-}
-
-// arm starts recording once the watch shows n Ready machines.
-func (rw *readyWatch) arm(t testing.TB, n int) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rw.mu.Lock()
-		ready, _ := rw.countLocked()
-		rw.armed = ready >= n
-		rw.mu.Unlock()
-		if ready >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the watch shows %d Ready machines, not %d", ready, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (rw *readyWatch) result() (minReady, maxLive int) {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	return rw.minReady, rw.maxLive
-}
-
 // hasEvent reports whether an event of reason about name has a note containing text.
 func (w *world) hasEvent(name, reason, text string) bool {
 	cs, err := kubernetes.NewForConfig(w.cfg)
@@ -430,8 +343,8 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 
 	// Rebalancing is switched on while the zone is still out: the probe is refused and deleted,
 	// and nothing else moves.
-	rw := w.watchReady()
-	rw.arm(t, 5)
+	rw := machinetest.WatchMachines(t, w.c, w.ns, nil)
+	rw.ArmWhen(t, "5 Running machines", func(c machinetest.Counts) bool { return c.Running >= 5 })
 	before := map[string]bool{}
 	for _, m := range w.machines() {
 		before[m.Name] = true
@@ -459,12 +372,12 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 	// The zone comes back: all machines move to the primary, surge first, one at a time.
 	w.capacityBack("zone-1")
 	w.waitRunningOn("zone-1", 5, 4*time.Minute)
-	minReady, maxLive := rw.result()
-	if minReady < 5-1 {
-		t.Errorf("only %d machines were Ready at one point, below replicas − maxUnavailable = 4", minReady)
+	seen := rw.Stop()
+	if seen.MinRunning < 5-1 {
+		t.Errorf("only %d machines were Ready at one point, below replicas − maxUnavailable = 4", seen.MinRunning)
 	}
-	if maxLive > 6 {
-		t.Errorf("%d live machines at one point: more than one surge machine at a time", maxLive)
+	if seen.MaxLive > 6 {
+		t.Errorf("%d live machines at one point: more than one surge machine at a time", seen.MaxLive)
 	}
 	for _, m := range w.machines() {
 		if fallback.IsSurge(&m) {

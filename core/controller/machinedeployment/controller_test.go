@@ -15,6 +15,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 func isConflict(err error) bool { return apierrors.IsConflict(err) }
@@ -34,26 +35,17 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 		return all == replicas && run == replicas, fmt.Sprintf("%d machines, %d Running", all, run)
 	})
 
-	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
-		all := len(ms)
-		run := 0
-		for _, m := range ms {
-			if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
-				run++
-			}
-		}
-		w.maxAll = max(w.maxAll, all)
-		w.minRunning = min(w.minRunning, run)
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(ms map[string]*v1alpha1.Machine) string {
+		c := machinetest.Count(ms)
 		switch {
-		case all > replicas+surge:
-			return fmt.Sprintf("%d machines > replicas+maxSurge %d", all, replicas+surge)
-		case run < replicas-unavailable:
-			return fmt.Sprintf("%d Running < replicas-maxUnavailable %d", run, replicas-unavailable)
+		case c.All > replicas+surge:
+			return fmt.Sprintf("%d machines > replicas+maxSurge %d", c.All, replicas+surge)
+		case c.Running < replicas-unavailable:
+			return fmt.Sprintf("%d Running < replicas-maxUnavailable %d", c.Running, replicas-unavailable)
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond) // let the watch deliver the initial state
-	w.arm()
+	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
 
 	e.eventually(60*time.Second, "every machine replaced by a Running class-b machine", func() (bool, string) {
@@ -62,14 +54,13 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 		allB, runB := running(ms, "class-b")
 		return allA == 0 && allB == replicas && runB == replicas, fmt.Sprintf("class-a %d, class-b %d (%d Running)", allA, allB, runB)
 	})
-	w.stop()
-	violations, maxAll, minRun := w.result()
-	if len(violations) > 0 {
-		t.Fatalf("bounds violated %d times, first: %s", len(violations), violations[0])
+	r := w.Stop()
+	if len(r.Violations) > 0 {
+		t.Fatalf("bounds violated %d times, first: %s", len(r.Violations), r.Violations[0])
 	}
-	t.Logf("during the rollout: at most %d machines (limit %d), at least %d Running (limit %d)", maxAll, replicas+surge, minRun, replicas-unavailable)
-	if maxAll <= replicas {
-		t.Errorf("the rollout never surged (max %d machines): the watch saw nothing of it", maxAll)
+	t.Logf("during the rollout: at most %d machines (limit %d), at least %d Running (limit %d)", r.MaxAll, replicas+surge, r.MinRunning, replicas-unavailable)
+	if r.MaxAll <= replicas {
+		t.Errorf("the rollout never surged (max %d machines): the watch saw nothing of it", r.MaxAll)
 	}
 
 	e.eventually(20*time.Second, "a complete status", func() (bool, string) {
@@ -160,7 +151,7 @@ func TestScaleHonoursPriority(t *testing.T) {
 	setPriority(first, "1")
 
 	// 5 → 4: exactly the priority-1 machine goes, although it is the newest.
-	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(ms map[string]*v1alpha1.Machine) string {
 		for name, m := range ms {
 			if m.DeletionTimestamp != nil && name != first {
 				return fmt.Sprintf("%s deleted instead of the priority-1 machine %s", name, first)
@@ -168,12 +159,10 @@ func TestScaleHonoursPriority(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond)
-	w.arm()
+	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
 	wantRunning(4)
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 	for _, m := range e.machines() {
@@ -212,7 +201,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 		before[m.Name] = true
 	}
 
-	w := e.watchMachines(func(w *watcher, cur map[string]*v1alpha1.Machine) string {
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(cur map[string]*v1alpha1.Machine) string {
 		for name, m := range cur {
 			if !before[name] {
 				return "machine " + name + " was created"
@@ -223,8 +212,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond)
-	w.arm()
+	w.Arm()
 	now := time.Now().UTC().Format(time.RFC3339)
 	update(e, d, func(d *v1alpha1.MachineDeployment) {
 		if d.Annotations == nil {
@@ -253,8 +241,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 		return !ok, "annotation: " + v
 	})
 	time.Sleep(500 * time.Millisecond) // anything wrong would show now
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 }
@@ -272,7 +259,7 @@ func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
 		all, run := running(e.machines(), "a")
 		return all == 3 && run == 3, fmt.Sprintf("%d/%d", all, run)
 	})
-	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(ms map[string]*v1alpha1.Machine) string {
 		var a, b int
 		for _, m := range ms {
 			if m.Spec.Class.Name == "a" {
@@ -286,8 +273,7 @@ func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond)
-	w.arm()
+	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
 	e.eventually(30*time.Second, "3 Running of class b", func() (bool, string) {
 		ms := e.machines()
@@ -295,8 +281,7 @@ func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
 		allB, runB := running(ms, "b")
 		return allA == 0 && allB == 3 && runB == 3, fmt.Sprintf("a %d, b %d/%d", allA, allB, runB)
 	})
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 }
@@ -417,8 +402,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 	var limit atomic.Int32
 	limit.Store(4 + surge)
 	var paused atomic.Bool
-	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
-		w.maxAll = max(w.maxAll, len(ms))
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(ms map[string]*v1alpha1.Machine) string {
 		if n := int32(len(ms)); n > limit.Load() {
 			return fmt.Sprintf("%d machines > replicas+maxSurge %d", n, limit.Load())
 		}
@@ -429,8 +413,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond)
-	w.arm()
+	w.Arm()
 	paused.Store(true)
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = true; d.Spec.Template.Spec.Class.Name = "a" })
 	e.eventually(10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
@@ -482,12 +465,11 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 		ok := allA == 8 && runA == 8 && allB == 0 && allStuck == 0 && r["a"] == 8 && r["b"] == 0 && r["stuck"] == 0
 		return ok, fmt.Sprintf("a %d/%d, b %d, stuck %d, sets %v", allA, runA, allB, allStuck, r)
 	})
-	w.stop()
-	violations, maxAll, _ := w.result()
-	if len(violations) > 0 {
-		t.Fatalf("%d violations, first: %s", len(violations), violations[0])
+	r := w.Stop()
+	if len(r.Violations) > 0 {
+		t.Fatalf("%d violations, first: %s", len(r.Violations), r.Violations[0])
 	}
-	t.Logf("at most %d machines", maxAll)
+	t.Logf("at most %d machines", r.MaxAll)
 }
 
 // TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced uses a bare MachineSet.
@@ -564,15 +546,13 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 		all, run := running(e.machines(), "a")
 		return all == replicas && run == replicas, fmt.Sprintf("%d/%d", all, run)
 	})
-	w := e.watchMachines(func(w *watcher, ms map[string]*v1alpha1.Machine) string {
-		w.maxAll = max(w.maxAll, len(ms))
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(ms map[string]*v1alpha1.Machine) string {
 		if len(ms) > replicas+surge {
 			return fmt.Sprintf("%d machines", len(ms))
 		}
 		return ""
 	})
-	time.Sleep(200 * time.Millisecond)
-	w.arm()
+	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
 	e.eventually(20*time.Second, "rollout under way", func() (bool, string) {
 		allB, _ := running(e.machines(), "b")
@@ -587,8 +567,7 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 		allB, runB := running(ms, "b")
 		return allA == 0 && allB == replicas && runB == replicas, fmt.Sprintf("a %d, b %d/%d", allA, allB, runB)
 	})
-	w.stop()
-	if v, _, _ := w.result(); len(v) > 0 {
+	if v := w.Stop().Violations; len(v) > 0 {
 		t.Fatal(v[0])
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -196,69 +195,4 @@ func running(ms []v1alpha1.Machine, class string) (all, run int) {
 		}
 	}
 	return all, run
-}
-
-// watcher keeps the namespace's machines from a watch and checks an invariant after every event.
-type watcher struct {
-	mu         sync.Mutex
-	machines   map[string]*v1alpha1.Machine
-	violations []string
-	maxAll     int
-	minRunning int
-	armed      bool
-	cancel     context.CancelFunc
-	done       chan struct{}
-}
-
-// watchMachines starts a watch; check is called (under the lock) with every new state once armed.
-func (e *env) watchMachines(check func(w *watcher, ms map[string]*v1alpha1.Machine) string) *watcher {
-	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var list v1alpha1.MachineList
-	wi, err := e.c.Watch(ctx, &list, client.InNamespace(e.ns))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	w := &watcher{machines: map[string]*v1alpha1.Machine{}, cancel: cancel, done: make(chan struct{}), minRunning: 1 << 30}
-	go func() {
-		defer close(w.done)
-		defer wi.Stop()
-		for ev := range wi.ResultChan() {
-			m, ok := ev.Object.(*v1alpha1.Machine)
-			if !ok {
-				continue
-			}
-			w.mu.Lock()
-			if ev.Type == watch.Deleted {
-				delete(w.machines, m.Name)
-			} else {
-				w.machines[m.Name] = m
-			}
-			if w.armed {
-				if v := check(w, w.machines); v != "" {
-					w.violations = append(w.violations, v)
-				}
-			}
-			w.mu.Unlock()
-		}
-	}()
-	e.t.Cleanup(w.stop)
-	return w
-}
-
-func (w *watcher) arm() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.armed = true
-}
-
-func (w *watcher) stop() {
-	w.cancel()
-	<-w.done
-}
-
-func (w *watcher) result() (violations []string, maxAll, minRunning int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return append([]string(nil), w.violations...), w.maxAll, w.minRunning
 }
