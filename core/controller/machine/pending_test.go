@@ -429,15 +429,7 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
 
 	const n = 8
-	var names []string
-	for i := range n {
-		name := e.Name(fmt.Sprintf("m%d", i))
-		names = append(names, name)
-		e.Machine(name, "local")
-	}
-	for _, name := range names {
-		e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
-	}
+	names := runningMachines(e, "m", n)
 	// Let the reconciles the last writes woke finish.
 	time.Sleep(time.Second)
 
@@ -533,15 +525,7 @@ func TestDeletionsCostNoExtraRequests(t *testing.T) {
 	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
 
 	const n = 6
-	var names []string
-	for i := range n {
-		name := e.Name(fmt.Sprintf("d%d", i))
-		names = append(names, name)
-		e.Machine(name, "local")
-	}
-	for _, name := range names {
-		e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
-	}
+	names := runningMachines(e, "d", n)
 	time.Sleep(time.Second)
 	patches, statuses := rc.get(rc.counts, "PATCH machines"), rc.get(rc.counts, "PUT machines/status")
 	for _, name := range names {
@@ -600,4 +584,18 @@ func TestHealthyNodeAtCreationOneStatusWrite(t *testing.T) {
 	if a, j := eventCount(t, e, name, "Adopted"), eventCount(t, e, name, "Joined"); a != 1 || j != 1 {
 		t.Errorf("%d Adopted and %d Joined events, want one each", a, j)
 	}
+}
+
+// runningMachines creates n local machines named prefix0… and waits until each is Running.
+func runningMachines(e *ctrltest.Env, prefix string, n int) []string {
+	e.T.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = e.Name(fmt.Sprintf("%s%d", prefix, i))
+		e.Machine(names[i], "local")
+	}
+	for _, name := range names {
+		e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
+	}
+	return names
 }
