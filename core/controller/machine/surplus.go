@@ -45,6 +45,17 @@ func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) 
 	if ms.DeletionTimestamp != nil {
 		return fmt.Sprintf("its machine set %s is being deleted", ms.Name)
 	}
+	// m was read when the reconcile began, before the driver was asked for its VM; the set may
+	// have deleted it since, and its status below may already count it out. The cache's copy,
+	// read after the set's, has that deletion when the set's status was computed from the same
+	// cache (one manager), so the status cannot be ahead of it.
+	cur := &v1alpha1.Machine{}
+	switch err := r.client.Get(ctx, client.ObjectKeyFromObject(m), cur, client.UnsafeDisableDeepCopy); {
+	case apierrors.IsNotFound(err):
+		return "the machine is gone"
+	case err == nil && cur.UID == m.UID && cur.DeletionTimestamp != nil:
+		return "the machine is being deleted"
+	}
 	if ms.Status.ObservedGeneration >= ms.Generation && ms.Status.Replicas <= ms.Spec.Replicas {
 		// The set's status has seen its current replicas and counts no more live machines (surge
 		// machines included) than those: no surplus, without reading every machine of the set —
