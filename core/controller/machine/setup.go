@@ -179,12 +179,13 @@ func classesOf(m *v1alpha1.Machine) []string {
 func notDeleting(o client.Object) bool { return o.GetDeletionTimestamp() == nil }
 
 // notOnlyMarkChanged drops class updates that only publish or lift an exhausted mark
-// (fallback.AnnotationExhausted): they must not wake every machine of the class.
+// (fallback.AnnotationExhausted) or change the class's finalizers (the machine controller adds
+// its own when a machine first uses the class): they must not wake every machine of the class,
+// which would retry failed creations before their backoff.
 func notOnlyMarkChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld, e.ObjectNew
 		if o.GetGeneration() != n.GetGeneration() || !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
-			!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
 			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) {
 			return true
 		}
