@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,30 +70,33 @@ func TestCreateErrorCodes(t *testing.T) {
 		})
 	}
 
-	// Pace: attempts (each starts with GetMachineStatus) in a 1.5s window after the failures.
-	attempts := map[driver.Code]int{}
+	// Pace: attempts (each starts with GetMachineStatus) over a 1.5s window after the failures.
+	// The fast codes retry at least twice in it; the others never sooner than their base wait
+	// allows (−20 % jitter): gaps, not counts in a window, whose start is unrelated to when each
+	// machine failed.
 	before := map[driver.Code]int{}
 	for _, tc := range cases {
-		before[tc.code] = counting.statusCalls(e.Name(strings.ToLower(tc.code.String())))
+		before[tc.code] = len(counting.statusCalls(e.Name(strings.ToLower(tc.code.String()))))
 	}
 	time.Sleep(1500 * time.Millisecond)
 	for _, tc := range cases {
-		attempts[tc.code] = counting.statusCalls(e.Name(strings.ToLower(tc.code.String()))) - before[tc.code]
-	}
-	for _, tc := range cases {
-		n := attempts[tc.code]
+		calls := counting.statusCalls(e.Name(strings.ToLower(tc.code.String())))
+		gap := time.Duration(1 << 62)
+		for i := 1; i < len(calls); i++ {
+			gap = min(gap, calls[i].Sub(calls[i-1]))
+		}
 		switch tc.pace {
 		case fast:
-			if n < 2 {
+			if n := len(calls) - before[tc.code]; n < 2 {
 				t.Errorf("%s: %d retries in 1.5s, want ≥ 2 (ShortRetry 100ms, doubling)", tc.code, n)
 			}
 		case slow:
-			if n > 1 {
-				t.Errorf("%s: %d retries in 1.5s, want ≤ 1 (MediumRetry 1s)", tc.code, n)
+			if gap < opts.MediumRetry*8/10 {
+				t.Errorf("%s: attempts %s apart, want ≥ %s (MediumRetry %s − 20 %%)", tc.code, gap, opts.MediumRetry*8/10, opts.MediumRetry)
 			}
 		case slowest:
-			if n != 0 {
-				t.Errorf("%s: %d retries in 1.5s, want 0 (ResourceExhaustedRetry 2s)", tc.code, n)
+			if gap < opts.ResourceExhaustedRetry*8/10 {
+				t.Errorf("%s: attempts %s apart, want ≥ %s (ResourceExhaustedRetry %s − 20 %%)", tc.code, gap, opts.ResourceExhaustedRetry*8/10, opts.ResourceExhaustedRetry)
 			}
 		}
 	}
@@ -107,28 +111,28 @@ func TestCreateErrorCodes(t *testing.T) {
 	}
 }
 
-// countingDriver counts GetMachineStatus calls per machine; every creation attempt starts with
-// one.
+// countingDriver records when GetMachineStatus is called per machine; every creation attempt
+// starts with one.
 type countingDriver struct {
 	driver.Driver
 	mu    sync.Mutex
-	calls map[string]int
+	calls map[string][]time.Time
 }
 
 func (d *countingDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
 	d.mu.Lock()
 	if d.calls == nil {
-		d.calls = map[string]int{}
+		d.calls = map[string][]time.Time{}
 	}
-	d.calls[req.Machine.Name]++
+	d.calls[req.Machine.Name] = append(d.calls[req.Machine.Name], time.Now())
 	d.mu.Unlock()
 	return d.Driver.GetMachineStatus(ctx, req)
 }
 
-func (d *countingDriver) statusCalls(name string) int {
+func (d *countingDriver) statusCalls(name string) []time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.calls[name]
+	return slices.Clone(d.calls[name])
 }
 
 func TestCreationTimeoutFails(t *testing.T) {
