@@ -58,6 +58,19 @@ func classInUse(t *testing.T, e *ctrltest.Env, name string) *v1alpha1.MachineCla
 	return class
 }
 
+// vmWithReadyNode creates the VM of a machine called name straight at the driver, as if an
+// earlier controller had, and waits until its node is Ready.
+func vmWithReadyNode(t *testing.T, e *ctrltest.Env, drv driver.Driver, class *v1alpha1.MachineClass, name string) *driver.CreateMachineResponse {
+	t.Helper()
+	probe := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
+	resp, err := drv.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: probe, MachineClass: class, Secret: &corev1.Secret{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, e, resp.NodeName)
+	return resp
+}
+
 func waitNodeReady(t *testing.T, e *ctrltest.Env, name string) {
 	t.Helper()
 	ctrltest.Eventually(t, promptly, "node "+name+" Ready", func() bool {
@@ -81,17 +94,11 @@ func waitNodeReady(t *testing.T, e *ctrltest.Env, name string) {
 // Running at once, not after the Pending recheck.
 func TestRecordedVMWithReadyNodeRunsWithoutRecheck(t *testing.T) {
 	e := ctrltest.NewEnv(t)
-	ctx := context.Background()
 	drv := localProvider(t, e)
 	class := classInUse(t, e, "local")
 	name := e.Name("recorded")
 
-	probe := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
-	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: probe, MachineClass: class, Secret: &corev1.Secret{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, e, resp.NodeName)
+	resp := vmWithReadyNode(t, e, drv, class, name)
 	e.Machine(name, "local", func(m *v1alpha1.Machine) {
 		m.Finalizers = []string{v1alpha1.FinalizerMachineControllerManager}
 		m.Labels = map[string]string{v1alpha1.LabelNode: resp.NodeName}
@@ -552,16 +559,10 @@ func TestDeletionsCostNoExtraRequests(t *testing.T) {
 // both events, Adopted (or Created) first.
 func TestHealthyNodeAtCreationOneStatusWrite(t *testing.T) {
 	e := ctrltest.NewEnv(t)
-	ctx := context.Background()
 	drv := localProvider(t, e)
 	class := classInUse(t, e, "local")
 	name := e.Name("ready")
-	probe := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.NS}}
-	resp, err := drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: probe, MachineClass: class, Secret: &corev1.Secret{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, e, resp.NodeName)
+	resp := vmWithReadyNode(t, e, drv, class, name)
 
 	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
 	cfg := rest.CopyConfig(e.Config)
