@@ -362,6 +362,15 @@ type requestCounter struct {
 	selectors []string // of the machine LISTs by label
 }
 
+// countRequests returns a counter and a copy of the environment's config whose requests it
+// counts.
+func countRequests(e *ctrltest.Env) (*requestCounter, *rest.Config) {
+	c := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Wrap(c.wrap)
+	return c, cfg
+}
+
 func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
@@ -429,9 +438,7 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	localProvider(t, e)
 	classInUse(t, e, "local")
-	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Wrap(rc.wrap)
+	rc, cfg := countRequests(e)
 	pending := watchPending(t, e)
 	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
 
@@ -517,9 +524,7 @@ func TestDeletionsCostNoExtraRequests(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	localProvider(t, e)
 	classInUse(t, e, "local")
-	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Wrap(rc.wrap)
+	rc, cfg := countRequests(e)
 	var mu sync.Mutex
 	slow := map[string]bool{}
 	watchVersions(t, e, func(m *v1alpha1.Machine) {
@@ -564,9 +569,7 @@ func TestHealthyNodeAtCreationOneStatusWrite(t *testing.T) {
 	name := e.Name("ready")
 	resp := vmWithReadyNode(t, e, drv, class, name)
 
-	rc := &requestCounter{counts: map[string]int{}, conflicts: map[string]int{}}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Wrap(rc.wrap)
+	rc, cfg := countRequests(e)
 	pending := watchPending(t, e)
 	startWithLaggingCache(t, e, noRecheckOptions(), cfg)
 	// The controllers' caches hold the Ready node before the machine exists.
