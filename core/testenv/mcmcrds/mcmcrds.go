@@ -317,6 +317,36 @@ func Stricter(s Schema, f Facts) []string {
 	return out
 }
 
+// Mismatches lists how a CRD differs from the facts of MCM's: its required and preserve-unknown
+// sets, its number of schema properties, its status subresource, and its scale subresource
+// (which MCM's has without a label selector).
+func Mismatches(crd *apiextensionsv1.CustomResourceDefinition, f Facts) []string {
+	var out []string
+	s := Read(crd)
+	if want := sortedCopy(f.Required); !slices.Equal(s.Required, want) {
+		out = append(out, fmt.Sprintf("%s: required %q, MCM's %q", crd.Name, s.Required, want))
+	}
+	if want := sortedCopy(f.Preserve); !slices.Equal(s.Preserve, want) {
+		out = append(out, fmt.Sprintf("%s: preserve %q, MCM's %q", crd.Name, s.Preserve, want))
+	}
+	if len(s.Properties) != f.Properties {
+		out = append(out, fmt.Sprintf("%s: %d properties, MCM's %d", crd.Name, len(s.Properties), f.Properties))
+	}
+	v := crd.Spec.Versions[0]
+	status := v.Subresources != nil && v.Subresources.Status != nil
+	scale := v.Subresources != nil && v.Subresources.Scale != nil
+	if status != f.StatusSubresource || scale != f.Scale || (scale && v.Subresources.Scale.LabelSelectorPath != nil) {
+		out = append(out, fmt.Sprintf("%s: subresources %+v, MCM's status %v scale %v (without label selector)", crd.Name, v.Subresources, f.StatusSubresource, f.Scale))
+	}
+	return out
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
 // machinistOnly reports whether path is, or lies below, a property MCM's schema lacks.
 func machinistOnly(f Facts, path string) bool {
 	for _, p := range f.MachinistOnly {

@@ -2,8 +2,6 @@ package mcmcrds
 
 import (
 	"os"
-	"reflect"
-	"slices"
 	"testing"
 )
 
@@ -31,27 +29,8 @@ func TestFactsMatchMCMCRDs(t *testing.T) {
 			t.Errorf("no facts about %s", crd.Name)
 			continue
 		}
-		s := Read(crd)
-		if want := sortedCopy(f.Required); !reflect.DeepEqual(s.Required, want) {
-			t.Errorf("%s: required %q, facts %q", crd.Name, s.Required, want)
-		}
-		if want := sortedCopy(f.Preserve); !reflect.DeepEqual(s.Preserve, want) {
-			t.Errorf("%s: preserve %q, facts %q", crd.Name, s.Preserve, want)
-		}
-		if len(s.Properties) != f.Properties {
-			t.Errorf("%s: %d properties, facts %d", crd.Name, len(s.Properties), f.Properties)
-		}
-		v := crd.Spec.Versions[0]
-		status := v.Subresources != nil && v.Subresources.Status != nil
-		scale := v.Subresources != nil && v.Subresources.Scale != nil
-		if status != f.StatusSubresource || scale != f.Scale || (scale && v.Subresources.Scale.LabelSelectorPath != nil) {
-			t.Errorf("%s: subresources %+v, facts status %v scale %v (without label selector)", crd.Name, v.Subresources, f.StatusSubresource, f.Scale)
+		for _, m := range Mismatches(crd, f) {
+			t.Error(m)
 		}
 	}
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }

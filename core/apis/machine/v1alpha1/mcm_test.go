@@ -4,7 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
-	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,30 +88,17 @@ func TestMCMShapedCRDsMatchTheFacts(t *testing.T) {
 		if err := mcmcrds.Shape(shaped); err != nil {
 			t.Fatal(err)
 		}
-		s := mcmcrds.Read(shaped)
-		if want := sorted(f.Required); !reflect.DeepEqual(s.Required, want) {
-			t.Errorf("%s: required %v, MCM's %v", crd.Name, s.Required, want)
+		for _, m := range mcmcrds.Mismatches(shaped, f) {
+			t.Error(m)
 		}
-		if want := sorted(f.Preserve); !reflect.DeepEqual(s.Preserve, want) {
-			t.Errorf("%s: preserve %v, MCM's %v", crd.Name, s.Preserve, want)
-		}
-		if len(s.Properties) != f.Properties {
-			t.Errorf("%s: %d properties, MCM's schema has %d: the machinist-only list is stale", crd.Name, len(s.Properties), f.Properties)
-		}
-		v := shaped.Spec.Versions[0]
-		if (v.Subresources != nil && v.Subresources.Status != nil) != f.StatusSubresource {
-			t.Errorf("%s: status subresource %v, MCM's %v", crd.Name, v.Subresources, f.StatusSubresource)
-		}
-		if f.Scale && (v.Subresources.Scale == nil || v.Subresources.Scale.LabelSelectorPath != nil) {
-			t.Errorf("%s: scale subresource %+v, MCM's has no label selector", crd.Name, v.Subresources.Scale)
+		// The comparison sees a difference: one more required property.
+		doctored := shaped.DeepCopy()
+		root := doctored.Spec.Versions[0].Schema.OpenAPIV3Schema
+		root.Required = append(root.Required, "x-only-here")
+		if got := mcmcrds.Mismatches(doctored, f); len(got) != 1 || !strings.Contains(got[0], "required") {
+			t.Errorf("%s with one more required property: mismatches %q, want the required set", crd.Name, got)
 		}
 	}
-}
-
-func sorted(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }
 
 // TestMCMAndGardenerObjectsOnBothCRDSets: every kind as Gardener's worker controller writes it
