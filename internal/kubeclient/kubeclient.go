@@ -26,6 +26,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 )
 
@@ -162,6 +163,21 @@ func (r *Resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, 
 func (r *Resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return r.on(r.rc.Get()).VersionedParams(&opts, parameterCodec).Watch(ctx)
+}
+
+// ListWatch lists and watches, for an informer, the objects that tweak selects (a label or
+// field selector set on every request).
+func (r *Resource[T, L]) ListWatch(tweak func(*metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			return r.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			return r.Watch(ctx, o)
+		},
+	}
 }
 
 // Create creates obj and returns it as stored.

@@ -11,8 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -66,18 +64,8 @@ func (t *podTracker) start() {
 		return
 	}
 	t.started = true
-	pods := t.cluster.core.Pods(metav1.NamespaceAll)
 	bound := fields.OneTermNotEqualSelector("spec.nodeName", "").String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = bound
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = bound
-			return pods.Watch(ctx, o)
-		},
-	}
+	lw := t.cluster.core.Pods(metav1.NamespaceAll).ListWatch(func(o *metav1.ListOptions) { o.FieldSelector = bound })
 	t.informer = cache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, cache.SharedIndexInformerOptions{
 		Indexers: cache.Indexers{podIndexNode: func(obj any) ([]string, error) {
 			return []string{obj.(*corev1.Pod).Spec.NodeName}, nil

@@ -14,9 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -87,18 +85,7 @@ func (c *cluster) stopUpdates() {
 func (w *updateWatcher) start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	nodes := w.cluster.core.Nodes()
-	selected := v1alpha1.LabelNodeSelectedForUpdate
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selected
-			return nodes.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selected
-			return nodes.Watch(ctx, o)
-		},
-	}
+	lw := w.cluster.core.Nodes().ListWatch(func(o *metav1.ListOptions) { o.LabelSelector = v1alpha1.LabelNodeSelectedForUpdate })
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &corev1.Node{}, cache.SharedIndexInformerOptions{ResyncPeriod: updateResync})
 	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.observe,
