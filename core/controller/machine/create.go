@@ -36,10 +36,10 @@ type created struct {
 	uninitialized  bool
 }
 
-// create runs the creation flow (reference §4.2, step 6): GetMachineStatus first so an existing
-// VM is adopted, CreateMachine only when there is none, InitializeMachine when needed, then the
-// machine gets its node label, providerID and priority and goes Pending (Available without a
-// target cluster).
+// create runs the creation flow (docs/compatibility/mcm-controllers.md#creation-flow):
+// GetMachineStatus first so an existing VM is adopted, CreateMachine only when there is none,
+// InitializeMachine when needed, then the machine gets its node label, providerID and priority and
+// goes Pending (Available without a target cluster).
 func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
 	key := r.key(m)
 	if _, busy := r.creating.LoadOrStore(key, struct{}{}); busy {

@@ -16,12 +16,12 @@ import (
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
-// reconcileHealth follows the node of a machine whose VM exists (reference §4.3): it syncs the
-// node, copies its conditions, moves Pending → Running once the node is healthy, Running →
-// Unknown when it is not (or vanished), and Unknown or Pending → Failed after the health or
-// creation timeout (Unknown → Failed rate-limited per MachineDeployment). A preserved Failed
-// machine goes back to Running when its node recovers. Then it manages the machine's
-// preservation (preserve.go).
+// reconcileHealth follows the node of a machine whose VM exists
+// (docs/compatibility/mcm-controllers.md#health): it syncs the node, copies its conditions, moves
+// Pending → Running once the node is healthy, Running → Unknown when it is not (or vanished), and
+// Unknown or Pending → Failed after the health or creation timeout (Unknown → Failed rate-limited
+// per MachineDeployment). A preserved Failed machine goes back to Running when its node recovers.
+// Then it manages the machine's preservation (preserve.go).
 func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
 	if r.target == nil {
 		return r.withPreservation(ctx, m, nil, false, reconcile.Result{RequeueAfter: r.opts.LongRetry})
