@@ -264,6 +264,7 @@ func BenchmarkGetMachineStatusParallel(b *testing.B) {
 const serverEnv = "GRPCBRIDGE_BENCH_SERVE"
 
 func TestMain(m *testing.M) {
+	servePluginIfStarted()
 	if addr := os.Getenv(serverEnv); addr != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 		defer stop()
