@@ -433,8 +433,8 @@ func (c *Cloud) SeedDemo() {
 	c.AddAccessKey(DemoAccessKeyID, DemoSecretAccessKey)
 	c.AddSubnet("subnet-0demo0000000000a", "vpc-0demo00000000000", c.region+"a", "10.250.0.0/19")
 	c.AddSubnet("subnet-0demo0000000000b", "vpc-0demo00000000000", c.region+"b", "10.250.32.0/19")
-	c.AddSecurityGroup("sg-0demo00000000nodes", "vpc-0demo00000000000", "demo-nodes")
-	c.AddImage("ami-0demo0gardenlinux0", "gardenlinux-1592.1.0", "/dev/xvda")
+	c.AddSecurityGroup("sg-0demo000000nodes", "vpc-0demo00000000000", "demo-nodes")
+	c.AddImage("ami-0demogardenlinux0", "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddKeyPair("demo-ssh")
 	c.AddInstanceProfile("demo-nodes")
 }
