@@ -185,4 +185,6 @@ func (e *testEnv) liveOf(name string) []fakeaws.Instance {
 }
 
 // countVMs counts a machine's live instances directly in the fake.
-func (e *testEnv) countVMs(_ context.Context, name string) (int, error) { return len(e.liveOf(name)), nil }
+func (e *testEnv) countVMs(_ context.Context, name string) (int, error) {
+	return len(e.liveOf(name)), nil
+}
