@@ -146,14 +146,16 @@ func statusOf(spec *ProviderSpec, what string, err error) error {
 	e, ok := apiErrorOf(err)
 	if !ok {
 		// No answer from EC2: connection refused, DNS, TLS, a broken response.
-		return driver.Wrap(driver.Unavailable, err, fmt.Sprintf("aws: %s: EC2 gave no answer: %v: the call is retried", what, err))
+		return driver.Errorf(driver.Unavailable, "aws: %s: EC2 gave no answer: %v: the call is retried", what, err)
 	}
 	code, hint := classify(spec, e)
 	msg := fmt.Sprintf("aws: %s: %s", what, e)
 	if hint != "" {
 		msg += ": " + hint
 	}
-	return driver.Wrap(code, err, msg)
+	// The message says all the SDK's error does (code, message, request ID, HTTP status); the
+	// SDK's own rendering would repeat it.
+	return driver.Error(code, msg)
 }
 
 // credentialsStatus reports a failure to obtain credentials (STS web identity, the default
@@ -162,19 +164,21 @@ func credentialsStatus(what string, err error) error {
 	if e, ok := apiErrorOf(err); ok {
 		switch {
 		case e.status >= 500 || throttleCodes[e.code] || unavailableCodes[e.code]:
-			return driver.Wrap(driver.Unavailable, err, fmt.Sprintf("aws: %s: get credentials: %s: STS is unavailable; the call is retried", what, e))
+			return driver.Errorf(driver.Unavailable, "aws: %s: get credentials: %s: STS is unavailable; the call is retried", what, e)
 		case permissionCodes[e.code]:
-			return driver.Wrap(driver.PermissionDenied, err, fmt.Sprintf("aws: %s: get credentials: %s: let the role's trust policy accept the workload identity token (roleARN in the secret)", what, e))
+			return driver.Errorf(driver.PermissionDenied, "aws: %s: get credentials: %s: let the role's trust policy accept the workload identity token (roleARN in the secret)", what, e)
 		}
-		return driver.Wrap(driver.Unauthenticated, err, fmt.Sprintf("aws: %s: get credentials: %s: check workloadIdentityTokenFile and roleARN in the secret", what, e))
+		return driver.Errorf(driver.Unauthenticated, "aws: %s: get credentials: %s: check workloadIdentityTokenFile and roleARN in the secret", what, e)
 	}
-	return driver.Wrap(driver.Unauthenticated, err, fmt.Sprintf(
-		"aws: %s: no AWS credentials: %v: put providerAccessKeyId and providerSecretAccessKey (or workloadIdentityTokenFile and roleARN) in the secret, or give the process credentials of its own (IRSA, EKS Pod Identity, an instance profile; providers/aws/README.md)", what, err))
+	return driver.Errorf(driver.Unauthenticated,
+		"aws: %s: no AWS credentials: %v: put providerAccessKeyId and providerSecretAccessKey (or workloadIdentityTokenFile and roleARN) in the secret, or give the process credentials of its own (IRSA, EKS Pod Identity, an instance profile; providers/aws/README.md)", what, err)
 }
 
 // classify maps an AWS error to a machine code and what the user can do.
 func classify(spec *ProviderSpec, e awsError) (driver.Code, string) {
 	switch {
+	case capacityCodes[e.code] && spec.spotRequested():
+		return driver.ResourceExhausted, "no spot capacity for this instance here now: raise providerSpec.spotPrice, or let a fallback class (another zone, or on-demand) take over"
 	case capacityCodes[e.code]:
 		return driver.ResourceExhausted, "EC2 has no capacity for this instance here now: a fallback class (another zone or instance type) takes over, else the machine is retried"
 	case quotaCodes[e.code]:

@@ -94,6 +94,8 @@ type Cloud struct {
 	startDelay   time.Duration
 	stopDelay    time.Duration
 	describeLag  int
+	failLaunch   []string // state reason codes of the next launches that EC2 gives up on
+	imdsRole     string   // instance profile role IMDS serves credentials for; "" serves none
 	faults       []*faultState
 	hangs        []chan struct{}
 	requests     []Request
@@ -182,6 +184,7 @@ type Instance struct {
 	ThreadsPerCore  int32             `json:",omitempty"`
 	MetadataOptions map[string]string `json:",omitempty"`
 	visibleAfter    int               // DescribeInstances calls that still miss it (SetDescribeLag)
+	failReason      string            // set: terminated on the next look, with this state reason
 }
 
 // Device is a block device of an instance.
@@ -426,6 +429,24 @@ func (c *Cloud) SetDescribeLag(n int) {
 	c.describeLag = n
 }
 
+// FailLaunches makes the next launched instances end up terminated right after RunInstances
+// answered, one per reason (a state reason code such as Server.InsufficientInstanceCapacity or
+// Server.SpotInstanceTermination), as EC2 does when it cannot place an instance it accepted.
+func (c *Cloud) FailLaunches(reasons ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failLaunch = append(c.failLaunch, reasons...)
+}
+
+// ServeInstanceProfile makes the instance metadata service (IMDSv2, under /latest/ on the
+// served URL) hand out session credentials of role, as on an EC2 instance with an instance
+// profile; "" stops it.
+func (c *Cloud) ServeInstanceProfile(role string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.imdsRole = role
+}
+
 // SeedDemo adds the demo account key and the network, image and profile that
 // kubernetes/samples/fakecloud/aws-machineclass.yaml names: subnets in zones a and b of the
 // region, a security group, an AMI, a key pair and an instance profile.
@@ -547,6 +568,11 @@ func (c *Cloud) advanceLocked() {
 	for _, i := range c.instances {
 		switch i.State {
 		case StatePending:
+			if i.failReason != "" {
+				c.terminatedLocked(i)
+				i.StateReason = i.failReason
+				continue
+			}
 			if !now.Before(i.LaunchTime.Add(c.startDelay)) {
 				i.State = StateRunning
 			}

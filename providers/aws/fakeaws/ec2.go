@@ -19,6 +19,15 @@ var (
 	taggableOnRun     = []string{"instance", "volume", "network-interface", "spot-instances-request"}
 )
 
+// stateReasons are the messages EC2 gives with state reason codes.
+var stateReasons = map[string]string{
+	"Client.UserInitiatedShutdown":        "User initiated shutdown",
+	"Server.InsufficientInstanceCapacity": "Insufficient capacity to satisfy instance request",
+	"Server.SpotInstanceTermination":      "Spot instance termination",
+	"Server.InternalError":                "Internal error on launch",
+	"Client.VolumeLimitExceeded":          "Volume limit exceeded",
+}
+
 // ec2Actions are the actions the fake answers; others are InvalidAction.
 var ec2Actions = map[string]func(c *Cloud, p params) (any, *apiError){
 	"RunInstances":                    (*Cloud).runInstances,
@@ -251,6 +260,9 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		}
 		if md := p.obj("MetadataOptions"); len(md) > 0 {
 			inst.MetadataOptions = md
+		}
+		if len(c.failLaunch) > 0 {
+			inst.failReason, c.failLaunch = c.failLaunch[0], c.failLaunch[1:]
 		}
 		for idx, ns := range nics {
 			nic := c.newNICLocked(ns, inst, tags["network-interface"])
@@ -564,8 +576,14 @@ func (c *Cloud) xmlInstanceLocked(i *Instance) xmlInstance {
 		x.IamInstanceProfile = &xmlIAMProfile{Arn: i.IAMProfileARN, ID: "AIPAFAKE" + strings.ToUpper(i.ID[2:10])}
 	}
 	if i.StateReason != "" {
-		x.StateReason = &xmlStateReason{Code: i.StateReason, Message: i.StateReason}
-		x.Reason = "User initiated (" + isoTime(i.ShutdownAt) + ")"
+		msg, known := stateReasons[i.StateReason]
+		if !known {
+			msg = i.StateReason
+		}
+		x.StateReason = &xmlStateReason{Code: i.StateReason, Message: i.StateReason + ": " + msg}
+		if i.StateReason == "Client.UserInitiatedShutdown" {
+			x.Reason = "User initiated (" + isoTime(i.ShutdownAt) + ")"
+		}
 	}
 	for _, g := range i.SecurityGroups {
 		x.GroupSet = append(x.GroupSet, xmlGroup{GroupID: g, GroupName: c.groupName(g)})

@@ -93,6 +93,10 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.serveControl(w, r)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/latest/") {
+		c.serveIMDS(w, r)
+		return
+	}
 	reqID := newRequestID()
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	if err != nil {
@@ -382,4 +386,42 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// serveIMDS answers the instance metadata service's token and security-credentials requests
+// (IMDSv2) for the role ServeInstanceProfile names.
+func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	role := c.imdsRole
+	c.mu.Unlock()
+	const credsPath = "/latest/meta-data/iam/security-credentials/"
+	switch {
+	case r.URL.Path == "/latest/api/token" && r.Method == http.MethodPut:
+		w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", r.Header.Get("X-Aws-Ec2-Metadata-Token-Ttl-Seconds"))
+		_, _ = io.WriteString(w, "fakeaws-imds-token")
+		return
+	case r.Header.Get("X-Aws-Ec2-Metadata-Token") != "fakeaws-imds-token":
+		http.Error(w, "", http.StatusUnauthorized)
+		return
+	case role == "":
+		http.NotFound(w, r)
+	case r.URL.Path == credsPath:
+		_, _ = io.WriteString(w, role)
+	case r.URL.Path == credsPath+role:
+		c.mu.Lock()
+		keyID := fmt.Sprintf("ASIAFAKEIMDS%08d", c.seq+1)
+		c.seq++
+		secret, session := randomHex(20), randomHex(32)
+		expires := c.clock.Now().Add(6 * time.Hour)
+		c.keys[keyID] = &accessKey{secret: secret, sessionToken: session, expires: expires}
+		now := c.clock.Now()
+		c.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{
+			"Code": "Success", "LastUpdated": now.UTC().Format(time.RFC3339), "Type": "AWS-HMAC",
+			"AccessKeyId": keyID, "SecretAccessKey": secret, "Token": session, "Expiration": expires.UTC().Format(time.RFC3339),
+		})
+	default:
+		http.NotFound(w, r)
+	}
 }
