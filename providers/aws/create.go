@@ -83,7 +83,17 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	}
 	id := ptr.Deref(inst.InstanceId, "")
 	ready, err := d.waitVisible(ctx, r, id)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ready != nil:
+		// EC2 shut the instance down itself: nothing is left.
+		return nil, err
+	case ctx.Err() != nil:
+		// The caller gave up (its deadline, lost leadership): another create of this machine
+		// may be under way and adopt the instance, so terminating it could take it from under
+		// that one. The next create adopts it; DeleteMachine finds it by name.
+		return nil, driver.Errorf(driver.CodeOf(err), "%s; instance %s is left to the next create of the machine, which adopts it", driver.MessageOf(err), id)
+	default:
 		return nil, d.cleanup(ctx, r, id, err, log)
 	}
 	log.Info("aws: launched instance", "instance", id, "zone", ptr.Deref(ready.Placement.AvailabilityZone, ""), "node", ptr.Deref(ready.PrivateDnsName, ""))
@@ -122,10 +132,13 @@ func (d *Driver) run(ctx context.Context, r *request, m *v1alpha1.Machine, class
 		out, err := r.api.RunInstances(ctx, input)
 		if err != nil {
 			st := statusOf(r.spec, "launch the instance of machine "+m.Name, err)
-			// The request may have taken effect although the answer was lost: what it launched
-			// carries the token.
-			if cerr := d.cleanupToken(ctx, r, *input.ClientToken, log); cerr != nil {
-				return nil, driver.Errorf(driver.CodeOf(st), "%s; an instance it may have launched could not be looked up or terminated, the orphan collector will: %s", driver.MessageOf(st), driver.MessageOf(cerr))
+			// The request may have taken effect although its answer was lost: what it
+			// launched carries the token, and is the machine's.
+			if ctx.Err() == nil {
+				if made := d.launchedWith(ctx, r, *input.ClientToken); made != nil {
+					log.Info("aws: the launch took effect although its answer was lost", "instance", ptr.Deref(made.InstanceId, ""), "error", driver.MessageOf(st))
+					return made, nil
+				}
 			}
 			return nil, st
 		}
@@ -142,8 +155,9 @@ func (d *Driver) run(ctx context.Context, r *request, m *v1alpha1.Machine, class
 	return nil, driver.Errorf(driver.Internal, "aws: launch the instance of machine %s: %d instances launched for it were terminated since: delete and recreate the machine", m.Name, maxTokenChain)
 }
 
-// waitVisible waits until EC2's reads show the instance with its private DNS name, and
-// reports an instance that EC2 terminated right after launch (capacity, a spot reclaim).
+// waitVisible waits until EC2's reads show the instance with its private DNS name. An instance
+// EC2 shut down right after launch (capacity, a spot reclaim) is returned with the error that
+// explains it.
 func (d *Driver) waitVisible(ctx context.Context, r *request, id string) (*ec2types.Instance, error) {
 	wctx, cancel := context.WithTimeout(ctx, d.opts.VisibleTimeout)
 	defer cancel()
@@ -155,6 +169,7 @@ func (d *Driver) waitVisible(ctx context.Context, r *request, id string) (*ec2ty
 			return false, err
 		}
 		if !live(i) {
+			inst = i
 			return false, launchFailure(id, i)
 		}
 		if ptr.Deref(i.PrivateDnsName, "") == "" {
@@ -166,6 +181,8 @@ func (d *Driver) waitVisible(ctx context.Context, r *request, id string) (*ec2ty
 	switch {
 	case err == nil:
 		return inst, nil
+	case inst != nil:
+		return inst, err
 	case wctx.Err() != nil && ctx.Err() == nil:
 		return nil, driver.Errorf(driver.Unavailable, "aws: instance %s did not show up in EC2's reads within %s", id, d.opts.VisibleTimeout)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || wctx.Err() != nil:
@@ -201,22 +218,18 @@ func (d *Driver) cleanup(ctx context.Context, r *request, id string, cause error
 	return driver.Errorf(driver.CodeOf(cause), "%s; instance %s was terminated", driver.MessageOf(cause), id)
 }
 
-// cleanupToken terminates live instances launched with token, after a RunInstances whose answer
-// did not arrive.
-func (d *Driver) cleanupToken(ctx context.Context, r *request, token string, log *slog.Logger) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
-	defer cancel()
+// launchedWith returns the live instance launched with token, or nil when there is none or it
+// cannot be told.
+func (d *Driver) launchedWith(ctx context.Context, r *request, token string) *ec2types.Instance {
 	filters := []ec2types.Filter{
 		{Name: aws.String("client-token"), Values: []string{token}},
 		{Name: aws.String("instance-state-name"), Values: liveStates},
 	}
-	found, err := d.describe(cctx, r, "look up instances of client token "+token, filters)
+	found, err := d.describe(ctx, r, "look up the instances of client token "+token, filters)
 	if err != nil || len(found) == 0 {
-		return err
+		return nil
 	}
-	ids := instanceIDs(found)
-	log.Info("aws: terminating what a failed launch made", "instances", ids)
-	return d.terminate(cctx, r, ids)
+	return &found[0]
 }
 
 // runInput is the RunInstances request of a machine, as Gardener's provider makes it

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	awscredentials "github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -187,4 +189,26 @@ func (e *testEnv) liveOf(name string) []fakeaws.Instance {
 // countVMs counts a machine's live instances directly in the fake.
 func (e *testEnv) countVMs(_ context.Context, name string) (int, error) {
 	return len(e.liveOf(name)), nil
+}
+
+// launchRaw launches an instance with the machine's tags straight through the SDK, as another
+// controller (or a person) would, and returns its ID.
+func (e *testEnv) launchRaw(t testing.TB, name string, class *v1alpha1.MachineClass) string {
+	t.Helper()
+	spec, _, err := decodeSpec(class, driver.Lenient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := ec2.New(ec2.Options{
+		Region:       testRegion,
+		Credentials:  awscredentials.NewStaticCredentialsProvider(testAccessKey, testSecretKey, ""),
+		BaseEndpoint: ptr.To(e.srv.URL),
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := client.RunInstances(ctx, runInput(spec, name, []byte(testUserData), "/dev/xvda", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(out.Instances[0].InstanceId, "")
 }

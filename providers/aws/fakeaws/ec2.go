@@ -1202,7 +1202,7 @@ func (c *Cloud) assignIpv6Addresses(p params) (any, *apiError) {
 	}
 	resp := &assignIpv6Response{Xmlns: ec2Namespace, NetworkInterfaceID: id}
 	for _, prefix := range c.assignPrefixesLocked(n, count) {
-		resp.AssignedIpv6PrefixSet = append(resp.AssignedIpv6PrefixSet, xmlIpv6Prefix{Prefix: prefix})
+		resp.AssignedIpv6PrefixSet = append(resp.AssignedIpv6PrefixSet, prefix)
 	}
 	return resp, nil
 }

@@ -330,7 +330,7 @@ type assignIpv6Response struct {
 	Xmlns                 string          `xml:"xmlns,attr"`
 	RequestID             string          `xml:"requestId"`
 	NetworkInterfaceID    string          `xml:"networkInterfaceId"`
-	AssignedIpv6PrefixSet []xmlIpv6Prefix `xml:"assignedIpv6PrefixSet>item"`
+	AssignedIpv6PrefixSet []string        `xml:"assignedIpv6PrefixSet>item"`
 }
 
 // returnResponse is the answer of actions that answer only true (CreateTags, Modify...).
