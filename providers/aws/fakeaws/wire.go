@@ -326,11 +326,11 @@ type cancelSpotRequestsResponse struct {
 }
 
 type assignIpv6Response struct {
-	XMLName               xml.Name        `xml:"AssignIpv6AddressesResponse"`
-	Xmlns                 string          `xml:"xmlns,attr"`
-	RequestID             string          `xml:"requestId"`
-	NetworkInterfaceID    string          `xml:"networkInterfaceId"`
-	AssignedIpv6PrefixSet []string        `xml:"assignedIpv6PrefixSet>item"`
+	XMLName               xml.Name `xml:"AssignIpv6AddressesResponse"`
+	Xmlns                 string   `xml:"xmlns,attr"`
+	RequestID             string   `xml:"requestId"`
+	NetworkInterfaceID    string   `xml:"networkInterfaceId"`
+	AssignedIpv6PrefixSet []string `xml:"assignedIpv6PrefixSet>item"`
 }
 
 // returnResponse is the answer of actions that answer only true (CreateTags, Modify...).
