@@ -114,7 +114,7 @@ func (d *Driver) newClient(ctx context.Context, creds credentials, region string
 	}
 	client := ec2.New(ec2.Options{
 		Region:       region,
-		Credentials:  aws.NewCredentialsCache(provider),
+		Credentials:  aws.NewCredentialsCache(markedCredentials{provider}),
 		HTTPClient:   httpClient,
 		Retryer:      d.retryer(),
 		AppID:        appID,
@@ -154,3 +154,21 @@ func optional(s string) *string {
 	}
 	return &s
 }
+
+// markedCredentials marks the errors of a credentials provider, so that statusOf tells a failure
+// to obtain credentials (STS, the default chain) from an error of EC2.
+type markedCredentials struct{ aws.CredentialsProvider }
+
+func (m markedCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := m.CredentialsProvider.Retrieve(ctx)
+	if err != nil {
+		return c, &credentialsError{err: err}
+	}
+	return c, nil
+}
+
+// credentialsError is a failure to obtain credentials.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
@@ -139,9 +138,9 @@ func statusOf(spec *ProviderSpec, what string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return driver.Errorf(driver.Canceled, "aws: %s: canceled", what)
 	}
-	var signing *v4.SigningError
-	if errors.As(err, &signing) {
-		return credentialsStatus(what, err)
+	var ce *credentialsError
+	if errors.As(err, &ce) {
+		return credentialsStatus(what, ce.err)
 	}
 	e, ok := apiErrorOf(err)
 	if !ok {
