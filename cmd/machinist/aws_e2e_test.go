@@ -177,7 +177,7 @@ func (w *awsWorld) scaleToZero(deployment string) {
 // reaches Running, each machine recording its instance, and scales to 0 with no instance left.
 func TestRunAWSMachineDeployment(t *testing.T) {
 	w := newAWSWorld(t)
-	w.startRun()
+	w.startRun("--namespace", w.ns)
 	if err := w.c.Create(context.Background(), machinetest.Deployment(w.ns, "workers", "fakeaws-a", 3, machinetest.Pool("workers"), 1, 0)); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestRunAWSMachineDeployment(t *testing.T) {
 func TestRunAWSCapacityFallback(t *testing.T) {
 	w := newAWSWorld(t)
 	w.cloud.SetZoneCapacity("eu-west-1a", 0)
-	w.startRun()
+	w.startRun("--namespace", w.ns)
 	d := machinetest.Deployment(w.ns, "workers", "fakeaws-a", 3, machinetest.Pool("workers"), 1, 0)
 	d.Annotations = map[string]string{"machinist.io/fallback-classes": "fakeaws-b"}
 	if err := w.c.Create(context.Background(), d); err != nil {
