@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -54,12 +57,22 @@ func newEnv(t *testing.T) *env {
 	return &env{c: c, srv: srv, clock: clk, client: clientFor(srv.URL, DefaultRegion, keyID, secret)}
 }
 
+// clientFor is an SDK client that retries only what never reached the fake's logic as an
+// answer: a connection the transport closed while the response arrived (the SDK closes the
+// request body as soon as the response headers are in, which a fast server on loopback races;
+// aws/aws-sdk-go-v2#2737). Faults and EC2 errors reach the test unretried.
 func clientFor(url, region, id, key string) *ec2.Client {
 	return ec2.New(ec2.Options{
-		Region: region, BaseEndpoint: aws.String(url), RetryMaxAttempts: 1,
+		Region: region, BaseEndpoint: aws.String(url),
 		Credentials: credentials.NewStaticCredentialsProvider(id, key, ""),
+		Retryer: retry.NewStandard(func(o *retry.StandardOptions) {
+			o.Retryables = []retry.IsErrorRetryable{retry.RetryableConnectionError{}}
+			o.RateLimiter = ratelimit.None
+		}),
 	})
 }
+
+var tokens atomic.Int64
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -77,9 +90,11 @@ func (e *env) run(t *testing.T, token, subnet string, tags map[string]string, mu
 			{DeviceName: aws.String("/dev/sdb"), Ebs: &ec2types.EbsBlockDevice{VolumeSize: aws.Int32(10), VolumeType: "gp3", DeleteOnTermination: aws.Bool(false)}},
 		},
 	}
-	if token != "" {
-		in.ClientToken = aws.String(token)
+	if token == "" {
+		// Every launch carries a token, so a retried request cannot launch twice.
+		token = fmt.Sprintf("test-%d", tokens.Add(1))
 	}
+	in.ClientToken = aws.String(token)
 	if len(tags) > 0 {
 		ts := ec2types.TagSpecification{ResourceType: ec2types.ResourceTypeInstance}
 		for k, v := range tags {
@@ -260,7 +275,8 @@ func TestDescribeFiltersAndPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	count := func(filters ...ec2types.Filter) int {
+	count := func(t *testing.T, filters ...ec2types.Filter) int {
+		t.Helper()
 		n := 0
 		in := &ec2.DescribeInstancesInput{Filters: filters, MaxResults: aws.Int32(5)}
 		pages := 0
@@ -302,7 +318,7 @@ func TestDescribeFiltersAndPages(t *testing.T) {
 		"state and tag":      {[]ec2types.Filter{f("instance-state-name", "terminated"), f("tag-key", "kubernetes.io/cluster/a")}, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := count(tc.filters...); got != tc.want {
+			if got := count(t, tc.filters...); got != tc.want {
 				t.Errorf("%d instances, want %d", got, tc.want)
 			}
 		})
