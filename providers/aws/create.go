@@ -27,8 +27,10 @@ const (
 	// when the class has no placement (Gardener's awsPlacement, pkg/aws/core.go).
 	PlacementAnnotation = "machine.sapcloud.io/awsPlacement"
 	// maxTokenChain bounds how many terminated instances a create steps over (each answered for
-	// an earlier client token of the machine) before it gives up.
-	maxTokenChain = 8
+	// an earlier client token of the machine) before it gives up. A Machine object rarely needs a
+	// second instance (the MachineSet replaces a failed machine with a new one, of a new UID), but
+	// a name reused without a UID (machinist driver create, again and again) walks the chain.
+	maxTokenChain = 32
 )
 
 // CreateMachine launches the machine's instance, or returns the live instance that already

@@ -50,6 +50,10 @@ func TestCreateFaults(t *testing.T) {
 			e.cloud.Inject(fakeaws.ServerErrors("DescribeInstances", 0, http.StatusInternalServerError))
 		},
 			code: driver.Unavailable, ec2Code: "InternalError", runs: 0},
+		{name: "server errors after the launch", setup: func(t *testing.T, e *testEnv) {
+			e.cloud.Inject(fakeaws.Fault{Action: "DescribeInstances", Times: 1}) // the lookup by name passes
+			e.cloud.Inject(fakeaws.ServerErrors("DescribeInstances", 0, http.StatusInternalServerError))
+		}, code: driver.Unavailable, ec2Code: "InternalError", mentions: []string{"was terminated"}, runs: 1},
 		{name: "permission denied", setup: func(t *testing.T, e *testEnv) { e.cloud.Inject(fakeaws.Deny("RunInstances")) },
 			code: driver.PermissionDenied, ec2Code: "UnauthorizedOperation", mentions: []string{"providers/aws/README.md"}, runs: 1},
 		{name: "unknown access key", setup: func(t *testing.T, e *testEnv) { e.cloud.RemoveAccessKey(testAccessKey) },
