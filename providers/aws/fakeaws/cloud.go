@@ -1,0 +1,639 @@
+// Package fakeaws is a stateful fake of Amazon EC2 for tests and demos, served over HTTP on
+// loopback in EC2's query protocol, so the real aws-sdk-go-v2 client runs unchanged against it:
+// Signature Version 4 (checked against the fake's access keys), the retryer, the ec2query
+// serializers and error parsing.
+//
+// One Cloud is one AWS account in one region: VPCs, subnets (each in an availability zone, with
+// a finite number of free addresses), security groups, AMIs, key pairs, instance profiles and
+// capacity reservations are seeded with the Add methods; instances, their EBS volumes, network
+// interfaces and spot instance requests are made by RunInstances. Instances go pending → running
+// (after SetStartDelay) and, once terminated, shutting-down → terminated (after SetStopDelay);
+// terminated instances stay visible, as in EC2, and deleteOnTermination volumes and interfaces
+// go with them. RunInstances honours ClientToken as EC2 does (the same token returns the same
+// reservation, even after termination; different parameters are IdempotentParameterMismatch).
+// DescribeInstances, DescribeVolumes, DescribeNetworkInterfaces and DescribeSpotInstanceRequests
+// take EC2's filters (with * and ? wildcards) and paginate with MaxResults and NextToken.
+//
+// Capacity and faults: SetZoneCapacity, SetSpotCapacity, SetSpotPrice, SetVcpuQuota,
+// SetInstanceLimit, SetDescribeLag (eventual consistency) and Inject (throttling with
+// RequestLimitExceeded, 5xx, any error code, a delay, an answer lost after the request took
+// effect, a hang until released). STS's AssumeRoleWithWebIdentity is served at the same URL for
+// web-identity (IRSA-style) credentials. Every request is recorded (Requests) with its action,
+// time and request ID.
+package fakeaws
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Defaults of a new Cloud.
+const (
+	DefaultRegion    = "eu-west-1"
+	DefaultAccountID = "123456789012"
+	// DemoAccessKeyID and DemoSecretAccessKey are the key SeedDemo adds.
+	DemoAccessKeyID     = "AKIAFAKEAWSDEMO00001"
+	DemoSecretAccessKey = "fakeaws/demo/secret/key/not/for/real/use0"
+)
+
+// Instance states, as EC2 names them.
+const (
+	StatePending      = "pending"
+	StateRunning      = "running"
+	StateShuttingDown = "shutting-down"
+	StateTerminated   = "terminated"
+	StateStopping     = "stopping"
+	StateStopped      = "stopped"
+)
+
+var stateCodes = map[string]int{StatePending: 0, StateRunning: 16, StateShuttingDown: 32, StateTerminated: 48, StateStopping: 64, StateStopped: 80}
+
+// InstanceTypes are the instance types the fake knows, with their vCPUs (for SetVcpuQuota).
+var InstanceTypes = map[string]int{
+	"t3.micro": 2, "t3.small": 2, "t3.medium": 2, "t3.large": 2, "t3.xlarge": 4,
+	"m5.large": 2, "m5.xlarge": 4, "m5.2xlarge": 8, "m5.4xlarge": 16,
+	"m6i.large": 2, "m6i.xlarge": 4, "c5.large": 2, "c5.xlarge": 4, "r5.large": 2,
+	"p4d.24xlarge": 96,
+}
+
+// Cloud is one fake AWS account in one region. Create it with New; all methods are safe for
+// concurrent use.
+type Cloud struct {
+	region    string
+	accountID string
+	clock     clock.Clock
+	idPrefix  string
+
+	mu           sync.Mutex
+	keys         map[string]*accessKey // by access key ID
+	roles        map[string]string     // web identity role ARN -> accepted token
+	vpcs         map[string]bool
+	subnets      map[string]*Subnet
+	groups       map[string]*SecurityGroup
+	images       map[string]*Image
+	keyPairs     map[string]bool
+	profiles     map[string]string // instance profile name -> ARN
+	reservations map[string]*CapacityReservation
+	instances    map[string]*Instance
+	volumes      map[string]*Volume
+	nics         map[string]*NetworkInterface
+	spots        map[string]*SpotRequest
+	tokens       map[string]*tokenUse // ClientToken -> what it made
+	zoneCap      map[string]int       // zone -> instances it still takes (absent: unlimited)
+	spotCap      map[string]int       // zone -> spot instances it still takes
+	spotPrice    map[string]float64   // instance type -> current spot price
+	vcpuQuota    int                  // running on-demand vCPUs allowed; 0: unlimited
+	instLimit    int                  // instances allowed; 0: unlimited
+	startDelay   time.Duration
+	stopDelay    time.Duration
+	describeLag  int
+	failLaunch   []string // state reason codes of the next launches that EC2 gives up on
+	imdsRole     string   // instance profile role IMDS serves credentials for; "" serves none
+	faults       []*faultState
+	hangs        []chan struct{}
+	requests     []Request
+	seq          int
+}
+
+type accessKey struct {
+	secret       string
+	sessionToken string // set for keys STS issued
+	expires      time.Time
+}
+
+type tokenUse struct {
+	fingerprint   string
+	reservationID string
+	instanceIDs   []string
+}
+
+// Subnet is a subnet of a VPC in one availability zone.
+type Subnet struct {
+	ID                string
+	VpcID             string
+	Zone              string
+	CIDR              string
+	AvailableIPs      int
+	next              netip.Addr
+	prefix            netip.Prefix
+	ipv6PrefixCounter int
+}
+
+// SecurityGroup is a VPC security group.
+type SecurityGroup struct {
+	ID    string
+	VpcID string
+	Name  string
+}
+
+// Image is an AMI.
+type Image struct {
+	ID             string
+	Name           string
+	RootDeviceName string
+	Architecture   string
+}
+
+// CapacityReservation reserves instances of one type in one zone.
+type CapacityReservation struct {
+	ID           string
+	InstanceType string
+	Zone         string
+	Total        int
+	Used         int
+}
+
+// Instance is an EC2 instance.
+type Instance struct {
+	ID              string
+	ReservationID   string
+	ImageID         string
+	InstanceType    string
+	KeyName         string            `json:",omitempty"`
+	State           string            // see State* constants
+	StateReason     string            `json:",omitempty"` // code, e.g. Client.UserInitiatedShutdown
+	Zone            string            // availability zone
+	SubnetID        string            // of the primary interface
+	VpcID           string            //
+	PrivateIP       string            //
+	PrivateDNSName  string            //
+	ClientToken     string            `json:",omitempty"`
+	LaunchTime      time.Time         //
+	ShutdownAt      time.Time         `json:",omitempty"`
+	Tags            map[string]string `json:",omitempty"`
+	SecurityGroups  []string
+	Devices         []Device          // block device mapping
+	NICs            []string          // interface IDs by device index
+	IAMProfileARN   string            `json:",omitempty"`
+	Lifecycle       string            `json:",omitempty"` // "spot" or ""
+	SpotRequestID   string            `json:",omitempty"`
+	Reservation     string            `json:",omitempty"` // capacity reservation
+	UserData        string            `json:"-"`
+	EbsOptimized    bool              `json:",omitempty"`
+	Monitoring      bool              `json:",omitempty"`
+	Tenancy         string            `json:",omitempty"`
+	PlacementGroup  string            `json:",omitempty"`
+	CoreCount       int32             `json:",omitempty"`
+	ThreadsPerCore  int32             `json:",omitempty"`
+	MetadataOptions map[string]string `json:",omitempty"`
+	visibleAfter    int               // DescribeInstances calls that still miss it (SetDescribeLag)
+	failReason      string            // set: terminated on the next look, with this state reason
+}
+
+// Device is a block device of an instance.
+type Device struct {
+	Name                string
+	VolumeID            string
+	DeleteOnTermination bool
+}
+
+// Volume is an EBS volume.
+type Volume struct {
+	ID                  string
+	Zone                string
+	Size                int32
+	Type                string
+	Iops                int32  `json:",omitempty"`
+	Throughput          int32  `json:",omitempty"`
+	Encrypted           bool   `json:",omitempty"`
+	KmsKeyID            string `json:",omitempty"`
+	SnapshotID          string `json:",omitempty"`
+	State               string // in-use, available
+	InstanceID          string `json:",omitempty"`
+	Device              string `json:",omitempty"`
+	DeleteOnTermination bool   `json:",omitempty"`
+	CreateTime          time.Time
+	Tags                map[string]string `json:",omitempty"`
+}
+
+// NetworkInterface is an elastic network interface.
+type NetworkInterface struct {
+	ID                  string
+	SubnetID            string
+	VpcID               string
+	Zone                string
+	PrivateIP           string
+	PrivateDNSName      string
+	SecurityGroups      []string
+	SourceDestCheck     bool
+	InterfaceType       string
+	Description         string `json:",omitempty"`
+	Status              string // in-use, available
+	InstanceID          string `json:",omitempty"`
+	DeviceIndex         int32
+	NetworkCardIndex    int32
+	DeleteOnTermination bool
+	PublicIP            string            `json:",omitempty"`
+	Ipv6Addresses       []string          `json:",omitempty"`
+	Ipv6Prefixes        []string          `json:",omitempty"`
+	Tags                map[string]string `json:",omitempty"`
+}
+
+// SpotRequest is a one-time spot instance request made by RunInstances.
+type SpotRequest struct {
+	ID         string
+	State      string // active, closed, cancelled
+	StatusCode string // fulfilled, instance-terminated-by-user, ...
+	InstanceID string
+	MaxPrice   string
+	Type       string
+	Zone       string
+	CreateTime time.Time
+	Tags       map[string]string `json:",omitempty"`
+}
+
+// New returns an empty cloud in region (DefaultRegion if empty) that keeps time with clk
+// (nil: the real clock).
+func New(region string, clk clock.Clock) *Cloud {
+	if region == "" {
+		region = DefaultRegion
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &Cloud{
+		region: region, accountID: DefaultAccountID, clock: clk, idPrefix: hex.EncodeToString(b[:]),
+		keys: map[string]*accessKey{}, roles: map[string]string{}, vpcs: map[string]bool{},
+		subnets: map[string]*Subnet{}, groups: map[string]*SecurityGroup{}, images: map[string]*Image{},
+		keyPairs: map[string]bool{}, profiles: map[string]string{}, reservations: map[string]*CapacityReservation{},
+		instances: map[string]*Instance{}, volumes: map[string]*Volume{}, nics: map[string]*NetworkInterface{},
+		spots: map[string]*SpotRequest{}, tokens: map[string]*tokenUse{}, zoneCap: map[string]int{},
+		spotCap: map[string]int{}, spotPrice: map[string]float64{},
+	}
+}
+
+// Region is the cloud's region.
+func (c *Cloud) Region() string { return c.region }
+
+// AccountID is the cloud's account.
+func (c *Cloud) AccountID() string { return c.accountID }
+
+// AddAccessKey lets requests signed with this key in.
+func (c *Cloud) AddAccessKey(id, secret string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys[id] = &accessKey{secret: secret}
+}
+
+// RemoveAccessKey revokes a key: requests signed with it fail with AuthFailure.
+func (c *Cloud) RemoveAccessKey(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.keys, id)
+}
+
+// AddWebIdentityRole lets AssumeRoleWithWebIdentity for roleARN with token issue session keys.
+func (c *Cloud) AddWebIdentityRole(roleARN, token string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roles[roleARN] = token
+}
+
+// AddSubnet adds a subnet of vpcID (created if new) in zone with the IPv4 cidr.
+func (c *Cloud) AddSubnet(id, vpcID, zone, cidr string) {
+	prefix := netip.MustParsePrefix(cidr).Masked()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vpcs[vpcID] = true
+	// AWS reserves the first four addresses and the last one of every subnet.
+	size := 1 << (32 - prefix.Bits())
+	first := prefix.Addr()
+	for range 4 {
+		first = first.Next()
+	}
+	c.subnets[id] = &Subnet{ID: id, VpcID: vpcID, Zone: zone, CIDR: prefix.String(), AvailableIPs: max(size-5, 0), next: first, prefix: prefix}
+}
+
+// SetSubnetFreeAddresses limits the addresses a subnet still has.
+func (c *Cloud) SetSubnetFreeAddresses(id string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.subnets[id]; s != nil {
+		s.AvailableIPs = n
+	}
+}
+
+// AddSecurityGroup adds a security group of vpcID.
+func (c *Cloud) AddSecurityGroup(id, vpcID, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vpcs[vpcID] = true
+	c.groups[id] = &SecurityGroup{ID: id, VpcID: vpcID, Name: name}
+}
+
+// AddImage adds an AMI whose root device is rootDevice (e.g. /dev/xvda).
+func (c *Cloud) AddImage(id, name, rootDevice string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.images[id] = &Image{ID: id, Name: name, RootDeviceName: rootDevice, Architecture: "x86_64"}
+}
+
+// AddKeyPair adds an EC2 key pair.
+func (c *Cloud) AddKeyPair(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keyPairs[name] = true
+}
+
+// AddInstanceProfile adds an IAM instance profile (IAM is global; the fake keeps it here).
+func (c *Cloud) AddInstanceProfile(name string) string {
+	arn := fmt.Sprintf("arn:aws:iam::%s:instance-profile/%s", c.accountID, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.profiles[name] = arn
+	return arn
+}
+
+// AddCapacityReservation reserves total instances of instanceType in zone.
+func (c *Cloud) AddCapacityReservation(id, instanceType, zone string, total int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reservations[id] = &CapacityReservation{ID: id, InstanceType: instanceType, Zone: zone, Total: total}
+}
+
+// SetZoneCapacity lets zone take n more on-demand instances (of any type); n < 0 removes the
+// limit. Beyond it RunInstances fails with InsufficientInstanceCapacity.
+func (c *Cloud) SetZoneCapacity(zone string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 0 {
+		delete(c.zoneCap, zone)
+		return
+	}
+	c.zoneCap[zone] = n
+}
+
+// SetSpotCapacity lets zone take n more spot instances; n < 0 removes the limit.
+func (c *Cloud) SetSpotCapacity(zone string, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n < 0 {
+		delete(c.spotCap, zone)
+		return
+	}
+	c.spotCap[zone] = n
+}
+
+// SetSpotPrice sets the current spot price of instanceType: a lower maximum price fails with
+// SpotMaxPriceTooLow.
+func (c *Cloud) SetSpotPrice(instanceType string, price float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spotPrice[instanceType] = price
+}
+
+// SetVcpuQuota limits the vCPUs of the account's on-demand instances (0: no limit); beyond it
+// RunInstances fails with VcpuLimitExceeded.
+func (c *Cloud) SetVcpuQuota(vcpus int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.vcpuQuota = vcpus
+}
+
+// SetInstanceLimit limits the account's instances (0: no limit); beyond it RunInstances fails
+// with InstanceLimitExceeded.
+func (c *Cloud) SetInstanceLimit(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.instLimit = n
+}
+
+// SetStartDelay is how long a new instance stays pending (a slow start).
+func (c *Cloud) SetStartDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.startDelay = d
+}
+
+// SetStopDelay is how long a terminated instance stays shutting-down.
+func (c *Cloud) SetStopDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopDelay = d
+}
+
+// SetDescribeLag makes each new instance invisible to the first n DescribeInstances requests
+// after its launch, as EC2's eventual consistency does.
+func (c *Cloud) SetDescribeLag(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.describeLag = n
+}
+
+// FailLaunches makes the next launched instances end up terminated right after RunInstances
+// answered, one per reason (a state reason code such as Server.InsufficientInstanceCapacity or
+// Server.SpotInstanceTermination), as EC2 does when it cannot place an instance it accepted.
+func (c *Cloud) FailLaunches(reasons ...string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failLaunch = append(c.failLaunch, reasons...)
+}
+
+// ServeInstanceProfile makes the instance metadata service (IMDSv2, under /latest/ on the
+// served URL) hand out session credentials of role, as on an EC2 instance with an instance
+// profile; "" stops it.
+func (c *Cloud) ServeInstanceProfile(role string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.imdsRole = role
+}
+
+// SeedDemo adds the demo account key and the network, image and profile that
+// kubernetes/samples/fakecloud/aws-machineclass.yaml names: subnets in zones a and b of the
+// region, a security group, an AMI, a key pair and an instance profile.
+func (c *Cloud) SeedDemo() {
+	c.AddAccessKey(DemoAccessKeyID, DemoSecretAccessKey)
+	c.AddSubnet("subnet-0demo0000000000a", "vpc-0demo00000000000", c.region+"a", "10.250.0.0/19")
+	c.AddSubnet("subnet-0demo0000000000b", "vpc-0demo00000000000", c.region+"b", "10.250.32.0/19")
+	c.AddSecurityGroup("sg-0demo000000nodes", "vpc-0demo00000000000", "demo-nodes")
+	c.AddImage("ami-0demogardenlinux0", "gardenlinux-1592.1.0", "/dev/xvda")
+	c.AddKeyPair("demo-ssh")
+	c.AddInstanceProfile("demo-nodes")
+}
+
+// Instances returns copies of every instance the fake holds (terminated ones included).
+func (c *Cloud) Instances() []Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	out := make([]Instance, 0, len(c.instances))
+	for _, i := range c.instances {
+		cp := *i
+		cp.Tags = copyMap(i.Tags)
+		out = append(out, cp)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// Live returns the instances that are not shutting down or terminated.
+func (c *Cloud) Live() []Instance {
+	var out []Instance
+	for _, i := range c.Instances() {
+		if i.State != StateShuttingDown && i.State != StateTerminated {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Volumes returns copies of the volumes the fake holds.
+func (c *Cloud) Volumes() []Volume {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	out := make([]Volume, 0, len(c.volumes))
+	for _, v := range c.volumes {
+		cp := *v
+		cp.Tags = copyMap(v.Tags)
+		out = append(out, cp)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// NetworkInterfaces returns copies of the network interfaces the fake holds.
+func (c *Cloud) NetworkInterfaces() []NetworkInterface {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	out := make([]NetworkInterface, 0, len(c.nics))
+	for _, n := range c.nics {
+		cp := *n
+		cp.Tags = copyMap(n.Tags)
+		out = append(out, cp)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// SpotRequests returns copies of the spot instance requests.
+func (c *Cloud) SpotRequests() []SpotRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	out := make([]SpotRequest, 0, len(c.spots))
+	for _, s := range c.spots {
+		cp := *s
+		cp.Tags = copyMap(s.Tags)
+		out = append(out, cp)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// State is everything the fake holds, for `machinist fakecloud aws --state` and
+// GET /.fakecloud/state: live instances, and the volumes, interfaces and spot requests that
+// are left (terminated instances are listed apart).
+type State struct {
+	Region             string             `json:"region"`
+	Instances          []Instance         `json:"instances"`
+	TerminatedCount    int                `json:"terminatedInstances"`
+	Volumes            []Volume           `json:"volumes"`
+	NetworkInterfaces  []NetworkInterface `json:"networkInterfaces"`
+	ActiveSpotRequests []SpotRequest      `json:"spotRequests"`
+}
+
+// State returns what the fake holds now.
+func (c *Cloud) State() State {
+	s := State{Region: c.region, Instances: []Instance{}, Volumes: c.Volumes(), NetworkInterfaces: c.NetworkInterfaces(), ActiveSpotRequests: []SpotRequest{}}
+	for _, i := range c.Instances() {
+		if i.State == StateTerminated {
+			s.TerminatedCount++
+			continue
+		}
+		s.Instances = append(s.Instances, i)
+	}
+	for _, r := range c.SpotRequests() {
+		if r.State == "open" || r.State == "active" {
+			s.ActiveSpotRequests = append(s.ActiveSpotRequests, r)
+		}
+	}
+	return s
+}
+
+// advanceLocked applies the state transitions that are due: pending → running after the start
+// delay, shutting-down → terminated after the stop delay (deleting what goes with the instance).
+func (c *Cloud) advanceLocked() {
+	now := c.clock.Now()
+	for _, i := range c.instances {
+		switch i.State {
+		case StatePending:
+			if i.failReason != "" {
+				c.terminatedLocked(i)
+				i.StateReason = i.failReason
+				continue
+			}
+			if !now.Before(i.LaunchTime.Add(c.startDelay)) {
+				i.State = StateRunning
+			}
+		case StateShuttingDown:
+			if !now.Before(i.ShutdownAt.Add(c.stopDelay)) {
+				c.terminatedLocked(i)
+			}
+		}
+	}
+}
+
+// terminatedLocked completes an instance's termination: its deleteOnTermination volumes and
+// interfaces are deleted, the others detached; capacity it held is given back.
+func (c *Cloud) terminatedLocked(i *Instance) {
+	i.State = StateTerminated
+	for _, d := range i.Devices {
+		v := c.volumes[d.VolumeID]
+		if v == nil {
+			continue
+		}
+		if d.DeleteOnTermination {
+			delete(c.volumes, v.ID)
+		} else {
+			v.State, v.InstanceID, v.Device = "available", "", ""
+		}
+	}
+	for _, id := range i.NICs {
+		n := c.nics[id]
+		if n == nil {
+			continue
+		}
+		if n.DeleteOnTermination {
+			delete(c.nics, id)
+			if s := c.subnets[n.SubnetID]; s != nil {
+				s.AvailableIPs++
+			}
+		} else {
+			n.Status, n.InstanceID = "available", ""
+		}
+	}
+	if r := c.reservations[i.Reservation]; r != nil && r.Used > 0 {
+		r.Used--
+	}
+	if s := c.spots[i.SpotRequestID]; s != nil && s.State == "active" {
+		s.State, s.StatusCode = "closed", "instance-terminated-by-user"
+	}
+}
+
+// newID returns a fresh resource ID with prefix, e.g. i-0a1b2c3d000000001.
+func (c *Cloud) newIDLocked(prefix string) string {
+	c.seq++
+	return fmt.Sprintf("%s-%s%09x", prefix, c.idPrefix, c.seq)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

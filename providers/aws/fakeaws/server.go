@@ -1,0 +1,427 @@
+package fakeaws
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// ControlPrefix is the path under which a served cloud answers its control requests: GET
+// ControlPrefix+"state" dumps State as JSON, POST ControlPrefix+"faults" injects a Fault given
+// as JSON, DELETE ControlPrefix+"faults" clears them (and releases hung requests).
+const ControlPrefix = "/.fakecloud/"
+
+// Request is one API request the fake answered.
+type Request struct {
+	Action    string
+	Time      time.Time
+	RequestID string
+	// Code is the error code answered, "" for success.
+	Code string
+}
+
+// Requests returns the requests answered so far, oldest first.
+func (c *Cloud) Requests() []Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Request(nil), c.requests...)
+}
+
+// RequestsFor returns the requests of one action.
+func (c *Cloud) RequestsFor(action string) []Request {
+	var out []Request
+	for _, r := range c.Requests() {
+		if r.Action == action {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Server serves a Cloud over HTTP.
+type Server struct {
+	// URL is the endpoint to point EC2 and STS clients at, e.g. http://127.0.0.1:8443.
+	URL string
+
+	cloud *Cloud
+	srv   *http.Server
+	done  chan struct{}
+}
+
+// Serve serves c on l until Close; wrap, when set, wraps the handler (to observe requests).
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) *Server {
+	var h http.Handler = c
+	if wrap != nil {
+		h = wrap(h)
+	}
+	s := &Server{URL: "http://" + l.Addr().String(), cloud: c, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = s.srv.Serve(l)
+	}()
+	return s
+}
+
+// Close stops the server; hung requests are released first.
+func (s *Server) Close() error {
+	s.cloud.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+// ServeHTTP answers EC2 and STS query requests (POST, form-encoded, Action=...) and the control
+// requests.
+func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
+		c.serveControl(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/latest/") {
+		c.serveIMDS(w, r)
+		return
+	}
+	reqID := newRequestID()
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil || r.Method != http.MethodPost {
+		writeEC2Error(w, reqID, badRequest("InvalidQueryParameter", "fakeaws answers form-encoded POST requests of EC2's query protocol"))
+		return
+	}
+	for k, v := range r.URL.Query() {
+		form[k] = v
+	}
+	p := parseParams(form)
+	action := p.str("Action")
+	isSTS := action == "AssumeRoleWithWebIdentity"
+
+	var answer any
+	var apiErr *apiError
+	defer func() {
+		code := ""
+		if apiErr != nil {
+			code = apiErr.code
+		}
+		c.mu.Lock()
+		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code})
+		c.mu.Unlock()
+	}()
+
+	f := c.faultFor(action)
+	if f != nil && !f.AfterEffect {
+		if !c.stall(r.Context(), f) {
+			return
+		}
+		if f.Code != "" {
+			apiErr = errf(f.Status, f.Code, "%s", f.Message)
+			c.writeError(w, isSTS, reqID, apiErr)
+			return
+		}
+	}
+
+	switch {
+	case isSTS:
+		answer, apiErr = c.assumeRoleWithWebIdentity(p)
+	default:
+		handler, known := ec2Actions[action]
+		if !known {
+			apiErr = badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
+			break
+		}
+		if apiErr = c.authenticate(r, body); apiErr == nil {
+			answer, apiErr = handler(c, p)
+		}
+	}
+
+	if f != nil && f.AfterEffect {
+		if !c.stall(r.Context(), f) {
+			return
+		}
+		if f.Code != "" {
+			apiErr = errf(f.Status, f.Code, "%s", f.Message)
+		}
+	}
+	if apiErr != nil {
+		c.writeError(w, isSTS, reqID, apiErr)
+		return
+	}
+	setRequestID(answer, reqID)
+	out, err := xml.Marshal(answer)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.Header().Set("x-amzn-RequestId", reqID)
+	_, _ = w.Write(append([]byte(xml.Header), out...))
+}
+
+// stall applies a fault's delay or hang; false when the caller gave up meanwhile.
+func (c *Cloud) stall(ctx context.Context, f *Fault) bool {
+	var wait <-chan struct{}
+	if f.Hang {
+		wait = c.hang()
+	}
+	var timer <-chan time.Time
+	if f.Delay > 0 {
+		t := c.clock.NewTimer(f.Delay)
+		defer t.Stop()
+		timer = t.C()
+	}
+	if wait == nil && timer == nil {
+		return true
+	}
+	select {
+	case <-wait:
+	case <-timer:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+func (c *Cloud) writeError(w http.ResponseWriter, sts bool, reqID string, e *apiError) {
+	if sts {
+		body := stsErrorBody{Type: "Sender", Code: e.code, Message: e.message, RequestID: reqID}
+		if e.status >= 500 {
+			body.Type = "Receiver"
+		}
+		out, _ := xml.Marshal(body)
+		w.Header().Set("Content-Type", "text/xml")
+		w.Header().Set("x-amzn-RequestId", reqID)
+		w.WriteHeader(e.status)
+		_, _ = w.Write(out)
+		return
+	}
+	writeEC2Error(w, reqID, e)
+}
+
+func writeEC2Error(w http.ResponseWriter, reqID string, e *apiError) {
+	out, _ := xml.Marshal(ec2ErrorBody{Code: e.code, Message: e.message, RequestID: reqID})
+	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.Header().Set("x-amzn-RequestId", reqID)
+	w.WriteHeader(e.status)
+	_, _ = w.Write(append([]byte(xml.Header), out...))
+}
+
+// setRequestID fills the requestId element of an EC2 answer.
+func setRequestID(answer any, id string) {
+	switch a := answer.(type) {
+	case *runInstancesResponse:
+		a.RequestID = id
+	case *describeInstancesResponse:
+		a.RequestID = id
+	case *terminateInstancesResponse:
+		a.RequestID = id
+	case *describeImagesResponse:
+		a.RequestID = id
+	case *describeVolumesResponse:
+		a.RequestID = id
+	case *describeNetworkInterfacesResponse:
+		a.RequestID = id
+	case *describeSpotRequestsResponse:
+		a.RequestID = id
+	case *cancelSpotRequestsResponse:
+		a.RequestID = id
+	case *assignIpv6Response:
+		a.RequestID = id
+	case *returnResponse:
+		a.RequestID = id
+	case *assumeRoleWithWebIdentityResponse:
+		a.RequestID = id
+	}
+}
+
+// authenticate checks the request's Signature Version 4 against the fake's keys: an unknown
+// key is AuthFailure, a wrong signature SignatureDoesNotMatch, an expired session key
+// RequestExpired.
+func (c *Cloud) authenticate(r *http.Request, body []byte) *apiError {
+	auth := r.Header.Get("Authorization")
+	rest, found := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
+	if !found {
+		return errf(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials")
+	}
+	fields := map[string]string{}
+	for _, part := range strings.Split(rest, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		fields[k] = v
+	}
+	scope := strings.Split(fields["Credential"], "/")
+	if len(scope) != 5 || scope[4] != "aws4_request" {
+		return errf(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials")
+	}
+	keyID, region, service := scope[0], scope[2], scope[3]
+	c.mu.Lock()
+	key := c.keys[keyID]
+	now := c.clock.Now()
+	c.mu.Unlock()
+	if key == nil {
+		return errf(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided access credentials")
+	}
+	if key.sessionToken != "" {
+		if r.Header.Get("X-Amz-Security-Token") != key.sessionToken {
+			return errf(http.StatusUnauthorized, "AuthFailure", "AWS was not able to validate the provided session token")
+		}
+		if now.After(key.expires) {
+			return errf(http.StatusBadRequest, "RequestExpired", "Request has expired.")
+		}
+	}
+	if region != c.region {
+		return errf(http.StatusUnauthorized, "AuthFailure", "Credential should be scoped to a valid region, not '%s'. ", region)
+	}
+	signingTime, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
+	if err != nil {
+		return errf(http.StatusBadRequest, "MissingParameter", "The request must contain the header X-Amz-Date")
+	}
+	// Re-sign the request with only the headers the client signed and compare.
+	check, err := http.NewRequest(r.Method, "http://"+r.Host+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		return errf(http.StatusBadRequest, "InvalidParameterValue", "%v", err)
+	}
+	check.ContentLength = int64(len(body))
+	for _, h := range strings.Split(fields["SignedHeaders"], ";") {
+		if h == "host" || h == "" {
+			continue
+		}
+		if vs, ok := r.Header[http.CanonicalHeaderKey(h)]; ok {
+			check.Header[http.CanonicalHeaderKey(h)] = vs
+		}
+	}
+	check.Header.Del("Authorization")
+	sum := sha256.Sum256(body)
+	creds := aws.Credentials{AccessKeyID: keyID, SecretAccessKey: key.secret, SessionToken: key.sessionToken}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, check, hex.EncodeToString(sum[:]), service, region, signingTime); err != nil {
+		return errf(http.StatusInternalServerError, "InternalError", "fakeaws: re-sign: %v", err)
+	}
+	if signature(check.Header.Get("Authorization")) != fields["Signature"] {
+		return errf(http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+	}
+	return nil
+}
+
+func signature(auth string) string {
+	_, sig, _ := strings.Cut(auth, "Signature=")
+	return sig
+}
+
+// assumeRoleWithWebIdentity is STS's: a registered role and its token get session keys that
+// expire in an hour.
+func (c *Cloud) assumeRoleWithWebIdentity(p params) (any, *apiError) {
+	role, token := p.str("RoleArn"), p.str("WebIdentityToken")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want, known := c.roles[role]
+	switch {
+	case !known:
+		return nil, errf(http.StatusForbidden, "AccessDenied", "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+	case token == "" || token != want:
+		return nil, badRequest("InvalidIdentityToken", "Couldn't retrieve verification key from your identity provider, please reference AssumeRoleWithWebIdentity documentation for requirements")
+	}
+	keyID := fmt.Sprintf("ASIAFAKE%012d", c.seq+1)
+	c.seq++
+	secret, session := randomHex(20), randomHex(32)
+	expires := c.clock.Now().Add(time.Hour)
+	c.keys[keyID] = &accessKey{secret: secret, sessionToken: session, expires: expires}
+	resp := &assumeRoleWithWebIdentityResponse{Xmlns: "https://sts.amazonaws.com/doc/2011-06-15/"}
+	resp.Credentials.AccessKeyID, resp.Credentials.SecretAccessKey, resp.Credentials.SessionToken = keyID, secret, session
+	resp.Credentials.Expiration = isoTime(expires)
+	resp.AssumedRoleArn = strings.Replace(role, ":role/", ":assumed-role/", 1) + "/" + p.str("RoleSessionName")
+	resp.AssumedRoleID = "AROAFAKE:" + p.str("RoleSessionName")
+	resp.Subject = "system:serviceaccount:machinist"
+	return resp, nil
+}
+
+// serveControl answers the control requests under ControlPrefix.
+func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
+	switch what := strings.TrimPrefix(r.URL.Path, ControlPrefix); {
+	case what == "state" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(c.State())
+	case what == "faults" && r.Method == http.MethodPost:
+		var f Fault
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			http.Error(w, "fakeaws: a fault is JSON with the fields of fakeaws.Fault: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.Inject(f)
+		w.WriteHeader(http.StatusNoContent)
+	case what == "faults" && r.Method == http.MethodDelete:
+		c.ClearFaults()
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.Error(w, "fakeaws: GET "+ControlPrefix+"state, POST or DELETE "+ControlPrefix+"faults", http.StatusNotFound)
+	}
+}
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// serveIMDS answers the instance metadata service's token and security-credentials requests
+// (IMDSv2) for the role ServeInstanceProfile names.
+func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	role := c.imdsRole
+	c.mu.Unlock()
+	const credsPath = "/latest/meta-data/iam/security-credentials/"
+	switch {
+	case r.URL.Path == "/latest/api/token" && r.Method == http.MethodPut:
+		w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", r.Header.Get("X-Aws-Ec2-Metadata-Token-Ttl-Seconds"))
+		_, _ = io.WriteString(w, "fakeaws-imds-token")
+		return
+	case r.Header.Get("X-Aws-Ec2-Metadata-Token") != "fakeaws-imds-token":
+		http.Error(w, "", http.StatusUnauthorized)
+		return
+	case role == "":
+		http.NotFound(w, r)
+	case r.URL.Path == credsPath:
+		_, _ = io.WriteString(w, role)
+	case r.URL.Path == credsPath+role:
+		c.mu.Lock()
+		keyID := fmt.Sprintf("ASIAFAKEIMDS%08d", c.seq+1)
+		c.seq++
+		secret, session := randomHex(20), randomHex(32)
+		expires := c.clock.Now().Add(6 * time.Hour)
+		c.keys[keyID] = &accessKey{secret: secret, sessionToken: session, expires: expires}
+		now := c.clock.Now()
+		c.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{
+			"Code": "Success", "LastUpdated": now.UTC().Format(time.RFC3339), "Type": "AWS-HMAC",
+			"AccessKeyId": keyID, "SecretAccessKey": secret, "Token": session, "Expiration": expires.UTC().Format(time.RFC3339),
+		})
+	default:
+		http.NotFound(w, r)
+	}
+}
