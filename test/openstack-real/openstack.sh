@@ -1,0 +1,635 @@
+#!/usr/bin/env bash
+# Brings up a real OpenStack (Debian 12's packages: the Zed release) on 127.0.0.1 as plain
+# processes this script owns — no systemd, no init scripts — runs a command against it, and stops
+# everything it started when the command ends, fails or is interrupted.
+#
+#   test/openstack-real/openstack.sh run -- CMD ARGS...   start, run CMD, stop (exit status of CMD)
+#   test/openstack-real/openstack.sh up                   start and wait until interrupted
+#
+# What runs (docs/openstack-real.md says why each choice):
+#   MariaDB (unix socket only), RabbitMQ (127.0.0.1, own epmd port), Keystone and Placement under
+#   uwsgi, Glance, Nova (api, conductor, scheduler, compute with compute_driver=fake.FakeDriver),
+#   Neutron (ML2 with Neutron's own `test` mechanism driver, which binds ports of the compute host
+#   named host-ovs-filter-active without an agent), Cinder (api, scheduler, volume with Cinder's
+#   FakeLoggingVolumeDriver: this machine's kernel has no device-mapper, so LVM cannot run).
+#
+# CMD gets these variables: OS_AUTH_URL, OS_REGION_NAME, OPENSTACK_REAL_ENV (a file holding every
+# variable below), OPENSTACK_REAL_STATE, and the IDs and names of what was seeded:
+#   OSR_PROJECT[_ID], OSR_QUOTA_PROJECT[_ID], OSR_USER, OSR_PASSWORD, OSR_DOMAIN,
+#   OSR_APPCRED_ID/SECRET, OSR_ADMIN_PASSWORD, OSR_NETWORK_ID, OSR_SUBNET_ID, OSR_SECGROUP,
+#   OSR_IMAGE_NAME, OSR_IMAGE_ID, OSR_FLAVOR_SMALL, OSR_FLAVOR_LARGE, OSR_FLAVOR_HUGE,
+#   OSR_VOLUME_TYPE, OSR_KEYPAIR, OSR_TOKEN_EXPIRATION, OSR_VERSIONS.
+#
+# Settings (environment): OPENSTACK_REAL_STATE (state directory; default a new one under /tmp,
+# removed at the end unless OPENSTACK_REAL_KEEP=1), OPENSTACK_REAL_PORT_BASE (first of nine
+# consecutive loopback ports; default 25300), OPENSTACK_REAL_TOKEN_EXPIRATION (seconds; 240).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+mode=${1:-}
+case "$mode" in
+run)
+	shift
+	[ "${1:-}" = "--" ] && shift
+	[ $# -gt 0 ] || { echo "usage: $0 run -- CMD ARGS..." >&2; exit 2; }
+	;;
+up) shift ;;
+*)
+	echo "usage: $0 run -- CMD ARGS...   |   $0 up" >&2
+	exit 2
+	;;
+esac
+
+log() { printf '>> openstack-real: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || die "needs root: the services run as root and apt-get installs them"
+
+started=$(date +%s)
+"$here/install.sh"
+
+# ------------------------------------------------------------------ state, ports, ownership
+port_base=${OPENSTACK_REAL_PORT_BASE:-25300}
+token_expiration=${OPENSTACK_REAL_TOKEN_EXPIRATION:-240}
+if [ -n "${OPENSTACK_REAL_STATE:-}" ]; then
+	state=$OPENSTACK_REAL_STATE
+	mkdir -p "$state"
+	[ -z "$(ls -A "$state")" ] || die "OPENSTACK_REAL_STATE=$state is not empty: give an empty or new directory"
+else
+	# No '-' in the path: Cinder's volume path is built from it (see cinder.conf below).
+	state=$(mktemp -d /tmp/osreal.XXXXXX)
+fi
+state=$(cd "$state" && pwd)
+case "$state" in *-*) die "OPENSTACK_REAL_STATE must not contain '-' (Cinder escapes it in volume paths): $state" ;; esac
+
+P_KEYSTONE=$((port_base + 0))
+P_GLANCE=$((port_base + 1))
+P_PLACEMENT=$((port_base + 2))
+P_NOVA=$((port_base + 3))
+P_NEUTRON=$((port_base + 4))
+P_CINDER=$((port_base + 5))
+P_RABBIT=$((port_base + 6))
+P_EPMD=$((port_base + 7))
+P_RABBIT_DIST=$((port_base + 8))
+for p in $P_KEYSTONE $P_GLANCE $P_PLACEMENT $P_NOVA $P_NEUTRON $P_CINDER $P_RABBIT $P_EPMD $P_RABBIT_DIST; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		die "port 127.0.0.1:$p is in use: set OPENSTACK_REAL_PORT_BASE to the first of nine free ports"
+	fi
+done
+
+# Every process started here carries this variable; teardown finds them (and the daemons they
+# fork, like epmd) by it, so nothing of this run is left and nothing else is touched.
+export OPENSTACK_REAL_OWNER="osreal:$state:$$"
+
+owned_pids() {
+	local f pid
+	for f in /proc/[0-9]*/environ; do
+		pid=${f#/proc/}
+		pid=${pid%/environ}
+		[ "$pid" != "$$" ] || continue
+		if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OPENSTACK_REAL_OWNER"; then
+			echo "$pid"
+		fi
+	done
+}
+
+stopped=
+teardown() {
+	local rc=$?
+	[ -z "$stopped" ] || return 0
+	stopped=1
+	trap '' INT TERM
+	log "stopping OpenStack"
+	local pids i
+	pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+	[ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
+	for i in $(seq 1 100); do
+		pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+		[ -n "$pids" ] || break
+		sleep 0.2
+	done
+	if [ -n "$pids" ]; then
+		log "killing what did not stop within 20s: $(echo $pids)"
+		kill -KILL $pids 2>/dev/null || true
+		for i in $(seq 1 50); do
+			pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+			[ -n "$pids" ] || break
+			sleep 0.1
+		done
+	fi
+	if [ -n "$pids" ]; then
+		log "processes still running after KILL: $(echo $pids)"
+		rc=1
+	fi
+	if [ "$rc" -ne 0 ] && [ -d "$state/log" ]; then
+		log "logs are in $state/log (kept)"
+		OPENSTACK_REAL_KEEP=1
+	fi
+	if [ "${OPENSTACK_REAL_KEEP:-}" != 1 ] && [ -z "${OPENSTACK_REAL_STATE:-}" ]; then
+		rm -rf "$state"
+	fi
+	exit "$rc"
+}
+trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$state"/{log,run,etc,lib}
+LOG=$state/log
+ENVF=$state/env
+
+# start NAME CMD...: runs CMD in the background, its output in $LOG/NAME.log.
+start() {
+	local name=$1
+	shift
+	log "starting $name"
+	setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+	echo $! >"$state/run/$name.pid"
+}
+
+# wait_for WHAT SECONDS CMD...: polls CMD until it succeeds, fails with the log's tail otherwise.
+wait_for() {
+	local what=$1 secs=$2 logname=$3 i
+	shift 3
+	for i in $(seq 1 $((secs * 5))); do
+		if "$@" >/dev/null 2>&1; then
+			return 0
+		fi
+		if [ -f "$state/run/$logname.pid" ] && ! kill -0 "$(cat "$state/run/$logname.pid")" 2>/dev/null; then
+			tail -n 40 "$LOG/$logname.log" >&2 || true
+			die "$logname exited while waiting for $what"
+		fi
+		sleep 0.2
+	done
+	tail -n 40 "$LOG/$logname.log" >&2 || true
+	die "$what not ready after ${secs}s"
+}
+
+http_up() { curl -sf -o /dev/null "$1"; }
+
+secret() { head -c 18 /dev/urandom | base64 | tr -d '/+='; }
+DB_PASS=$(secret)
+ADMIN_PASS=$(secret)
+SERVICE_PASS=$(secret)
+USER_PASS=$(secret)
+RABBIT_PASS=guest
+SOCK=$state/run/mysql.sock
+db_url() { echo "mysql+pymysql://osreal:$DB_PASS@localhost/$1?unix_socket=$SOCK&charset=utf8"; }
+TRANSPORT="rabbit://guest:$RABBIT_PASS@127.0.0.1:$P_RABBIT/"
+KS=http://127.0.0.1:$P_KEYSTONE
+# Region and zone of Gardener's published sample MachineClass, so it runs adapted only in IDs.
+REGION=eu-nl-1
+ZONE=eu-nl-1b
+
+# ------------------------------------------------------------------ MariaDB (unix socket only)
+log "initialising MariaDB in $state/lib/mysql"
+mariadb-install-db --no-defaults --user=root --datadir="$state/lib/mysql" \
+	--auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
+	{ tail -n 30 "$LOG/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+start mariadb mariadbd --no-defaults --user=root --datadir="$state/lib/mysql" --socket="$SOCK" \
+	--pid-file="$state/run/mariadbd.pid" --skip-networking --log-error="$LOG/mariadb.err" \
+	--max-connections=1000 --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 \
+	--innodb-doublewrite=0 --sync-binlog=0 --character-set-server=utf8mb4 \
+	--collation-server=utf8mb4_general_ci
+wait_for "MariaDB" 60 mariadb mariadb --no-defaults --socket="$SOCK" -uroot -e 'select 1'
+sql() { mariadb --no-defaults --socket="$SOCK" -uroot -e "$1"; }
+sql "CREATE USER 'osreal'@'localhost' IDENTIFIED BY '$DB_PASS'"
+for db in keystone glance placement nova_api nova nova_cell0 neutron cinder; do
+	sql "CREATE DATABASE $db; GRANT ALL PRIVILEGES ON $db.* TO 'osreal'@'localhost'"
+done
+
+# ------------------------------------------------------------------ RabbitMQ (127.0.0.1, own epmd)
+mkdir -p "$state/lib/rabbitmq"
+rabbit_env=(env HOME="$state/lib/rabbitmq" RABBITMQ_NODENAME=osreal@localhost
+	RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$P_RABBIT RABBITMQ_DIST_PORT=$P_RABBIT_DIST
+	ERL_EPMD_PORT=$P_EPMD ERL_EPMD_ADDRESS=127.0.0.1
+	RABBITMQ_MNESIA_BASE="$state/lib/rabbitmq/mnesia" RABBITMQ_LOG_BASE="$LOG/rabbitmq"
+	RABBITMQ_PID_FILE="$state/run/rabbitmq.pid" RABBITMQ_ENABLED_PLUGINS_FILE="$state/lib/rabbitmq/enabled_plugins"
+	RABBITMQ_CONFIG_FILE="$state/etc/rabbitmq" RABBITMQ_ADVANCED_CONFIG_FILE="$state/etc/rabbitmq-advanced.config"
+	RABBITMQ_CONF_ENV_FILE=/dev/null
+	RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}")
+echo "[]." >"$state/lib/rabbitmq/enabled_plugins"
+echo "[]." >"$state/etc/rabbitmq-advanced.config"
+printf 'loopback_users.guest = true\nlisteners.tcp.default = 127.0.0.1:%s\n' "$P_RABBIT" >"$state/etc/rabbitmq.conf"
+start rabbitmq "${rabbit_env[@]}" /usr/lib/rabbitmq/bin/rabbitmq-server
+wait_for "RabbitMQ on 127.0.0.1:$P_RABBIT" 120 rabbitmq bash -c "exec 3<>/dev/tcp/127.0.0.1/$P_RABBIT"
+
+# ------------------------------------------------------------------ configuration
+# auth SECTION: a keystoneauth password block of the service user (service project, admin role).
+auth() {
+	cat <<INI
+[$1]
+auth_url = $KS
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = osreal-service
+password = $SERVICE_PASS
+region_name = $REGION
+INI
+}
+authtoken() {
+	auth keystone_authtoken
+	cat <<INI
+www_authenticate_uri = $KS
+service_token_roles_required = false
+memcached_servers =
+INI
+}
+common() {
+	cat <<INI
+[DEFAULT]
+debug = false
+use_stderr = true
+transport_url = $TRANSPORT
+[oslo_concurrency]
+lock_path = $state/lib/locks
+[oslo_messaging_notifications]
+driver = noop
+[oslo_policy]
+enforce_new_defaults = false
+INI
+}
+mkdir -p "$state/lib/locks" "$state/etc"/{keystone,glance,placement,nova,neutron,cinder}
+
+cat >"$state/etc/keystone/keystone.conf" <<INI
+[DEFAULT]
+debug = false
+use_stderr = true
+[database]
+connection = $(db_url keystone)
+[token]
+provider = fernet
+expiration = $token_expiration
+[fernet_tokens]
+key_repository = $state/etc/keystone/fernet-keys
+[fernet_receipts]
+key_repository = $state/etc/keystone/fernet-keys
+[credential]
+key_repository = $state/etc/keystone/credential-keys
+[cache]
+enabled = false
+[identity]
+# bcrypt's minimum cost: every password token costs a hash, on two shared cores.
+password_hash_rounds = 4
+INI
+
+{
+	common
+	cat <<INI
+[DEFAULT]
+bind_host = 127.0.0.1
+bind_port = $P_GLANCE
+workers = 1
+enabled_backends = fs:file
+[database]
+connection = $(db_url glance)
+[glance_store]
+default_backend = fs
+[fs]
+filesystem_store_datadir = $state/lib/glance/images
+[os_glance_staging_store]
+filesystem_store_datadir = $state/lib/glance/staging
+[os_glance_tasks_store]
+filesystem_store_datadir = $state/lib/glance/tasks
+[paste_deploy]
+flavor = keystone
+config_file = /etc/glance/glance-api-paste.ini
+INI
+	authtoken
+} >"$state/etc/glance/glance-api.conf"
+
+{
+	common
+	cat <<INI
+[api]
+auth_strategy = keystone
+[placement_database]
+connection = $(db_url placement)
+INI
+	authtoken
+} >"$state/etc/placement/placement.conf"
+
+{
+	common
+	cat <<INI
+[DEFAULT]
+# Neutron's ML2 "test" mechanism driver binds ports of this host without an agent.
+host = host-ovs-filter-active
+my_ip = 127.0.0.1
+compute_driver = fake.FakeDriver
+state_path = $state/lib/nova
+instances_path = $state/lib/nova/instances
+enabled_apis = osapi_compute
+osapi_compute_listen = 127.0.0.1
+osapi_compute_listen_port = $P_NOVA
+osapi_compute_workers = 1
+# The fake driver plugs nothing, so Neutron never sends network-vif-plugged.
+vif_plugging_is_fatal = false
+vif_plugging_timeout = 0
+[api]
+auth_strategy = keystone
+[wsgi]
+api_paste_config = /etc/nova/api-paste.ini
+[api_database]
+connection = $(db_url nova_api)
+[database]
+connection = $(db_url nova)
+[conductor]
+workers = 1
+[scheduler]
+workers = 1
+discover_hosts_in_cells_interval = -1
+[vnc]
+enabled = false
+[spice]
+enabled = false
+[glance]
+region_name = $REGION
+[cinder]
+os_region_name = $REGION
+INI
+	authtoken
+	auth placement
+	auth neutron
+	auth service_user
+	echo "send_service_user_token = true"
+} >"$state/etc/nova/nova.conf"
+cp /etc/nova/api-paste.ini "$state/etc/nova/api-paste.ini"
+
+{
+	common
+	cat <<INI
+[DEFAULT]
+bind_host = 127.0.0.1
+bind_port = $P_NEUTRON
+api_workers = 1
+rpc_workers = 1
+rpc_state_report_workers = 1
+core_plugin = ml2
+auth_strategy = keystone
+state_path = $state/lib/neutron
+api_paste_config = /etc/neutron/api-paste.ini
+notify_nova_on_port_status_changes = true
+notify_nova_on_port_data_changes = true
+[database]
+connection = $(db_url neutron)
+[ml2]
+type_drivers = flat,vlan,vxlan
+tenant_network_types = vxlan
+# Neutron's own test driver (neutron.tests.unit.plugins.ml2.drivers.mechanism_test): it binds a
+# port on host "host-ovs-filter-active" as OVS with port filtering and marks it ACTIVE.
+mechanism_drivers = test
+extension_drivers = port_security
+[ml2_type_vxlan]
+vni_ranges = 1:1000
+[securitygroup]
+enable_security_group = true
+INI
+	authtoken
+	auth nova
+} >"$state/etc/neutron/neutron.conf"
+
+{
+	common
+	cat <<INI
+[DEFAULT]
+osapi_volume_listen = 127.0.0.1
+osapi_volume_listen_port = $P_CINDER
+osapi_volume_workers = 1
+auth_strategy = keystone
+state_path = $state/lib/cinder
+api_paste_config = /etc/cinder/api-paste.ini
+rootwrap_config = /etc/cinder/rootwrap.conf
+host = osreal
+storage_availability_zone = $ZONE
+default_availability_zone = $ZONE
+enabled_backends = fake
+default_volume_type = __DEFAULT__
+glance_api_servers = http://127.0.0.1:$P_GLANCE
+image_conversion_dir = $state/lib/cinder/conversion
+[database]
+connection = $(db_url cinder)
+[fake]
+# Cinder's fake backend (cinder.tests.fake_driver): its data path is LVM's, minus the LVM
+# commands. Images are written to local_path = /dev/mapper/<volume_group>-<volume>, so the
+# volume group name leads from /dev/mapper into the state directory.
+volume_driver = cinder.tests.fake_driver.FakeLoggingVolumeDriver
+volume_backend_name = fake
+volume_group = ../..$state/lib/cinder/volumes/vg
+target_helper = fake
+INI
+	authtoken
+	auth nova
+} >"$state/etc/cinder/cinder.conf"
+mkdir -p "$state/lib/cinder/volumes" "$state/lib/cinder/conversion" "$state/lib/nova/instances" "$state/lib/neutron" "$state/lib/glance"
+
+# ------------------------------------------------------------------ Keystone (uwsgi)
+ksm() { keystone-manage --config-file "$state/etc/keystone/keystone.conf" "$@" >>"$LOG/keystone-manage.log" 2>&1; }
+log "Keystone: database, keys, bootstrap"
+ksm db_sync
+ksm fernet_setup --keystone-user root --keystone-group root
+ksm credential_setup --keystone-user root --keystone-group root
+ksm bootstrap --bootstrap-password "$ADMIN_PASS" --bootstrap-region-id $REGION \
+	--bootstrap-admin-url "$KS/v3" --bootstrap-internal-url "$KS/v3" --bootstrap-public-url "$KS/v3"
+
+# uwsgi ARGS...: a uwsgi HTTP server of one process (this machine has two cores for everything).
+uwsgi_app() {
+	local name=$1 port=$2 script=$3
+	shift 3
+	start "$name" env "$@" uwsgi --plugin python3 --http-socket "127.0.0.1:$port" --wsgi-file "$script" \
+		--master --processes 1 --threads 4 --die-on-term --need-app --lazy-apps --buffer-size 65535 \
+		--hook-master-start "unix_signal:15 gracefully_kill_them_all" --thunder-lock
+}
+uwsgi_app keystone "$P_KEYSTONE" /usr/bin/keystone-wsgi-public \
+	OS_KEYSTONE_CONFIG_DIR="$state/etc/keystone" OS_KEYSTONE_CONFIG_FILES=keystone.conf
+
+# The database schemas of the other services, while Keystone starts.
+log "database schemas"
+glance-manage --config-file "$state/etc/glance/glance-api.conf" db_sync >"$LOG/glance-manage.log" 2>&1 &
+db_glance=$!
+placement-manage --config-file "$state/etc/placement/placement.conf" db sync >"$LOG/placement-manage.log" 2>&1 &
+db_placement=$!
+neutron-db-manage --config-file "$state/etc/neutron/neutron.conf" upgrade head >"$LOG/neutron-db-manage.log" 2>&1 &
+db_neutron=$!
+cinder-manage --config-file "$state/etc/cinder/cinder.conf" db sync >"$LOG/cinder-manage.log" 2>&1 &
+db_cinder=$!
+nm() { nova-manage --config-file "$state/etc/nova/nova.conf" "$@" >>"$LOG/nova-manage.log" 2>&1; }
+(nm api_db sync && nm cell_v2 map_cell0 && nm cell_v2 create_cell --name cell1 && nm db sync) &
+db_nova=$!
+wait_for "Keystone on $KS" 60 keystone http_up "$KS/v3"
+
+export OS_AUTH_URL=$KS/v3 OS_IDENTITY_API_VERSION=3 OS_REGION_NAME=$REGION OS_INTERFACE=public
+admin_env=(env OS_USERNAME=admin OS_PASSWORD="$ADMIN_PASS" OS_PROJECT_NAME=admin
+	OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default)
+# os ARGS...: the openstack client as admin; prints the value asked for with -f value -c X.
+os() { "${admin_env[@]}" openstack "$@" 2>>"$LOG/openstack-client.log"; }
+
+log "Keystone: projects, users, roles, service catalog"
+os project create --domain default service -f value -c id >/dev/null
+os user create --domain default --password "$SERVICE_PASS" osreal-service -f value -c id >/dev/null
+os role add --project service --user osreal-service admin
+endpoint() {
+	local type=$1 name=$2 url=$3 id
+	id=$(os service create --name "$name" "$type" -f value -c id)
+	for iface in public internal admin; do
+		os endpoint create --region $REGION "$id" "$iface" "$url" -f value -c id >/dev/null
+	done
+}
+endpoint image glance "http://127.0.0.1:$P_GLANCE"
+endpoint placement placement "http://127.0.0.1:$P_PLACEMENT"
+endpoint compute nova "http://127.0.0.1:$P_NOVA/v2.1"
+endpoint network neutron "http://127.0.0.1:$P_NEUTRON"
+endpoint volumev3 cinderv3 "http://127.0.0.1:$P_CINDER/v3/%(project_id)s"
+endpoint block-storage cinder "http://127.0.0.1:$P_CINDER/v3/%(project_id)s"
+
+PROJECT=machinist
+QUOTA_PROJECT=machinist-quota
+MACHINIST_USER=machinist
+PROJECT_ID=$(os project create --domain default "$PROJECT" -f value -c id)
+QUOTA_PROJECT_ID=$(os project create --domain default "$QUOTA_PROJECT" -f value -c id)
+os user create --domain default --password "$USER_PASS" "$MACHINIST_USER" -f value -c id >/dev/null
+os role add --project "$PROJECT" --user "$MACHINIST_USER" member
+os role add --project "$QUOTA_PROJECT" --user "$MACHINIST_USER" member
+user_env=(env OS_USERNAME="$MACHINIST_USER" OS_PASSWORD="$USER_PASS" OS_PROJECT_NAME="$PROJECT"
+	OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default)
+appcred=$("${user_env[@]}" openstack application credential create machinist-real -f value -c id -c secret 2>>"$LOG/openstack-client.log")
+APPCRED_ID=$(echo "$appcred" | sed -n 1p)
+APPCRED_SECRET=$(echo "$appcred" | sed -n 2p)
+[ -n "$APPCRED_ID" ] && [ -n "$APPCRED_SECRET" ] || die "could not create the application credential (see $LOG/openstack-client.log)"
+
+for pid in $db_glance $db_placement $db_neutron $db_cinder $db_nova; do
+	wait "$pid" || die "a database migration failed: see $LOG/*-manage.log"
+done
+
+# ------------------------------------------------------------------ the services
+uwsgi_app placement "$P_PLACEMENT" /usr/bin/placement-api OS_PLACEMENT_CONFIG_DIR="$state/etc/placement"
+start glance glance-api --config-file "$state/etc/glance/glance-api.conf"
+start neutron neutron-server --config-file "$state/etc/neutron/neutron.conf"
+start nova-api nova-api --config-file "$state/etc/nova/nova.conf"
+start nova-conductor nova-conductor --config-file "$state/etc/nova/nova.conf"
+start nova-scheduler nova-scheduler --config-file "$state/etc/nova/nova.conf"
+start cinder-api cinder-api --config-file "$state/etc/cinder/cinder.conf"
+start cinder-scheduler cinder-scheduler --config-file "$state/etc/cinder/cinder.conf"
+start cinder-volume cinder-volume --config-file "$state/etc/cinder/cinder.conf"
+wait_for "Placement" 120 placement http_up "http://127.0.0.1:$P_PLACEMENT/"
+start nova-compute nova-compute --config-file "$state/etc/nova/nova.conf"
+wait_for "Glance" 120 glance http_up "http://127.0.0.1:$P_GLANCE/versions"
+wait_for "Neutron" 180 neutron http_up "http://127.0.0.1:$P_NEUTRON/"
+wait_for "Nova API" 180 nova-api http_up "http://127.0.0.1:$P_NOVA/"
+wait_for "Cinder API" 180 cinder-api http_up "http://127.0.0.1:$P_CINDER/"
+
+compute_up() { os compute service list --service nova-compute -f value -c State | grep -qx up; }
+wait_for "nova-compute to report" 240 nova-compute compute_up
+nm cell_v2 discover_hosts --verbose
+volume_up() { os volume service list --service cinder-volume -f value -c State | grep -qx up; }
+wait_for "cinder-volume to report" 180 cinder-volume volume_up
+
+# ------------------------------------------------------------------ what the tests use
+log "seeding: zone, flavors, image, volume type, quotas, networks, key pair"
+# Gardener's sample zone: an aggregate that puts the one compute host in it.
+os aggregate create --zone "$ZONE" "$ZONE" -f value -c id >/dev/null
+os aggregate add host "$ZONE" host-ovs-filter-active >/dev/null
+os flavor create --vcpus 1 --ram 512 --disk 1 m1.small -f value -c id >/dev/null
+os flavor create --vcpus 2 --ram 4096 --disk 20 m1.xmedium -f value -c id >/dev/null
+os flavor create --vcpus 4 --ram 8192 --disk 40 m1.large -f value -c id >/dev/null
+# More disk than the fake host has (600000 GB): Nova's scheduler finds no valid host. Disk has no
+# quota, so the request gets past the API to the scheduler.
+os flavor create --vcpus 1 --ram 512 --disk 900000 m1.nohost -f value -c id >/dev/null
+head -c 1048576 /dev/zero >"$state/lib/tiny.raw"
+IMAGE_NAME=ubuntu-24.04
+IMAGE_ID=$(os image create --disk-format raw --container-format bare --public --file "$state/lib/tiny.raw" "$IMAGE_NAME" -f value -c id)
+VOLUME_TYPE=ssd
+os volume type create --public "$VOLUME_TYPE" -f value -c id >/dev/null
+os quota set --instances 100 --cores 400 --ram 2048000 --volumes 100 --gigabytes 100000 --ports 500 "$PROJECT"
+QUOTA_INSTANCES=2
+os quota set --instances "$QUOTA_INSTANCES" "$QUOTA_PROJECT"
+
+# user_os PROJECT ARGS...: the openstack client as the test user in PROJECT.
+user_os() {
+	local p=$1
+	shift
+	env OS_USERNAME="$MACHINIST_USER" OS_PASSWORD="$USER_PASS" OS_PROJECT_NAME="$p" \
+		OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default openstack "$@" 2>>"$LOG/openstack-client.log"
+}
+SECGROUP=shoot--foobar-openstack
+for p in "$PROJECT" "$QUOTA_PROJECT"; do
+	net=$(user_os "$p" network create shoot-nodes -f value -c id)
+	sub=$(user_os "$p" subnet create --network "$net" --subnet-range 10.250.0.0/16 shoot-nodes -f value -c id)
+	user_os "$p" security group create "$SECGROUP" -f value -c id >/dev/null
+	if [ "$p" = "$PROJECT" ]; then
+		NETWORK_ID=$net SUBNET_ID=$sub
+	else
+		QUOTA_NETWORK_ID=$net QUOTA_SUBNET_ID=$sub
+	fi
+done
+KEYPAIR=shoot--foobar--openstack
+ssh-keygen -q -t ed25519 -N '' -C machinist-openstack-real -f "$state/lib/ssh-key"
+user_os "$PROJECT" keypair create --public-key "$state/lib/ssh-key.pub" "$KEYPAIR" -f value -c name >/dev/null
+
+versions() {
+	local p v out=""
+	for p in keystone glance-api placement-api nova-api nova-compute neutron-server cinder-volume \
+		mariadb-server rabbitmq-server python3-keystone python3-nova python3-neutron python3-cinder python3-glance; do
+		v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo missing)
+		out+="$p=$v "
+	done
+	echo "${out% }"
+}
+VERSIONS=$(versions)
+
+cat >"$ENVF" <<VARS
+OS_AUTH_URL=$KS/v3
+OS_REGION_NAME=$REGION
+OPENSTACK_REAL_STATE=$state
+OSR_REGION=$REGION
+OSR_ZONE=$ZONE
+OSR_DOMAIN=Default
+OSR_PROJECT=$PROJECT
+OSR_PROJECT_ID=$PROJECT_ID
+OSR_QUOTA_PROJECT=$QUOTA_PROJECT
+OSR_QUOTA_PROJECT_ID=$QUOTA_PROJECT_ID
+OSR_QUOTA_INSTANCES=$QUOTA_INSTANCES
+OSR_USER=$MACHINIST_USER
+OSR_PASSWORD=$USER_PASS
+OSR_APPCRED_ID=$APPCRED_ID
+OSR_APPCRED_SECRET=$APPCRED_SECRET
+OSR_ADMIN_PASSWORD=$ADMIN_PASS
+OSR_NETWORK_ID=$NETWORK_ID
+OSR_SUBNET_ID=$SUBNET_ID
+OSR_QUOTA_NETWORK_ID=$QUOTA_NETWORK_ID
+OSR_QUOTA_SUBNET_ID=$QUOTA_SUBNET_ID
+OSR_SECGROUP=$SECGROUP
+OSR_KEYPAIR=$KEYPAIR
+OSR_IMAGE_NAME=$IMAGE_NAME
+OSR_IMAGE_ID=$IMAGE_ID
+OSR_FLAVOR_SMALL=m1.small
+OSR_FLAVOR_SAMPLE=m1.xmedium
+OSR_FLAVOR_LARGE=m1.large
+OSR_FLAVOR_NOHOST=m1.nohost
+OSR_VOLUME_TYPE=$VOLUME_TYPE
+OSR_TOKEN_EXPIRATION=$token_expiration
+OSR_VERSIONS="$VERSIONS"
+VARS
+log "OpenStack is up in $(( $(date +%s) - started ))s: $VERSIONS"
+log "environment: $ENVF"
+
+if [ "$mode" = up ]; then
+	log "running until interrupted (Ctrl-C stops everything)"
+	while :; do
+		sleep 3600 &
+		wait $!
+	done
+fi
+set +e
+(
+	set -a
+	. "$ENVF"
+	set +a
+	export OPENSTACK_REAL_ENV=$ENVF
+	exec "$@"
+)
+rc=$?
+set -e
+exit "$rc"
