@@ -235,6 +235,8 @@ authtoken() {
 www_authenticate_uri = $KS
 service_token_roles_required = false
 memcached_servers =
+# Validate every request with Keystone, so a revoked token is refused at once (the token test).
+token_cache_time = -1
 INI
 }
 common() {
@@ -434,12 +436,13 @@ ksm credential_setup --keystone-user root --keystone-group root
 ksm bootstrap --bootstrap-password "$ADMIN_PASS" --bootstrap-region-id $REGION \
 	--bootstrap-admin-url "$KS/v3" --bootstrap-internal-url "$KS/v3" --bootstrap-public-url "$KS/v3"
 
-# uwsgi ARGS...: a uwsgi HTTP server of one process (this machine has two cores for everything).
+# uwsgi_app NAME PORT SCRIPT ENV...: a uwsgi HTTP server of two single-threaded processes (Keystone
+# under uwsgi threads crashes in greenlet: eventlet is imported).
 uwsgi_app() {
 	local name=$1 port=$2 script=$3
 	shift 3
 	start "$name" env "$@" uwsgi --plugin python3 --http-socket "127.0.0.1:$port" --wsgi-file "$script" \
-		--master --processes 1 --threads 4 --die-on-term --need-app --lazy-apps --buffer-size 65535 \
+		--master --processes 2 --threads 1 --die-on-term --need-app --lazy-apps --buffer-size 65535 \
 		--hook-master-start "unix_signal:15 gracefully_kill_them_all" --thunder-lock
 }
 uwsgi_app keystone "$P_KEYSTONE" /usr/bin/keystone-wsgi-public \
@@ -460,44 +463,38 @@ nm() { nova-manage --config-file "$state/etc/nova/nova.conf" "$@" >>"$LOG/nova-m
 db_nova=$!
 wait_for "Keystone on $KS" 60 keystone http_up "$KS/v3"
 
-export OS_AUTH_URL=$KS/v3 OS_IDENTITY_API_VERSION=3 OS_REGION_NAME=$REGION OS_INTERFACE=public
-admin_env=(env OS_USERNAME=admin OS_PASSWORD="$ADMIN_PASS" OS_PROJECT_NAME=admin
-	OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default)
-# os ARGS...: the openstack client as admin; prints the value asked for with -f value -c X.
-os() { "${admin_env[@]}" openstack "$@" 2>>"$LOG/openstack-client.log"; }
-
-log "Keystone: projects, users, roles, service catalog"
-os project create --domain default service -f value -c id >/dev/null
-os user create --domain default --password "$SERVICE_PASS" osreal-service -f value -c id >/dev/null
-os role add --project service --user osreal-service admin
-endpoint() {
-	local type=$1 name=$2 url=$3 id
-	id=$(os service create --name "$name" "$type" -f value -c id)
-	for iface in public internal admin; do
-		os endpoint create --region $REGION "$id" "$iface" "$url" -f value -c id >/dev/null
-	done
-}
-endpoint image glance "http://127.0.0.1:$P_GLANCE"
-endpoint placement placement "http://127.0.0.1:$P_PLACEMENT"
-endpoint compute nova "http://127.0.0.1:$P_NOVA/v2.1"
-endpoint network neutron "http://127.0.0.1:$P_NEUTRON"
-endpoint volumev3 cinderv3 "http://127.0.0.1:$P_CINDER/v3/%(project_id)s"
-endpoint block-storage cinder "http://127.0.0.1:$P_CINDER/v3/%(project_id)s"
-
 PROJECT=machinist
 QUOTA_PROJECT=machinist-quota
 MACHINIST_USER=machinist
-PROJECT_ID=$(os project create --domain default "$PROJECT" -f value -c id)
-QUOTA_PROJECT_ID=$(os project create --domain default "$QUOTA_PROJECT" -f value -c id)
-os user create --domain default --password "$USER_PASS" "$MACHINIST_USER" -f value -c id >/dev/null
-os role add --project "$PROJECT" --user "$MACHINIST_USER" member
-os role add --project "$QUOTA_PROJECT" --user "$MACHINIST_USER" member
-user_env=(env OS_USERNAME="$MACHINIST_USER" OS_PASSWORD="$USER_PASS" OS_PROJECT_NAME="$PROJECT"
-	OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default)
-appcred=$("${user_env[@]}" openstack application credential create machinist-real -f value -c id -c secret 2>>"$LOG/openstack-client.log")
-APPCRED_ID=$(echo "$appcred" | sed -n 1p)
-APPCRED_SECRET=$(echo "$appcred" | sed -n 2p)
-[ -n "$APPCRED_ID" ] && [ -n "$APPCRED_SECRET" ] || die "could not create the application credential (see $LOG/openstack-client.log)"
+QUOTA_INSTANCES=2
+SECGROUP=shoot--foobar-openstack
+KEYPAIR=shoot--foobar--openstack
+IMAGE_NAME=ubuntu-24.04
+VOLUME_TYPE=ssd
+COMPUTE_HOST=host-ovs-filter-active
+head -c 1048576 /dev/zero >"$state/lib/tiny.raw"
+ssh-keygen -q -t ed25519 -N '' -C machinist-openstack-real -f "$state/lib/ssh-key"
+# seed PHASE: runs seed.py and takes over the NAME=value lines it prints.
+seed() {
+	local out
+	out=$(env SEED_AUTH_URL="$KS/v3" SEED_REGION="$REGION" SEED_ZONE="$ZONE" SEED_ADMIN_PASSWORD="$ADMIN_PASS" \
+		SEED_SERVICE_PASSWORD="$SERVICE_PASS" SEED_USER="$MACHINIST_USER" SEED_USER_PASSWORD="$USER_PASS" \
+		SEED_PROJECT="$PROJECT" SEED_QUOTA_PROJECT="$QUOTA_PROJECT" SEED_QUOTA_INSTANCES="$QUOTA_INSTANCES" \
+		SEED_GLANCE_URL="http://127.0.0.1:$P_GLANCE" SEED_PLACEMENT_URL="http://127.0.0.1:$P_PLACEMENT" \
+		SEED_NOVA_URL="http://127.0.0.1:$P_NOVA/v2.1" SEED_NEUTRON_URL="http://127.0.0.1:$P_NEUTRON" \
+		SEED_CINDER_URL="http://127.0.0.1:$P_CINDER/v3/%(project_id)s" SEED_COMPUTE_HOST="$COMPUTE_HOST" \
+		SEED_IMAGE_NAME="$IMAGE_NAME" SEED_IMAGE_FILE="$state/lib/tiny.raw" SEED_VOLUME_TYPE="$VOLUME_TYPE" \
+		SEED_SECGROUP="$SECGROUP" SEED_KEYPAIR="$KEYPAIR" SEED_PUBLIC_KEY="$state/lib/ssh-key.pub" \
+		python3 "$here/seed.py" "$1" 2>>"$LOG/seed.log") || { tail -n 30 "$LOG/seed.log" >&2; die "seed.py $1 failed"; }
+	local line
+	while IFS= read -r line; do
+		case "$line" in
+		[A-Z_]*=*) printf -v "${line%%=*}" '%s' "${line#*=}" ;;
+		esac
+	done <<<"$out"
+}
+log "Keystone: service user, catalog, projects, user, application credential"
+seed identity
 
 for pid in $db_glance $db_placement $db_neutron $db_cinder $db_nova; do
 	wait "$pid" || die "a database migration failed: see $LOG/*-manage.log"
@@ -520,53 +517,13 @@ wait_for "Neutron" 180 neutron http_up "http://127.0.0.1:$P_NEUTRON/"
 wait_for "Nova API" 180 nova-api http_up "http://127.0.0.1:$P_NOVA/"
 wait_for "Cinder API" 180 cinder-api http_up "http://127.0.0.1:$P_CINDER/"
 
-compute_up() { os compute service list --service nova-compute -f value -c State | grep -qx up; }
-wait_for "nova-compute to report" 240 nova-compute compute_up
+log "waiting for nova-compute and cinder-volume to report"
+seed compute-up
 nm cell_v2 discover_hosts --verbose
-volume_up() { os volume service list --service cinder-volume -f value -c State | grep -qx up; }
-wait_for "cinder-volume to report" 180 cinder-volume volume_up
 
 # ------------------------------------------------------------------ what the tests use
 log "seeding: zone, flavors, image, volume type, quotas, networks, key pair"
-# Gardener's sample zone: an aggregate that puts the one compute host in it.
-os aggregate create --zone "$ZONE" "$ZONE" -f value -c id >/dev/null
-os aggregate add host "$ZONE" host-ovs-filter-active >/dev/null
-os flavor create --vcpus 1 --ram 512 --disk 1 m1.small -f value -c id >/dev/null
-os flavor create --vcpus 2 --ram 4096 --disk 20 m1.xmedium -f value -c id >/dev/null
-os flavor create --vcpus 4 --ram 8192 --disk 40 m1.large -f value -c id >/dev/null
-# More disk than the fake host has (600000 GB): Nova's scheduler finds no valid host. Disk has no
-# quota, so the request gets past the API to the scheduler.
-os flavor create --vcpus 1 --ram 512 --disk 900000 m1.nohost -f value -c id >/dev/null
-head -c 1048576 /dev/zero >"$state/lib/tiny.raw"
-IMAGE_NAME=ubuntu-24.04
-IMAGE_ID=$(os image create --disk-format raw --container-format bare --public --file "$state/lib/tiny.raw" "$IMAGE_NAME" -f value -c id)
-VOLUME_TYPE=ssd
-os volume type create --public "$VOLUME_TYPE" -f value -c id >/dev/null
-os quota set --instances 100 --cores 400 --ram 2048000 --volumes 100 --gigabytes 100000 --ports 500 "$PROJECT"
-QUOTA_INSTANCES=2
-os quota set --instances "$QUOTA_INSTANCES" "$QUOTA_PROJECT"
-
-# user_os PROJECT ARGS...: the openstack client as the test user in PROJECT.
-user_os() {
-	local p=$1
-	shift
-	env OS_USERNAME="$MACHINIST_USER" OS_PASSWORD="$USER_PASS" OS_PROJECT_NAME="$p" \
-		OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default openstack "$@" 2>>"$LOG/openstack-client.log"
-}
-SECGROUP=shoot--foobar-openstack
-for p in "$PROJECT" "$QUOTA_PROJECT"; do
-	net=$(user_os "$p" network create shoot-nodes -f value -c id)
-	sub=$(user_os "$p" subnet create --network "$net" --subnet-range 10.250.0.0/16 shoot-nodes -f value -c id)
-	user_os "$p" security group create "$SECGROUP" -f value -c id >/dev/null
-	if [ "$p" = "$PROJECT" ]; then
-		NETWORK_ID=$net SUBNET_ID=$sub
-	else
-		QUOTA_NETWORK_ID=$net QUOTA_SUBNET_ID=$sub
-	fi
-done
-KEYPAIR=shoot--foobar--openstack
-ssh-keygen -q -t ed25519 -N '' -C machinist-openstack-real -f "$state/lib/ssh-key"
-user_os "$PROJECT" keypair create --public-key "$state/lib/ssh-key.pub" "$KEYPAIR" -f value -c name >/dev/null
+seed cloud
 
 versions() {
 	local p v out=""
