@@ -485,7 +485,7 @@ seed() {
 		SEED_CINDER_URL="http://127.0.0.1:$P_CINDER/v3/%(project_id)s" SEED_COMPUTE_HOST="$COMPUTE_HOST" \
 		SEED_IMAGE_NAME="$IMAGE_NAME" SEED_IMAGE_FILE="$state/lib/tiny.raw" SEED_VOLUME_TYPE="$VOLUME_TYPE" \
 		SEED_SECGROUP="$SECGROUP" SEED_KEYPAIR="$KEYPAIR" SEED_PUBLIC_KEY="$state/lib/ssh-key.pub" \
-		python3 "$here/seed.py" "$1" 2>>"$LOG/seed.log") || { tail -n 30 "$LOG/seed.log" >&2; die "seed.py $1 failed"; }
+		/usr/bin/python3 "$here/seed.py" "$1" 2>>"$LOG/seed.log") || { tail -n 30 "$LOG/seed.log" >&2; die "seed.py $1 failed"; }
 	local line
 	while IFS= read -r line; do
 		case "$line" in
