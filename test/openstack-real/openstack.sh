@@ -77,17 +77,18 @@ for p in $P_KEYSTONE $P_GLANCE $P_PLACEMENT $P_NOVA $P_NEUTRON $P_CINDER $P_RABB
 	fi
 done
 
-# Every process started here carries this variable; teardown finds them (and the daemons they
-# fork, like epmd) by it, so nothing of this run is left and nothing else is touched.
-export OPENSTACK_REAL_OWNER="osreal:$state:$$"
+# Every process started for this run (services, migrations, the command) carries this variable;
+# teardown finds them (and the daemons they fork, like epmd) by it, so nothing of this run is left
+# and nothing else is touched. The script itself does not carry it.
+OWNER="osreal:$state:$$"
+owned() { env OPENSTACK_REAL_OWNER="$OWNER" "$@"; }
 
 owned_pids() {
 	local f pid
 	for f in /proc/[0-9]*/environ; do
 		pid=${f#/proc/}
 		pid=${pid%/environ}
-		[ "$pid" != "$$" ] || continue
-		if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OPENSTACK_REAL_OWNER"; then
+		if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OWNER"; then
 			echo "$pid"
 		fi
 	done
@@ -100,11 +101,28 @@ teardown() {
 	stopped=1
 	trap '' INT TERM
 	log "stopping OpenStack"
-	local pids i
-	pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+	local pids i p backing=""
+	# The OpenStack services first, the database and the message queue (their process groups) once
+	# the services have gone, so the services do not log a storm of connection errors on the way out.
+	for i in mariadb rabbitmq; do
+		[ -f "$state/run/$i.pid" ] && backing+=" $(cat "$state/run/$i.pid")"
+	done
+	is_backing() { case " $backing " in *" $(ps -o pgid= -p "$1" 2>/dev/null | tr -d ' ') "*) return 0 ;; esac; return 1; }
+	for p in $(owned_pids); do
+		is_backing "$p" || kill -TERM "$p" 2>/dev/null || true
+	done
+	for i in $(seq 1 100); do
+		pids=""
+		for p in $(owned_pids); do
+			is_backing "$p" || pids+=" $p"
+		done
+		[ -n "$pids" ] || break
+		sleep 0.2
+	done
+	pids=$(owned_pids)
 	[ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
 	for i in $(seq 1 100); do
-		pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+		pids=$(owned_pids)
 		[ -n "$pids" ] || break
 		sleep 0.2
 	done
@@ -112,7 +130,7 @@ teardown() {
 		log "killing what did not stop within 20s: $(echo $pids)"
 		kill -KILL $pids 2>/dev/null || true
 		for i in $(seq 1 50); do
-			pids=$(owned_pids | grep -vxF "$BASHPID" || true)
+			pids=$(owned_pids)
 			[ -n "$pids" ] || break
 			sleep 0.1
 		done
@@ -143,7 +161,7 @@ start() {
 	local name=$1
 	shift
 	log "starting $name"
-	setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
+	owned setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
 	echo $! >"$state/run/$name.pid"
 }
 
@@ -183,7 +201,7 @@ ZONE=eu-nl-1b
 
 # ------------------------------------------------------------------ MariaDB (unix socket only)
 log "initialising MariaDB in $state/lib/mysql"
-mariadb-install-db --no-defaults --user=root --datadir="$state/lib/mysql" \
+owned mariadb-install-db --no-defaults --user=root --datadir="$state/lib/mysql" \
 	--auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
 	{ tail -n 30 "$LOG/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
 start mariadb mariadbd --no-defaults --user=root --datadir="$state/lib/mysql" --socket="$SOCK" \
@@ -428,7 +446,7 @@ INI
 mkdir -p "$state/lib/cinder/volumes" "$state/lib/cinder/conversion" "$state/lib/nova/instances" "$state/lib/neutron" "$state/lib/glance"
 
 # ------------------------------------------------------------------ Keystone (uwsgi)
-ksm() { keystone-manage --config-file "$state/etc/keystone/keystone.conf" "$@" >>"$LOG/keystone-manage.log" 2>&1; }
+ksm() { owned keystone-manage --config-file "$state/etc/keystone/keystone.conf" "$@" >>"$LOG/keystone-manage.log" 2>&1; }
 log "Keystone: database, keys, bootstrap"
 ksm db_sync
 ksm fernet_setup --keystone-user root --keystone-group root
@@ -450,15 +468,15 @@ uwsgi_app keystone "$P_KEYSTONE" /usr/bin/keystone-wsgi-public \
 
 # The database schemas of the other services, while Keystone starts.
 log "database schemas"
-glance-manage --config-file "$state/etc/glance/glance-api.conf" db_sync >"$LOG/glance-manage.log" 2>&1 &
+owned glance-manage --config-file "$state/etc/glance/glance-api.conf" db_sync >"$LOG/glance-manage.log" 2>&1 &
 db_glance=$!
-placement-manage --config-file "$state/etc/placement/placement.conf" db sync >"$LOG/placement-manage.log" 2>&1 &
+owned placement-manage --config-file "$state/etc/placement/placement.conf" db sync >"$LOG/placement-manage.log" 2>&1 &
 db_placement=$!
-neutron-db-manage --config-file "$state/etc/neutron/neutron.conf" upgrade head >"$LOG/neutron-db-manage.log" 2>&1 &
+owned neutron-db-manage --config-file "$state/etc/neutron/neutron.conf" upgrade head >"$LOG/neutron-db-manage.log" 2>&1 &
 db_neutron=$!
-cinder-manage --config-file "$state/etc/cinder/cinder.conf" db sync >"$LOG/cinder-manage.log" 2>&1 &
+owned cinder-manage --config-file "$state/etc/cinder/cinder.conf" db sync >"$LOG/cinder-manage.log" 2>&1 &
 db_cinder=$!
-nm() { nova-manage --config-file "$state/etc/nova/nova.conf" "$@" >>"$LOG/nova-manage.log" 2>&1; }
+nm() { owned nova-manage --config-file "$state/etc/nova/nova.conf" "$@" >>"$LOG/nova-manage.log" 2>&1; }
 (nm api_db sync && nm cell_v2 map_cell0 && nm cell_v2 create_cell --name cell1 && nm db sync) &
 db_nova=$!
 wait_for "Keystone on $KS" 60 keystone http_up "$KS/v3"
@@ -485,7 +503,7 @@ seed() {
 		SEED_CINDER_URL="http://127.0.0.1:$P_CINDER/v3/%(project_id)s" SEED_COMPUTE_HOST="$COMPUTE_HOST" \
 		SEED_IMAGE_NAME="$IMAGE_NAME" SEED_IMAGE_FILE="$state/lib/tiny.raw" SEED_VOLUME_TYPE="$VOLUME_TYPE" \
 		SEED_SECGROUP="$SECGROUP" SEED_KEYPAIR="$KEYPAIR" SEED_PUBLIC_KEY="$state/lib/ssh-key.pub" \
-		/usr/bin/python3 "$here/seed.py" "$1" 2>>"$LOG/seed.log") || { tail -n 30 "$LOG/seed.log" >&2; die "seed.py $1 failed"; }
+		OPENSTACK_REAL_OWNER="$OWNER" /usr/bin/python3 "$here/seed.py" "$1" 2>>"$LOG/seed.log") || { tail -n 30 "$LOG/seed.log" >&2; die "seed.py $1 failed"; }
 	local line
 	while IFS= read -r line; do
 		case "$line" in
@@ -585,7 +603,7 @@ set +e
 	. "$ENVF"
 	set +a
 	export OPENSTACK_REAL_ENV=$ENVF
-	exec "$@"
+	exec env OPENSTACK_REAL_OWNER="$OWNER" "$@"
 )
 rc=$?
 set -e

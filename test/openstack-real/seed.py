@@ -70,7 +70,9 @@ def compute_up():
     deadline = time.monotonic() + 300
     while True:
         compute = [s for s in conn.compute.services() if s.binary == "nova-compute" and s.state == "up"]
-        volume = [s for s in conn.block_storage.services() if s.binary == "cinder-volume" and s.state == "up"]
+        # openstacksdk 0.101 has no block-storage services call: ask Cinder's os-services.
+        volume = [s for s in conn.block_storage.get("os-services").json()["services"]
+                  if s["binary"] == "cinder-volume" and s["state"] == "up"]
         if compute and volume:
             return
         if time.monotonic() > deadline:
