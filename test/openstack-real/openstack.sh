@@ -23,6 +23,9 @@
 # Settings (environment): OPENSTACK_REAL_STATE (state directory; default a new one under /tmp,
 # removed at the end unless OPENSTACK_REAL_KEEP=1), OPENSTACK_REAL_PORT_BASE (first of nine
 # consecutive loopback ports; default 25300), OPENSTACK_REAL_TOKEN_EXPIRATION (seconds; 240).
+# The whole script is one block, so bash reads it before it runs any of it: editing the file while
+# a run is going cannot change what that run executes.
+{
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -83,12 +86,24 @@ done
 OWNER="osreal:$state:$$"
 owned() { env OPENSTACK_REAL_OWNER="$OWNER" "$@"; }
 
+# owned_pids: the processes of this run. A service is started in a session of its own (setsid;
+# its pid file holds the session ID): every process of that session is ours, even those that
+# rewrite their environment with their process title (neutron-server's workers). Everything else
+# started for the run (migrations, the command, daemons that leave the session like epmd) carries
+# OPENSTACK_REAL_OWNER.
 owned_pids() {
-	local f pid
-	for f in /proc/[0-9]*/environ; do
-		pid=${f#/proc/}
-		pid=${pid%/environ}
-		if { tr '\0' '\n' <"$f"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OWNER"; then
+	local sessions=" " f pid sid
+	for f in "$state"/run/*.pid; do
+		[ -f "$f" ] && sessions+="$(cat "$f") "
+	done
+	ps -eo pid=,sid= | while read -r pid sid; do
+		[ "$pid" != "$$" ] || continue
+		case "$sessions" in *" $sid "*)
+			echo "$pid"
+			continue
+			;;
+		esac
+		if { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OWNER"; then
 			echo "$pid"
 		fi
 	done
@@ -161,19 +176,22 @@ start() {
 	local name=$1
 	shift
 	log "starting $name"
-	owned setsid "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
-	echo $! >"$state/run/$name.pid"
+	# In a session of its own; the session leader writes its own pid (= the session ID), so the pid
+	# file names the session whatever bash forks on the way.
+	setsid bash -c 'echo $$ >"$0"; exec "$@"' "$state/run/$name.pid" \
+		env OPENSTACK_REAL_OWNER="$OWNER" "$@" >>"$LOG/$name.log" 2>&1 </dev/null &
 }
 
 # wait_for WHAT SECONDS CMD...: polls CMD until it succeeds, fails with the log's tail otherwise.
 wait_for() {
-	local what=$1 secs=$2 logname=$3 i
+	local what=$1 secs=$2 logname=$3 i pid
 	shift 3
 	for i in $(seq 1 $((secs * 5))); do
 		if "$@" >/dev/null 2>&1; then
 			return 0
 		fi
-		if [ -f "$state/run/$logname.pid" ] && ! kill -0 "$(cat "$state/run/$logname.pid")" 2>/dev/null; then
+		pid=$(cat "$state/run/$logname.pid" 2>/dev/null || true)
+		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
 			tail -n 40 "$LOG/$logname.log" >&2 || true
 			die "$logname exited while waiting for $what"
 		fi
@@ -205,7 +223,7 @@ owned mariadb-install-db --no-defaults --user=root --datadir="$state/lib/mysql" 
 	--auth-root-authentication-method=socket --skip-test-db >"$LOG/mariadb-install.log" 2>&1 ||
 	{ tail -n 30 "$LOG/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
 start mariadb mariadbd --no-defaults --user=root --datadir="$state/lib/mysql" --socket="$SOCK" \
-	--pid-file="$state/run/mariadbd.pid" --skip-networking --log-error="$LOG/mariadb.err" \
+	--pid-file="$state/lib/mariadbd.pid" --skip-networking --log-error="$LOG/mariadb.err" \
 	--max-connections=1000 --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 \
 	--innodb-doublewrite=0 --sync-binlog=0 --character-set-server=utf8mb4 \
 	--collation-server=utf8mb4_general_ci
@@ -222,7 +240,7 @@ rabbit_env=(env HOME="$state/lib/rabbitmq" RABBITMQ_NODENAME=osreal@localhost
 	RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$P_RABBIT RABBITMQ_DIST_PORT=$P_RABBIT_DIST
 	ERL_EPMD_PORT=$P_EPMD ERL_EPMD_ADDRESS=127.0.0.1
 	RABBITMQ_MNESIA_BASE="$state/lib/rabbitmq/mnesia" RABBITMQ_LOG_BASE="$LOG/rabbitmq"
-	RABBITMQ_PID_FILE="$state/run/rabbitmq.pid" RABBITMQ_ENABLED_PLUGINS_FILE="$state/lib/rabbitmq/enabled_plugins"
+	RABBITMQ_PID_FILE="$state/lib/rabbitmq.pid" RABBITMQ_ENABLED_PLUGINS_FILE="$state/lib/rabbitmq/enabled_plugins"
 	RABBITMQ_CONFIG_FILE="$state/etc/rabbitmq" RABBITMQ_ADVANCED_CONFIG_FILE="$state/etc/rabbitmq-advanced.config"
 	RABBITMQ_CONF_ENV_FILE=/dev/null
 	RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}")
@@ -253,8 +271,9 @@ authtoken() {
 www_authenticate_uri = $KS
 service_token_roles_required = false
 memcached_servers =
-# Validate every request with Keystone, so a revoked token is refused at once (the token test).
-token_cache_time = -1
+# A revoked token is refused within 30 s (the token test); the default, 300 s, would make that
+# test wait five minutes, and no caching at all doubles Keystone's load.
+token_cache_time = 30
 INI
 }
 common() {
@@ -455,13 +474,16 @@ ksm bootstrap --bootstrap-password "$ADMIN_PASS" --bootstrap-region-id $REGION \
 	--bootstrap-admin-url "$KS/v3" --bootstrap-internal-url "$KS/v3" --bootstrap-public-url "$KS/v3"
 
 # uwsgi_app NAME PORT SCRIPT ENV...: a uwsgi HTTP server of two single-threaded processes (Keystone
-# under uwsgi threads crashes in greenlet: eventlet is imported).
+# under uwsgi threads crashes in greenlet: eventlet is imported). uwsgi's plain HTTP socket closes
+# every connection after its answer; "Connection: close" says so, or clients that reuse the
+# connection race the close and get "connection reset by peer".
 uwsgi_app() {
 	local name=$1 port=$2 script=$3
 	shift 3
 	start "$name" env "$@" uwsgi --plugin python3 --http-socket "127.0.0.1:$port" --wsgi-file "$script" \
 		--master --processes 2 --threads 1 --die-on-term --need-app --lazy-apps --buffer-size 65535 \
-		--hook-master-start "unix_signal:15 gracefully_kill_them_all" --thunder-lock
+		--hook-master-start "unix_signal:15 gracefully_kill_them_all" --thunder-lock \
+		--add-header "Connection: close"
 }
 uwsgi_app keystone "$P_KEYSTONE" /usr/bin/keystone-wsgi-public \
 	OS_KEYSTONE_CONFIG_DIR="$state/etc/keystone" OS_KEYSTONE_CONFIG_FILES=keystone.conf
@@ -608,3 +630,4 @@ set +e
 rc=$?
 set -e
 exit "$rc"
+}
