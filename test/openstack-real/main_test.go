@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
-	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -163,6 +163,9 @@ func newDriver(t testing.TB) (*openstack.Driver, *syncbuf.Buffer) {
 	d := openstack.New(openstack.Options{
 		Log:          slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PollInterval: 500 * time.Millisecond,
+		// Nova's API, one worker on two shared cores, can take more than the default minute to
+		// accept a boot while other services are busy.
+		HTTPTimeout: 5 * time.Minute,
 	})
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,22 +22,21 @@ import (
 // endpoint is one cloud as the probes see it: a token, the service URLs, and the IDs the probes
 // put in paths and bodies.
 type endpoint struct {
-	name  string
-	token string
-	urls  map[string]string // compute, network, volume, image, identity
-	ids   map[string]string // network, subnet, image, flavor, zone, keypair
+	name    string
+	clients map[string]*gophercloud.ServiceClient // compute, network, volume, image
+	ids     map[string]string                     // network, subnet, image, flavor
 }
 
 func connectEndpoint(t *testing.T, name, authURL, domain, project, user, password, region string, ids map[string]string) *endpoint {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pc, err := gopenstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: authURL, Username: user, Password: password, DomainName: domain, TenantName: project})
+	pc, err := gopenstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: authURL, Username: user, Password: password, DomainName: domain, TenantName: project, AllowReauth: true})
 	if err != nil {
 		t.Fatalf("%s: authenticate: %v", name, err)
 	}
 	eo := gophercloud.EndpointOpts{Region: region}
-	e := &endpoint{name: name, token: pc.Token(), urls: map[string]string{"identity": strings.TrimSuffix(authURL, "/") + "/"}, ids: ids}
+	e := &endpoint{name: name, clients: map[string]*gophercloud.ServiceClient{}, ids: ids}
 	for svc, mk := range map[string]func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error){
 		"compute": gopenstack.NewComputeV2, "network": gopenstack.NewNetworkV2, "volume": gopenstack.NewBlockStorageV3, "image": gopenstack.NewImageV2,
 	} {
@@ -44,7 +44,7 @@ func connectEndpoint(t *testing.T, name, authURL, domain, project, user, passwor
 		if err != nil {
 			t.Fatalf("%s: %s endpoint: %v", name, svc, err)
 		}
-		e.urls[svc] = sc.ResourceBaseURL()
+		e.clients[svc] = sc
 	}
 	return e
 }
@@ -66,26 +66,40 @@ func (e *endpoint) do(t *testing.T, ctx context.Context, service, method, path, 
 		path = strings.ReplaceAll(path, "{"+k+"}", v)
 		body = strings.ReplaceAll(body, "{"+k+"}", v)
 	}
-	var rd io.Reader
+	opts := &gophercloud.RequestOpts{KeepResponseBody: true, OkCodes: okCodes, MoreHeaders: map[string]string{"Accept": "application/json"}}
 	if body != "" {
-		rd = bytes.NewBufferString(body)
+		opts.RawBody = bytes.NewBufferString(body)
+		opts.MoreHeaders["Content-Type"] = "application/json"
 	}
-	req, err := http.NewRequestWithContext(ctx, method, e.urls[service]+strings.TrimPrefix(path, "/"), rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Auth-Token", e.token)
-	req.Header.Set("Accept", "application/json")
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	// Paths are relative to the service's versioned root (gophercloud's ResourceBaseURL). A 401
+	// is not OK, so gophercloud authenticates again and retries: tokens expire during the run.
+	sc := e.clients[service]
+	resp, err := sc.Request(ctx, method, sc.ResourceBaseURL()+strings.TrimPrefix(path, "/"), opts)
+	var unexpected gophercloud.ErrUnexpectedResponseCode
+	switch {
+	case errors.As(err, &unexpected):
+		return classify(unexpected.Actual, unexpected.Body)
+	case err != nil:
 		t.Fatalf("%s: %s %s: %v", e.name, method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	o := outcome{Status: resp.StatusCode, Body: string(raw)}
+	return classify(resp.StatusCode, raw)
+}
+
+// okCodes are every status but 401.
+var okCodes = func() []int {
+	var out []int
+	for c := 200; c < 600; c++ {
+		if c != http.StatusUnauthorized {
+			out = append(out, c)
+		}
+	}
+	return out
+}()
+
+func classify(status int, raw []byte) outcome {
+	o := outcome{Status: status, Body: string(raw)}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) == nil {
 		keys := make([]string, 0, len(top))
@@ -104,7 +118,7 @@ func (e *endpoint) do(t *testing.T, ctx context.Context, service, method, path, 
 			_ = json.Unmarshal(ke, &inner)
 			o.Kind = "error:" + inner.Title
 		}
-	} else if resp.StatusCode >= 400 {
+	} else if status >= 400 {
 		o.Kind = "text"
 	}
 	return o
@@ -133,20 +147,20 @@ var probes = []probe{
 		`{"server":{"name":"probe","flavorRef":"{flavor}","imageRef":"{image}","networks":[{"uuid":"00000000-0000-4000-8000-000000000003"}]}}`},
 	{"server with unknown security group", "compute", "POST", "servers",
 		`{"server":{"name":"probe","flavorRef":"{flavor}","imageRef":"{image}","security_groups":[{"name":"no-such-group"}],"networks":[{"uuid":"{network}"}]}}`},
-	{"port not found", "network", "GET", "v2.0/ports/00000000-0000-4000-8000-000000000004", ""},
-	{"delete port not found", "network", "DELETE", "v2.0/ports/00000000-0000-4000-8000-000000000004", ""},
-	{"ports by tags", "network", "GET", "v2.0/ports?tags=kubernetes.io-cluster-nothing,kubernetes.io-role-node", ""},
-	{"port on unknown subnet", "network", "POST", "v2.0/ports",
+	{"port not found", "network", "GET", "ports/00000000-0000-4000-8000-000000000004", ""},
+	{"delete port not found", "network", "DELETE", "ports/00000000-0000-4000-8000-000000000004", ""},
+	{"ports by tags", "network", "GET", "ports?tags=kubernetes.io-cluster-nothing,kubernetes.io-role-node", ""},
+	{"port on unknown subnet", "network", "POST", "ports",
 		`{"port":{"name":"probe","network_id":"{network}","fixed_ips":[{"subnet_id":"00000000-0000-4000-8000-000000000005"}]}}`},
-	{"tags of unknown port", "network", "PUT", "v2.0/ports/00000000-0000-4000-8000-000000000004/tags", `{"tags":["a"]}`},
-	{"security groups by name", "network", "GET", "v2.0/security-groups?name=no-such-group", ""},
-	{"network not found", "network", "GET", "v2.0/networks/00000000-0000-4000-8000-000000000003", ""},
+	{"tags of unknown port", "network", "PUT", "ports/00000000-0000-4000-8000-000000000004/tags", `{"tags":["a"]}`},
+	{"security groups by name", "network", "GET", "security-groups?name=no-such-group", ""},
+	{"network not found", "network", "GET", "networks/00000000-0000-4000-8000-000000000003", ""},
 	{"volume not found", "volume", "GET", "volumes/00000000-0000-4000-8000-000000000006", ""},
 	{"delete volume not found", "volume", "DELETE", "volumes/00000000-0000-4000-8000-000000000006", ""},
 	{"volume of unknown type", "volume", "POST", "volumes", `{"volume":{"name":"probe","size":1,"volume_type":"no-such-type"}}`},
 	{"volumes by metadata", "volume", "GET", `volumes/detail?metadata=%7B%22kubernetes.io-cluster-nothing%22%3A%221%22%7D`, ""},
-	{"images by name", "image", "GET", "v2/images?name=no-such-image&status=active", ""},
-	{"image not found", "image", "GET", "v2/images/00000000-0000-4000-8000-000000000002", ""},
+	{"images by name", "image", "GET", "images?name=no-such-image&status=active", ""},
+	{"image not found", "image", "GET", "images/00000000-0000-4000-8000-000000000002", ""},
 }
 
 // TestFakeAnswersAsReal sends each probe to the real cloud and to fakeopenstack and compares
@@ -177,15 +191,10 @@ func flavorID(t *testing.T, name string) string {
 	c := userClients(t, osr(t, "PROJECT"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	resp, err := c.compute.Get(ctx, c.compute.ServiceURL("flavors"), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var body struct {
 		Flavors []struct{ ID, Name string }
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+	if _, err := c.compute.Get(ctx, c.compute.ServiceURL("flavors"), &body, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range body.Flavors {
