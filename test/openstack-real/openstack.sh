@@ -93,21 +93,29 @@ owned() { env OPENSTACK_REAL_OWNER="$OWNER" "$@"; }
 # started for the run (migrations, the command, daemons that leave the session like epmd) carries
 # OPENSTACK_REAL_OWNER.
 owned_pids() {
-	local sessions=" " f pid sid
+	local sessions=" " f
 	for f in "$state"/run/*.pid; do
 		[ -f "$f" ] && sessions+="$(cat "$f") "
 	done
-	ps -eo pid=,sid= | while read -r pid sid; do
-		[ "$pid" != "$$" ] || continue
-		case "$sessions" in *" $sid "*)
-			echo "$pid"
-			continue
-			;;
-		esac
-		if { tr '\0' '\n' <"/proc/$pid/environ"; } 2>/dev/null | grep -qxF "OPENSTACK_REAL_OWNER=$OWNER"; then
-			echo "$pid"
-		fi
+	{
+		ps -eo pid=,sid= | awk -v s="$sessions" 'index(s, " " $2 " ") { print $1 }'
+		grep -lzxF "OPENSTACK_REAL_OWNER=$OWNER" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
+	} | grep -vxF "$$" | sort -un
+}
+
+# backing_pids: MariaDB, RabbitMQ and every descendant of theirs (RabbitMQ's helpers start
+# sessions of their own), which teardown stops after the services.
+backing_pids() {
+	local sessions=" " f
+	for f in mariadb rabbitmq; do
+		[ -f "$state/run/$f.pid" ] && sessions+="$(cat "$state/run/$f.pid") "
 	done
+	ps -eo pid=,ppid=,sid= | awk -v s="$sessions" '
+		{ pid[NR] = $1; ppid[NR] = $2; if (index(s, " " $3 " ")) in_set[$1] = 1 }
+		END {
+			do { grew = 0; for (i = 1; i <= NR; i++) if (!(pid[i] in in_set) && (ppid[i] in in_set)) { in_set[pid[i]] = 1; grew = 1 } } while (grew)
+			for (p in in_set) print p
+		}'
 }
 
 stopped=
@@ -117,21 +125,14 @@ teardown() {
 	stopped=1
 	trap '' INT TERM
 	log "stopping OpenStack"
-	local pids i p backing=""
-	# The OpenStack services first, the database and the message queue (their process groups) once
-	# the services have gone, so the services do not log a storm of connection errors on the way out.
-	for i in mariadb rabbitmq; do
-		[ -f "$state/run/$i.pid" ] && backing+=" $(cat "$state/run/$i.pid")"
-	done
-	is_backing() { case " $backing " in *" $(ps -o pgid= -p "$1" 2>/dev/null | tr -d ' ') "*) return 0 ;; esac; return 1; }
-	for p in $(owned_pids); do
-		is_backing "$p" || kill -TERM "$p" 2>/dev/null || true
-	done
+	local pids i backing
+	# The OpenStack services first, the database and the message queue once the services have
+	# gone, so the services do not log a storm of connection errors on the way out.
+	backing=$(backing_pids)
+	pids=$(owned_pids | grep -vxF -f <(echo "$backing") || true)
+	[ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
 	for i in $(seq 1 100); do
-		pids=""
-		for p in $(owned_pids); do
-			is_backing "$p" || pids+=" $p"
-		done
+		pids=$(owned_pids | grep -vxF -f <(echo "$backing") || true)
 		[ -n "$pids" ] || break
 		sleep 0.2
 	done
