@@ -349,6 +349,11 @@ func (c *creation) ensurePort(ctx context.Context, subnets []string) error {
 		AllowedAddressPairs: addressPairs(c.spec.podCIDRs()),
 	}
 	p, err := ports.Create(ctx, c.s.network, opts).Extract()
+	if isNotFound(err) {
+		// Neutron answers 404 (SubnetNotFound, NetworkNotFound) for a subnet or network that does
+		// not exist: a mistake in the class, not a missing machine.
+		return driver.Errorf(driver.InvalidArgument, "%s: check providerSpec.spec.networkID and subnetIDs", driver.MessageOf(apiError(fmt.Sprintf("create port %q", c.name), err)))
+	}
 	if err != nil {
 		return apiError(fmt.Sprintf("create port %q", c.name), err)
 	}

@@ -316,3 +316,29 @@ func TestCreateBootAnsweredAfterTimeoutIsAdoptedNext(t *testing.T) {
 		t.Errorf("the next create returned %s with servers %+v: want the late server adopted, not a second one", resp.ProviderID, servers)
 	}
 }
+
+// Real Neutron answers a port on a subnet that does not exist with 404 SubnetNotFound (the fake
+// said 400 InvalidInput): the driver reports the class's mistake, not NotFound.
+func TestCreateOnMissingSubnetIsInvalidArgument(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	d, _ := testDriver(t)
+	class := testClass(t, func(s *MachineProviderConfigSpec) { s.SubnetIDs = []string{"00000000-0000-4000-8000-000000000005"} })
+	m := machine("missing-subnet")
+	_, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: passwordSecret(cloud)})
+	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "Subnet 00000000-0000-4000-8000-000000000005 could not be found") ||
+		!strings.Contains(err.Error(), "providerSpec.spec.networkID and subnetIDs") {
+		t.Errorf("CreateMachine on a missing subnet: %v; want InvalidArgument with Neutron's message, naming the fields", err)
+	}
+	if left := leftovers(cloud, m.Name); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// Real Glance answers errors as webob JSON whose message ends in HTML line breaks; the driver
+// quotes the message without them.
+func TestGlanceMessageWithoutHTML(t *testing.T) {
+	_, msg := serviceMessage([]byte("{\"message\": \"No image found with ID 00000000-0000-4000-8000-000000000002<br /><br />\\n\\n\\n\", \"code\": \"404 Not Found\", \"title\": \"Not Found\"}"))
+	if msg != "No image found with ID 00000000-0000-4000-8000-000000000002" {
+		t.Errorf("message %q, want Glance's text without <br /> and newlines", msg)
+	}
+}
