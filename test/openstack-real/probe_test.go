@@ -205,3 +205,61 @@ func flavorID(t *testing.T, name string) string {
 	t.Fatalf("no flavor %s", name)
 	return ""
 }
+
+// faultOf boots a server that cannot be scheduled and returns its fault as the project's member
+// reads it (status ERROR), deleting the server afterwards.
+func (e *endpoint) faultOf(t *testing.T, ctx context.Context, flavor string) map[string]any {
+	t.Helper()
+	o := e.do(t, ctx, "compute", "POST", "servers",
+		`{"server":{"name":"probe-fault","flavorRef":"`+flavor+`","imageRef":"{image}","networks":[{"uuid":"{network}"}]}}`)
+	if o.Status != http.StatusAccepted {
+		t.Fatalf("%s: boot: HTTP %d %s", e.name, o.Status, o.Body)
+	}
+	var created struct{ Server struct{ ID string } }
+	_ = json.Unmarshal([]byte(o.Body), &created)
+	defer e.do(t, context.WithoutCancel(ctx), "compute", "DELETE", "servers/"+created.Server.ID, "")
+	var fault map[string]any
+	eventually(t, 10*time.Minute, e.name+": the server goes to ERROR", func(ctx context.Context) (bool, string) {
+		o := e.do(t, ctx, "compute", "GET", "servers/"+created.Server.ID, "")
+		var s struct {
+			Server struct {
+				Status string
+				Fault  map[string]any
+			}
+		}
+		_ = json.Unmarshal([]byte(o.Body), &s)
+		fault = s.Server.Fault
+		return s.Server.Status == "ERROR", s.Server.Status
+	})
+	return fault
+}
+
+// TestFakeFaultAsReal compares the fault of a server no host can take, as a project member reads
+// it: its keys, code and message.
+func TestFakeFaultAsReal(t *testing.T) {
+	need(t)
+	t.Parallel()
+	real := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
+		map[string]string{"network": osr(t, "NETWORK_ID"), "image": osr(t, "IMAGE_ID")})
+	fc := fakeopenstack.Start(t)
+	fc.NoValidHost(1)
+	fake := connectEndpoint(t, "fake", fc.AuthURL, fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region,
+		map[string]string{"network": fakeopenstack.NetworkID, "image": fakeopenstack.ImageID})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	r := real.faultOf(t, ctx, flavorID(t, osr(t, "FLAVOR_NOHOST")))
+	f := fake.faultOf(t, ctx, fakeopenstack.FlavorSmallID())
+	t.Logf("real fault: %v", r)
+	t.Logf("fake fault: %v", f)
+	keys := func(m map[string]any) string {
+		var ks []string
+		for k := range m {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		return strings.Join(ks, ",")
+	}
+	if keys(r) != keys(f) || fmt.Sprint(r["code"]) != fmt.Sprint(f["code"]) || r["message"] != f["message"] {
+		t.Errorf("the fault differs: real %v, fake %v", r, f)
+	}
+}
