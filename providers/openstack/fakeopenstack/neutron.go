@@ -102,7 +102,7 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	}
 	p := pathParts(rest)
 	if len(p) < 2 || p[0] != "v2.0" {
-		writeError(w, "network", http.StatusNotFound, "", "The resource could not be found.")
+		writeError(w, "network", http.StatusNotFound, "HTTPNotFound", "The resource could not be found.")
 		return
 	}
 	p = p[1:]
@@ -216,7 +216,7 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tags": port.Tags})
 	default:
-		writeError(w, "network", http.StatusNotFound, "", "The resource could not be found.")
+		writeError(w, "network", http.StatusNotFound, "HTTPNotFound", "The resource could not be found.")
 	}
 }
 

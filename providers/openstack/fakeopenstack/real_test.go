@@ -83,3 +83,13 @@ func TestGlanceErrorsAreWebobJSON(t *testing.T) {
 		t.Errorf("missing image: HTTP %d %v; real Glance answers 404 {message: \"No image found with ID <id><br /><br />\\n\\n\\n\", code: \"404 Not Found\", title: \"Not Found\"}", status, body)
 	}
 }
+
+func TestNeutronUnknownPathIsHTTPNotFound(t *testing.T) {
+	c := fakeopenstack.Start(t)
+	cl := connect(t, c, passwordOpts())
+	_, err := cl.network.Get(context.Background(), cl.network.ServiceURL("v2.0", "ports"), nil, nil)
+	status, body := unexpected(t, err)
+	if kind, msg := neutronType(t, body); status != http.StatusNotFound || kind != "HTTPNotFound" || msg != "The resource could not be found." {
+		t.Errorf("unknown path: HTTP %d %s %q; real Neutron answers 404 HTTPNotFound \"The resource could not be found.\"", status, kind, msg)
+	}
+}
