@@ -67,6 +67,7 @@ func classOf(t testing.TB, name string, spec openstack.MachineProviderConfigSpec
 // and checks after each rule that Nova, Neutron and Cinder hold nothing of the rule's machines.
 func TestConformance(t *testing.T) {
 	need(t)
+	t.Parallel()
 	project := osr(t, "PROJECT")
 	c := userClients(t, project)
 	drivertest.Run(t, func(t testing.TB) drivertest.Target {
