@@ -241,4 +241,4 @@ fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds 
 ## ---------------------------------------------------------------- openstack provider, real cloud
 .PHONY: test-openstack-real
 test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against a real OpenStack (Debian's Zed packages, installed with apt-get; needs root; docs/openstack-real.md)
-	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -timeout 45m ./test/openstack-real/
+	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -parallel 8 -timeout 60m ./test/openstack-real/
