@@ -565,8 +565,13 @@ func (c *Cloud) serverView(s *Server) map[string]any {
 		"os-extended-volumes:volumes_attached": vols, "security_groups": sgs,
 	}
 	if s.Status == "ERROR" && s.Fault != nil {
-		v["fault"] = map[string]any{"code": s.Fault.Code, "message": s.Fault.Message, "details": s.Fault.Details,
-			"created": s.Fault.Created.UTC().Format(time.RFC3339)}
+		fault := map[string]any{"code": s.Fault.Code, "message": s.Fault.Message, "created": s.Fault.Created.UTC().Format(time.RFC3339)}
+		// Nova shows the details (a traceback) of a 500 fault to admins only
+		// (nova/api/openstack/compute/views/servers.py _get_fault, Zed); the fake's user is a member.
+		if s.Fault.Details != "" && s.Fault.Code != http.StatusInternalServerError {
+			fault["details"] = s.Fault.Details
+		}
+		v["fault"] = fault
 	}
 	return v
 }

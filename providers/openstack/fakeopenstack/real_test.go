@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/attributestags"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
@@ -91,5 +93,34 @@ func TestNeutronUnknownPathIsHTTPNotFound(t *testing.T) {
 	status, body := unexpected(t, err)
 	if kind, msg := neutronType(t, body); status != http.StatusNotFound || kind != "HTTPNotFound" || msg != "The resource could not be found." {
 		t.Errorf("unknown path: HTTP %d %s %q; real Neutron answers 404 HTTPNotFound \"The resource could not be found.\"", status, kind, msg)
+	}
+}
+
+// Nova shows a 500 fault's details (the traceback) to admins only; a project member, the
+// driver's user, reads code, message and created.
+func TestNovaFaultDetailsHiddenFromMembers(t *testing.T) {
+	c := fakeopenstack.Start(t)
+	cl := connect(t, c, passwordOpts())
+	c.NoValidHost(1)
+	srv, err := servers.Create(context.Background(), cl.compute, servers.CreateOpts{Name: "fault", FlavorRef: fakeopenstack.FlavorSmallID(),
+		ImageRef: fakeopenstack.ImageID, Networks: []servers.Network{{UUID: fakeopenstack.NetworkID}}}, nil).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := srv.ID
+	var body struct {
+		Server struct {
+			Status string
+			Fault  map[string]any
+		}
+	}
+	if _, err := cl.compute.Get(context.Background(), cl.compute.ServiceURL("servers", id), &body, nil); err != nil {
+		t.Fatal(err)
+	}
+	if body.Server.Status != "ERROR" || fmt.Sprint(body.Server.Fault["code"]) != "500" {
+		t.Fatalf("server %s: status %s fault %v, want ERROR with a 500 fault", id, body.Server.Status, body.Server.Fault)
+	}
+	if _, ok := body.Server.Fault["details"]; ok {
+		t.Errorf("a member reads the fault's details %v; Nova shows them to admins only", body.Server.Fault)
 	}
 }
