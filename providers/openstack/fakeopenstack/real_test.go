@@ -120,6 +120,9 @@ func TestNovaFaultDetailsHiddenFromMembers(t *testing.T) {
 	if body.Server.Status != "ERROR" || fmt.Sprint(body.Server.Fault["code"]) != "500" {
 		t.Fatalf("server %s: status %s fault %v, want ERROR with a 500 fault", id, body.Server.Status, body.Server.Fault)
 	}
+	if body.Server.Fault["message"] != "No valid host was found. " {
+		t.Errorf("fault message %q; real Nova (Zed) says \"No valid host was found. \" when Placement has no candidates", body.Server.Fault["message"])
+	}
 	if _, ok := body.Server.Fault["details"]; ok {
 		t.Errorf("a member reads the fault's details %v; Nova shows them to admins only", body.Server.Fault)
 	}
