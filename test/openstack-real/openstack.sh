@@ -99,8 +99,9 @@ owned_pids() {
 	done
 	{
 		ps -eo pid=,sid= | awk -v s="$sessions" 'index(s, " " $2 " ") { print $1 }'
-		grep -lzxF "OPENSTACK_REAL_OWNER=$OWNER" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3
-	} | grep -vxF "$$" | sort -un
+		# grep exits 2 for the environments it may not read (other users', vanished processes).
+		{ grep -lzxF "OPENSTACK_REAL_OWNER=$OWNER" /proc/[0-9]*/environ 2>/dev/null || true; } | cut -d/ -f3
+	} | { grep -vxF "$$" || true; } | sort -un
 }
 
 # backing_pids: MariaDB, RabbitMQ and every descendant of theirs (RabbitMQ's helpers start
@@ -124,6 +125,8 @@ teardown() {
 	[ -z "$stopped" ] || return 0
 	stopped=1
 	trap '' INT TERM
+	# Best effort from here on: a failing check must not end the teardown half-way.
+	set +e
 	log "stopping OpenStack"
 	local pids i backing
 	# The OpenStack services first, the database and the message queue once the services have
