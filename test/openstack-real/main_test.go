@@ -98,7 +98,7 @@ func readEnvFile(path string) (map[string]string, error) {
 	return out, sc.Err()
 }
 
-// need skips the test when no real OpenStack is configured and returns the value of each key.
+// need skips the test when no real OpenStack is configured.
 func need(t testing.TB) {
 	t.Helper()
 	if cloud == nil {
@@ -281,41 +281,6 @@ func (c *clients) leftovers(ctx context.Context, prefix string) ([]string, error
 		}
 	}
 	return out, nil
-}
-
-// counts returns how many servers, ports on servers and volumes the project has.
-func (c *clients) counts(ctx context.Context) (nServers, nPorts, nVolumes int, err error) {
-	pages, err := servers.List(c.compute, servers.ListOpts{}).AllPages(ctx)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	ss, err := servers.ExtractServers(pages)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	pages, err = ports.List(c.network, ports.ListOpts{}).AllPages(ctx)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	ps, err := ports.ExtractPorts(pages)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	for _, p := range ps {
-		// Ports of servers and the driver's pre-created ones; not the network's own (DHCP, router).
-		if strings.HasPrefix(p.DeviceOwner, "compute:") || p.DeviceOwner == "" {
-			nPorts++
-		}
-	}
-	pages, err = volumes.List(c.volume, volumes.ListOpts{}).AllPages(ctx)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	vs, err := volumes.ExtractVolumes(pages)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	return len(ss), nPorts, len(vs), nil
 }
 
 // eventually polls cond every second until it holds or timeout passes.
