@@ -15,8 +15,7 @@ PACKAGES=(
 	nova-compute nova-compute-ironic
 	neutron-server
 	cinder-api cinder-scheduler cinder-volume
-	# cinder-volume's LVM backend on a loop device (lvm2 and qemu-utils come with cinder-volume).
-	thin-provisioning-tools
+	# openstacksdk (seed.py) and the openstack command, for looking around by hand.
 	python3-openstackclient
 )
 
