@@ -237,3 +237,8 @@ bench-grpcbridge: ## gRPC bridge benchmarks: floor, uds, tcp, tcp-mtls, dial-in,
 fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds in grpcbridge/testdata/fuzz)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
 	$(GO) test -run '^$$' -fuzz FuzzObjectRoundTrip -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
+
+## ---------------------------------------------------------------- openstack provider, real cloud
+.PHONY: test-openstack-real
+test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against a real OpenStack (Debian's Zed packages, installed with apt-get; needs root; docs/openstack-real.md)
+	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -parallel 8 -timeout 60m ./test/openstack-real/

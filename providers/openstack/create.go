@@ -349,6 +349,11 @@ func (c *creation) ensurePort(ctx context.Context, subnets []string) error {
 		AllowedAddressPairs: addressPairs(c.spec.podCIDRs()),
 	}
 	p, err := ports.Create(ctx, c.s.network, opts).Extract()
+	if isNotFound(err) {
+		// Neutron answers 404 (SubnetNotFound, NetworkNotFound) for a subnet or network that does
+		// not exist: a mistake in the class, not a missing machine.
+		return driver.Errorf(driver.InvalidArgument, "%s: check providerSpec.spec.networkID and subnetIDs", driver.MessageOf(apiError(fmt.Sprintf("create port %q", c.name), err)))
+	}
 	if err != nil {
 		return apiError(fmt.Sprintf("create port %q", c.name), err)
 	}
@@ -546,6 +551,7 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 	defer cancel()
 	var errs []error
 	var gone []string
+	unanswered := false
 	// Delete the server this call booted, or an adopted one that failed to build; an adopted
 	// server that is fine (or still building) stays for the next attempt.
 	if c.serverID != "" && !c.owned && !c.broken {
@@ -565,6 +571,9 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 			for _, s := range found {
 				ids = append(ids, s.ID)
 			}
+			// Nova may not have got to the request yet (it answered nothing before the
+			// timeout): a server can still appear after this search.
+			unanswered = len(found) == 0 && c.createReqID == ""
 		}
 		if len(ids) > 0 {
 			if err := c.deleteServers(cctx, ids); err != nil {
@@ -592,6 +601,11 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 		}
 	}
 	what := "nothing was left behind"
+	if unanswered {
+		// Seen on a real Nova under load: the boot timed out on the client, no server of the
+		// machine existed right after, and Nova created it a minute later.
+		what = "Nova did not answer the boot request and may still create the server: the next create of the machine adopts it, and the orphan collector deletes it if the machine is gone"
+	}
 	if len(errs) > 0 {
 		what = "cleanup failed, the orphan collector will retry: " + errors.Join(errs...).Error()
 		c.d.log.Error("openstack: rollback after a failed create did not finish", "machine", c.name, "error", errors.Join(errs...))
