@@ -206,3 +206,15 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// privateKeyOf is the private key of a service account key file.
+func privateKeyOf(t testing.TB, keyFile []byte) string {
+	t.Helper()
+	var k struct {
+		PrivateKey string `json:"private_key"`
+	}
+	if err := json.Unmarshal(keyFile, &k); err != nil || len(k.PrivateKey) < 100 {
+		t.Fatalf("not a key file: %v", err)
+	}
+	return k.PrivateKey
+}

@@ -106,13 +106,32 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := c.clock.Now()
 	op, status := opUnknownEndpoint, 0
+	tokenFault := func(op string) *APIError {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e, _, _ := c.faultsFor(op)
+		return e
+	}
 	switch {
-	case path == TokenPath:
-		op, status = OpToken, c.serveToken(w, r)
-	case path == STSPath:
-		op, status = OpSTSToken, c.serveSTS(w, r)
-	case strings.HasPrefix(path, IAMCredentialsPath):
-		op, status = OpGenerateToken, c.serveGenerateAccessToken(w, r, path)
+	case path == TokenPath || path == STSPath || strings.HasPrefix(path, IAMCredentialsPath):
+		op = OpToken
+		if path == STSPath {
+			op = OpSTSToken
+		} else if path != TokenPath {
+			op = OpGenerateToken
+		}
+		if e := tokenFault(op); e != nil {
+			status = oauthError(w, e.Status, e.Reason, e.Message)
+			break
+		}
+		switch op {
+		case OpToken:
+			status = c.serveToken(w, r)
+		case OpSTSToken:
+			status = c.serveSTS(w, r)
+		default:
+			status = c.serveGenerateAccessToken(w, r, path)
+		}
 	case strings.HasPrefix(path, ComputePath):
 		rt, ok := routeOf(r.Method, strings.TrimPrefix(path, ComputePath))
 		switch {
