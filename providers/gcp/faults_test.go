@@ -174,7 +174,9 @@ func TestMissingResourcesNameTheField(t *testing.T) {
 		mutate func(*ProviderSpec)
 		field  string
 	}{
-		{"image", func(s *ProviderSpec) { s.Disks[0].Image = "projects/sap-se-gcp-gardenlinux/global/images/gardenlinux-gone" }, "providerSpec.disks[0].image"},
+		{"image", func(s *ProviderSpec) {
+			s.Disks[0].Image = "projects/sap-se-gcp-gardenlinux/global/images/gardenlinux-gone"
+		}, "providerSpec.disks[0].image"},
 		{"image family", func(s *ProviderSpec) { s.Disks[0].Image = "projects/debian-cloud/global/images/family/debian-99" }, "providerSpec.disks[0].image"},
 		{"network", func(s *ProviderSpec) { s.NetworkInterfaces[0].Network = "no-such-network" }, "providerSpec.networkInterfaces[0].network"},
 		{"subnetwork", func(s *ProviderSpec) { s.NetworkInterfaces[0].Subnetwork = "no-such-subnet" }, "providerSpec.networkInterfaces[0].subnetwork"},

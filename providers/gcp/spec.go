@@ -161,7 +161,7 @@ const (
 
 // Disk types with a special meaning.
 const (
-	DiskTypeScratch = "SCRATCH"
+	DiskTypeScratch   = "SCRATCH"
 	diskInterfaceNVME = "NVME"
 	diskInterfaceSCSI = "SCSI"
 )

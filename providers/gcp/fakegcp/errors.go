@@ -14,7 +14,9 @@ type APIError struct {
 	Message string
 }
 
-func (e *APIError) Error() string { return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message) }
+func (e *APIError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Reason, e.Message)
+}
 
 // JSON is the response body.
 func (e *APIError) JSON() []byte {

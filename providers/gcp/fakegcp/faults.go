@@ -174,4 +174,3 @@ func (c *Cloud) ResetRequests() {
 	defer c.mu.Unlock()
 	c.requests = nil
 }
-
