@@ -244,12 +244,14 @@ func TestSecretProblemsNameTheKey(t *testing.T) {
 		data map[string][]byte
 		want string
 	}{
-		"no credentials":     {map[string][]byte{KeyUserData: []byte("x")}, "secret.data[serviceAccountJSON]: Required"},
-		"not JSON":           {map[string][]byte{KeyServiceAccountJSON: []byte("drivertest-wrong")}, "not valid JSON"},
-		"unknown type":       {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { m["type"] = "authorized_user" })}, "secret.data[serviceAccountJSON].type: Unsupported value"},
-		"forbidden field":    {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { m["quota_project_id"] = "x" })}, "fields quota_project_id are not allowed"},
-		"no project":         {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { delete(m, "project_id") })}, "no project_id"},
-		"broken private key": {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { m["private_key"] = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n" })}, "not a PEM RSA private key"},
+		"no credentials":  {map[string][]byte{KeyUserData: []byte("x")}, "secret.data[serviceAccountJSON]: Required"},
+		"not JSON":        {map[string][]byte{KeyServiceAccountJSON: []byte("drivertest-wrong")}, "not valid JSON"},
+		"unknown type":    {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { m["type"] = "authorized_user" })}, "secret.data[serviceAccountJSON].type: Unsupported value"},
+		"forbidden field": {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { m["quota_project_id"] = "x" })}, "fields quota_project_id are not allowed"},
+		"no project":      {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) { delete(m, "project_id") })}, "no project_id"},
+		"broken private key": {map[string][]byte{KeyServiceAccountJSON: with(func(m map[string]any) {
+			m["private_key"] = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+		})}, "not a PEM RSA private key"},
 		"plain http endpoint": {map[string][]byte{KeyServiceAccountJSON: key, KeyComputeEndpoint: []byte("http://127.0.0.1:1/compute/v1/")},
 			"secret.data[computeEndpoint]: Invalid value"},
 		"token_uri elsewhere than the endpoint": {map[string][]byte{KeyServiceAccountJSON: key, KeyComputeEndpoint: []byte("https://compute.example.com/compute/v1/")},

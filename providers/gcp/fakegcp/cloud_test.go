@@ -132,14 +132,20 @@ func TestInsertIsChecked(t *testing.T) {
 		status int
 		msg    string
 	}{
-		"machine type":  {func(in *compute.Instance) { in.MachineType = "zones/europe-west1-b/machineTypes/n9-huge" }, 400, "Machine type with name 'n9-huge' does not exist in zone 'europe-west1-b'"},
-		"image":         {func(in *compute.Instance) { in.Disks[0].InitializeParams.SourceImage = "global/images/nope" }, 404, "projects/machinist-fake/global/images/nope"},
-		"disk type":     {func(in *compute.Instance) { in.Disks[0].InitializeParams.DiskType = "zones/europe-west1-b/diskTypes/pd-x" }, 404, "diskTypes/pd-x"},
-		"subnetwork":    {func(in *compute.Instance) { in.NetworkInterfaces[0].Subnetwork = "regions/europe-west1/subnetworks/nope" }, 404, "subnetworks/nope"},
-		"network":       {func(in *compute.Instance) { in.NetworkInterfaces[0].Network = "global/networks/nope" }, 404, "networks/nope"},
-		"no boot disk":  {func(in *compute.Instance) { in.Disks[0].Boot = false }, 400, "boot disk"},
-		"label":         {func(in *compute.Instance) { in.Labels = map[string]string{"Bad": "x"} }, 400, "resource.labels"},
-		"spot restarts": {func(in *compute.Instance) { in.Scheduling = &compute.Scheduling{ProvisioningModel: "SPOT", OnHostMaintenance: "TERMINATE"} }, 400, "automaticRestart"},
+		"machine type": {func(in *compute.Instance) { in.MachineType = "zones/europe-west1-b/machineTypes/n9-huge" }, 400, "Machine type with name 'n9-huge' does not exist in zone 'europe-west1-b'"},
+		"image":        {func(in *compute.Instance) { in.Disks[0].InitializeParams.SourceImage = "global/images/nope" }, 404, "projects/machinist-fake/global/images/nope"},
+		"disk type": {func(in *compute.Instance) {
+			in.Disks[0].InitializeParams.DiskType = "zones/europe-west1-b/diskTypes/pd-x"
+		}, 404, "diskTypes/pd-x"},
+		"subnetwork": {func(in *compute.Instance) {
+			in.NetworkInterfaces[0].Subnetwork = "regions/europe-west1/subnetworks/nope"
+		}, 404, "subnetworks/nope"},
+		"network":      {func(in *compute.Instance) { in.NetworkInterfaces[0].Network = "global/networks/nope" }, 404, "networks/nope"},
+		"no boot disk": {func(in *compute.Instance) { in.Disks[0].Boot = false }, 400, "boot disk"},
+		"label":        {func(in *compute.Instance) { in.Labels = map[string]string{"Bad": "x"} }, 400, "resource.labels"},
+		"spot restarts": {func(in *compute.Instance) {
+			in.Scheduling = &compute.Scheduling{ProvisioningModel: "SPOT", OnHostMaintenance: "TERMINATE"}
+		}, 400, "automaticRestart"},
 		"duplicate metadata": {func(in *compute.Instance) {
 			in.Metadata = &compute.Metadata{Items: []*compute.MetadataItems{{Key: "a"}, {Key: "a"}}}
 		}, 400, "Duplicate keys"},
@@ -238,9 +244,9 @@ func TestListFiltersAndPages(t *testing.T) {
 		return names, pages
 	}
 	for filter, want := range map[string]string{
-		`(tags.items = "c1") (tags.items = "r1")`: "a-1,a-2,a-4",
+		`(tags.items = "c1") (tags.items = "r1")`:  "a-1,a-2,a-4",
 		`tags.items = c2`:                          "b-1",
-		`(tags.items = "c1") AND (name != "a-2")`: "a-1,a-3,a-4",
+		`(tags.items = "c1") AND (name != "a-2")`:  "a-1,a-3,a-4",
 		`name eq a-.*`:                             "a-1,a-2,a-3,a-4",
 		`(status = "RUNNING") (tags.items : "r2")`: "a-3",
 		`labels.env:*`:                             "",
