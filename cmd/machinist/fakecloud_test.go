@@ -26,6 +26,7 @@ func TestFakecloud(t *testing.T) {
 	}{
 		{"openstack", "openstack-machineclass.yaml", func(s map[string][]any) int { return len(s["servers"]) + len(s["ports"]) + len(s["volumes"]) }},
 		{"azure", "azure-machineclass.yaml", func(s map[string][]any) int { return len(s["resources"]) }},
+		{"gcp", "gcp-machineclass.yaml", func(s map[string][]any) int { return len(s["instances"]) + len(s["disks"]) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -157,7 +158,7 @@ func TestFakecloudFilesFollowProviderTags(t *testing.T) {
 // Each provider README shows create, list and delete against its fake with the sample class, and
 // the state dump to check that nothing leaked (TestFakecloud runs the same steps).
 func TestFakecloudInProviderREADMEs(t *testing.T) {
-	for _, name := range []string{"openstack", "azure"} {
+	for _, name := range []string{"openstack", "azure", "gcp"} {
 		readme, err := os.ReadFile(repoPath(t, "providers/"+name+"/README.md"))
 		if err != nil {
 			t.Fatal(err)

@@ -5,4 +5,4 @@
 package all
 
 // Providers lists every provider directory known when this package was generated.
-var Providers = []string{"azure", "local", "openstack"}
+var Providers = []string{"azure", "gcp", "local", "openstack"}
