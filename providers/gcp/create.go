@@ -42,7 +42,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	// One request ID for the call: Compute Engine ignores a repeated insert with it.
 	requestID := uuid.NewString()
 	for attempt := 0; attempt < 3; attempt++ {
-		in, err := cs.svc.Instances.Get(cs.project, zone, name).Context(ctx).Do()
+		in, err := cs.getInstance(ctx, zone, name)
 		switch {
 		case isNotFound(err):
 			resp, err, exists := d.insert(ctx, cs, spec, name, udKey, userData, requestID, log)
@@ -73,7 +73,7 @@ func (d *Driver) insert(ctx context.Context, cs *clientSet, spec *ProviderSpec, 
 	what := fmt.Sprintf("create instance %s in %s", name, zone)
 	in, refs := buildInstance(spec, cs.project, name, udKey, userData)
 	log.Info("gcp: creating instance", "machineType", spec.MachineType)
-	op, err := cs.svc.Instances.Insert(cs.project, zone, in).RequestId(requestID).Context(ctx).Do()
+	op, err := cs.insertInstance(ctx, zone, requestID, in)
 	if isAlreadyExists(err) {
 		return nil, nil, true
 	}
@@ -85,7 +85,7 @@ func (d *Driver) insert(ctx context.Context, cs *clientSet, spec *ProviderSpec, 
 	if err := d.await(ctx, cs, zone, op); err != nil {
 		return nil, d.cleanupAfter(ctx, cs, zone, name, op.TargetId, statusOf(what, err, refs...), log), false
 	}
-	got, err := cs.svc.Instances.Get(cs.project, zone, name).Context(ctx).Do()
+	got, err := cs.getInstance(ctx, zone, name)
 	if err != nil {
 		// The instance is made; its addresses matter only without a target cluster.
 		log.Warn("gcp: created instance, reading its addresses failed", "error", driver.MessageOf(statusOf("get instance "+name, err)))
@@ -101,7 +101,7 @@ func (d *Driver) insert(ctx context.Context, cs *clientSet, spec *ProviderSpec, 
 func (d *Driver) cleanupAfter(ctx context.Context, cs *clientSet, zone, name string, id uint64, failure error, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
 	defer cancel()
-	in, err := cs.svc.Instances.Get(cs.project, zone, name).Context(ctx).Do()
+	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {
 		return failure
 	}

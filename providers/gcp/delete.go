@@ -31,7 +31,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "zone", zone)
-	in, err := cs.svc.Instances.Get(cs.project, zone, name).Context(ctx).Do()
+	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {
 		log.Info("gcp: no instance; nothing to delete")
 		return &driver.DeleteMachineResponse{}, nil
@@ -61,7 +61,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 // deleteInstance deletes an instance and awaits the operation; one that is already gone is
 // success.
 func (d *Driver) deleteInstance(ctx context.Context, cs *clientSet, zone, name string) error {
-	op, err := cs.svc.Instances.Delete(cs.project, zone, name).Context(ctx).Do()
+	op, err := cs.deleteInstance(ctx, zone, name)
 	if isNotFound(err) {
 		return nil
 	}

@@ -15,7 +15,7 @@ func (d *Driver) await(ctx context.Context, cs *clientSet, zone string, op *comp
 		if op.Status == "DONE" {
 			return true, nil
 		}
-		got, err := cs.svc.ZoneOperations.Wait(cs.project, zone, op.Name).Context(ctx).Do()
+		got, err := cs.waitOperation(ctx, zone, op.Name)
 		if err != nil {
 			return false, err
 		}

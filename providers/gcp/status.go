@@ -31,7 +31,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
-	in, err := cs.svc.Instances.Get(cs.project, zone, name).Context(ctx).Do()
+	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {
 		return nil, driver.Errorf(driver.NotFound, "gcp: no instance %q in %s of project %s", name, zone, cs.project)
 	}
@@ -58,7 +58,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	out := map[string]string{}
-	err = cs.svc.Instances.List(cs.project, spec.Zone).Filter(listFilter(spec)).Context(ctx).Pages(ctx, func(page *compute.InstanceList) error {
+	err = cs.listInstances(ctx, spec.Zone, listFilter(spec), func(page *compute.InstanceList) error {
 		for _, in := range page.Items {
 			if owns(spec, in) { // the filter's answer is checked again
 				out[providerID(cs.project, spec.Zone, in.Name)] = in.Name
