@@ -31,7 +31,8 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	}
 	for i, m := range spec.Metadata {
 		if m.Key == udKey {
-			return nil, driver.Errorf(driver.InvalidArgument, "gcp: machineClass %q: providerSpec.metadata[%d].key %s is where the secret's userData goes (it is %s): remove the item", req.MachineClass.Name, i, udKey, map[bool]string{true: "a cloud-config", false: "not a cloud-config, so a startup script"}[udKey == userDataKey])
+			return nil, driver.Errorf(driver.InvalidArgument, "gcp: machineClass %q: providerSpec.metadata[%d].key %s is where the secret's userData goes (%s): remove the item",
+				req.MachineClass.Name, i, udKey, "a #cloud-config becomes user-data, anything else startup-script")
 		}
 	}
 	ctx, cancel := d.bound(ctx)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/oauth2"
@@ -210,8 +211,7 @@ func tokenStatus(what string, te *tokenError) error {
 			desc = body.Error + ": " + body.Description
 		}
 	} else if m := stsStatus.FindStringSubmatch(te.err.Error()); m != nil {
-		fmt.Sscan(m[1], &status)
-		desc = firstLine(te.err.Error())
+		status, _ = strconv.Atoi(m[1])
 	}
 	switch {
 	case status == 0:

@@ -3,7 +3,6 @@ package gcp
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -203,5 +202,4 @@ var (
 	_ http.RoundTripper = tokenTransport{}
 	_ http.RoundTripper = (*retryTransport)(nil)
 	_ error             = (*tokenError)(nil)
-	_                   = errors.New
 )

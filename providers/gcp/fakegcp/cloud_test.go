@@ -16,6 +16,7 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // served is the fake behind HTTPS on loopback and a Compute API client of the demo service
@@ -26,9 +27,10 @@ type served struct {
 	svc *compute.Service
 }
 
-func serve(t *testing.T) *served {
+func serve(t *testing.T) *served { return serveWith(t, New()) }
+
+func serveWith(t *testing.T, c *Cloud) *served {
 	t.Helper()
-	c := New()
 	c.SetOperationDelay(20 * time.Millisecond)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,7 +90,9 @@ func (s *served) wait(t *testing.T, op *compute.Operation) *compute.Operation {
 // An instance exists (PROVISIONING) as soon as the insert is accepted and is RUNNING with its
 // disk when the operation is done; deleting takes it and its auto-delete disk away.
 func TestInstanceLifecycle(t *testing.T) {
-	s := serve(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	s := serveWith(t, NewWithClock(clk))
+	s.c.SetOperationDelay(time.Minute) // the operation waits for the test's clock
 	op := s.insert(t, s.instance("vm-1", "a"))
 	if op.Status != "RUNNING" || !strings.HasSuffix(op.TargetLink, "/zones/europe-west1-b/instances/vm-1") {
 		t.Fatalf("insert operation = %+v", op)
@@ -97,6 +101,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	if err != nil || in.Status != "PROVISIONING" || in.Disks[0].Source == "" {
 		t.Fatalf("instance while creating: %+v %v", in, err)
 	}
+	clk.Step(time.Minute)
 	if done := s.wait(t, op); done.Error != nil {
 		t.Fatalf("operation failed: %+v", done.Error)
 	}
@@ -115,6 +120,10 @@ func TestInstanceLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if in, _ := s.svc.Instances.Get(DefaultProject, DemoZone, "vm-1").Do(); in == nil || in.Status != "STOPPING" {
+		t.Errorf("instance while deleting: %+v", in)
+	}
+	clk.Step(time.Minute)
 	s.wait(t, del)
 	if len(s.c.Instances()) != 0 || len(s.c.Disks()) != 0 {
 		t.Errorf("left %v %v", s.c.Instances(), s.c.Disks())
