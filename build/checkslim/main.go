@@ -40,6 +40,7 @@ var knownSDKs = map[string][]string{
 	"openstack": {"github.com/gophercloud/"},
 	"azure":     {"github.com/Azure/", "github.com/AzureAD/"},
 	"aws":       {"github.com/aws/"},
+	"gcp":       {"google.golang.org/api", "cloud.google.com/go/", "github.com/googleapis/"},
 }
 
 // rule is an import path (and everything under it, unless exact) with the reason it is refused

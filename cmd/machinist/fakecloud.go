@@ -33,7 +33,7 @@ var fakecloudCmd = &cli.Command{
 		"DELETE /.fakecloud/faults. Use the MachineClasses in kubernetes/samples/fakecloud.",
 	Action: func(c *cli.Context) error {
 		if len(c.Command.Subcommands) == 0 {
-			return errors.New("this binary has no fake cloud: build it without provider tags, or with -tags provider_openstack, provider_azure or provider_aws")
+			return errors.New("this binary has no fake cloud: build it without provider tags, or with -tags provider_openstack, provider_azure, provider_aws or provider_gcp")
 		}
 		return cli.ShowSubcommandHelp(c)
 	},
