@@ -191,12 +191,10 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 	}}); err != nil {
 		return err
 	}
-	if !s.add(ss) {
-		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
-	}
 	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
-	log.Info("dialin: provider connected")
-	s.warnShadowed(ss, log)
+	if err := s.connect(ss, log); err != nil {
+		return err
+	}
 
 	recvErr := make(chan error, 1)
 	go func() {
@@ -287,6 +285,20 @@ func (s *Server) authorizedFor(ctx context.Context, provider string) bool {
 		return mtls.Authorizes(cert, provider)
 	}
 	return s.opts.Insecure
+}
+
+// connect logs a new session and its shadowed names, then puts it in service. The log comes
+// first: once the session is in service, operations and waiters see it, and an operator reading
+// the log must find the registration (and why it may get no work) before anything that follows
+// from it.
+func (s *Server) connect(ss *session, log *slog.Logger) error {
+	log.Info("dialin: provider connected")
+	s.warnShadowed(ss, log)
+	if !s.add(ss) {
+		log.Info("dialin: provider stream closed: controller shutting down")
+		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
+	}
+	return nil
 }
 
 func (s *Server) add(ss *session) bool {
