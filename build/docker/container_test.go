@@ -102,13 +102,15 @@ func TestSlimImageRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, bash, "image.sh", "local", "e2e")
+	// The build (a static Go build, then the image) has no time limit of its own: on a cold cache
+	// under load it takes many minutes, and go test's -timeout is what stops a hung one.
+	build := exec.CommandContext(t.Context(), bash, "image.sh", "local", "e2e")
 	build.Env = append(p.env, "CONTAINER_ENGINE=podman", "TMPDIR="+t.TempDir())
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("image.sh local e2e: %v\n%s", err, out)
 	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
 	run := func(args ...string) string {
 		return p.must(time.Minute, append([]string{"run", "--rm", "--network", "none", image}, args...)...)
 	}
