@@ -186,13 +186,18 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 		return err
 	}
 	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
+	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
+	// Welcome only once the session is in service: a provider takes it as accepted (and starts
+	// its reconnect backoff over), which a controller shutting down must not say. Operations sent
+	// to the session meanwhile wait in its queue, which serve drains after the Welcome.
+	if err := s.connect(ss, log); err != nil {
+		return err
+	}
 	if err := stream.Send(&dialinv1.RegisterResponse{Message: &dialinv1.RegisterResponse_Welcome{
 		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names, ShadowedBy: s.shadowedOf(names)},
 	}}); err != nil {
-		return err
-	}
-	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
-	if err := s.connect(ss, log); err != nil {
+		s.remove(ss, err)
+		log.Info("dialin: provider disconnected", "reason", err.Error())
 		return err
 	}
 
