@@ -76,9 +76,17 @@ $(BIN)/buf: build/tools/buf/go.mod build/tools/buf/go.sum
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kube-scheduler $(BIN)/kube-controller-manager
 GEN_TOOLS     := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/buf
 
-.PHONY: system-deps
-system-deps: ## install missing Debian packages the build and tests need (git, gcc, ca-certificates, podman, runc) with apt-get
-	@build/system-deps.sh
+# Debian packages, installed with apt-get when missing (build/system-deps.sh says what each is
+# for). `make deps` installs every group the build and the whole suite need, and `make test`
+# runs it first; `make run` installs only the build group (no compiler for -race, no podman).
+.PHONY: deps deps-build system-deps
+deps: ## install the Debian packages the build and every test need (git, make, ca-certificates, gcc, podman, runc) with apt-get
+	@build/system-deps.sh build test image
+
+deps-build: ## install only what building and `make run` need (git, make, ca-certificates) with apt-get
+	@build/system-deps.sh build
+
+system-deps: deps ## the same as deps (kept for its old name)
 
 .PHONY: tools
 tools: $(CONTROL_PLANE) $(GEN_TOOLS) ## build every pinned tool into bin/
@@ -142,8 +150,9 @@ lint: ## gofmt and go vet
 # second, race-free pass for the rest would compile everything twice for little gain. lint runs
 # `go vet` with the same -race flag, so vet and test share one compilation of the dependencies.
 TEST_FLAGS ?= -race -timeout 20m
+# One rule with every prerequisite: the deploy tests run bin/kubectl, test-examples the example modules.
 .PHONY: test
-test: system-deps $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated code and slim builds, run every test
+test: deps $(CONTROL_PLANE) lint check-generated check-slim test-examples $(BIN)/kubectl ## install deps, lint, check generated code and slim builds, run every test
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 ## ---------------------------------------------------------------- provider developer kit
@@ -167,8 +176,6 @@ test-examples: ## vet, build and test the example modules (the out-of-tree provi
 		(cd $$m && $(GO) vet ./... && $(GO) build -o /dev/null . && $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-test: test-examples
-
 ## ---------------------------------------------------------------- run, kubectl, scale benchmark
 # `make run`: a throw-away control plane (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager), the controller manager with the local provider and
@@ -177,7 +184,7 @@ test: test-examples
 # RUN_FLAGS passes flags to `machinist dev`, e.g. RUN_FLAGS="--dir .cache/run" to keep state.
 RUN_FLAGS ?=
 .PHONY: run
-run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers, 3 sample machines and a workload (Ctrl-C stops and cleans up)
+run: deps-build $(CONTROL_PLANE) ## start a local control plane, the controllers, 3 sample machines and a workload (Ctrl-C stops and cleans up)
 	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
 
@@ -192,9 +199,6 @@ $(BIN)/kubectl: build/kubectl/go.mod build/kubectl/go.sum build/kubectl/main.go
 
 .PHONY: kubectl
 kubectl: $(BIN)/kubectl ## build the pinned kubectl into bin/
-
-# The deploy tests run bin/kubectl.
-test: $(BIN)/kubectl
 
 # One MachineDeployment of $(BENCH_MACHINES) local machines on the real API server: seconds until
 # all are Running, the controller's CPU time and peak RSS, API requests per machine, then the

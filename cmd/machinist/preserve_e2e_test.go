@@ -153,19 +153,27 @@ func (e *e2e) liveMachines(ns string) []v1alpha1.Machine {
 	return out
 }
 
-// hasEvent reports whether an event with reason was recorded about the object named name.
-func (e *e2e) hasEvent(ns, name, reason string) bool {
+// waitEvent waits until an event with reason is recorded about the object named name. The
+// controller writes events in the background, so one can arrive after the change it describes
+// is visible.
+func (e *e2e) waitEvent(ns, name, reason string) {
 	e.t.Helper()
-	var evs corev1.EventList
-	if err := e.c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
-		e.t.Fatal(err)
-	}
-	for _, ev := range evs.Items {
-		if ev.InvolvedObject.Name == name && ev.Reason == reason {
-			return true
+	e.eventually(30*time.Second, reason+" event on "+name, func() (bool, string) {
+		var evs corev1.EventList
+		if err := e.c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
 		}
-	}
-	return false
+		var reasons []string
+		for _, ev := range evs.Items {
+			if ev.InvolvedObject.Name == name {
+				if ev.Reason == reason {
+					return true, ""
+				}
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		return false, fmt.Sprintf("its events: %v", reasons)
+	})
 }
 
 func (e *e2e) machineSetOf(ns, deployment string) *v1alpha1.MachineSet {
@@ -240,9 +248,7 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 	if hasPreservedTaint(n) || n.Spec.Unschedulable || m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning {
 		t.Errorf("a preserved Running machine keeps taking pods: taints %v, unschedulable %v, phase %s", n.Spec.Taints, n.Spec.Unschedulable, m.Status.CurrentStatus.Phase)
 	}
-	if !e.hasEvent("default", x, "Preserved") {
-		t.Error("no Preserved event on the machine")
-	}
+	e.waitEvent("default", x, "Preserved")
 
 	// Scale down to 1: the preserved machine is the one that stays.
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 1 })
@@ -434,9 +440,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 		ms := e.machineSetOf("default", "pool")
 		return ms.Status.AutoPreserveFailedMachineCount == 1, fmt.Sprintf("%+v", ms.Status)
 	})
-	if !e.hasEvent("default", e.machineSetOf("default", "pool").Name, "AutoPreserved") {
-		t.Error("no AutoPreserved event on the MachineSet")
-	}
+	e.waitEvent("default", e.machineSetOf("default", "pool").Name, "AutoPreserved")
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.AutoPreserveFailedMachineMax = 0 })
 	e.eventually(90*time.Second, z+" replaced", func() (bool, string) {
 		live := e.liveMachines("default")
@@ -450,9 +454,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 		}
 		return ok, strings.Join(names, " ")
 	})
-	if !e.hasEvent("default", e.machineSetOf("default", "pool").Name, "AutoPreservationStopped") {
-		t.Error("no AutoPreservationStopped event on the MachineSet")
-	}
+	e.waitEvent("default", e.machineSetOf("default", "pool").Name, "AutoPreservationStopped")
 }
 
 // TestRunAutoPreserveAndExpiry: two machines of a deployment with autoPreserveFailedMachineMax 1
@@ -538,9 +540,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 		}
 		return running == 3, fmt.Sprintf("%d Running in the pool", running)
 	})
-	if !e.hasEvent("default", kept, "PreservationExpired") {
-		t.Errorf("no PreservationExpired event on %s", kept)
-	}
+	e.waitEvent("default", kept, "PreservationExpired")
 
 	e.eventually(60*time.Second, "solo's preservation over", func() (bool, string) {
 		m, n := e.machine("default", "solo"), e.node("solo")

@@ -470,24 +470,47 @@ func TestInsecureOnlyWhenChosen(t *testing.T) {
 	}
 }
 
-// TestCloseEndsStreams: closing the server fails operations in flight and the providers
-// reconnect to nothing (their Run keeps retrying until stopped).
+// TestCloseEndsStreams: closing the server fails operations in flight, and the providers
+// reconnect to nothing: each later registration is refused before a Welcome, so a provider is
+// never told it is connected to a controller that is shutting down (its Run keeps retrying, with
+// a growing backoff, until stopped).
 func TestCloseEndsStreams(t *testing.T) {
+	inDriver := make(chan struct{})
+	var once sync.Once
 	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+		once.Do(func() { close(inDriver) })
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	remote, ctrl, p := dialled(t, "mem", d)
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
+	logs := &syncbuf.Buffer{}
+	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d},
+		func(o *dialin.ProviderOptions) { o.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+	waitFor(t, ctrl.Server, "mem", 1)
+	remote, _ := ctrl.Server.Driver("mem")
 	errc := make(chan error, 1)
 	go func() { errc <- status(t.Context(), remote, "c", nil) }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-inDriver:
+	case err := <-errc:
+		t.Fatalf("the operation ended before it reached the provider's driver: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operation never reached the provider's driver")
+	}
 	ctrl.Server.Close()
 	if err := <-errc; !driver.IsCode(err, driver.Unavailable) {
 		t.Fatalf("operation when the controller closed: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if p.Provider.Connected() {
-		t.Fatal("provider still connected to a closed controller")
+	// Three attempts after the stream ended: the first session's end, then two refusals.
+	const retrying, welcomed = `msg="dialin: not connected to the controller; retrying"`, `msg="dialin: connected to the controller"`
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Count(logs.String(), retrying) >= 3, nil
+	}); err != nil {
+		t.Fatalf("the provider did not retry three times:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), welcomed); n != 1 || p.Provider.Connected() {
+		t.Fatalf("the provider was welcomed %d times (want once, before the close) and Connected() = %v:\n%s", n, p.Provider.Connected(), logs.String())
 	}
 }
 

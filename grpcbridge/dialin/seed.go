@@ -126,12 +126,10 @@ func (x *seedService) Register(stream grpc.BidiStreamingServer[infra.DriverSide,
 	ss := s.newSession(ctx, seedProtocol, reg.Name, names)
 	ss.kind = reg.Kind
 	ss.nextID.Store(seedRegisterID) // operation ids continue after the registration's
-	if !s.add(ss) {
-		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
-	}
 	log := s.log.With("session", ss.id, "protocol", seedProtocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "kind", reg.Kind)
-	log.Info("dialin: provider connected")
-	s.warnShadowed(ss, log)
+	if err := s.connect(ss, log); err != nil {
+		return err
+	}
 
 	w := &seedWire{s: s, ss: ss, log: log, stream: stream, pins: map[uint64]func(){}}
 	defer w.releaseAll()

@@ -186,17 +186,20 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 		return err
 	}
 	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
+	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
+	// Welcome only once the session is in service: a provider takes it as accepted (and starts
+	// its reconnect backoff over), which a controller shutting down must not say. Operations sent
+	// to the session meanwhile wait in its queue, which serve drains after the Welcome.
+	if err := s.connect(ss, log); err != nil {
+		return err
+	}
 	if err := stream.Send(&dialinv1.RegisterResponse{Message: &dialinv1.RegisterResponse_Welcome{
 		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names, ShadowedBy: s.shadowedOf(names)},
 	}}); err != nil {
+		s.remove(ss, err)
+		log.Info("dialin: provider disconnected", "reason", err.Error())
 		return err
 	}
-	if !s.add(ss) {
-		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
-	}
-	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
-	log.Info("dialin: provider connected")
-	s.warnShadowed(ss, log)
 
 	recvErr := make(chan error, 1)
 	go func() {
@@ -287,6 +290,20 @@ func (s *Server) authorizedFor(ctx context.Context, provider string) bool {
 		return mtls.Authorizes(cert, provider)
 	}
 	return s.opts.Insecure
+}
+
+// connect logs a new session and its shadowed names, then puts it in service. The log comes
+// first: once the session is in service, operations and waiters see it, and an operator reading
+// the log must find the registration (and why it may get no work) before anything that follows
+// from it.
+func (s *Server) connect(ss *session, log *slog.Logger) error {
+	log.Info("dialin: provider connected")
+	s.warnShadowed(ss, log)
+	if !s.add(ss) {
+		log.Info("dialin: provider stream closed: controller shutting down")
+		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
+	}
+	return nil
 }
 
 func (s *Server) add(ss *session) bool {

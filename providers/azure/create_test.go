@@ -3,10 +3,13 @@ package azure
 import (
 	"context"
 	"encoding/base64"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	corev1 "k8s.io/api/core/v1"
@@ -256,19 +259,67 @@ func TestCreateNeedsResourceGroupAndSubnet(t *testing.T) {
 	}
 }
 
+// TestSlowVMCreationIsBoundedByTheContextAndCleanedUp: a deadline that passes while the VM
+// create is under way ends the call with DeadlineExceeded and leaves nothing behind. The deadline
+// passes at the create's first status poll, not after a fixed time: under load the steps before
+// the VM (image, NIC) could take all of any fixed time.
 func TestSlowVMCreationIsBoundedByTheContextAndCleanedUp(t *testing.T) {
-	e := newTestEnv(t)
+	ctx := &deadlineWhen{Context: context.Background(), passed: make(chan struct{})}
+	e := newTestEnv(t, func(o *Options) {
+		o.Transport = &deadlineAtRequest{Transporter: o.Transport, op: fakeazure.OpCreateVM, n: 2, ctx: ctx}
+	})
 	e.cloud.SetLROPollsFor(fakeazure.OpCreateVM, 400)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
 	_, err := e.createIn(ctx, e.class, "m-1")
 	if code := driver.CodeOf(err); code != driver.DeadlineExceeded {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	if len(e.cloud.RequestsFor(fakeazure.OpCreateVM)) < 2 {
-		t.Errorf("the VM create was not under way when the deadline passed")
-	}
 	if left := e.resourcesOf("m-1"); len(left) != 0 {
 		t.Errorf("a timed-out create left %+v", left)
 	}
+}
+
+// deadlineWhen is a context whose deadline passes when passed is closed: at the point of an
+// operation a test chooses rather than at a wall-clock guess of when that point comes.
+type deadlineWhen struct {
+	context.Context
+	passed chan struct{}
+}
+
+func (c *deadlineWhen) Done() <-chan struct{} { return c.passed }
+
+func (c *deadlineWhen) Err() error {
+	select {
+	case <-c.passed:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// deadlineAtRequest passes ctx's deadline at the nth request of SDK operation op (the initial
+// request is the first, its status polls follow), which then ends as a request does whose
+// deadline passes in flight. The other requests go to the Transporter.
+type deadlineAtRequest struct {
+	policy.Transporter
+	op  string
+	n   int
+	ctx *deadlineWhen
+
+	mu   sync.Mutex
+	seen int
+}
+
+func (d *deadlineAtRequest) Do(req *http.Request) (*http.Response, error) {
+	if op, _ := req.Context().Value(runtime.CtxAPINameKey{}).(string); op == d.op {
+		d.mu.Lock()
+		d.seen++
+		now := d.seen == d.n
+		d.mu.Unlock()
+		if now {
+			close(d.ctx.passed)
+			<-req.Context().Done() // the request's context derives from ctx
+			return nil, req.Context().Err()
+		}
+	}
+	return d.Transporter.Do(req)
 }

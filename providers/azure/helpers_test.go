@@ -38,7 +38,8 @@ type testEnv struct {
 	logs   *syncbuf.Buffer
 }
 
-func newTestEnv(t testing.TB) *testEnv {
+// newTestEnv builds the fake and the driver; opts change the driver's options.
+func newTestEnv(t testing.TB, opts ...func(*Options)) *testEnv {
 	t.Helper()
 	c := fakeazure.New()
 	c.AddServicePrincipal(testClientID, testSecret)
@@ -49,14 +50,18 @@ func newTestEnv(t testing.TB) *testEnv {
 	c.AddImage(testLocation, "canonical", "ubuntu-pro", "22_04-lts", "22.4.202401010", &armcompute.PurchasePlan{Name: to("pro-22_04-lts"), Product: to("0001-com-ubuntu-pro-jammy"), Publisher: to("canonical")})
 	cfg := c.Configuration()
 	logs := &syncbuf.Buffer{}
-	drv := New(Options{
+	o := Options{
 		Transport:      c.Transport(),
 		Cloud:          &cfg,
 		PollFrequency:  time.Millisecond,
 		CleanupTimeout: 20 * time.Second,
 		Retry:          policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
 		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	drv := New(o)
 	return &testEnv{cloud: c, drv: drv, class: testClass("workers", baseSpec()), secret: testSecretObj(), logs: logs}
 }
 

@@ -64,7 +64,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // newWorldIn is newWorld in namespace ns of the shared control plane, created unless it exists
-// (benchmarks, and the sample in namespace default).
+// (benchmarks).
 func newWorldIn(t testing.TB, ns string) *world {
 	cfg := rest.CopyConfig(ctrltest.ControlPlane.Config)
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: testenv.Scheme})
@@ -440,10 +440,12 @@ func TestBadFallbackListIsReported(t *testing.T) {
 }
 
 // TestSampleLocalFallback applies kubernetes/samples/local-fallback as `kubectl apply -k` would
-// (the files its kustomization lists, unchanged, in namespace default): 3 machines run on the
-// fallback class local-zone-2, the deployment counts them and the events say why.
+// (the files its kustomization lists, all in namespace default): 3 machines run on the fallback
+// class local-zone-2, the deployment counts them and the events say why. The objects go to the
+// test's own namespace, every reference to default moved with them, so that the test can run
+// again in the same control plane (-count) without meeting the objects of its last run.
 func TestSampleLocalFallback(t *testing.T) {
-	w := newWorldIn(t, "default")
+	w := newWorld(t)
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -479,6 +481,7 @@ func TestSampleLocalFallback(t *testing.T) {
 			if u.GetNamespace() != "default" {
 				t.Fatalf("%s: %s %s is not in namespace default", f, u.GetKind(), u.GetName())
 			}
+			moveNamespace(u.Object, "default", w.ns)
 			if err := w.c.Create(w.ctx, u); err != nil {
 				t.Fatalf("%s: create %s %s: %v", f, u.GetKind(), u.GetName(), err)
 			}
@@ -491,6 +494,27 @@ func TestSampleLocalFallback(t *testing.T) {
 	for _, name := range []string{"local-fallback", w.machines()[0].Name} {
 		if !w.hasEvent(name, fallback.ReasonCapacityFallback, "local-zone-1") {
 			t.Errorf("no %s event naming local-zone-1 on %s", fallback.ReasonCapacityFallback, name)
+		}
+	}
+}
+
+// moveNamespace sets every "namespace" field of obj (metadata's and references' like secretRef)
+// that is from to to.
+func moveNamespace(obj map[string]any, from, to string) {
+	for k, v := range obj {
+		switch v := v.(type) {
+		case string:
+			if k == "namespace" && v == from {
+				obj[k] = to
+			}
+		case map[string]any:
+			moveNamespace(v, from, to)
+		case []any:
+			for _, item := range v {
+				if m, ok := item.(map[string]any); ok {
+					moveNamespace(m, from, to)
+				}
+			}
 		}
 	}
 }

@@ -237,9 +237,7 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if !ctrltest.Contains(e.EventReasons(name), "Drained") {
-		t.Fatalf("no Drained event: %v", e.EventReasons(name))
-	}
+	e.WaitEventReasons(name, 30*time.Second, "Drained")
 }
 
 // TestMisconfiguredPDBReportedThenForced: a budget that can never allow an eviction shows up in

@@ -145,10 +145,7 @@ func TestRetriedCreationWithReadyNodeRunsWithoutRecheck(t *testing.T) {
 	if drv.failures.Load() > 0 {
 		t.Fatal("InitializeMachine was never called: the test did not exercise a retried creation")
 	}
-	reasons := e.EventReasons(name)
-	if !ctrltest.Contains(reasons, "CreateFailed") {
-		t.Fatalf("events %v: want the failed first attempt's CreateFailed", reasons)
-	}
+	e.WaitEventReasons(name, 30*time.Second, "CreateFailed") // the failed first attempt's
 }
 
 // TestFreshMachinesRunWithoutRecheck: machines created together, each node registering Ready

@@ -38,11 +38,7 @@ func TestPreserveWithoutTarget(t *testing.T) {
 		_, has := m.Annotations[v1alpha1.AnnotationPreserve]
 		return m.Status.CurrentStatus.PreserveExpiryTime == nil && !has && m.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
 	})
-	for _, reason := range []string{"Preserved", "PreservationStopped"} {
-		if !ctrltest.Contains(e.EventReasons(kept), reason) {
-			t.Errorf("no %s event on %s: %v", reason, kept, e.EventReasons(kept))
-		}
-	}
+	e.WaitEventReasons(kept, 30*time.Second, "Preserved", "PreservationStopped")
 
 	e.WaitMachine(bad, 30*time.Second, "invalid value reported", func(m *v1alpha1.Machine) bool {
 		return ctrltest.Contains(e.EventReasons(bad), "InvalidPreserveAnnotation")

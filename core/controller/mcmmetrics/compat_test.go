@@ -144,12 +144,19 @@ func TestMCMMetrics(t *testing.T) {
 	scale(t, e, "md", 1)
 	setCollisionCount(t, e, "paused", 1)
 
+	// Wait for every series the checks below read that comes from this test's own activity: the
+	// families alone are not enough, since they exist from the start when an earlier run in the
+	// same process (-count) or another deployment (stale's replacement) recorded them.
 	var fams map[string]*dto.MetricFamily
-	ctrltest.Eventually(t, 3*time.Minute, "every MCM family in the scrape", func() bool {
+	mdPlace := map[string]string{"namespace": e.NS, "machine_deployment": e.Name("md"), "instance_type": "m1.test", "zone": "zone-a"}
+	ctrltest.Eventually(t, 3*time.Minute, "every MCM family in the scrape, and md's scale-down in it", func() bool {
 		fams = scrape(t, url)
 		return len(missing(families, fams)) == 0 &&
 			value(fams, "mcm_machine_stale_machines_total", nil) >= 1 &&
-			value(fams, "mcm_machine_num_failed_join", map[string]string{"machine_deployment": e.Name("nojoin")}) >= 1
+			value(fams, "mcm_machine_num_failed_join", map[string]string{"machine_deployment": e.Name("nojoin")}) >= 1 &&
+			len(series(fams, "mcm_machine_delete_duration_seconds", mdPlace)) == 1 &&
+			len(series(fams, "mcm_machine_drain_duration_seconds", map[string]string{"namespace": e.NS, "machine_deployment": e.Name("md")})) == 1 &&
+			value(fams, "mcm_machine_deployment_status_collision_count", map[string]string{"name": e.Name("paused")}) == 1
 	})
 	if miss := missing(families, fams); len(miss) > 0 {
 		t.Fatalf("families missing from /metrics: %v", miss)

@@ -117,9 +117,15 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 	if info.ErrorClass != 1 || info.ErrorCode != "ResourceExhausted" || !strings.Contains(info.ErrorMessage, "dry-a") || !strings.Contains(info.ErrorMessage, "dry-b") {
 		t.Fatalf("error info of the waiting instance %+v: want class OutOfResources (1), code ResourceExhausted, both classes named", info)
 	}
-	ms := w.machinesOf("dry")
-	if len(ms) != 1 || ms[0].Spec.ProviderID != "" || ms[0].Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff {
-		t.Fatalf("dry's machine does not wait without a VM: %+v", ms)
+	// The server goes by the marks on the classes, which the controller publishes before it writes
+	// the machine's status: wait for the status, then check that the machine has no VM.
+	var ms []v1alpha1.Machine
+	waitFor(t, "dry's machine in CrashLoopBackOff", func() bool {
+		ms = w.machinesOf("dry")
+		return len(ms) == 1 && ms[0].Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff
+	})
+	if ms[0].Spec.ProviderID != "" {
+		t.Fatalf("dry's machine does not wait without a VM: %+v", ms[0])
 	}
 	if z := zoneOfTemplate(dry); z != "dry-a" {
 		t.Fatalf("template zone of a group with every class marked %q, want the primary's dry-a", z)

@@ -112,20 +112,30 @@ func (c *Client) once(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	// Stop runs beside serve, and gRPC allows one sender at a time (CloseSend included).
+	var sendMu sync.Mutex
+	send := func(m *infra.DriverSide) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(m)
+	}
 	stop := context.AfterFunc(ctx, func() {
 		// Stop: tell the controller and close the sending side; the controller ends the stream.
 		// A controller that does not is cut off after a while.
+		sendMu.Lock()
 		_ = stream.Send(&infra.DriverSide{OperationType: "unregister"})
 		_ = stream.CloseSend()
+		sendMu.Unlock()
 		time.AfterFunc(10*time.Second, cancel)
 	})
 	defer stop()
 	defer c.connected.Store(false)
-	c.serve(stream)
+	c.serve(stream, send)
 }
 
-// serve is the known client's serveMCM: one operation at a time, answered on the stream.
-func (c *Client) serve(stream grpc.BidiStreamingClient[infra.DriverSide, infra.MCMside]) {
+// serve is the known client's serveMCM: one operation at a time, answered on the stream with
+// send.
+func (c *Client) serve(stream grpc.BidiStreamingClient[infra.DriverSide, infra.MCMside], send func(*infra.DriverSide) error) {
 	for {
 		in, err := stream.Recv()
 		if err == io.EOF || err != nil {
@@ -160,7 +170,7 @@ func (c *Client) serve(stream grpc.BidiStreamingClient[infra.DriverSide, infra.M
 			}
 			resp.Response = &infra.DriverSide_Listresponse{Listresponse: &infra.DriverSideListResp{List: list, Error: errText(err)}}
 		}
-		if err := stream.Send(resp); err != nil {
+		if err := send(resp); err != nil {
 			return
 		}
 	}

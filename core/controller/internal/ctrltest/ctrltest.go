@@ -410,6 +410,24 @@ func (e *Env) EventReasons(name string) []string {
 	return out
 }
 
+// WaitEventReasons waits until the events about name include every one of reasons and returns
+// the reasons of all its events. The recorder writes events in the background, so an event can
+// reach the API server after the change it describes is visible: read them with this, not once.
+func (e *Env) WaitEventReasons(name string, timeout time.Duration, reasons ...string) []string {
+	e.T.Helper()
+	var got []string
+	Eventually(e.T, timeout, fmt.Sprintf("events %v about %s", reasons, name), func() bool {
+		got = e.EventReasons(name)
+		for _, r := range reasons {
+			if !Contains(got, r) {
+				return false
+			}
+		}
+		return true
+	})
+	return got
+}
+
 // Contains reports whether list holds s.
 func Contains(list []string, s string) bool {
 	for _, v := range list {
