@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,6 +67,9 @@ type Options struct {
 	NoScaleDownAnnotationDuringRollout bool
 	// Log is the controller's logger; nil means slog.Default().
 	Log *slog.Logger
+	// Clock is the time of the controller's timeouts and status conditions; nil means the real
+	// clock (tests pass a fake one, k8s.io/utils/clock/testing).
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
@@ -81,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = d.ResyncPeriod
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -111,7 +118,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		recorder: mgr.GetEventRecorder(ControllerName),
 		opts:     opts,
 		writes:   newWrites(),
-		now:      time.Now,
+		now:      opts.Clock.Now,
 		log:      opts.Log,
 
 		fallbackField: crdfield.New("the MachineDeployment CRD's status.fallbackReplicas",

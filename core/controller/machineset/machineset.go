@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -59,6 +60,9 @@ type Options struct {
 	// Nodes reads the target cluster's Nodes, whose preserve annotation wins over the
 	// Machine's when a Failed machine is kept or auto-preserved; nil without a target cluster.
 	Nodes client.Reader
+	// Clock is the time of the controller's timeouts and status conditions; nil means the real
+	// clock (tests pass a fake one, k8s.io/utils/clock/testing).
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns MCM's defaults.
@@ -80,8 +84,11 @@ func (o Options) withDefaults() Options {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = d.ResyncPeriod
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.Fallback == nil {
-		o.Fallback = fallback.NewCache(fallback.DefaultTTL)
+		o.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(o.Clock)
 	}
 	return o
 }
@@ -111,7 +118,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 		reader:   mgr.GetAPIReader(),
 		recorder: mgr.GetEventRecorder(ControllerName),
 		opts:     opts,
-		now:      time.Now,
+		now:      opts.Clock.Now,
 		selectorField: crdfield.New("the MachineSet CRD's status.labelSelector",
 			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the set)"),
 	}
