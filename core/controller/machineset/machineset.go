@@ -37,6 +37,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
@@ -133,7 +134,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&v1alpha1.MachineSet{}, machines.Own()).
 		Watches(&v1alpha1.Machine{}, machines).
 		// Machines nobody controls may be adopted by a set whose selector matches them.
-		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
+		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(ownership.OrphanMapper(r.client,
+			func() *v1alpha1.MachineSetList { return &v1alpha1.MachineSetList{} },
+			func(o client.Object) *metav1.LabelSelector { return o.(*v1alpha1.MachineSet).Spec.Selector }))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
 		Complete(r)
 }
@@ -180,38 +183,10 @@ func (r *Reconciler) urgentForSet(kind coalesce.Event, old, m client.Object) boo
 	return ok1 && ok2 && nm.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && om.Status.CurrentStatus.Phase != v1alpha1.MachineFailed
 }
 
-// setsForOrphan maps a machine without a controller to the sets whose selector matches it.
-func (r *Reconciler) setsForOrphan(ctx context.Context, obj client.Object) []reconcile.Request {
-	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	var sets v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &sets, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range sets.Items {
-		s := &sets.Items[i]
-		sel, err := selectorOf(s)
-		if err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
-			continue
-		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
-	}
-	return reqs
-}
-
 // selectorOf returns a set's selector; an empty selector is an error, since it would select
 // every machine in the namespace.
 func selectorOf(ms *v1alpha1.MachineSet) (labels.Selector, error) {
-	if ms.Spec.Selector == nil || (len(ms.Spec.Selector.MatchLabels) == 0 && len(ms.Spec.Selector.MatchExpressions) == 0) {
-		return nil, errors.New("spec.selector is empty: set spec.selector.matchLabels to labels of spec.template.metadata.labels")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(ms.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector is invalid: %w", err)
-	}
-	return sel, nil
+	return ownership.Selector(ms.Spec.Selector)
 }
 
 // Reconcile brings one MachineSet towards its desired replicas and records its status.
