@@ -1,19 +1,19 @@
 package fallback_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestRebalanceWaitsForAReadyProbe: the MachineSet controller alone, machine phases played by
@@ -41,17 +41,9 @@ func TestRebalanceWaitsForAReadyProbe(t *testing.T) {
 	})
 	marks := fallback.NewCache(3 * time.Second)
 	marks.Mark(w.ns, "a", "stock-out")
-	mgr, err := ctrl.NewManager(w.cfg, ctrltest.ManagerOptions(w.ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := machineset.Setup(mgr, machineset.Options{Fallback: marks}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctrltest.RunManager(t, w.cfg, w.ns, func(mgr crmanager.Manager) error {
+		return machineset.Setup(mgr, machineset.Options{Fallback: marks})
+	})
 
 	w.waitRunningOn("b", 2, 30*time.Second)
 	fallbackMachines := map[string]bool{}
@@ -59,7 +51,7 @@ func TestRebalanceWaitsForAReadyProbe(t *testing.T) {
 		fallbackMachines[m.Name] = true
 	}
 	var probe string
-	ctrltest.Eventually(t, 30*time.Second, "a Pending surge machine on a", func() bool {
+	eventually.True(t, 30*time.Second, "a Pending surge machine on a", func() bool {
 		for _, m := range w.machines() {
 			if fallback.IsSurge(&m) && m.Spec.Class.Name == "a" && m.Status.CurrentStatus.Phase == v1alpha1.MachinePending {
 				probe = m.Name

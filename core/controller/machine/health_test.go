@@ -52,7 +52,7 @@ func TestHealthTransitions(t *testing.T) {
 	}{
 		{v1alpha1.MachinePending, nodeHealthy, timerRunning, v1alpha1.MachineRunning, joined},
 		{v1alpha1.MachinePending, nodeHealthy, timerElapsed, v1alpha1.MachineRunning, joined}, // joined beats the timeout
-		{v1alpha1.MachinePending, nodeStarting, timerRunning, "", waitJoin},                    // still tainted
+		{v1alpha1.MachinePending, nodeStarting, timerRunning, "", waitJoin},                   // still tainted
 		{v1alpha1.MachinePending, nodeStarting, timerElapsed, v1alpha1.MachineFailed, failedToJoin},
 		{v1alpha1.MachinePending, nodeGone, timerElapsed, v1alpha1.MachineFailed, failedToJoin},
 		{v1alpha1.MachineAvailable, nodeHealthy, timerRunning, v1alpha1.MachineRunning, joined},

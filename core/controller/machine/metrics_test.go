@@ -13,10 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // requestIDDriver fails every CreateMachine with Unavailable and a message carrying a new
@@ -92,7 +93,7 @@ func TestMetrics(t *testing.T) {
 	e.Machine(name, "mem")
 	e.WaitPhase(name, v1alpha1.MachineAvailable, 30*time.Second)
 
-	ctrltest.Eventually(t, 10*time.Second, "metrics", func() bool {
+	eventually.True(t, 10*time.Second, "metrics", func() bool {
 		fams, err := metrics.Registry.Gather()
 		if err != nil {
 			t.Fatal(err)

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 const (
