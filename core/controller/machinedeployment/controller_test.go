@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -312,7 +313,7 @@ func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
 		c := condition(got, v1alpha1.MachineDeploymentProgressing)
 		return c != nil && c.Reason == "DeploymentPaused", fmt.Sprintf("%+v", c)
 	})
-	time.Sleep(time.Second)
+	// The reconcile that wrote the condition is the one that would have created the new set.
 	if n := len(e.sets()); n != 1 {
 		t.Fatalf("a paused deployment rolled out: %d sets", n)
 	}
@@ -489,7 +490,13 @@ func TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced(t *testing.T) {
 		},
 	}
 	e.create(ms)
-	time.Sleep(2 * time.Second)
+	eventually.Explained(e.t, 20*time.Second, "the frozen set reconciled", func() (bool, string) {
+		cur := &v1alpha1.MachineSet{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(ms), cur); err != nil {
+			return false, err.Error()
+		}
+		return cur.Status.ObservedGeneration == cur.Generation, fmt.Sprintf("observed generation %d of %d", cur.Status.ObservedGeneration, cur.Generation)
+	})
 	if n := len(e.machines()); n != 0 {
 		t.Fatalf("a frozen set created %d machines", n)
 	}
@@ -561,7 +568,6 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 		return allB >= 1, fmt.Sprintf("%d b machines", allB)
 	})
 	stop()
-	time.Sleep(500 * time.Millisecond)
 	e.startControllers()
 	eventually.Explained(e.t, 60*time.Second, "rollout finished", func() (bool, string) {
 		ms := e.machines()
@@ -574,13 +580,16 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 	}
 }
 
-// TestConditions: a rollout that cannot finish reports ProgressDeadlineExceeded after
-// progressDeadlineSeconds, a frozen set makes the deployment Frozen, and an invalid spec is
-// reported as ReplicaFailure=InvalidSpec naming the field, with nothing created.
+// TestConditions: a rollout that cannot finish reports ProgressDeadlineExceeded once
+// progressDeadlineSeconds have passed on the controller's clock (not before), a frozen set makes
+// the deployment Frozen, and an invalid spec is reported as ReplicaFailure=InvalidSpec naming
+// the field, with nothing created.
 func TestConditions(t *testing.T) {
 	e := newEnv(t)
 	life := machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
 	life.Stuck("stuck")
+	clk := testclock.NewFakeClock(time.Now())
+	e.clock = clk
 	e.startControllers()
 	get := func(name string) *v1alpha1.MachineDeployment {
 		d := &v1alpha1.MachineDeployment{}
@@ -591,8 +600,31 @@ func TestConditions(t *testing.T) {
 	}
 
 	d := e.deployment("deadline", 2, "stuck", 1, 0)
-	d.Spec.ProgressDeadlineSeconds = ptr.To(int32(2))
+	d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	e.create(d)
+	eventually.Explained(e.t, 30*time.Second, "Progressing, 2 machines that never boot", func() (bool, string) {
+		c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)
+		all, _ := running(e.machines(), "stuck")
+		return c != nil && c.Status == v1alpha1.ConditionTrue && all == 2, fmt.Sprintf("%+v, %d machines", c, all)
+	})
+	// A spec change that changes nothing of the rollout reconciles the deployment, and its
+	// observedGeneration shows that the reconcile has written its status.
+	touch := func() {
+		update(e, d, func(d *v1alpha1.MachineDeployment) {
+			d.Spec.RevisionHistoryLimit = ptr.To(ptr.Deref(d.Spec.RevisionHistoryLimit, 100) + 1)
+		})
+	}
+	clk.Step(9 * time.Minute)
+	touch()
+	eventually.Explained(e.t, 30*time.Second, "the touch reconciled", func() (bool, string) {
+		got := get("deadline")
+		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observed generation %d of %d", got.Status.ObservedGeneration, got.Generation)
+	})
+	if c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing); c == nil || c.Status != v1alpha1.ConditionTrue {
+		t.Fatalf("Progressing after 9 of the 10 minutes: %+v", c)
+	}
+	clk.Step(2 * time.Minute)
+	touch()
 	eventually.Explained(e.t, 30*time.Second, "ProgressDeadlineExceeded", func() (bool, string) {
 		c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)
 		return c != nil && c.Status == v1alpha1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded", fmt.Sprintf("%+v", c)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/utils/clock"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -24,6 +26,8 @@ type env struct {
 	ns   string
 	c    client.WithWatch
 	ctrl *ctrltest.Env
+	// clock, when set, is the controllers' clock.
+	clock clock.PassiveClock
 }
 
 func newEnv(t *testing.T) *env {
@@ -41,10 +45,10 @@ func newEnv(t *testing.T) *env {
 func (e *env) startControllers() (stop func()) {
 	e.t.Helper()
 	e.ctrl.StartManager(func(mgr manager.Manager) error {
-		if err := machineset.Setup(mgr, machineset.Options{}); err != nil {
+		if err := machineset.Setup(mgr, machineset.Options{Clock: e.clock}); err != nil {
 			return err
 		}
-		return machinedeployment.Setup(mgr, machinedeployment.Options{})
+		return machinedeployment.Setup(mgr, machinedeployment.Options{Clock: e.clock})
 	})
 	return e.ctrl.StopControllers
 }
