@@ -219,7 +219,9 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 	})
 	stepBefore := m.Annotations["machinist.io/deletion"]
 	eventually.True(t, 20*time.Second, "web evicted", func() bool { return !slices.Contains(podNames(t, e), "web") })
-	time.Sleep(time.Second)
+	e.WaitMachine(name, 30*time.Second, "the drain reporting the budget", func(m *v1alpha1.Machine) bool {
+		return m != nil && strings.Contains(m.Status.LastOperation.Description, "Drain waiting - eviction of pod "+e.NS+"/db-")
+	})
 	if left := podNames(t, e); !slices.Contains(left, "db-0") || !slices.Contains(left, "db-1") || !slices.Contains(left, "agent") {
 		t.Fatalf("pods left while the budget allows nothing: %v", left)
 	}
