@@ -184,9 +184,10 @@ type healthPass struct {
 	rule   healthRule
 	node   *corev1.Node
 	res    reconcile.Result
-	// err, or done: the pass ends once status (then the base it started from) is written.
-	err  error
+	// done: the pass stopped early (with err, or with res alone); it ends once status, then the
+	// base it started from, is written.
 	done bool
+	err  error
 }
 
 // reconcileFrom runs the health check starting from base, the machine's status or the
@@ -208,7 +209,7 @@ func (h *healthChecker) reconcileFrom(ctx context.Context, m *v1alpha1.Machine, 
 	if written != nil {
 		written()
 	}
-	if p.done || p.err != nil {
+	if p.done {
 		return p.res, p.err
 	}
 	if p.rule.event != "" {
