@@ -1,10 +1,11 @@
 // Package ctrltest is the one harness of the controllers' tests: one real kube-apiserver per test
 // binary (Main), per test a namespace, clients and a driver source the test fills (NewEnv), and
-// the controllers under test run like a process the test can stop and start again: the Machine
-// and safety controllers (Env.StartControllers), any controllers of a controller-runtime manager
-// (Env.StartManager), or machinist's whole controller manager (Env.StartProduct, or
-// ProductOptions and Start on a control plane of the test's own). Tests that step a fake clock
-// trigger the reconcile they expect with Env.Touch. It is imported by tests only.
+// the controllers under test run like a process the test can stop and start again (Start): the
+// Machine and safety controllers (Env.StartControllers), any controllers of a controller-runtime
+// manager (Env.StartManager, RunManager), or machinist's whole controller manager
+// (Env.StartProduct, RunProduct with ProductOptions, also on a control plane of the test's own).
+// Tests that step a fake clock trigger the reconcile they expect with Env.Touch. It is imported
+// by tests only.
 package ctrltest
 
 import (
