@@ -34,7 +34,8 @@ import (
 func init() { commands = append(commands, runCommand()) }
 
 // runCommand is `machinist run`, the all-in-one machine-controller-manager. Flag names and
-// defaults are Gardener MCM's where MCM has the flag (reference §4.1).
+// defaults are Gardener MCM's where MCM has the flag
+// (docs/compatibility/mcm-controllers.md#flags-and-defaults).
 func runCommand() *cli.Command {
 	md, sd, gd := machine.DefaultOptions(), safety.DefaultOptions(), manager.DefaultOptions()
 	cluster := "Clusters"

@@ -82,7 +82,8 @@ func ParseCode(name string) (Code, bool) {
 }
 
 // Retryable reports whether an operation that failed with c may succeed when simply retried
-// (the "auto-retry" column of MCM's error-code tables).
+// (the "Auto Retry Required" column of MCM's CreateMachine and DeleteMachine tables,
+// docs/compatibility/mcm-driver-contract.md#documented-expectations-per-method).
 func (c Code) Retryable() bool {
 	switch c {
 	case Unknown, DeadlineExceeded, Aborted, Unavailable:

@@ -1,6 +1,6 @@
 // Package driver is the contract between machinist's controllers and a cloud provider: six
 // machine operations, compatible in meaning with Gardener MCM's driver, and the 18 machine codes
-// their errors carry.
+// their errors carry (MCM's contract with its sources: docs/compatibility/mcm-driver-contract.md).
 //
 // Every method takes a context that bounds it: a driver must return promptly (Canceled or
 // DeadlineExceeded) once the context is done, and must leave nothing half-created. Errors are

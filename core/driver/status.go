@@ -115,9 +115,10 @@ func MessageOf(err error) string { return StatusOf(err).Message() }
 func IsCode(err error, code Code) bool { return CodeOf(err) == code }
 
 // ParseStatusText reads a status back from MCM's rendering
-// "machine codes error: code = [<Name>] message = [<message>]", as MCM's FromError does, for
+// "machine codes error: code = [<Name>] message = [<message>]", possibly behind a prefix, for
 // errors that crossed a boundary as text only. It reports false when the text is not in that
-// form.
+// form. MCM's own FromError is looser: it accepts any text with exactly two top-level bracket
+// groups (docs/compatibility/mcm-driver-contract.md#status-errors-and-their-text).
 func ParseStatusText(text string) (*Status, bool) {
 	const prefix = "machine codes error: code = ["
 	i := strings.Index(text, prefix)

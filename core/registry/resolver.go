@@ -15,10 +15,10 @@ type Source interface {
 	Driver(provider string) (driver.Driver, bool)
 }
 
-// Resolver picks the driver of a MachineClass, in the order of design.md: a configured endpoint
-// for the provider, then the compiled-in driver, then a provider that dialled in. PreferRemote
-// moves dialled-in providers to the front for the names it lists. Compiled-in drivers are opened
-// once and reused.
+// Resolver picks the driver of a MachineClass, in the order docs/controllers.md#drivers gives: a
+// configured endpoint for the provider, then the compiled-in driver, then a provider that dialled
+// in. PreferRemote moves dialled-in providers to the front for the names it lists. Compiled-in
+// drivers are opened once and reused.
 type Resolver struct {
 	// Endpoints are configured driver servers (dial-out); nil means none.
 	Endpoints Source

@@ -5,7 +5,8 @@
 // groups. Two providers exist: deployments (MachineDeployments run by machinist's controllers)
 // and static (groups served straight from a driver, no controller). The wire details every CA
 // version depends on live here once: old and new field numbers, Unimplemented only where CA
-// accepts it, never an empty template, options that echo CA's defaults.
+// accepts it, never an empty template, options that echo CA's defaults. What CA sends and expects,
+// with the upstream files and commits, is in docs/compatibility/cluster-autoscaler-externalgrpc.md.
 package autoscaler
 
 import (

@@ -1,7 +1,9 @@
 // Package childproc runs a provider as a child process — a slim machinist binary (built with
 // -tags provider_<name>) serving the driver interface on a private unix socket — and exposes it
-// as that provider's driver.Driver. This is the Cluster Autoscaler proposal's first option
-// ("the plugin is a binary invoked by the server") done so that it holds in production:
+// as that provider's driver.Driver. This is the first option of Cluster Autoscaler's gRPC
+// provider proposal, a plugin binary the server launches as a subprocess (kubernetes/autoscaler
+// cluster-autoscaler/proposals/plugable-provider-grpc.md at c11665bec83e; the final text kept
+// only the separate server), done so that it holds in production:
 //
 //   - Start waits until the child answers its health check before returning.
 //   - A child that dies is restarted with capped exponential backoff; calls in flight fail with

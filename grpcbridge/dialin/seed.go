@@ -32,7 +32,8 @@ import (
 // translated (seedWire), and the class and secret of an operation are answered from the same
 // pinned versions (the stores) in the JSON the seed's known client decodes.
 //
-// The mapping (docs/grpc-bridge.md has it for users):
+// The upstream facts of the protocol, with their files and commits, are in
+// docs/compatibility/grpc-driver-2018.md. The mapping (docs/grpc-bridge.md has it for users):
 //   - Registration: the controller sends {operationID 1, "register"}; the provider answers with
 //     registerResp {name, group, kind, version}. group/version must be machine.sapcloud.io/
 //     v1alpha1; the kind names the provider (ProviderForKind: AWSMachineClass → aws), which the

@@ -36,9 +36,10 @@ type created struct {
 	uninitialized  bool
 }
 
-// creator creates the VM of a machine that has none yet (reference §4.2, step 6), with the
-// capacity fallback's choice of class (fallback.go) and the bootstrap token (bootstrap.go), and
-// hands the machine to the health check (health.go) in the same status write.
+// creator creates the VM of a machine that has none yet
+// (docs/compatibility/mcm-controllers.md#creation-flow), with the capacity fallback's choice of
+// class (fallback.go) and the bootstrap token (bootstrap.go), and hands the machine to the health
+// check (health.go) in the same status write.
 type creator struct {
 	*deps
 	tokens   *bootstrapTokens
@@ -46,10 +47,10 @@ type creator struct {
 	health   *healthChecker
 }
 
-// create runs the creation flow (reference §4.2, step 6): GetMachineStatus first so an existing
-// VM is adopted, CreateMachine only when there is none, InitializeMachine when needed, then the
-// machine gets its node label, providerID and priority and goes Pending (Available without a
-// target cluster).
+// create runs the creation flow (docs/compatibility/mcm-controllers.md#creation-flow):
+// GetMachineStatus first so an existing VM is adopted, CreateMachine only when there is none,
+// InitializeMachine when needed, then the machine gets its node label, providerID and priority and
+// goes Pending (Available without a target cluster).
 func (r *creator) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
 	key := keyOf(m)
 	if _, busy := r.creating.LoadOrStore(key, struct{}{}); busy {

@@ -74,7 +74,7 @@ func deletionStateOf(m *v1alpha1.Machine) (deletionState, bool) {
 }
 
 // mcmStep reads the step of a deletion MCM started from its description text (MCM's own rule,
-// reference §4.5); used only for machines without our marker.
+// docs/compatibility/mcm-controllers.md#deletion-flow); used only for machines without our marker.
 func mcmStep(m *v1alpha1.Machine) (step, bool) {
 	if m.Status.CurrentStatus.Phase != v1alpha1.MachineTerminating {
 		return "", false

@@ -15,10 +15,10 @@ import (
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
-// healthChecker follows the node of a machine whose VM exists (reference §4.3): it syncs the
-// node, copies its conditions and moves the machine's phase by the health table below, then
-// runs the in-place update's node steps (inplace.go) and the machine's preservation
-// (preserve.go).
+// healthChecker follows the node of a machine whose VM exists
+// (docs/compatibility/mcm-controllers.md#health): it syncs the node, copies its conditions and
+// moves the machine's phase by the health table below, then runs the in-place update's node steps
+// (inplace.go) and the machine's preservation (preserve.go).
 type healthChecker struct {
 	*deps
 	tokens    *bootstrapTokens

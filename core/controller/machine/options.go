@@ -16,7 +16,8 @@ import (
 )
 
 // Defaults of the flags of `machinist run` that configure the Machine controller. They are
-// Gardener MCM's defaults where MCM has the flag (reference §4.1).
+// Gardener MCM's defaults where MCM has the flag
+// (docs/compatibility/mcm-controllers.md#flags-and-defaults).
 const (
 	DefaultCreationTimeout        = 20 * time.Minute
 	DefaultHealthTimeout          = 10 * time.Minute

@@ -20,11 +20,12 @@ import (
 // the cache shows it Failed.
 const markTTL = time.Minute
 
-// replacementLimiter is the meltdown protection of reference §4.4: an unhealthy machine of a
+// replacementLimiter is MCM's meltdown protection
+// (docs/compatibility/mcm-controllers.md#replacement-rate-limit): an unhealthy machine of a
 // MachineDeployment (see deploymentOf) is marked Failed — which makes its MachineSet replace it —
-// only while fewer than MaxReplacements machines of that deployment are already being replaced
-// (in any phase other than Running, Unknown or Available, and not preserved). A network outage
-// that makes every node Unknown thus replaces machines one at a time instead of all at once.
+// only while fewer than MaxReplacements machines of that deployment are already being replaced (in
+// any phase other than Running, Unknown or Available, and not preserved). A network outage that
+// makes every node Unknown thus replaces machines one at a time instead of all at once.
 type replacementLimiter struct {
 	mu sync.Mutex
 	// marked are machines marked Failed by this process that the cache may not show yet; they

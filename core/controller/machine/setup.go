@@ -2,10 +2,11 @@
 // through the driver of its MachineClass, follows the node it becomes (phases Pending → Running,
 // Unknown, Failed), and deletes it again in an ordered, resumable sequence (drain → volume
 // attachments → VM → Node → finalizer). Its behaviour and texts follow Gardener MCM's machine
-// controller (reference §4.2–4.6), without MCM's known problems: retries back off
-// exponentially by error code, drains are bounded and report misconfigured budgets at once,
-// nodes that never joined are not drained, replacements are rate-limited per
-// MachineDeployment, and the deletion step is kept in a stable marker, not parsed from text.
+// controller (docs/compatibility/mcm-controllers.md, creation flow to drain), without MCM's known
+// problems: retries back off exponentially by error code, drains are bounded and report
+// misconfigured budgets at once, nodes that never joined are not drained, replacements are
+// rate-limited per MachineDeployment, and the deletion step is kept in a stable marker, not parsed
+// from text.
 //
 // Setup also runs the small controllers MCM runs next to it: finalizers on MachineClasses and
 // their Secrets while in use, and a Node controller in the target cluster (deleting a Node

@@ -1,12 +1,12 @@
 // Package machinedeployment is the MachineDeployment controller: it rolls a deployment's machine
 // template out as MachineSets the way the Kubernetes Deployment controller rolls out ReplicaSets,
-// with MCM's semantics (reference/mcm-contract.md §4.11): RollingUpdate (maxSurge rounded up,
-// maxUnavailable rounded down, both 0 → 1 unavailable), Recreate and InPlaceUpdate (machines
-// move to the new MachineSet without new VMs, see inplace.go), pause, revision history,
-// proportional scaling during a rollout, status conditions (Available, Progressing,
-// ReplicaFailure, Frozen), and the Cluster Autoscaler contract: machines named in the
-// trigger-deletion annotation are marked to be deleted first, and the marks are visible before
-// any MachineSet is scaled down.
+// with MCM's semantics (docs/compatibility/mcm-controllers.md#machinedeployment-controller):
+// RollingUpdate (maxSurge rounded up, maxUnavailable rounded down, both 0 → 1 unavailable),
+// Recreate and InPlaceUpdate (machines move to the new MachineSet without new VMs, see inplace.go),
+// pause, revision history, proportional scaling during a rollout, status conditions (Available,
+// Progressing, ReplicaFailure, Frozen), and the Cluster Autoscaler contract: machines named in the
+// trigger-deletion annotation are marked to be deleted first, and the marks are visible before any
+// MachineSet is scaled down.
 //
 // Surge is counted in machines, not in MachineSet replicas: a machine that is still terminating
 // still has a VM, so a new machine is created only when the deployment's machines, terminating

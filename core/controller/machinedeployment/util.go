@@ -116,8 +116,9 @@ func isRollingUpdate(d *v1alpha1.MachineDeployment) bool {
 }
 
 // fenceposts resolves maxSurge (rounded up) and maxUnavailable (rounded down) against the
-// replicas; when both are 0, maxUnavailable is 1 so a rollout can progress. Unset values are 0,
-// as in MCM, which has no defaulting.
+// replicas; when both are 0, maxUnavailable is 1 so a rollout can progress. Unset values are 0.
+// MCM has no defaulting either, but its validation refuses a deployment without them and leaves it
+// unreconciled (docs/compatibility/mcm-api.md#machineset-and-machinedeployment).
 func fenceposts(d *v1alpha1.MachineDeployment) (surge, unavailable int32, err error) {
 	var s, u *intstr.IntOrString
 	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {

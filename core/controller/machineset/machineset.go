@@ -1,11 +1,11 @@
 // Package machineset is the MachineSet controller: it keeps spec.replicas machines of a set
-// alive, like a ReplicaSet keeps pods, with MCM's semantics (reference/mcm-contract.md §4.10):
-// machines are created in slow-start batches and owned by the set; surplus machines are deleted
-// in MCM's order (priority annotation first, then marked-for-deletion time, phase, age); Failed
-// machines are deleted so they are replaced; a frozen set creates nothing; the template's
-// nodeTemplate, machine configuration and class kind are passed on to existing machines in place
-// (see syncInPlace). Expectations keep a stale cache from creating or deleting the same machines
-// twice.
+// alive, like a ReplicaSet keeps pods, with MCM's semantics
+// (docs/compatibility/mcm-controllers.md#machineset-controller): machines are created in slow-start
+// batches and owned by the set; surplus machines are deleted in MCM's order (priority annotation
+// first, then marked-for-deletion time, phase, age); Failed machines are deleted so they are
+// replaced; a frozen set creates nothing; the template's nodeTemplate, machine configuration and
+// class kind are passed on to existing machines in place (see syncInPlace). Expectations keep a
+// stale cache from creating or deleting the same machines twice.
 package machineset
 
 import (

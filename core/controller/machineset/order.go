@@ -54,11 +54,12 @@ func MarkedForDeletion(m *v1alpha1.Machine) (time.Time, bool) {
 func Preserved(m *v1alpha1.Machine, now time.Time) bool { return preservation.Preserved(m, now) }
 
 // SortForDeletion orders machines so the first ones are the ones to delete first (MCM's
-// ActiveMachines order, reference §4.10): machines a scaler named for deletion (priority 1 with a
-// marked-for-deletion time) first, preserved or not — MCM's MachineSet deletes those on top of its
-// order; then not preserved before preserved (auto-preserved before explicitly preserved, then
-// earlier expiry); lower priority; marked for deletion (earlier mark first) before unmarked;
-// lower phase rank; older before newer; then by name, so the order is total and stable.
+// ActiveMachines order, docs/compatibility/mcm-controllers.md#scale-down-order): machines a scaler
+// named for deletion (priority 1 with a marked-for-deletion time) first, preserved or not — MCM's
+// MachineSet deletes those on top of its order; then not preserved before preserved (auto-preserved
+// before explicitly preserved, then earlier expiry); lower priority; marked for deletion (earlier
+// mark first) before unmarked; lower phase rank; older before newer; then by name, so the order is
+// total and stable.
 func SortForDeletion(machines []*v1alpha1.Machine, now time.Time) {
 	sort.SliceStable(machines, func(i, j int) bool { return deleteBefore(machines[i], machines[j], now) })
 }

@@ -17,13 +17,14 @@ import (
 )
 
 // TestTemplateChangesInPlaceAndRollouts: what MCM applies in place is applied in place, what it
-// rolls out is rolled out (reference/mcm-contract.md §4.11). On a MachineDeployment of 3, a
-// nodeTemplate label, taint and annotation are added, changed and removed, then the machine
-// configuration (drainTimeout) changes: the nodes, or the machines' specs, follow within seconds,
-// with the same three machines and the one MachineSet throughout (no machine created, deleted or
-// drained). Then the class name changes: a rolling update to a new MachineSet, during which the
-// nodes carry Cluster Autoscaler's scale-down-disabled mark with MCM's keys, and after which no
-// node carries it.
+// rolls out is rolled out
+// (docs/compatibility/mcm-controllers.md#what-rolls-out-and-what-applies-in-place). On a
+// MachineDeployment of 3, a nodeTemplate label, taint and annotation are added, changed and
+// removed, then the machine configuration (drainTimeout) changes: the nodes, or the machines'
+// specs, follow within seconds, with the same three machines and the one MachineSet throughout (no
+// machine created, deleted or drained). Then the class name changes: a rolling update to a new
+// MachineSet, during which the nodes carry Cluster Autoscaler's scale-down-disabled mark with MCM's
+// keys, and after which no node carries it.
 func TestTemplateChangesInPlaceAndRollouts(t *testing.T) {
 	w := machinistCRDs(t)
 	w.class("a", nil)

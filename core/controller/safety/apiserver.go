@@ -23,12 +23,13 @@ const probeName = "machinist-apiserver-probe-dummy_name"
 // outage of the API server.
 const descHealthTimeoutReset = "Machine Health Timeout was reset due to APIServer being unreachable"
 
-// probeAPIServers is MCM's API-server safety (reference §4.8): both API servers are probed
-// every APIServerStatusCheckPeriod (every timeout/5 while one is unreachable). Unreachable for
-// longer than APIServerStatusCheckTimeout freezes the Machine controller — no machine is
-// created or failed, only deletions go on — because nodes that cannot report look unhealthy
-// and replacing them all would be a meltdown. On recovery every Unknown machine is reset to
-// Running so its health timeout starts afresh.
+// probeAPIServers is MCM's API-server safety
+// (docs/compatibility/mcm-controllers.md#api-server-freeze): both API servers are probed every
+// APIServerStatusCheckPeriod (every timeout/5 while one is unreachable). Unreachable for longer
+// than APIServerStatusCheckTimeout freezes the Machine controller — no machine is created or
+// failed, only deletions go on — because nodes that cannot report look unhealthy and replacing them
+// all would be a meltdown. On recovery every Unknown machine is reset to Running so its health
+// timeout starts afresh.
 func (c *Controller) probeAPIServers(ctx context.Context) error {
 	var unreachableSince time.Time
 	for {

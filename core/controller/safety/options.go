@@ -11,7 +11,7 @@ import (
 )
 
 // Defaults of the flags of `machinist run` that configure the safety controller; MCM's defaults
-// where MCM has the flag (reference §4.1, §4.7–4.9).
+// where MCM has the flag (docs/compatibility/mcm-controllers.md#flags-and-defaults).
 const (
 	DefaultOrphanPeriod                = 15 * time.Minute
 	DefaultOrphanGracePeriod           = 10 * time.Minute

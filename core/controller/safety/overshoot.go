@@ -28,8 +28,9 @@ const (
 	freezeValue         = "True"
 )
 
-// setupOvershoot checks every MachineSet for overshooting (reference §4.9) every
-// OvershootingPeriod and whenever one of its machines, the set or its deployment changes.
+// setupOvershoot checks every MachineSet for overshooting
+// (docs/compatibility/mcm-controllers.md#overshooting-freeze) every OvershootingPeriod and whenever
+// one of its machines, the set or its deployment changes.
 func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
@@ -187,8 +188,10 @@ func (c *Controller) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.Ma
 	}
 }
 
-// surge resolves the deployment's maxSurge against its replicas, rounding up (0 when unset,
-// as in MCM, and for Recreate).
+// surge resolves the deployment's maxSurge against its replicas, rounding up; 0 when unset and
+// for Recreate. MCM fails on an unset maxSurge, which ends its whole overshooting pass
+// (docs/compatibility/mcm-controllers.md#overshooting-freeze); machinist checks such a set
+// against replicas + safetyUp.
 func surge(d *v1alpha1.MachineDeployment) int32 {
 	var s *intstr.IntOrString
 	switch d.Spec.Strategy.Type {
