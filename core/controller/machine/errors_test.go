@@ -73,8 +73,9 @@ func TestCreateErrorCodes(t *testing.T) {
 	}
 
 	// Pace: the gaps between attempts (each starts with GetMachineStatus), once every code has
-	// been retried (fast codes twice): the fast codes come back sooner than the others ever may,
-	// the others never sooner than their base wait allows (−20 % jitter).
+	// been retried (fast codes twice). The others never come back sooner than their base wait
+	// allows (−20 % jitter); the fast codes come back sooner than any of the others did — a
+	// comparison within one run, since on a loaded machine each attempt also waits for a core.
 	calls := func(code driver.Code) []time.Time {
 		return counting.statusCalls(e.Name(strings.ToLower(code.String())))
 	}
@@ -86,18 +87,21 @@ func TestCreateErrorCodes(t *testing.T) {
 		}
 		return true
 	})
-	for _, tc := range cases {
-		at := calls(tc.code)
+	minGap := func(at []time.Time) time.Duration {
 		gap := time.Duration(1 << 62)
 		for i := 1; i < len(at); i++ {
 			gap = min(gap, at[i].Sub(at[i-1]))
 		}
+		return gap
+	}
+	fastGap, slowGap := time.Duration(1<<62), time.Duration(1<<62)
+	for _, tc := range cases {
+		gap := minGap(calls(tc.code))
 		switch tc.pace {
 		case fast:
-			if first := at[1].Sub(at[0]); first >= opts.MediumRetry*8/10 {
-				t.Errorf("%s: first retry after %s, want sooner than %s (ShortRetry %s)", tc.code, first, opts.MediumRetry*8/10, opts.ShortRetry)
-			}
+			fastGap = min(fastGap, gap)
 		case slow:
+			slowGap = min(slowGap, gap)
 			if gap < opts.MediumRetry*8/10 {
 				t.Errorf("%s: attempts %s apart, want ≥ %s (MediumRetry %s − 20 %%)", tc.code, gap, opts.MediumRetry*8/10, opts.MediumRetry)
 			}
@@ -106,6 +110,9 @@ func TestCreateErrorCodes(t *testing.T) {
 				t.Errorf("%s: attempts %s apart, want ≥ %s (ResourceExhaustedRetry %s − 20 %%)", tc.code, gap, opts.ResourceExhaustedRetry*8/10, opts.ResourceExhaustedRetry)
 			}
 		}
+	}
+	if fastGap >= slowGap {
+		t.Errorf("the transient codes were retried %s apart at the soonest, no sooner than the codes that need a fix (%s)", fastGap, slowGap)
 	}
 
 	// Once the cloud recovers, every machine is created.

@@ -94,6 +94,7 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 		return m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff && cloud.Count(creating) == 1
 	})
 
+	loopsWaiting(t, clk) // the first pass, at the start, is over
 	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
 	duplicate := cloud.Add(memdriver.VM{MachineName: kept, Cluster: e.NS, Role: "worker"})
 	foreign := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: "other-cluster", Role: "worker"})
@@ -198,6 +199,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitPhase(name, v1alpha1.MachineUnknown, 30*time.Second)
+	loopsWaiting(t, clk) // the first pass, at the start, is over
 	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
 	orphanPass(t, clk, cloud, so.OrphanPeriod) // sees the orphan
 
