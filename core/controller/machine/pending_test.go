@@ -372,6 +372,13 @@ func (c *requestCounter) get(m map[string]int, what string) int {
 	return m[what]
 }
 
+// String renders the counts so far; the controllers may still be counting.
+func (c *requestCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("requests: %v; conflicts: %v", c.counts, c.conflicts)
+}
+
 // requestResource names the resource (and subresource) of an API path:
 // /apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines/m/status → machines/status.
 func requestResource(u *url.URL) string {
@@ -423,7 +430,7 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	time.Sleep(time.Second)
 
 	wentPending := pending()
-	t.Logf("requests: %v; conflicts: %v; machines that were Pending: %d of %d", rc.counts, rc.conflicts, wentPending, n)
+	t.Logf("%s; machines that were Pending: %d of %d", rc, wentPending, n)
 	if got := rc.get(rc.counts, "PATCH machines"); got != 3*n {
 		t.Errorf("%d machine PATCHes, want %d", got, 3*n)
 	}
@@ -525,7 +532,7 @@ func TestDeletionsCostNoExtraRequests(t *testing.T) {
 	mu.Lock()
 	recorded := len(slow)
 	mu.Unlock()
-	t.Logf("requests: %v; conflicts: %v; slow VM deletions recorded: %d", rc.counts, rc.conflicts, recorded)
+	t.Logf("%s; slow VM deletions recorded: %d", rc, recorded)
 	if got := rc.get(rc.counts, "PATCH machines") - patches; got != 2*n+recorded {
 		t.Errorf("%d machine PATCHes for %d deletions, want %d", got, n, 2*n+recorded)
 	}
