@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/aws"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
@@ -155,7 +156,7 @@ func (w *awsWorld) instancesByMachine() map[string]fakeaws.Instance {
 func (w *awsWorld) scaleToZero(deployment string) {
 	w.t.Helper()
 	w.updateDeployment(w.ns, deployment, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
-	w.eventually(2*time.Minute, "no machines and no live instances", func() (bool, string) {
+	eventually.Explained(w.t, 2*time.Minute, "no machines and no live instances", func() (bool, string) {
 		machines := w.machines(w.ns)
 		st := w.cloud.State()
 		var nodes corev1.NodeList

@@ -25,6 +25,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin/seedtest"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // dialinController starts `machinist run --dialin-listen` with mutual TLS and returns the
@@ -60,7 +61,7 @@ func TestRunSeedProtocolProvider(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); client.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e.eventually(60*time.Second, "the seed provider registered", func() (bool, string) { return client.Connected(), "not connected" })
+	eventually.Explained(e.t, 60*time.Second, "the seed provider registered", func() (bool, string) { return client.Connected(), "not connected" })
 
 	bg := context.Background()
 	if err := e.c.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "aws"},
@@ -77,7 +78,7 @@ func TestRunSeedProtocolProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.newDeployment("default", "seed", "aws", 2, 1, 0)
-	e.eventually(90*time.Second, "2 Available machines", func() (bool, string) {
+	eventually.Explained(e.t, 90*time.Second, "2 Available machines", func() (bool, string) {
 		ph, _ := e.phases("default", nil)
 		return ph[v1alpha1.MachineAvailable] == 2 && len(e.machines("default")) == 2, fmt.Sprintf("phases %v", ph)
 	})
@@ -95,7 +96,7 @@ func TestRunSeedProtocolProvider(t *testing.T) {
 		}
 	}
 	e.updateDeployment("default", "seed", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
-	e.eventually(90*time.Second, "the instances deleted", func() (bool, string) {
+	eventually.Explained(e.t, 90*time.Second, "the instances deleted", func() (bool, string) {
 		return len(cloud.Instances()) == 0 && len(e.machines("default")) == 0, fmt.Sprintf("instances %v", cloud.Instances())
 	})
 }
@@ -120,13 +121,13 @@ func TestRunPreferDialin(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); _ = p.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done; _ = p.Close() })
-		e.eventually(60*time.Second, "the provider connected", func() (bool, string) { return p.Connected(), "not connected" })
+		eventually.Explained(e.t, 60*time.Second, "the provider connected", func() (bool, string) { return p.Connected(), "not connected" })
 		return p, cloud
 	}
 
 	addr, issue, stop := e.dialinController()
 	connect(addr, issue("local"))
-	e.eventually(30*time.Second, "the shadow warning and metric", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the shadow warning and metric", func() (bool, string) {
 		logs := e.logs.String()
 		if !strings.Contains(logs, "provider local registered but gets no operations: the compiled-in driver of that name serves them") || !strings.Contains(logs, "--prefer-dialin=local") {
 			return false, "no warning in the log"
@@ -147,7 +148,7 @@ func TestRunPreferDialin(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.newDeployment("default", "preferred", "remote-local", 1, 1, 0)
-	e.eventually(60*time.Second, "an Available machine", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "an Available machine", func() (bool, string) {
 		ph, _ := e.phases("default", nil)
 		return ph[v1alpha1.MachineAvailable] == 1, fmt.Sprintf("phases %v", ph)
 	})

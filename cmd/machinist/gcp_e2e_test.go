@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/gcp"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
@@ -103,7 +104,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 	}
 
 	e.updateDeployment("default", "gcp", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
-	e.eventually(2*time.Minute, "nothing left", func() (bool, string) {
+	eventually.Explained(e.t, 2*time.Minute, "nothing left", func() (bool, string) {
 		var nodes corev1.NodeList
 		if err := e.c.List(ctx, &nodes); err != nil {
 			return false, err.Error()

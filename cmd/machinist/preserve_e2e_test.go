@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -158,7 +159,7 @@ func (e *e2e) liveMachines(ns string) []v1alpha1.Machine {
 // is visible.
 func (e *e2e) waitEvent(ns, name, reason string) {
 	e.t.Helper()
-	e.eventually(30*time.Second, reason+" event on "+name, func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, reason+" event on "+name, func() (bool, string) {
 		var evs corev1.EventList
 		if err := e.c.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -216,12 +217,12 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 	})
 	w.Arm()
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: y}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveFalse)
-	e.eventually(30*time.Second, "the node's value recorded on "+y, func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the node's value recorded on "+y, func() (bool, string) {
 		m := e.machine("default", y)
 		return m.Annotations[v1alpha1.AnnotationLastAppliedNodePreserveValue] == v1alpha1.PreserveFalse, fmt.Sprint(m.Annotations)
 	})
 	e.annotate(&v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: y}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveNow)
-	e.eventually(30*time.Second, "the machine's own value removed from "+y, func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the machine's own value removed from "+y, func() (bool, string) {
 		m := e.machine("default", y)
 		_, has := m.Annotations[v1alpha1.AnnotationPreserve]
 		return !has, fmt.Sprint(m.Annotations)
@@ -229,7 +230,7 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 
 	before := time.Now()
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: x}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveNow)
-	e.eventually(30*time.Second, x+" preserved", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, x+" preserved", func() (bool, string) {
 		m, n := e.machine("default", x), e.node(x)
 		c := preservedCondition(n)
 		ok := m.Status.CurrentStatus.PreserveExpiryTime != nil && caDisabled(n) && c != nil && c.Status == corev1.ConditionTrue &&
@@ -262,7 +263,7 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 
 	// preserve=false ends it: expiry time, annotations and condition.
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: x}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveFalse)
-	e.eventually(30*time.Second, x+" no longer preserved", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, x+" no longer preserved", func() (bool, string) {
 		m, n := e.machine("default", x), e.node(x)
 		c := preservedCondition(n)
 		_, ann := n.Annotations[v1alpha1.AnnotationCAScaleDownDisabled]
@@ -275,14 +276,14 @@ func TestRunPreserveRunningMachine(t *testing.T) {
 
 	// Deleting a preserved machine deletes it: explicit deletion always wins.
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: x}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveNow)
-	e.eventually(30*time.Second, x+" preserved again", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, x+" preserved again", func() (bool, string) {
 		m := e.machine("default", x)
 		return m.Status.CurrentStatus.PreserveExpiryTime != nil, fmt.Sprint(m.Status.CurrentStatus)
 	})
 	if err := e.c.Delete(context.Background(), &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: x}}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(60*time.Second, x+" deleted and replaced", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, x+" deleted and replaced", func() (bool, string) {
 		live := e.liveMachines("default")
 		return e.machine("default", x) == nil && e.node(x) == nil && len(live) == 1 && live[0].Status.CurrentStatus.Phase == v1alpha1.MachineRunning,
 			fmt.Sprintf("%d live machines", len(live))
@@ -334,7 +335,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	}
 	pod("app", nil)
 	pod("agent-x", &metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)})
-	e.eventually(30*time.Second, "pods running on "+x, func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "pods running on "+x, func() (bool, string) {
 		var pods corev1.PodList
 		if err := e.c.List(ctx, &pods, client.InNamespace("default")); err != nil {
 			return false, err.Error()
@@ -349,7 +350,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	})
 
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: x}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveWhenFailed)
-	e.eventually(30*time.Second, "the node's value recorded on "+x, func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the node's value recorded on "+x, func() (bool, string) {
 		m := e.machine("default", x)
 		return m.Annotations[v1alpha1.AnnotationLastAppliedNodePreserveValue] == v1alpha1.PreserveWhenFailed, fmt.Sprint(m.Annotations)
 	})
@@ -368,7 +369,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	w.Arm()
 
 	e.setKernelDeadlock(x, true)
-	e.eventually(60*time.Second, x+" Failed, preserved and drained", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, x+" Failed, preserved and drained", func() (bool, string) {
 		m, n := e.machine("default", x), e.node(x)
 		c := preservedCondition(n)
 		ok := m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime != nil &&
@@ -389,7 +390,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "agent-x"}, &corev1.Pod{}); err != nil {
 		t.Errorf("the DaemonSet pod left the preserved node: %v", err)
 	}
-	e.eventually(30*time.Second, "statuses count the preserved Failed machine", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "statuses count the preserved Failed machine", func() (bool, string) {
 		ms, d := e.machineSetOf("default", "pool"), e.deployment("default", "pool")
 		avail := false
 		for _, c := range d.Status.Conditions {
@@ -403,7 +404,7 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	// The node recovers: Running again, taint gone, when-failed preservation over (the
 	// annotation stays for the next failure).
 	e.setKernelDeadlock(x, false)
-	e.eventually(60*time.Second, x+" Running again and released", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, x+" Running again and released", func() (bool, string) {
 		m, n := e.machine("default", x), e.node(x)
 		c := preservedCondition(n)
 		ok := m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning && m.Status.CurrentStatus.PreserveExpiryTime == nil &&
@@ -421,12 +422,12 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 	// autoPreserveFailedMachineMax 1: z fails, is auto-preserved; the maximum lowered to 0 lets
 	// it go and it is replaced.
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.AutoPreserveFailedMachineMax = 1 })
-	e.eventually(30*time.Second, "the set's autoPreserveFailedMachineMax", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the set's autoPreserveFailedMachineMax", func() (bool, string) {
 		ms := e.machineSetOf("default", "pool")
 		return ms.Spec.AutoPreserveFailedMachineMax == 1, fmt.Sprint(ms.Spec.AutoPreserveFailedMachineMax)
 	})
 	e.setKernelDeadlock(z, true)
-	e.eventually(60*time.Second, z+" auto-preserved", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, z+" auto-preserved", func() (bool, string) {
 		m, n := e.machine("default", z), e.node(z)
 		if m == nil || n == nil {
 			return false, z + " gone"
@@ -436,13 +437,13 @@ func TestRunPreserveFailedMachine(t *testing.T) {
 			c != nil && c.Status == corev1.ConditionTrue && c.Reason == v1alpha1.PreservedReasonByMCM
 		return ok, fmt.Sprintf("annotations %v, status %+v, condition %+v", m.Annotations, m.Status.CurrentStatus, c)
 	})
-	e.eventually(30*time.Second, "autoPreserveFailedMachineCount 1", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "autoPreserveFailedMachineCount 1", func() (bool, string) {
 		ms := e.machineSetOf("default", "pool")
 		return ms.Status.AutoPreserveFailedMachineCount == 1, fmt.Sprintf("%+v", ms.Status)
 	})
 	e.waitEvent("default", e.machineSetOf("default", "pool").Name, "AutoPreserved")
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.AutoPreserveFailedMachineMax = 0 })
-	e.eventually(90*time.Second, z+" replaced", func() (bool, string) {
+	eventually.Explained(e.t, 90*time.Second, z+" replaced", func() (bool, string) {
 		live := e.liveMachines("default")
 		names := []string{}
 		for _, m := range live {
@@ -476,7 +477,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 	e.setKernelDeadlock(a, true)
 	e.setKernelDeadlock(b, true)
 	var kept, replaced string
-	e.eventually(90*time.Second, "one auto-preserved, the other replaced", func() (bool, string) {
+	eventually.Explained(e.t, 90*time.Second, "one auto-preserved, the other replaced", func() (bool, string) {
 		live := e.liveMachines("default")
 		var preserved []string
 		for _, m := range live {
@@ -528,7 +529,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 	soloPreserved.Arm()
 
 	// The auto-preserved machine's preservation expires (20s): it is replaced.
-	e.eventually(90*time.Second, kept+" replaced after its preservation expired", func() (bool, string) {
+	eventually.Explained(e.t, 90*time.Second, kept+" replaced after its preservation expired", func() (bool, string) {
 		if m := e.machine("default", kept); m != nil && m.DeletionTimestamp == nil {
 			return false, fmt.Sprintf("%s: %+v", kept, m.Status.CurrentStatus)
 		}
@@ -542,7 +543,7 @@ func TestRunAutoPreserveAndExpiry(t *testing.T) {
 	})
 	e.waitEvent("default", kept, "PreservationExpired")
 
-	e.eventually(60*time.Second, "solo's preservation over", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "solo's preservation over", func() (bool, string) {
 		m, n := e.machine("default", "solo"), e.node("solo")
 		if n == nil {
 			return false, "no node yet"
@@ -576,7 +577,7 @@ func TestRunPreserveDuringRollout(t *testing.T) {
 	e.waitRunning("default", 3, 90*time.Second, nil)
 	x := e.liveMachines("default")[1].Name
 	e.annotate(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: x}}, v1alpha1.AnnotationPreserve, v1alpha1.PreserveNow)
-	e.eventually(30*time.Second, x+" preserved", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, x+" preserved", func() (bool, string) {
 		m := e.machine("default", x)
 		return m.Status.CurrentStatus.PreserveExpiryTime != nil, fmt.Sprint(m.Status.CurrentStatus)
 	})

@@ -42,6 +42,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/logbridge"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
@@ -169,21 +170,6 @@ func (e *e2e) machines(ns string) []v1alpha1.Machine {
 	return list.Items
 }
 
-func (e *e2e) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // phases summarises machines: phase -> count, and how many Running machines have a Ready node.
 func (e *e2e) phases(ns string, match func(*v1alpha1.Machine) bool) (map[v1alpha1.MachinePhase]int, int) {
 	out := map[v1alpha1.MachinePhase]int{}
@@ -206,7 +192,7 @@ func (e *e2e) phases(ns string, match func(*v1alpha1.Machine) bool) (map[v1alpha
 
 func (e *e2e) waitRunning(ns string, n int, timeout time.Duration, match func(*v1alpha1.Machine) bool) {
 	e.t.Helper()
-	e.eventually(timeout, fmt.Sprintf("%d Running machines in %s", n, ns), func() (bool, string) {
+	eventually.Explained(e.t, timeout, fmt.Sprintf("%d Running machines in %s", n, ns), func() (bool, string) {
 		ph, run := e.phases(ns, match)
 		total := 0
 		for _, c := range ph {
@@ -389,7 +375,7 @@ func TestRunSamplesReachRunning(t *testing.T) {
 			t.Errorf("machine %s has label name, which the sample's template lacks (MCM adds no label either): %v", m.Name, m.Labels)
 		}
 	}
-	e.eventually(30*time.Second, "deployment status complete", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "deployment status complete", func() (bool, string) {
 		d := e.deployment("default", "local")
 		st := d.Status
 		var avail, prog string
@@ -412,7 +398,7 @@ func TestRunSamplesReachRunning(t *testing.T) {
 	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s", code, body)
 	}
-	e.eventually(10*time.Second, "/readyz ok", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "/readyz ok", func() (bool, string) {
 		code, body := httpGet(t, base+"/readyz")
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
@@ -420,7 +406,7 @@ func TestRunSamplesReachRunning(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(metrics, `controller_runtime_reconcile_total{controller="machinedeployment"`) {
 		t.Errorf("/metrics (%d) lacks the machinedeployment controller's reconcile counter", code)
 	}
-	e.eventually(10*time.Second, "events on the deployment and its set", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "events on the deployment and its set", func() (bool, string) {
 		var evs corev1.EventList
 		if err := e.c.List(ctx, &evs, client.InNamespace("default")); err != nil {
 			return false, err.Error()
@@ -484,7 +470,7 @@ func TestRunScaleHonoursPriority(t *testing.T) {
 	if got := e.machines("default")[0].Name; got != keep {
 		t.Fatalf("survivor %s, want %s (priority 9)", got, keep)
 	}
-	e.eventually(30*time.Second, "one VM left", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "one VM left", func() (bool, string) {
 		vms := e.vms("default", "local")
 		return len(vms) == 1, fmt.Sprintf("%v", vms)
 	})
@@ -521,7 +507,7 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 	marks := e.watchNodeMarks()
 	e.updateDeployment("default", "pool", func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
 	onB := func(m *v1alpha1.Machine) bool { return m.Spec.Class.Name == "class-b" }
-	e.eventually(60*time.Second, "the rollout under way", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "the rollout under way", func() (bool, string) {
 		ph, _ := e.phases("default", onB)
 		return ph[v1alpha1.MachineRunning] >= 1, fmt.Sprintf("class-b phases %v", ph)
 	})
@@ -554,7 +540,7 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 	if oldTainted == 0 || newTainted > 0 || annotatedNew == 0 {
 		t.Errorf("node marks during the rollout: %d old nodes tainted (want >0), %d new nodes tainted (want 0), %d new nodes annotated (want >0)", oldTainted, newTainted, annotatedNew)
 	}
-	e.eventually(30*time.Second, "node marks removed", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "node marks removed", func() (bool, string) {
 		var nodes corev1.NodeList
 		if err := e.c.List(context.Background(), &nodes); err != nil {
 			return false, err.Error()
@@ -572,7 +558,7 @@ func TestRunRollingUpdateOnClassChange(t *testing.T) {
 	for _, m := range e.machines("default") {
 		machines[m.Spec.ProviderID] = m.Name
 	}
-	e.eventually(30*time.Second, "VMs equal machines", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "VMs equal machines", func() (bool, string) {
 		a, b := e.vms("default", "class-a"), e.vms("default", "class-b")
 		// Both classes share cluster e2e, so each lists all VMs of the cluster.
 		return fmt.Sprint(a) == fmt.Sprint(machines) && fmt.Sprint(b) == fmt.Sprint(machines), fmt.Sprintf("vms %v, machines %v", b, machines)
@@ -620,7 +606,7 @@ func TestRunTriggerDeletion(t *testing.T) {
 			t.Fatalf("named machine %s survived", m.Name)
 		}
 	}
-	e.eventually(20*time.Second, "annotation pruned", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "annotation pruned", func() (bool, string) {
 		v, ok := e.deployment("default", "pool").Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
 		return !ok, v
 	})
@@ -757,11 +743,11 @@ func TestRunLeaderElection(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	e.eventually(30*time.Second, "a leader", func() (bool, string) { return holder() != "", "no holder" })
+	eventually.Explained(e.t, 30*time.Second, "a leader", func() (bool, string) { return holder() != "", "no holder" })
 	first := holder()
 	e.startRun(flags...)
 	standby := e.port
-	e.eventually(30*time.Second, "the standby ready", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the standby ready", func() (bool, string) {
 		code, body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/readyz", standby))
 		return code == http.StatusOK, fmt.Sprintf("%d %s", code, body)
 	})
@@ -771,7 +757,7 @@ func TestRunLeaderElection(t *testing.T) {
 	stopA()
 	// Released on stop, so the standby takes over within its retry period (2s), not the lease
 	// duration (15s).
-	e.eventually(8*time.Second, "the standby leading", func() (bool, string) {
+	eventually.Explained(e.t, 8*time.Second, "the standby leading", func() (bool, string) {
 		h := holder()
 		return h != "" && h != first, "holder " + h
 	})
@@ -814,7 +800,7 @@ func TestRunDialInProvider(t *testing.T) {
 	}
 	intruder, intruderCloud := connect("other")
 	p, cloud := connect(memdriver.ProviderName)
-	e.eventually(30*time.Second, "the provider connected", func() (bool, string) { return p.Connected(), "not connected" })
+	eventually.Explained(e.t, 30*time.Second, "the provider connected", func() (bool, string) { return p.Connected(), "not connected" })
 
 	if err := e.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "mem"}, StringData: map[string]string{"userData": "x"}}); err != nil {
 		t.Fatal(err)
@@ -828,7 +814,7 @@ func TestRunDialInProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.newDeployment("default", "remote", "mem", 2, 1, 0)
-	e.eventually(60*time.Second, "2 Available machines", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "2 Available machines", func() (bool, string) {
 		ph, _ := e.phases("default", nil)
 		return ph[v1alpha1.MachineAvailable] == 2 && len(e.machines("default")) == 2, fmt.Sprintf("phases %v", ph)
 	})
@@ -840,7 +826,7 @@ func TestRunDialInProvider(t *testing.T) {
 	if n := len(cloud.VMs()); n != 2 {
 		t.Errorf("the provider's cloud holds %d VMs, want 2", n)
 	}
-	e.eventually(30*time.Second, "the deployment available", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the deployment available", func() (bool, string) {
 		st := e.deployment("default", "remote").Status
 		return st.AvailableReplicas == 2 && st.UpdatedReplicas == 2, fmt.Sprintf("%+v", st)
 	})
@@ -884,7 +870,7 @@ func TestRunDriverExec(t *testing.T) {
 		t.Fatalf("%d processes of the slim binary while the controller runs, want 1", n)
 	}
 	stop()
-	e.eventually(10*time.Second, "the child gone", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "the child gone", func() (bool, string) {
 		pids := processesOf(t, slim)
 		return len(pids) == 0, fmt.Sprintf("pids %v", pids)
 	})
@@ -952,7 +938,7 @@ func TestRunStrictProviderSpecs(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(60*time.Second, "strict: condition and machine refused", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "strict: condition and machine refused", func() (bool, string) {
 		cond := condition()
 		m := &v1alpha1.Machine{}
 		_ = e.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "loose-1"}, m)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 const csiDriver = "mem.csi.machinist.io"
@@ -91,7 +92,7 @@ func TestDrain(t *testing.T) {
 		go func() { done <- d.Drain(ctx, node, opts) }()
 
 		// The free pod goes; the db pods stay while the budget allows no disruption.
-		waitFor(t, 20*time.Second, "free pod evicted", func() bool { return !contains(podNames(t, cs, ns), "free") })
+		eventually.True(t, 20*time.Second, "free pod evicted", func() bool { return !contains(podNames(t, cs, ns), "free") })
 		for range 10 {
 			select {
 			case err := <-done:
@@ -234,7 +235,7 @@ func TestDrain(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- d.Drain(ctx, node, fast()) }()
 
-		waitFor(t, 20*time.Second, "sts-0 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-0") })
+		eventually.True(t, 20*time.Second, "sts-0 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-0") })
 		// vol-a is still attached: sts-1 must wait.
 		for range 8 {
 			time.Sleep(100 * time.Millisecond)
@@ -243,7 +244,7 @@ func TestDrain(t *testing.T) {
 			}
 		}
 		attachVolumes(t, cs, node, "vol-b") // vol-a detached
-		waitFor(t, 20*time.Second, "sts-1 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-1") })
+		eventually.True(t, 20*time.Second, "sts-1 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-1") })
 		attachVolumes(t, cs, node)
 		select {
 		case err := <-done:
@@ -440,17 +441,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }

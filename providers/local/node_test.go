@@ -22,6 +22,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // fast is a class whose nodes beat every 100ms and go Unknown after 2s of silence.
@@ -57,7 +58,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 func waitReady(t *testing.T, cs kubernetes.Interface, name string, want corev1.ConditionStatus, timeout time.Duration) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	eventually(t, timeout, fmt.Sprintf("node %s Ready=%s", name, want), func() (bool, string) {
+	eventually.Explained(t, timeout, fmt.Sprintf("node %s Ready=%s", name, want), func() (bool, string) {
 		n, status, state := nodeState(cs, name)
 		node = n
 		ok := status == want
@@ -114,7 +115,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := lease.Spec.RenewTime.Time
-		eventually(t, 10*time.Second, "lease renewed", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "lease renewed", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "ready-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -214,7 +215,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		stale, _ := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
 		d2 := open(t, registry.Env{Target: env.Config, StateDir: dir})
-		eventually(t, 10*time.Second, "restored agent renews the lease", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "restored agent renews the lease", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -229,7 +230,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if err := cs.CoreV1().Nodes().Delete(ctx, "restart-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "node registered again", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "node registered again", func() (bool, string) {
 			n, err := cs.CoreV1().Nodes().Get(ctx, "restart-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -257,7 +258,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if _, err := guest.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine("guest-1"), MachineClass: c}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "host deletes the node of a machine deleted elsewhere", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "host deletes the node of a machine deleted elsewhere", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(ctx, "guest-1", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -399,7 +400,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "never-ready node renews its lease", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "never-ready node renews its lease", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "never-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -426,7 +427,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // beats fail meanwhile
 		env.StartAPIServer()
 		stamp := time.Now()
-		eventually(t, 30*time.Second, "heartbeats resume after the outage", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "heartbeats resume after the outage", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "outage-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -490,7 +491,7 @@ func TestLifecycleLeftToControllerManager(t *testing.T) {
 	}
 	// Wait until the lease is older than the 2s grace period by a margin, as seen by the API.
 	var stale time.Time
-	eventually(t, 30*time.Second, "the node's lease goes stale", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "the node's lease goes stale", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "kcm-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -506,7 +507,7 @@ func TestLifecycleLeftToControllerManager(t *testing.T) {
 	if err := d.SetHeartbeat(ctx, "kcm-1", true); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "status reported after the resume", func() (bool, string) {
+	eventually.Explained(t, 10*time.Second, "status reported after the resume", func() (bool, string) {
 		n, _, state := nodeState(cs, "kcm-1")
 		if n == nil {
 			return false, state

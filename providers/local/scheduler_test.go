@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 func testAgent(name string) *agent {
@@ -38,7 +40,7 @@ func TestSchedulerRunsBeatsInDueOrderWithoutOverlap(t *testing.T) {
 	s.schedule(agents[0], now.Add(300*time.Millisecond))
 	s.schedule(agents[1], now.Add(100*time.Millisecond))
 	s.schedule(agents[2], now.Add(200*time.Millisecond))
-	eventually(t, 5*time.Second, "three beats", func() (bool, string) {
+	eventually.Explained(t, 5*time.Second, "three beats", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == 3, fmt.Sprint(order)
@@ -61,7 +63,7 @@ func TestSchedulerRescheduleAndRemove(t *testing.T) {
 	a := testAgent("a")
 	s.schedule(a, time.Now().Add(time.Hour))
 	s.schedule(a, time.Now()) // moved earlier
-	eventually(t, 5*time.Second, "repeating beats", func() (bool, string) { return beats.Load() >= 3, fmt.Sprint(beats.Load()) })
+	eventually.Explained(t, 5*time.Second, "repeating beats", func() (bool, string) { return beats.Load() >= 3, fmt.Sprint(beats.Load()) })
 	s.unschedule(a)
 	after := beats.Load()
 	time.Sleep(100 * time.Millisecond)

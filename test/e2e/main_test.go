@@ -31,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -153,7 +154,7 @@ func (w *world) startAutoscaler() *caclient.Client {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { ca.Close() })
-	w.eventually(time.Minute, "the autoscaler server answers", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "the autoscaler server answers", func() (bool, string) {
 		_, err := ca.NodeGroups()
 		return err == nil, fmt.Sprint(err)
 	})
@@ -168,22 +169,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// eventually polls cond every 200ms until it holds; it fails the test after timeout.
-func (w *world) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
-	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("after %s: %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func (w *world) create(obj client.Object) {
@@ -324,7 +309,7 @@ func podReady(p *corev1.Pod) bool {
 func (w *world) waitPodsReady(selector string, n int, timeout time.Duration) []corev1.Pod {
 	w.t.Helper()
 	var ready []corev1.Pod
-	w.eventually(timeout, fmt.Sprintf("%d Ready pods %s", n, selector), func() (bool, string) {
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d Ready pods %s", n, selector), func() (bool, string) {
 		ready = ready[:0]
 		var states []string
 		for _, p := range w.pods(selector) {
@@ -352,7 +337,7 @@ func (w *world) machines(pool string) []v1alpha1.Machine {
 func (w *world) waitMachinesRunning(pool string, n int, timeout time.Duration) []v1alpha1.Machine {
 	w.t.Helper()
 	var ms []v1alpha1.Machine
-	w.eventually(timeout, fmt.Sprintf("%d Running machines in pool %s", n, pool), func() (bool, string) {
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d Running machines in pool %s", n, pool), func() (bool, string) {
 		ms = w.machines(pool)
 		running := 0
 		var states []string
@@ -386,7 +371,7 @@ func (w *world) assertDrainedGracefully(machines []string) {
 	w.t.Helper()
 	for _, m := range machines {
 		var reasons []string
-		w.eventually(30*time.Second, "drain event of "+m, func() (bool, string) {
+		eventually.Explained(w.t, 30*time.Second, "drain event of "+m, func() (bool, string) {
 			reasons = w.machineEvents(m)
 			return contains(reasons, "Drained") || contains(reasons, "ForceDrain"), strings.Join(reasons, ",")
 		})

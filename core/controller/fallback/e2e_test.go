@@ -30,11 +30,11 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
-	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
@@ -118,33 +118,10 @@ func (w *world) start(ttl time.Duration) { w.startWith(ttl, nil) }
 // startWith is start with the drivers of endpoints before the compiled-in ones.
 func (w *world) startWith(ttl time.Duration, endpoints registry.Source) {
 	w.t.Helper()
-	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = w.cfg, w.cfg
-	opts.Namespace = w.ns
-	opts.Port = -1
-	opts.LeaderElection.Enabled = false
-	opts.StateDir = w.t.TempDir()
-	opts.Log = ctrltest.Logger()
+	opts := ctrltest.ProductOptions(w.t, w.cfg, w.ns)
 	opts.Endpoints = endpoints
 	opts.Machine.Fallback = fallback.NewCache(ttl)
-	m, err := manager.New(opts)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	w.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				w.t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			w.t.Error("controller manager did not stop in 60s")
-		}
-	})
+	ctrltest.RunProduct(w.t, opts)
 }
 
 // class creates a local MachineClass in zone; exhausted makes every create fail with
@@ -226,19 +203,10 @@ func (w *world) running(class string) (onClass, live int, desc string) {
 
 func (w *world) waitRunningOn(class string, n int, timeout time.Duration) {
 	w.t.Helper()
-	var desc string
-	deadline := time.Now().Add(timeout)
-	for {
-		on, live, d := w.running(class)
-		desc = d
-		if on == n && live == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("not %d machines Running on %s within %s: %s", n, class, timeout, desc)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d machines Running on %s", n, class), func() (bool, string) {
+		on, live, desc := w.running(class)
+		return on == n && live == n, desc
+	})
 }
 
 // hasEvent reports whether an event of reason about name has a note containing text.
@@ -305,7 +273,7 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 
 	w.waitRunningOn("zone-2", 5, time.Minute)
 
-	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 5 and condition FallbackClasses True", func() bool {
+	eventually.True(t, 30*time.Second, "status.fallbackReplicas 5 and condition FallbackClasses True", func() bool {
 		d := w.getDeployment("pool")
 		for _, c := range d.Status.Conditions {
 			if c.Type == fallback.ConditionClasses && c.Status == v1alpha1.ConditionTrue {
@@ -355,8 +323,8 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 	if err := w.c.Patch(w.ctx, d, patch); err != nil {
 		t.Fatal(err)
 	}
-	ctrltest.Eventually(t, time.Minute, "a refused probe", func() bool { return w.hasEvent("pool", fallback.ReasonRebalance, "refused") })
-	ctrltest.Eventually(t, 30*time.Second, "the refused probe gone, the fallback machines untouched", func() bool {
+	eventually.True(t, time.Minute, "a refused probe", func() bool { return w.hasEvent("pool", fallback.ReasonRebalance, "refused") })
+	eventually.True(t, 30*time.Second, "the refused probe gone, the fallback machines untouched", func() bool {
 		for _, m := range w.machines() {
 			if m.DeletionTimestamp == nil && !before[m.Name] {
 				return false
@@ -384,7 +352,7 @@ func TestDeploymentFallsBackAndRebalances(t *testing.T) {
 			t.Errorf("machine %s still carries the surge annotation", m.Name)
 		}
 	}
-	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 0", func() bool { return w.getDeployment("pool").Status.FallbackReplicas == 0 })
+	eventually.True(t, 30*time.Second, "status.fallbackReplicas 0", func() bool { return w.getDeployment("pool").Status.FallbackReplicas == 0 })
 }
 
 // TestBadFallbackListIsReported: every unusable entry of the list is named in the condition and
@@ -397,7 +365,7 @@ func TestBadFallbackListIsReported(t *testing.T) {
 	w.start(time.Minute)
 
 	var msg string
-	ctrltest.Eventually(t, 30*time.Second, "condition FallbackClasses False", func() bool {
+	eventually.True(t, 30*time.Second, "condition FallbackClasses False", func() bool {
 		for _, c := range w.getDeployment("pool").Status.Conditions {
 			if c.Type == fallback.ConditionClasses && c.Status == v1alpha1.ConditionFalse && c.Reason == fallback.ReasonInvalidFallbackClasses {
 				msg = c.Message
@@ -411,7 +379,7 @@ func TestBadFallbackListIsReported(t *testing.T) {
 			t.Errorf("condition message lacks %q:\n%s", want, msg)
 		}
 	}
-	ctrltest.Eventually(t, 30*time.Second, "Warning event "+fallback.ReasonInvalidFallbackClasses, func() bool {
+	eventually.True(t, 30*time.Second, "Warning event "+fallback.ReasonInvalidFallbackClasses, func() bool {
 		for _, r := range w.events("pool") {
 			if r == fallback.ReasonInvalidFallbackClasses {
 				return true
@@ -429,7 +397,7 @@ func TestBadFallbackListIsReported(t *testing.T) {
 	if err := w.c.Patch(w.ctx, d, patch); err != nil {
 		t.Fatal(err)
 	}
-	ctrltest.Eventually(t, 30*time.Second, "condition FallbackClasses True", func() bool {
+	eventually.True(t, 30*time.Second, "condition FallbackClasses True", func() bool {
 		for _, c := range w.getDeployment("pool").Status.Conditions {
 			if c.Type == fallback.ConditionClasses {
 				return c.Status == v1alpha1.ConditionTrue && strings.Contains(c.Message, "zone-1, missing, zone-2")
@@ -490,7 +458,7 @@ func TestSampleLocalFallback(t *testing.T) {
 	w.start(fallback.DefaultTTL)
 
 	w.waitRunningOn("local-zone-2", 3, time.Minute)
-	ctrltest.Eventually(t, 30*time.Second, "status.fallbackReplicas 3", func() bool { return w.getDeployment("local-fallback").Status.FallbackReplicas == 3 })
+	eventually.True(t, 30*time.Second, "status.fallbackReplicas 3", func() bool { return w.getDeployment("local-fallback").Status.FallbackReplicas == 3 })
 	for _, name := range []string{"local-fallback", w.machines()[0].Name} {
 		if !w.hasEvent(name, fallback.ReasonCapacityFallback, "local-zone-1") {
 			t.Errorf("no %s event naming local-zone-1 on %s", fallback.ReasonCapacityFallback, name)

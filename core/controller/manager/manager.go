@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -142,6 +143,10 @@ type Options struct {
 
 	// Log is the structured logger of everything, controller-runtime and client-go included.
 	Log *slog.Logger
+	// Clock is the time of every controller's timeouts, periods and expiries, given to each
+	// controller whose options name no clock of their own; nil means the real clock. Tests pass
+	// a fake clock (k8s.io/utils/clock/testing) and step it instead of waiting.
+	Clock clock.Clock
 }
 
 // DefaultOptions returns the defaults of every option, those of the controllers included.
@@ -324,7 +329,7 @@ func (m *Manager) setupControllers(opts Options) error {
 	mo.Namespace = opts.Namespace
 	mo.Freeze = sc
 	if mo.Fallback == nil {
-		mo.Fallback = fallback.NewCache(fallback.DefaultTTL)
+		mo.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(mo.Clock)
 	}
 	if mo.Log == nil {
 		mo.Log = opts.Log.With("controller", "machine")
@@ -515,6 +520,21 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Machine.Clock == nil {
+		o.Machine.Clock = o.Clock
+	}
+	if o.Safety.Clock == nil {
+		o.Safety.Clock = o.Clock
+	}
+	if o.MachineSet.Clock == nil {
+		o.MachineSet.Clock = o.Clock
+	}
+	if o.MachineDeployment.Clock == nil {
+		o.MachineDeployment.Clock = o.Clock
 	}
 	return o
 }

@@ -30,10 +30,11 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/cloudapi"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -149,7 +150,7 @@ func TestMCMMetrics(t *testing.T) {
 	// same process (-count) or another deployment (stale's replacement) recorded them.
 	var fams map[string]*dto.MetricFamily
 	mdPlace := map[string]string{"namespace": e.NS, "machine_deployment": e.Name("md"), "instance_type": "m1.test", "zone": "zone-a"}
-	ctrltest.Eventually(t, 3*time.Minute, "every MCM family in the scrape, and md's scale-down in it", func() bool {
+	eventually.True(t, 3*time.Minute, "every MCM family in the scrape, and md's scale-down in it", func() bool {
 		fams = scrape(t, url)
 		return len(missing(families, fams)) == 0 &&
 			value(fams, "mcm_machine_stale_machines_total", nil) >= 1 &&
@@ -411,31 +412,9 @@ func startManager(t *testing.T, e *ctrltest.Env) string {
 	port := lis.Addr().(*net.TCPAddr).Port
 	lis.Close()
 
-	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = e.Config, e.Config
-	opts.Namespace = e.NS
-	opts.Address, opts.Port = "127.0.0.1", port
-	opts.LeaderElection.Enabled = false
-	opts.Endpoints = e.Drivers
-	opts.Machine = ctrltest.FastOptions()
-	opts.Log = ctrltest.Logger()
-	m, err := manager.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("manager did not stop within a minute")
-		}
+	e.StartProduct(func(opts *manager.Options) {
+		opts.Address, opts.Port = "127.0.0.1", port
+		opts.Machine = ctrltest.FastOptions()
 	})
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 }
@@ -498,7 +477,7 @@ func registerReadyNode(ctx context.Context, e *ctrltest.Env, name, providerID st
 
 func waitPhases(t *testing.T, e *ctrltest.Env, want map[string]v1alpha1.MachinePhase) {
 	t.Helper()
-	ctrltest.Eventually(t, 3*time.Minute, fmt.Sprintf("machines in phases %v", want), func() bool {
+	eventually.True(t, 3*time.Minute, fmt.Sprintf("machines in phases %v", want), func() bool {
 		for n, phase := range want {
 			m := e.Get(e.Name(n))
 			if m == nil || m.Status.CurrentStatus.Phase != phase {
@@ -520,7 +499,7 @@ func machinesOf(t *testing.T, e *ctrltest.Env, deployment string) []v1alpha1.Mac
 
 func waitDeploymentRunning(t *testing.T, e *ctrltest.Env, deployment string, n int) {
 	t.Helper()
-	ctrltest.Eventually(t, 3*time.Minute, fmt.Sprintf("%d running machines of %s", n, deployment), func() bool {
+	eventually.True(t, 3*time.Minute, fmt.Sprintf("%d running machines of %s", n, deployment), func() bool {
 		running := 0
 		for _, m := range machinesOf(t, e, deployment) {
 			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -32,7 +33,7 @@ type Controller struct {
 	target    cluster.Cluster
 	drivers   *registry.Resolver
 	recorder  events.EventRecorder
-	now       func() time.Time
+	clock     clock.Clock
 
 	frozen atomic.Bool
 
@@ -68,7 +69,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		target:         target,
 		drivers:        drivers,
 		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
-		now:            time.Now,
+		clock:          opts.Clock,
 		trigger:        make(chan struct{}, 1),
 		candidates:     map[string]*candidate{},
 		manualUnfreeze: map[types.UID]int32{},
@@ -106,14 +107,17 @@ func (c *Controller) namespace() string {
 	return "default"
 }
 
-// sleep waits d or until ctx is done; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+func (c *Controller) now() time.Time { return c.clock.Now() }
+
+// sleep waits d by the controller's clock or until ctx is done; it reports whether ctx is still
+// alive.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

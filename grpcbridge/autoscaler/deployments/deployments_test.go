@@ -23,6 +23,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 func sizeAnnotations(lo, hi int) map[string]string {
@@ -166,7 +167,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("scale up 1 to 3 with placeholders", func(t *testing.T) {
 		// The machine set created the first machine; its VM is not there yet.
 		m1 = w.machine(workersSet, "workers-m1", "", creating())
-		eventually(t, "placeholder for workers-m1", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "placeholder for workers-m1", func() (bool, string) {
 			in, err := ca.Nodes(workers)
 			return err == nil && len(in) == 1 && in[0].ID == autoscaler.Placeholder(ns, "workers-m1") &&
 				in[0].Status != nil && in[0].Status.State == caclient.InstanceCreating && in[0].Status.ErrorInfo == nil, fmt.Sprint(in, err)
@@ -179,7 +180,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		m2 = w.machine(workersSet, "workers-m2", "local:///workers-m2", running())
 		m3 = w.machine(workersSet, "workers-m3", "", creating())
-		eventually(t, "three instances", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "three instances", func() (bool, string) {
 			in, err := ca.Nodes(workers)
 			return err == nil && len(in) == 3, fmt.Sprint(in, err)
 		})
@@ -203,7 +204,7 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("failed create is error info", func(t *testing.T) {
 		w.setStatus(m3, createFailed("ResourceExhausted", "quota exceeded for cores in eu-1a"))
-		eventually(t, "error info on workers-m3", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "error info on workers-m3", func() (bool, string) {
 			in, err := ca.Nodes(workers)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, "workers-m3") && i.Status != nil && i.Status.ErrorInfo != nil {
@@ -215,7 +216,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			return false, fmt.Sprint(in, err)
 		})
 		bad := w.machine(otherSet, "other-bad", "", createFailed("InvalidArgument", "providerSpec.image: unknown image"))
-		eventually(t, "class 99 for InvalidArgument", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "class 99 for InvalidArgument", func() (bool, string) {
 			in, _ := ca.Nodes(other)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, bad.Name) && i.Status != nil && i.Status.ErrorInfo != nil {
@@ -229,7 +230,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("delete a specific node", func(t *testing.T) {
 		// Refused before anything changes: a node of another group in the same request.
 		w.machine(otherSet, "other-1", "local:///other-1", running())
-		eventually(t, "other-1 indexed", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "other-1 indexed", func() (bool, string) {
 			g, err := ca.NodeGroupForNode(realNode("other-1", "local:///other-1"))
 			return err == nil && g != nil, fmt.Sprint(g, err)
 		})
@@ -247,7 +248,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		preservedStatus := running()
 		preservedStatus.CurrentStatus.PreserveExpiryTime = &metav1.Time{Time: time.Now().Add(time.Hour)}
 		w.setStatus(m2, preservedStatus)
-		eventually(t, "workers-m2 preserved in the index", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "workers-m2 preserved in the index", func() (bool, string) {
 			// The stranger after it makes the probe harmless until the index has caught up:
 			// NotFound, nothing deleted, instead of deleting workers-m2.
 			err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"), realNode("stranger", "aws:///i-9"))
@@ -258,7 +259,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		w.setStatus(m2, running())
 		annotatedNow := realNode("workers-m2", "local:///workers-m2")
 		annotatedNow.Annotations = map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}
-		eventually(t, "workers-m2 no longer preserved in the index", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "workers-m2 no longer preserved in the index", func() (bool, string) {
 			err := ca.DeleteNodes(workers, annotatedNow)
 			return err != nil && strings.Contains(err.Error(), v1alpha1.AnnotationPreserve+"="+v1alpha1.PreserveNow), fmt.Sprint(err)
 		})
@@ -309,7 +310,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		// A machine already terminating is skipped.
 		w.setStatus(m1, v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineTerminating}})
-		eventually(t, "workers-m1 Deleting", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "workers-m1 Deleting", func() (bool, string) {
 			in, _ := ca.Nodes(workers)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, "workers-m1") {
@@ -336,7 +337,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err := w.c.Delete(w.ctx, m2); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "workers-m2 gone from the group", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "workers-m2 gone from the group", func() (bool, string) {
 			in, _ := ca.Nodes(workers)
 			for _, i := range in {
 				if i.ID == "local:///workers-m2" {
@@ -360,7 +361,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		w.machine(set, "grow-2", "", creating())
 		w.machine(set, "grow-3", "local:///grow-3", v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachinePending}})
 		const grow = ns + ".grow"
-		eventually(t, "grow indexed", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "grow indexed", func() (bool, string) {
 			in, err := ca.Nodes(grow)
 			return err == nil && len(in) == 3, fmt.Sprint(in, err)
 		})
@@ -400,7 +401,7 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("concurrent increases", func(t *testing.T) {
 		w.deployment("burst", "small", 0, sizeAnnotations(0, 50))
 		const burst = ns + ".burst"
-		eventually(t, "burst indexed", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "burst indexed", func() (bool, string) {
 			_, err := ca.TargetSize(burst)
 			return err == nil, fmt.Sprint(err)
 		})
@@ -456,7 +457,7 @@ func TestAgainstAPIServer(t *testing.T) {
 			t.Errorf("IncreaseSize during the outage: %v, want Unavailable", err)
 		}
 		w.env.StartAPIServer()
-		eventually(t, "writes work again", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "writes work again", func() (bool, string) {
 			err := ca.IncreaseSize(workers, 1)
 			return err == nil, fmt.Sprint(err)
 		})

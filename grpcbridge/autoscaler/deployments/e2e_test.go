@@ -1,7 +1,7 @@
 package deployments_test
 
 import (
-	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -18,10 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -30,31 +31,9 @@ import (
 // real Nodes of the same cluster.
 func (w *world) startControllers() {
 	w.t.Helper()
-	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = w.env.Config, w.env.Config
-	opts.Namespace = ns
-	opts.Port = -1
-	opts.LeaderElection.Enabled = false
-	opts.StateDir = w.t.TempDir()
+	opts := ctrltest.ProductOptions(w.t, w.env.Config, ns)
 	opts.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	m, err := manager.New(opts)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	w.t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				w.t.Errorf("controller manager: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			w.t.Error("controller manager did not stop in 30s")
-		}
-	})
+	ctrltest.RunProduct(w.t, opts)
 }
 
 // localClass creates a local MachineClass with a node template and its userData secret.
@@ -127,24 +106,20 @@ func TestWithControllers(t *testing.T) {
 	// running waits for n Running instances of a group whose nodes exist.
 	running := func(t *testing.T, id string, n int) []caclient.Instance {
 		t.Helper()
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		var in []caclient.Instance
+		eventually.Explained(t, 2*time.Minute, fmt.Sprintf("%d running instances of %s", n, id), func() (bool, string) {
 			if err := ca.Refresh(); err != nil {
 				t.Fatal(err)
 			}
-			in, err := ca.Nodes(id)
+			var err error
+			in, err = ca.Nodes(id)
 			ok := err == nil && len(in) == n
 			for _, i := range in {
 				ok = ok && i.Status != nil && i.Status.State == caclient.InstanceRunning && strings.HasPrefix(i.ID, "local:///")
 			}
-			if ok {
-				return in
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: want %d running instances, have %+v (%v)", id, n, in, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return ok, fmt.Sprintf("%+v (%v)", in, err)
+		})
+		return in
 	}
 
 	t.Run("scale up from zero", func(t *testing.T) {
@@ -221,17 +196,10 @@ func TestWithControllers(t *testing.T) {
 				t.Fatalf("instances after the deletion %v, want exactly the two others %v", after, survivors)
 			}
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		eventually.True(t, time.Minute, "node "+victim.Name+" gone", func() bool {
 			_, err := w.env.Clientset().CoreV1().Nodes().Get(w.ctx, victim.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s still exists: %v", victim.Name, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return apierrors.IsNotFound(err)
+		})
 		if got := w.getMD("workers").Spec.Replicas; got != 2 {
 			t.Fatalf("replicas %d", got)
 		}
@@ -242,17 +210,12 @@ func TestWithControllers(t *testing.T) {
 			t.Fatal(err)
 		}
 		var failed caclient.Instance
-		deadline := time.Now().Add(2 * time.Minute)
-		for failed.Status == nil || failed.Status.ErrorInfo == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("no error info on %s: %+v", stockout, failed)
-			}
-			time.Sleep(200 * time.Millisecond)
-			in, err := ca.Nodes(stockout)
-			if err == nil && len(in) == 1 {
+		eventually.Explained(t, 2*time.Minute, "error info on "+stockout, func() (bool, string) {
+			if in, err := ca.Nodes(stockout); err == nil && len(in) == 1 {
 				failed = in[0]
 			}
-		}
+			return failed.Status != nil && failed.Status.ErrorInfo != nil, fmt.Sprintf("%+v", failed)
+		})
 		e := failed.Status.ErrorInfo
 		if failed.Status.State != caclient.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.HasPrefix(failed.ID, autoscaler.PlaceholderScheme) {
 			t.Fatalf("failed instance %s state %d error %+v", failed.ID, failed.Status.State, e)
@@ -264,7 +227,7 @@ func TestWithControllers(t *testing.T) {
 		if err := ca.DeleteNodes(stockout, fake); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the failed machine deleted", func() bool { return len(w.machinesOf("stockout")) == 0 })
+		eventually.True(t, 2*time.Minute, "the failed machine deleted", func() bool { return len(w.machinesOf("stockout")) == 0 })
 		if got := w.getMD("stockout").Spec.Replicas; got != 0 {
 			t.Fatalf("replicas %d", got)
 		}
@@ -274,7 +237,7 @@ func TestWithControllers(t *testing.T) {
 		if err := ca.IncreaseSize(slow, 2); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "two slow machines with VMs", func() bool {
+		eventually.True(t, 2*time.Minute, "two slow machines with VMs", func() bool {
 			in, err := ca.Nodes(slow)
 			if err != nil || len(in) != 2 {
 				return false
@@ -289,23 +252,12 @@ func TestWithControllers(t *testing.T) {
 		if err := ca.DecreaseTargetSize(slow, -2); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the unfulfilled machines dropped", func() bool { return len(w.machinesOf("slow")) == 0 })
+		eventually.True(t, 2*time.Minute, "the unfulfilled machines dropped", func() bool { return len(w.machinesOf("slow")) == 0 })
 		if err := ca.DecreaseTargetSize(workers, -1); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("decreasing below the registered nodes: %v", err)
 		}
 		running(t, workers, 2)
 	})
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 2 minutes", what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }

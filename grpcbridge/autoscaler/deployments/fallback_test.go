@@ -15,6 +15,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // zoneClass creates a local MachineClass whose machines and node template are in zone; a class
@@ -94,19 +95,19 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 	if err := ca.IncreaseSize(fb, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a Running instance of fb on zone-b", func() bool {
+	eventually.True(t, 2*time.Minute, "a Running instance of fb on zone-b", func() bool {
 		in, err := ca.Nodes(fb)
 		ms := w.machinesOf("fb")
 		return err == nil && len(in) == 1 && in[0].Status != nil && in[0].Status.State == caclient.InstanceRunning &&
 			len(ms) == 1 && ms[0].Spec.Class.Name == "zone-b"
 	})
-	waitFor(t, "the template on zone-b while zone-a is marked", func() bool { return zoneOfTemplate(fb) == "local-b" })
+	eventually.True(t, 2*time.Minute, "the template on zone-b while zone-a is marked", func() bool { return zoneOfTemplate(fb) == "local-b" })
 
 	if err := ca.IncreaseSize(dry, 1); err != nil {
 		t.Fatal(err)
 	}
 	var info *caclient.InstanceErrorInfo
-	waitFor(t, "dry's instance reported OutOfResources", func() bool {
+	eventually.True(t, 2*time.Minute, "dry's instance reported OutOfResources", func() bool {
 		in, err := ca.Nodes(dry)
 		if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
 			return false
@@ -120,7 +121,7 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 	// The server goes by the marks on the classes, which the controller publishes before it writes
 	// the machine's status: wait for the status, then check that the machine has no VM.
 	var ms []v1alpha1.Machine
-	waitFor(t, "dry's machine in CrashLoopBackOff", func() bool {
+	eventually.True(t, 2*time.Minute, "dry's machine in CrashLoopBackOff", func() bool {
 		ms = w.machinesOf("dry")
 		return len(ms) == 1 && ms[0].Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff
 	})
@@ -174,12 +175,12 @@ func TestFallbackMarksPublishedOnClasses(t *testing.T) {
 		t.Fatalf("unmarked: template zone %q, instance %+v", zone, in[0])
 	}
 	mark("p", time.Now().Add(time.Hour))
-	eventually(t, "template on the fallback while the primary is marked", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "template on the fallback while the primary is marked", func() (bool, string) {
 		zone, in := state()
 		return zone == "z-f" && in[0].Error == nil, zone
 	})
 	mark("f", time.Now().Add(time.Hour))
-	eventually(t, "OutOfResources with every class marked", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "OutOfResources with every class marked", func() (bool, string) {
 		zone, in := state()
 		e := in[0].Error
 		return zone == "z-p" && e != nil && e.Class == autoscaler.ErrorClassOutOfResources && e.Code == "ResourceExhausted" &&
@@ -187,7 +188,7 @@ func TestFallbackMarksPublishedOnClasses(t *testing.T) {
 	})
 	mark("p", time.Now().Add(-time.Second))
 	mark("f", time.Now().Add(-time.Second))
-	eventually(t, "expired marks ignored", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "expired marks ignored", func() (bool, string) {
 		zone, in := state()
 		return zone == "z-p" && in[0].Error == nil, zone
 	})

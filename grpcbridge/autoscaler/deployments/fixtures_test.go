@@ -188,19 +188,3 @@ func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Provider 
 	}
 	return p
 }
-
-// eventually polls cond until it holds or 30 s pass.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached in 30s; last state: %s", what, last)
-}

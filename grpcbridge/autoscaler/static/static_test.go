@@ -30,6 +30,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
+	"github.com/machinist-io/machinist/internal/eventually"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -142,21 +143,6 @@ func (s *setup) start(t *testing.T) (ca *caclient.Client, p *static.Provider, st
 	return ca, p, stop
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached in 30s; last state: %s", what, last)
-}
-
 func nodesOf(t *testing.T, cs kubernetes.Interface) map[string]corev1.Node {
 	t.Helper()
 	list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -174,7 +160,7 @@ func nodesOf(t *testing.T, cs kubernetes.Interface) map[string]corev1.Node {
 func running(t *testing.T, ca *caclient.Client, id string, n int) []caclient.Instance {
 	t.Helper()
 	var out []caclient.Instance
-	eventually(t, fmt.Sprintf("%d running instances in %s", n, id), func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, fmt.Sprintf("%d running instances in %s", n, id), func() (bool, string) {
 		in, err := ca.Nodes(id)
 		if err != nil || len(in) != n {
 			return false, fmt.Sprint(in, err)
@@ -275,7 +261,7 @@ func TestStaticGroups(t *testing.T) {
 			t.Fatalf("target %d right after deleting 1 of 3", n)
 		}
 		running(t, ca, "workers", 2)
-		eventually(t, "node of the deleted machine gone", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "node of the deleted machine gone", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
@@ -291,7 +277,7 @@ func TestStaticGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		var failed caclient.Instance
-		eventually(t, "error info", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "error info", func() (bool, string) {
 			in, err := ca.Nodes("stockout")
 			if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
 				return false, fmt.Sprint(in, err)
@@ -394,7 +380,7 @@ func TestStaticGroups(t *testing.T) {
 		if err := ca.DeleteNodes("slow", caclient.FakeNode(fresh[0].ProviderID(), "unregistered"), real); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "both VMs and the real node deleted", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "both VMs and the real node deleted", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(ctx, real.Name, metav1.GetOptions{})
 			_, vm0 := cloud.VM(fresh[0].ID)
 			_, vm1 := cloud.VM(fresh[1].ID)
@@ -596,7 +582,7 @@ func TestStaticGroupThroughBridge(t *testing.T) {
 	if err := ca.DeleteNodes("bridged", caclient.FakeNode(in[0].ID, "unregistered")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "one VM left behind the bridge", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "one VM left behind the bridge", func() (bool, string) {
 		return len(bridged.VMs()) == 1, fmt.Sprint(bridged.VMs())
 	})
 }

@@ -1,7 +1,11 @@
-// Package ctrltest is the test harness of the machine and safety controllers: one real
-// kube-apiserver per test binary (Main), and per test a namespace, clients, a driver source the
-// test fills, and a controller manager it can stop and start again like a restarting process.
-// It is imported by tests only.
+// Package ctrltest is the one harness of the controllers' tests: one real kube-apiserver per test
+// binary (Main), per test a namespace, clients and a driver source the test fills (NewEnv), and
+// the controllers under test run like a process the test can stop and start again (Start): the
+// Machine and safety controllers (Env.StartControllers), any controllers of a controller-runtime
+// manager (Env.StartManager, RunManager), or machinist's whole controller manager
+// (Env.StartProduct, RunProduct with ProductOptions, also on a control plane of the test's own).
+// Tests that step a fake clock trigger the reconcile they expect with Env.Touch. It is imported
+// by tests only.
 package ctrltest
 
 import (
@@ -10,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,16 +34,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // ControlPlane is the API server of the test binary, started by Main.
@@ -71,16 +79,21 @@ func Logger() *slog.Logger {
 }
 
 // Drivers is a registry.Source the test fills: it plays the configured driver endpoints, so a
-// test decides which providers exist and may add one later.
+// test decides which providers exist and may add one later. It counts the controllers' lookups.
 type Drivers struct {
-	mu sync.Mutex
-	m  map[string]driver.Driver
+	mu      sync.Mutex
+	m       map[string]driver.Driver
+	lookups map[string]int
 }
 
 // Driver implements registry.Source.
 func (d *Drivers) Driver(provider string) (driver.Driver, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.lookups == nil {
+		d.lookups = map[string]int{}
+	}
+	d.lookups[provider]++
 	drv, ok := d.m[provider]
 	return drv, ok
 }
@@ -93,6 +106,13 @@ func (d *Drivers) Set(provider string, drv driver.Driver) {
 		d.m = map[string]driver.Driver{}
 	}
 	d.m[provider] = drv
+}
+
+// Lookups is how often provider was looked up: once per attempt of the controllers to use it.
+func (d *Drivers) Lookups(provider string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lookups[provider]
 }
 
 // Env is one test's namespace, clients and running controllers.
@@ -108,10 +128,12 @@ type Env struct {
 	// SpecMode is the decoding mode of compiled-in drivers (registry.Env.SpecMode) in the
 	// controllers StartControllers runs.
 	SpecMode driver.SpecMode
+	// ControllerConfig, when set, is the config the controllers run with instead of Config (a
+	// test counting their requests wraps it).
+	ControllerConfig *rest.Config
 
-	mu      sync.Mutex
-	stop    context.CancelFunc
-	stopped chan struct{}
+	mu   sync.Mutex
+	stop func()
 }
 
 var nsSeq atomic.Int32
@@ -163,9 +185,9 @@ func FastOptions() machine.Options {
 // ManagerOptions are the options of a manager running controllers under test: the test scheme
 // and logger, a cache of namespace ns, no listeners, and the controller settings of
 // core/controller/manager (controller names reusable, the classic work queue: controller-runtime#3538).
-func ManagerOptions(ns string) manager.Options {
+func ManagerOptions(ns string) crmanager.Options {
 	skip, priorityQueue := true, false
-	return manager.Options{
+	return crmanager.Options{
 		Scheme:                 testenv.Scheme,
 		Logger:                 logr.FromSlogHandler(Logger().Handler()),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
@@ -175,70 +197,187 @@ func ManagerOptions(ns string) manager.Options {
 	}
 }
 
-// StartControllers runs the Machine controller (and, with so, the safety controller) until the
-// test ends or StopControllers. withTarget false runs without a target cluster.
-func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety.Options) {
+// ProductOptions are the options of machinist's controller manager (core/controller/manager, what
+// `machinist run` runs) for a test: cfg as control and target cluster, namespace ns, no
+// listener, no leader election, a state dir of the test's and the test logger.
+func ProductOptions(t testing.TB, cfg *rest.Config, ns string) manager.Options {
+	opts := manager.DefaultOptions()
+	opts.ControlConfig, opts.TargetConfig = cfg, cfg
+	opts.Namespace = ns
+	opts.Port = -1
+	opts.LeaderElection.Enabled = false
+	opts.StateDir = t.TempDir()
+	opts.Log = Logger()
+	return opts
+}
+
+// Starter runs until its context ends: a controller-runtime manager, or machinist's controller
+// manager.
+type Starter interface {
+	Start(ctx context.Context) error
+}
+
+// Start runs s until the test ends or the returned stop is called. stop cancels it and waits for
+// it like for a controller process exiting (at most a minute), and reports the error it ended
+// with; it may be called more than once.
+func Start(t testing.TB, s Starter) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("controllers: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Error("controllers did not stop within a minute")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// run starts s as the test's controllers.
+func (e *Env) run(s Starter) {
 	e.T.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stop != nil {
 		e.T.Fatal("controllers already running")
 	}
-	mgr, err := ctrl.NewManager(e.Config, ManagerOptions(e.NS))
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	var target cluster.Cluster
-	if withTarget {
-		target, err = cluster.New(e.Config, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		if err := mgr.Add(target); err != nil {
-			e.T.Fatal(err)
-		}
-	}
-	resolver := &registry.Resolver{Endpoints: e.Drivers, Env: registry.Env{SpecMode: e.SpecMode}}
-	opts.Namespace = e.NS
-	if so != nil {
-		so.Namespace = e.NS
-		so.Log = Logger()
-		sc, err := safety.Setup(mgr, target, resolver, *so)
-		if err != nil {
-			e.T.Fatal(err)
-		}
-		e.Safety = sc
-		opts.Freeze = sc
-	}
-	if err := machine.Setup(mgr, target, resolver, opts); err != nil {
-		e.T.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			e.T.Errorf("manager: %v", err)
-		}
-	}()
-	e.stop, e.stopped = cancel, done
+	e.stop = Start(e.T, s)
 }
 
-// StopControllers stops the manager and waits for it, like a controller process exiting.
+// StopControllers stops the running controllers and waits for them, like a controller process
+// exiting.
 func (e *Env) StopControllers() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.stop == nil {
-		return
+	if e.stop != nil {
+		e.stop()
+		e.stop = nil
 	}
-	e.stop()
-	select {
-	case <-e.stopped:
-	case <-time.After(time.Minute):
-		e.T.Error("manager did not stop within a minute")
-	}
-	e.stop, e.stopped = nil, nil
 }
+
+func (e *Env) controllerConfig() *rest.Config {
+	if e.ControllerConfig != nil {
+		return e.ControllerConfig
+	}
+	return e.Config
+}
+
+// RunManager runs a controller-runtime manager for namespace ns of the API server at cfg
+// (ManagerOptions, changed by mutate) with the controllers setup adds to it, until the test ends
+// or the returned stop is called.
+func RunManager(t testing.TB, cfg *rest.Config, ns string, setup func(mgr crmanager.Manager) error, mutate ...func(*crmanager.Options)) (stop func()) {
+	t.Helper()
+	mgr, err := newManager(cfg, ns, setup, mutate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Start(t, mgr)
+}
+
+func newManager(cfg *rest.Config, ns string, setup func(mgr crmanager.Manager) error, mutate []func(*crmanager.Options)) (crmanager.Manager, error) {
+	opts := ManagerOptions(ns)
+	for _, f := range mutate {
+		f(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return mgr, setup(mgr)
+}
+
+// RunProduct runs machinist's controller manager with opts (start from ProductOptions) until the
+// test ends or the returned stop is called.
+func RunProduct(t testing.TB, opts manager.Options) (stop func()) {
+	t.Helper()
+	m, err := manager.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Start(t, m)
+}
+
+// StartManager is RunManager on the test's namespace, as the test's controllers.
+func (e *Env) StartManager(setup func(mgr crmanager.Manager) error, mutate ...func(*crmanager.Options)) {
+	e.T.Helper()
+	mgr, err := newManager(e.controllerConfig(), e.NS, setup, mutate)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.run(mgr)
+}
+
+// StartControllers runs the Machine controller (and, with so, the safety controller) until the
+// test ends or StopControllers. withTarget false runs without a target cluster; mutate changes
+// the manager's options.
+func (e *Env) StartControllers(opts machine.Options, withTarget bool, so *safety.Options, mutate ...func(*crmanager.Options)) {
+	e.T.Helper()
+	e.StartManager(func(mgr crmanager.Manager) error {
+		var target cluster.Cluster
+		if withTarget {
+			var err error
+			if target, err = cluster.New(e.controllerConfig(), func(o *cluster.Options) { o.Scheme = testenv.Scheme }); err != nil {
+				return err
+			}
+			if err := mgr.Add(target); err != nil {
+				return err
+			}
+		}
+		resolver := &registry.Resolver{Endpoints: e.Drivers, Env: registry.Env{SpecMode: e.SpecMode}}
+		opts.Namespace = e.NS
+		if so != nil {
+			so.Namespace = e.NS
+			so.Log = Logger()
+			sc, err := safety.Setup(mgr, target, resolver, *so)
+			if err != nil {
+				return err
+			}
+			e.Safety = sc
+			opts.Freeze = sc
+		}
+		return machine.Setup(mgr, target, resolver, opts)
+	}, mutate...)
+}
+
+// StartProduct is RunProduct on the test's namespace (ProductOptions, with the test's drivers as
+// configured endpoints, changed by mutate), as the test's controllers.
+func (e *Env) StartProduct(mutate func(*manager.Options)) {
+	e.T.Helper()
+	opts := ProductOptions(e.T, e.Config, e.NS)
+	opts.Endpoints = e.Drivers
+	if mutate != nil {
+		mutate(&opts)
+	}
+	m, err := manager.New(opts)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.run(m)
+}
+
+// Touch changes an annotation of the machine, so the controllers reconcile it now. A test that
+// steps a fake clock touches the machines whose timeouts it made pass: the requeue the
+// controller computed from the clock still waits in real time.
+func (e *Env) Touch(name string) {
+	e.T.Helper()
+	touches := fmt.Sprint(touchSeq.Add(1))
+	patch := []byte(`{"metadata":{"annotations":{"test.machinist.io/touch":"` + touches + `"}}}`)
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: name}}
+	if err := e.C.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.T.Fatalf("touch machine %s: %v", name, err)
+	}
+}
+
+var touchSeq atomic.Int64
 
 // Create creates obj in the test's namespace.
 func (e *Env) Create(obj client.Object) {
@@ -319,18 +458,12 @@ func (e *Env) DeleteMachine(name string) {
 // WaitMachine polls the machine until cond holds; a nil machine means it is gone.
 func (e *Env) WaitMachine(name string, timeout time.Duration, what string, cond func(*v1alpha1.Machine) bool) *v1alpha1.Machine {
 	e.T.Helper()
-	deadline := time.Now().Add(timeout)
 	var m *v1alpha1.Machine
-	for {
+	eventually.Explained(e.T, timeout, "machine "+name+": "+what, func() (bool, string) {
 		m = e.Get(name)
-		if cond(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			e.T.Fatalf("machine %s: timed out after %s waiting for %s; last state: %s", name, timeout, what, Describe(m))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond(m), Describe(m)
+	})
+	return m
 }
 
 // WaitPhase waits for a machine's phase.
@@ -356,18 +489,6 @@ func Describe(m *v1alpha1.Machine) string {
 	return fmt.Sprintf("phase=%q op=%s/%s code=%q desc=%q providerID=%q labels=%v deletion=%q",
 		m.Status.CurrentStatus.Phase, lo.Type, lo.State, lo.ErrorCode, lo.Description, m.Spec.ProviderID, m.Labels,
 		m.Annotations[machine.AnnotationDeletion])
-}
-
-// Eventually polls cond until it holds, failing the test after timeout.
-func Eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // ReadyNode creates (or sets the Ready condition of) a machine's node, playing the kubelet for
@@ -416,24 +537,14 @@ func (e *Env) EventReasons(name string) []string {
 func (e *Env) WaitEventReasons(name string, timeout time.Duration, reasons ...string) []string {
 	e.T.Helper()
 	var got []string
-	Eventually(e.T, timeout, fmt.Sprintf("events %v about %s", reasons, name), func() bool {
+	eventually.True(e.T, timeout, fmt.Sprintf("events %v about %s", reasons, name), func() bool {
 		got = e.EventReasons(name)
 		for _, r := range reasons {
-			if !Contains(got, r) {
+			if !slices.Contains(got, r) {
 				return false
 			}
 		}
 		return true
 	})
 	return got
-}
-
-// Contains reports whether list holds s.
-func Contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
