@@ -33,6 +33,7 @@ type Controller struct {
 	drivers   *registry.Resolver
 	recorder  events.EventRecorder
 	now       func() time.Time
+	started   time.Time // when Setup ran
 
 	frozen atomic.Bool
 
@@ -45,6 +46,10 @@ type Controller struct {
 	// set is not frozen again for the same overshoot, only if it grows further.
 	unfreezeMu     sync.Mutex
 	manualUnfreeze map[types.UID]int32
+
+	// histories remembers what the overshoot check saw of each MachineSet (overshoot.go).
+	historiesMu sync.Mutex
+	histories   map[client.ObjectKey]*setHistory
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
@@ -69,9 +74,11 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		drivers:        drivers,
 		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
 		now:            time.Now,
+		started:        time.Now(),
 		trigger:        make(chan struct{}, 1),
 		candidates:     map[string]*candidate{},
 		manualUnfreeze: map[types.UID]int32{},
+		histories:      map[client.ObjectKey]*setHistory{},
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
 		for _, ref := range o.GetOwnerReferences() {
