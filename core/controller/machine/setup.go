@@ -36,6 +36,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
@@ -99,7 +100,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		target:    target,
 		drivers:   drivers,
 		opts:      opts,
-		recorder:  mgr.GetEventRecorder("machine-controller"),
+		recorder:  eventnote.For(mgr, "machine-controller"),
 		backoff:   newBackoff(),
 		limiter:   newReplacementLimiter(),
 		now:       time.Now,

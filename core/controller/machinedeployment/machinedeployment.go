@@ -43,6 +43,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -108,7 +109,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName),
+		recorder: eventnote.For(mgr, ControllerName),
 		opts:     opts,
 		writes:   newWrites(),
 		now:      time.Now,

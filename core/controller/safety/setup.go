@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
@@ -72,7 +73,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		apiReader:      mgr.GetAPIReader(),
 		target:         target,
 		drivers:        drivers,
-		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
+		recorder:       eventnote.For(mgr, "machine-safety-controller"),
 		now:            time.Now,
 		started:        time.Now(),
 		trigger:        make(chan struct{}, 1),
