@@ -183,24 +183,40 @@ func (d *Driver) syncLoop() {
 }
 
 // sync becomes host when the lock is free and, as host, aligns the agents with the state dir.
+// A process without a target cluster leaves the lock to one with a target that waits for it
+// (handover.go).
 func (d *Driver) sync() {
 	d.mu.Lock()
 	host := d.host
 	d.mu.Unlock()
 	if !host {
+		if d.target == nil && d.hostWanted() {
+			return
+		}
 		ok, err := d.lock.tryLock()
 		if err != nil {
 			d.log.Warn("local: cannot take the host lock; node agents run elsewhere or not at all", "error", err)
 			return
 		}
 		if !ok {
+			if d.target != nil {
+				d.wantHost()
+			}
 			return
 		}
 		d.mu.Lock()
 		d.host = true
 		d.mu.Unlock()
+		if d.target != nil {
+			d.dropWant()
+		}
 		d.log.Debug("local: hosting the node agents of the state dir", "dir", d.stateDir)
 	}
+	defer func() {
+		if d.target == nil && d.hostWanted() && d.cannotServe() {
+			d.stepDown()
+		}
+	}()
 	names, err := d.store.names()
 	if err != nil {
 		d.log.Warn("local: sync state dir", "error", err)

@@ -263,6 +263,57 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		})
 	})
 
+	t.Run("restart while a process without a target holds the state dir", func(t *testing.T) {
+		// The provider (a process with a target cluster) dies while another process without one
+		// has the state dir open — a lister, a `machinist driver` from a shell — and takes the
+		// free host lock. The restarted provider gets the node agents back, and every machine
+		// keeps its agent until its VM is deleted.
+		dir := t.TempDir()
+		c := class(t, "small", fast(t, nil))
+		d1 := open(t, registry.Env{Target: env.Config, StateDir: dir})
+		names := []string{"handover-1", "handover-2", "handover-3"}
+		for _, name := range names {
+			if _, err := d1.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine(name), MachineClass: c}); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, cs, name, corev1.ConditionTrue, 10*time.Second)
+		}
+		lister := open(t, registry.Env{StateDir: dir})
+		d1.Close()
+		eventually(t, 10*time.Second, "the lister takes the free host lock", func() (bool, string) {
+			return lister.IsHost(), "not host"
+		})
+		d2 := open(t, registry.Env{Target: env.Config, StateDir: dir})
+		eventually(t, 10*time.Second, "the restarted provider hosts again", func() (bool, string) {
+			return d2.IsHost() && !lister.IsHost(), fmt.Sprintf("provider host %v, lister host %v", d2.IsHost(), lister.IsHost())
+		})
+		renewed := func(names []string, after time.Time) {
+			t.Helper()
+			for _, name := range names {
+				eventually(t, 10*time.Second, "node "+name+" renews its lease", func() (bool, string) {
+					l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					return l.Spec.RenewTime.After(after), l.Spec.RenewTime.String()
+				})
+				waitReady(t, cs, name, corev1.ConditionTrue, 10*time.Second)
+			}
+		}
+		renewed(names, time.Now())
+		for i, name := range names {
+			if _, err := d2.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine(name), MachineClass: c}); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, cs, name)
+			renewed(names[i+1:], time.Now())
+		}
+		l, err := lister.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: c})
+		if err != nil || len(l.MachineList) != 0 {
+			t.Fatalf("VMs left: %v, %v", l, err)
+		}
+	})
+
 	t.Run("kubeconfig in the secret", func(t *testing.T) {
 		kc, err := os.ReadFile(env.KubeconfigPath)
 		if err != nil {
