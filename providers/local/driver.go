@@ -304,6 +304,7 @@ func (d *Driver) adopt(name string) {
 	if a == nil || !isNew {
 		return
 	}
+	a.restored = true
 	// Spread restored heartbeats over one interval; a machine created moments ago boots now.
 	due := time.Now().Add(rand.N(rec.Spec.HeartbeatInterval))
 	if time.Since(rec.CreatedAt) < rec.Spec.HeartbeatInterval {

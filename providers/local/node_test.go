@@ -3,9 +3,11 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -213,7 +216,18 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		// The process is gone: the lease goes stale.
 		time.Sleep(300 * time.Millisecond)
 		stale, _ := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
-		d2 := open(t, registry.Env{Target: env.Config, StateDir: dir})
+		// The restored agent reads its node and Lease: no create that would find them there.
+		var creates atomic.Int32
+		cfg := rest.CopyConfig(env.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/nodes") || strings.HasSuffix(r.URL.Path, "/leases")) {
+					creates.Add(1)
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+		d2 := open(t, registry.Env{Target: cfg, StateDir: dir})
 		eventually(t, 10*time.Second, "restored agent renews the lease", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
 			if err != nil {
@@ -224,6 +238,9 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		after := waitReady(t, cs, "restart-1", corev1.ConditionTrue, 10*time.Second)
 		if after.UID != before.UID {
 			t.Fatal("the restored agent registered a new node instead of adopting its own")
+		}
+		if n := creates.Load(); n != 0 {
+			t.Fatalf("the restored agent sent %d creates of its existing node or Lease", n)
 		}
 		// A node deleted behind the agent's back registers again while the machine exists.
 		if err := cs.CoreV1().Nodes().Delete(ctx, "restart-1", metav1.DeleteOptions{}); err != nil {
@@ -576,3 +593,7 @@ func assertGone(t *testing.T, cs kubernetes.Interface, name string) {
 		t.Fatalf("lease %s still there after delete: %v", name, err)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
