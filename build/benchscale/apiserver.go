@@ -8,7 +8,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,4 +154,22 @@ func deleteEvents(ctx context.Context, c client.Client) (events, machines int, e
 		}
 	}
 	return events, machines, nil
+}
+
+// oldestLease returns how long ago the least recently renewed node Lease was renewed: what a
+// node lifecycle controller compares with its grace period (kube-controller-manager's 50 s
+// default; kubelet's Lease lasts 40 s) before it marks the node Unknown.
+func oldestLease(ctx context.Context, c client.Client) (time.Duration, error) {
+	var list coordinationv1.LeaseList
+	if err := c.List(ctx, &list, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
+		return 0, fmt.Errorf("list node leases: %w", err)
+	}
+	now := time.Now()
+	var oldest time.Duration
+	for _, l := range list.Items {
+		if l.Spec.RenewTime != nil {
+			oldest = max(oldest, now.Sub(l.Spec.RenewTime.Time))
+		}
+	}
+	return oldest, nil
 }

@@ -65,6 +65,7 @@ type config struct {
 	keep       bool
 	provider   string
 	faults     bool
+	kcm        bool
 	scaleDown  bool
 	profileDir string
 	extra      []string // more `machinist run` flags after --
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the temporary directories (logs, state) for inspection")
 	flag.StringVar(&cfg.provider, "provider", providerExec, "where the local provider and its node agents run: exec (a slim child process of the controller, --driver-exec: the controller's numbers are its own), compiled-in (inside the controller: its numbers include the node agents) or bench (in this process, over the gRPC bridge)")
 	flag.BoolVar(&cfg.faults, "faults", false, "in each phase kill the provider child at 20 % and 70 % and the controller at 45 % (SIGKILL; the controller is restarted at once); needs --provider exec")
+	flag.BoolVar(&cfg.kcm, "kube-controller-manager", false, "also run kube-controller-manager (bin/), whose node lifecycle controller marks a node Unknown when its Lease is older than its grace period (50 s), and the Machine controller its machine after it: what stale node agents cost in a real cluster")
 	flag.BoolVar(&cfg.scaleDown, "scale-down", true, "after all machines are Running, scale the deployment to 0 and measure until every Machine, Node and VM is gone")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "run the controller with --profiling and save CPU profiles of each phase here (SIZE-up-N.pprof, SIZE-down-N.pprof; `go tool pprof -top` merges several) and a heap profile with every machine Running (SIZE-heap.pprof)")
 	flag.Parse()
@@ -159,8 +161,9 @@ type phase struct {
 	requests      map[string]float64
 	totalRequests float64
 	load          loadStats
-	unknown       int // machines seen Unknown during the phase
-	faults        int // kills during the phase
+	unknown       int           // machines seen Unknown during the phase
+	oldestLease   time.Duration // the oldest node Lease seen during the phase (sampled every 5 s)
+	faults        int           // kills during the phase
 	// What the end of the phase shows: machines, nodes, VMs (the driver's list).
 	machines, nodes, vms int
 }
@@ -202,7 +205,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fmt.Printf("== %d machines: starting etcd and kube-apiserver …\n", n)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log})
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log, KubeControllerManager: cfg.kcm})
 	if err != nil {
 		return res, err
 	}
@@ -288,7 +291,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	defer w.stop()
 
-	m := &meters{cfg: cp.Config, ctl: ctl, provider: cfg.provider, controller: newMeter(), child: newMeter()}
+	m := &meters{cfg: cp.Config, c: c, ctl: ctl, provider: cfg.provider, controller: newMeter(), child: newMeter()}
 	inject := func() *injector {
 		if !cfg.faults {
 			return nil
@@ -322,6 +325,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		if tick {
 			m.sample()
 			mark.sampleLoad()
+			mark.sampleLeases(ctx)
 		}
 		if faults != nil {
 			if err := faults.progress(ctx, float64(s.running)/float64(n)); err != nil {
@@ -416,6 +420,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		if tick {
 			m.sample()
 			mark.sampleLoad()
+			mark.sampleLeases(ctx)
 		}
 		if faults != nil {
 			if err := faults.progress(ctx, float64(n-s.machines)/float64(n)); err != nil {
@@ -462,6 +467,7 @@ func countDone(faults *injector) int {
 // meters samples the controller's and the provider's processes once a second.
 type meters struct {
 	cfg        *rest.Config
+	c          client.Client
 	ctl        *controllerProc
 	provider   string
 	controller *meter // the controller's processes (their own CPU: children excluded)
@@ -505,6 +511,8 @@ type mark struct {
 	providerCPU time.Duration
 	requests    map[string]float64
 	load        loadStats
+	leasesAt    time.Time     // last Lease sample
+	oldestLease time.Duration // the oldest Lease seen
 }
 
 func (m *meters) begin(ctx context.Context) (*mark, error) {
@@ -520,10 +528,22 @@ func (m *meters) begin(ctx context.Context) (*mark, error) {
 
 func (mk *mark) sampleLoad() { mk.load.add(load1()) }
 
+// sampleLeases looks at the node Leases every 5 seconds (a list of every Lease: not more often
+// on the machine it measures).
+func (mk *mark) sampleLeases(ctx context.Context) {
+	if time.Since(mk.leasesAt) < 5*time.Second {
+		return
+	}
+	mk.leasesAt = time.Now()
+	if age, err := oldestLease(ctx, mk.m.c); err == nil {
+		mk.oldestLease = max(mk.oldestLease, age)
+	}
+}
+
 func (mk *mark) end(ctx context.Context) (phase, error) {
 	mk.sampleLoad()
 	mk.m.sample()
-	p := phase{cpu: mk.m.controller.total() - mk.cpu, providerCPU: mk.m.providerCPU() - mk.providerCPU, load: mk.load, requests: map[string]float64{}}
+	p := phase{cpu: mk.m.controller.total() - mk.cpu, providerCPU: mk.m.providerCPU() - mk.providerCPU, load: mk.load, oldestLease: mk.oldestLease, requests: map[string]float64{}}
 	after, err := requestCounts(ctx, mk.m.cfg)
 	if err != nil {
 		return p, err

@@ -29,6 +29,7 @@ func report(w io.Writer, r result) {
 		fmt.Fprintf(w, "| faults during the scale-up (provider, controller, provider killed) | %d |\n", r.up.faults)
 	}
 	fmt.Fprintf(w, "| machines seen Unknown during the scale-up | %d |\n", r.up.unknown)
+	fmt.Fprintf(w, "| oldest node Lease seen during the scale-up (sampled every 5 s) | %.0f s |\n", r.up.oldestLease.Seconds())
 	fmt.Fprintf(w, "| Machines / Nodes / VMs at its end | %d / %d / %d |\n", r.up.machines, r.up.nodes, r.up.vms)
 	switch r.provider {
 	case providerCompiledIn:
@@ -51,6 +52,7 @@ func report(w io.Writer, r result) {
 			fmt.Fprintf(w, "| faults during the scale-down (provider, controller, provider killed) | %d |\n", d.faults)
 		}
 		fmt.Fprintf(w, "| machines seen Unknown during the scale-down | %d |\n", d.unknown)
+		fmt.Fprintf(w, "| oldest node Lease seen during the scale-down (sampled every 5 s) | %.0f s |\n", d.oldestLease.Seconds())
 		fmt.Fprintf(w, "| Machines / Nodes / VMs at its end | %d / %d / %d |\n", d.machines, d.nodes, d.vms)
 		fmt.Fprintf(w, "| scale-down: controller CPU, API requests | %.1f s (%s), %.1f per machine |\n", d.cpu.Seconds(), perMachine(d.cpu.Seconds()), d.totalRequests/n)
 		if r.provider != providerCompiledIn {
