@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -81,6 +82,11 @@ type agent struct {
 	// restored is set for an agent restarted from the state dir until it has registered: its
 	// node and Lease most likely exist, so it reads them instead of trying to create them.
 	restored bool
+	// leaseFirst is set for a restored agent until its first beat has renewed its Lease alone:
+	// after a restart of the provider every node's Lease is renewed before any node registers
+	// (one request each), so none gets older than a node lifecycle controller's grace period
+	// while thousands of registrations queue behind one client's rate limit.
+	leaseFirst bool
 	// forgotten reports whether the machine's record is gone (deleted by another process), so
 	// a node deleted with it is not registered again.
 	forgotten func() bool
@@ -143,6 +149,20 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 		}
 		if a.forgotten != nil && a.forgotten() {
 			return now.Add(time.Hour) // the driver's sync removes the agent
+		}
+		if a.leaseFirst && !a.stopped.Load() {
+			err := a.patchLease(ctx, now)
+			switch {
+			case err == nil:
+				a.leaseFirst = false
+				a.lastBeat = now
+				// Register within the next interval, spread like the restored heartbeats.
+				return now.Add(rand.N(interval) + 1)
+			case !apierrors.IsNotFound(err):
+				a.fail("renew lease", err)
+				return retryAt
+			}
+			a.leaseFirst = false // no Lease (or node) any more: register creates them
 		}
 		if err := a.register(ctx, now); err != nil {
 			a.fail("register node", err)
@@ -508,6 +528,22 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 	}
 	a.lease, err = leases.Create(ctx, a.newLease(nodeUID, renew), metav1.CreateOptions{})
 	return err
+}
+
+// patchLease renews the node's Lease with one merge patch of its renew time, reading nothing
+// first; the agent keeps the patched Lease for its next renewal.
+func (a *agent) patchLease(ctx context.Context, now time.Time) error {
+	renew, err := metav1.NewMicroTime(now).MarshalJSON()
+	if err != nil {
+		return err
+	}
+	patch := append(append([]byte(`{"spec":{"renewTime":`), renew...), `}}`...)
+	l, err := a.cluster.coord.Leases(corev1.NamespaceNodeLease).Patch(ctx, a.rec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	a.lease = l
+	return nil
 }
 
 // newLease is the node's Lease as kubelet creates it.

@@ -39,6 +39,8 @@ const (
 // Tunables; tests shorten them through options.
 const (
 	defaultWorkers      = 16
+	agentsPerWorker     = 25  // beyond 16 × 25 agents, one more worker per 25
+	maxWorkers          = 256 // requests in flight at most
 	defaultSyncInterval = time.Second
 	nodeDeleteTimeout   = 10 * time.Second
 	minClientQPS        = 500
@@ -304,7 +306,7 @@ func (d *Driver) adopt(name string) {
 	if a == nil || !isNew {
 		return
 	}
-	a.restored = true
+	a.restored, a.leaseFirst = true, true
 	// Spread restored heartbeats over one interval; a machine created moments ago boots now.
 	due := time.Now().Add(rand.N(rec.Spec.HeartbeatInterval))
 	if time.Since(rec.CreatedAt) < rec.Spec.HeartbeatInterval {
@@ -359,10 +361,13 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	}
 	d.mu.Lock()
 	d.agents[rec.Name] = a
+	agents := len(d.agents)
 	d.mu.Unlock()
 	if c == nil {
 		return nil, false
 	}
+	c.limit.add(1)
+	d.sched.grow(min(maxWorkers, agents/agentsPerWorker))
 	c.pods.start()
 	c.watchUpdates(d.nodeReadyForUpdate)
 	return a, true
@@ -386,6 +391,9 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 		return nil
 	}
 	d.sched.unschedule(a)
+	if a.cluster != nil {
+		a.cluster.limit.add(-1)
+	}
 	return a
 }
 
@@ -432,13 +440,8 @@ func (d *Driver) cluster(target string) (*cluster, error) {
 			return nil, fmt.Errorf("local: target kubeconfig %s: %w", target, err)
 		}
 	}
-	// One client carries the heartbeats of every node: give it room.
-	if cfg.QPS < minClientQPS {
-		cfg.QPS = minClientQPS
-	}
-	if cfg.Burst < minClientBurst {
-		cfg.Burst = minClientBurst
-	}
+	// One client carries the heartbeats of every node: its rate limit grows with them
+	// (ratelimit.go).
 	cfg.UserAgent = "machinist-local-node-agent"
 	// Protobuf, as kubelet talks to the API server (--kube-api-content-type): the heartbeats of
 	// thousands of nodes are cheaper to encode and decode than JSON, on both sides.

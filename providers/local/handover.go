@@ -80,6 +80,9 @@ func (d *Driver) stepDown() {
 	d.mu.Unlock()
 	for _, a := range agents {
 		d.sched.unschedule(a)
+		if a.cluster != nil {
+			a.cluster.limit.add(-1)
+		}
 	}
 	d.lock.unlock()
 	d.log.Info("local: handed the node agents of the state dir to a process with a target cluster", "dir", d.stateDir, "machines", len(agents))

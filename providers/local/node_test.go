@@ -216,13 +216,18 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		// The process is gone: the lease goes stale.
 		time.Sleep(300 * time.Millisecond)
 		stale, _ := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
-		// The restored agent reads its node and Lease: no create that would find them there.
+		// The restored agent renews its Lease first, with one patch, then reads its node and
+		// Lease: no create that would find them there.
 		var creates atomic.Int32
+		var first atomic.Value
 		cfg := rest.CopyConfig(env.Config)
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/nodes") || strings.HasSuffix(r.URL.Path, "/leases")) {
 					creates.Add(1)
+				}
+				if strings.HasSuffix(r.URL.Path, "/restart-1") {
+					first.CompareAndSwap(nil, r.Method+" "+r.URL.Path)
 				}
 				return rt.RoundTrip(r)
 			})
@@ -241,6 +246,9 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		}
 		if n := creates.Load(); n != 0 {
 			t.Fatalf("the restored agent sent %d creates of its existing node or Lease", n)
+		}
+		if got, want := first.Load(), "PATCH /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/restart-1"; got != want {
+			t.Fatalf("the restored agent's first request was %v, want %s", got, want)
 		}
 		// A node deleted behind the agent's back registers again while the machine exists.
 		if err := cs.CoreV1().Nodes().Delete(ctx, "restart-1", metav1.DeleteOptions{}); err != nil {

@@ -73,6 +73,41 @@ func TestSchedulerRescheduleAndRemove(t *testing.T) {
 	}
 }
 
+// TestSchedulerGrows: beats wait for the API server, so the workers bound the beats in flight;
+// growing the pool lets more run at once, and it never shrinks.
+func TestSchedulerGrows(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, peak atomic.Int32
+	s := newScheduler(1, func(_ context.Context, a *agent) time.Time {
+		n := inFlight.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		<-release
+		inFlight.Add(-1)
+		return time.Now().Add(time.Hour)
+	})
+	s.start()
+	defer s.stop()
+	defer close(release)
+	for i := range 4 {
+		s.schedule(testAgent(fmt.Sprint(i)), time.Now())
+	}
+	eventually(t, 5*time.Second, "one beat in flight", func() (bool, string) { return inFlight.Load() == 1, fmt.Sprint(inFlight.Load()) })
+	s.grow(3)
+	eventually(t, 5*time.Second, "three beats in flight", func() (bool, string) { return inFlight.Load() == 3, fmt.Sprint(inFlight.Load()) })
+	s.grow(2) // never lowers
+	s.mu.Lock()
+	workers := s.workers
+	s.mu.Unlock()
+	if workers != 3 || peak.Load() != 3 {
+		t.Fatalf("%d workers, at most %d beats in flight; want 3 and 3", workers, peak.Load())
+	}
+}
+
 // BenchmarkSchedulerDispatch measures the scheduler's own cost per beat (no API calls) with
 // 1000 agents due at once: the overhead a heartbeat adds on top of its API requests.
 func BenchmarkSchedulerDispatch(b *testing.B) {
