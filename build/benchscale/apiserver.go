@@ -156,10 +156,11 @@ func deleteEvents(ctx context.Context, c client.Client) (events, machines int, e
 	return events, machines, nil
 }
 
-// oldestLease returns how long ago the least recently renewed node Lease was renewed: what a
-// node lifecycle controller compares with its grace period (kube-controller-manager's 50 s
-// default; kubelet's Lease lasts 40 s) before it marks the node Unknown.
-func oldestLease(ctx context.Context, c client.Client) (time.Duration, error) {
+// oldestLease returns how long ago the least recently renewed Lease of an existing node (node
+// tells) was renewed: what a node lifecycle controller compares with its grace period
+// (kube-controller-manager's 50 s default; kubelet's Lease lasts 40 s) before it marks the node
+// Unknown. The Lease of a node already deleted does not count: nothing renews it any more.
+func oldestLease(ctx context.Context, c client.Client, node func(name string) bool) (time.Duration, error) {
 	var list coordinationv1.LeaseList
 	if err := c.List(ctx, &list, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
 		return 0, fmt.Errorf("list node leases: %w", err)
@@ -167,7 +168,7 @@ func oldestLease(ctx context.Context, c client.Client) (time.Duration, error) {
 	now := time.Now()
 	var oldest time.Duration
 	for _, l := range list.Items {
-		if l.Spec.RenewTime != nil {
+		if l.Spec.RenewTime != nil && node(l.Name) {
 			oldest = max(oldest, now.Sub(l.Spec.RenewTime.Time))
 		}
 	}

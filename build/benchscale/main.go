@@ -325,7 +325,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		if tick {
 			m.sample()
 			mark.sampleLoad()
-			mark.sampleLeases(ctx)
+			mark.sampleLeases(ctx, w.hasNode)
 		}
 		if faults != nil {
 			if err := faults.progress(ctx, float64(s.running)/float64(n)); err != nil {
@@ -420,7 +420,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		if tick {
 			m.sample()
 			mark.sampleLoad()
-			mark.sampleLeases(ctx)
+			mark.sampleLeases(ctx, w.hasNode)
 		}
 		if faults != nil {
 			if err := faults.progress(ctx, float64(n-s.machines)/float64(n)); err != nil {
@@ -530,12 +530,12 @@ func (mk *mark) sampleLoad() { mk.load.add(load1()) }
 
 // sampleLeases looks at the node Leases every 5 seconds (a list of every Lease: not more often
 // on the machine it measures).
-func (mk *mark) sampleLeases(ctx context.Context) {
+func (mk *mark) sampleLeases(ctx context.Context, node func(string) bool) {
 	if time.Since(mk.leasesAt) < 5*time.Second {
 		return
 	}
 	mk.leasesAt = time.Now()
-	if age, err := oldestLease(ctx, mk.m.c); err == nil {
+	if age, err := oldestLease(ctx, mk.m.c, node); err == nil {
 		mk.oldestLease = max(mk.oldestLease, age)
 	}
 }

@@ -70,6 +70,13 @@ func (w *watcher) notify() {
 	}
 }
 
+// hasNode reports whether the watch shows the node.
+func (w *watcher) hasNode(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.nodes[name]
+}
+
 // resetUnknown starts counting the machines that go Unknown afresh (a new phase).
 func (w *watcher) resetUnknown() {
 	w.mu.Lock()
