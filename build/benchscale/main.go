@@ -221,10 +221,9 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	extra := cfg.extra
 	env := os.Environ()
-	stateDir := filepath.Join(dir, "state")                // the controller's (compiled-in drivers)
-	vmState := stateDir                                    // where the local provider keeps its machines
-	var vms driver.Driver                                  // lists the VMs
-	var openVMLister func() (driver.Driver, func(), error) // opens one on vmState
+	stateDir := filepath.Join(dir, "state") // the controller's (compiled-in drivers)
+	vmState := stateDir                     // where the local provider keeps its machines
+	var vms driver.Driver                   // lists the VMs
 	switch cfg.provider {
 	case providerBench:
 		sock := "unix://" + filepath.Join(dir, "local.sock")
@@ -246,7 +245,9 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		}
 		extra = append([]string{"--driver-exec", "local=" + slim}, extra...)
 	}
-	openVMLister = func() (driver.Driver, func(), error) {
+	// openVMLister opens the local provider on vmState in this process, without a target
+	// cluster: it lists VMs and never hosts the node agents while the provider wants them.
+	openVMLister := func() (driver.Driver, func(), error) {
 		d, err := registry.Open("local", registry.Env{StateDir: vmState, Log: log})
 		if err != nil {
 			return nil, nil, fmt.Errorf("open the local provider's state dir to list VMs: %w", err)
