@@ -205,7 +205,13 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fmt.Printf("== %d machines: starting etcd and kube-apiserver …\n", n)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log, KubeControllerManager: cfg.kcm})
+	cpOpts := controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log, KubeControllerManager: cfg.kcm}
+	if cfg.kcm {
+		// On a loaded machine the default 10 s renew deadline is missed now and then, and a
+		// kube-controller-manager that loses its lease exits: give it room.
+		cpOpts.ControllerManagerArgs = []string{"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=50s", "--leader-elect-retry-period=5s"}
+	}
+	cp, err := controlplane.Start(ctx, cpOpts)
 	if err != nil {
 		return res, err
 	}
