@@ -201,22 +201,31 @@ $(BIN)/kubectl: build/kubectl/go.mod build/kubectl/go.sum build/kubectl/main.go
 kubectl: $(BIN)/kubectl ## build the pinned kubectl into bin/
 
 # One MachineDeployment of $(BENCH_MACHINES) local machines on the real API server: seconds until
-# all are Running, the controller's CPU time and peak RSS, API requests per machine, then the
-# scale-down to 0 (until every Machine, Node and VM is gone). bench-scale-growth runs the sizes
-# of $(BENCH_GROWTH) one after the other and adds a growth table. BENCH_FLAGS passes more flags,
-# e.g. BENCH_FLAGS="--profile-dir .cache/profiles" for CPU profiles of the controller. Results are
-# printed and appended to docs/performance.md by hand.
+# all are Running, the CPU time and peak RSS of the controller and of the local provider (the slim
+# bin/machinist-local, a --driver-exec child of the controller, so the controller's figures are
+# its own), API requests per machine, then the scale-down to 0 (until every Machine, Node and VM
+# is gone). bench-scale-growth runs the sizes of $(BENCH_GROWTH) one after the other and adds a
+# growth table; bench-scale-faults kills the provider twice and the controller once in each phase
+# and checks that nothing is lost. BENCH_FLAGS passes more flags, e.g. BENCH_FLAGS="--profile-dir
+# .cache/profiles" for CPU profiles of the controller (`go run ./build/benchscale --help`).
+# Results are printed and appended to docs/performance.md by hand.
 BENCH_MACHINES ?= 1000
 BENCH_GROWTH   ?= 1000,3000,5000
 BENCH_FLAGS    ?=
-.PHONY: bench-scale bench-scale-growth
+BENCH_BUILD = $(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist && \
+	$(GO) build -tags $(call tags,slim provider_local) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist-local ./cmd/machinist
+.PHONY: bench-scale bench-scale-growth bench-scale-faults
 bench-scale: $(CONTROL_PLANE) ## scale benchmark: one MachineDeployment of 1000 local machines, up and down to 0
-	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(BENCH_BUILD)
 	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES) $(BENCH_FLAGS)
 
 bench-scale-growth: $(CONTROL_PLANE) ## scale benchmark at 1000, 3000 and 5000 machines in one sequence, with a growth table
-	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(BENCH_BUILD)
 	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_GROWTH) --timeout 30m $(BENCH_FLAGS)
+
+bench-scale-faults: $(CONTROL_PLANE) ## scale benchmark with the provider killed twice and the controller once in each phase
+	$(BENCH_BUILD)
+	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES) --timeout 30m --faults $(BENCH_FLAGS)
 
 .PHONY: help
 help:

@@ -39,6 +39,8 @@ const (
 // Tunables; tests shorten them through options.
 const (
 	defaultWorkers      = 16
+	agentsPerWorker     = 25  // beyond 16 × 25 agents, one more worker per 25
+	maxWorkers          = 256 // requests in flight at most
 	defaultSyncInterval = time.Second
 	nodeDeleteTimeout   = 10 * time.Second
 	minClientQPS        = 500
@@ -183,24 +185,40 @@ func (d *Driver) syncLoop() {
 }
 
 // sync becomes host when the lock is free and, as host, aligns the agents with the state dir.
+// A process without a target cluster leaves the lock to one with a target that waits for it
+// (handover.go).
 func (d *Driver) sync() {
 	d.mu.Lock()
 	host := d.host
 	d.mu.Unlock()
 	if !host {
+		if d.target == nil && d.hostWanted() {
+			return
+		}
 		ok, err := d.lock.tryLock()
 		if err != nil {
 			d.log.Warn("local: cannot take the host lock; node agents run elsewhere or not at all", "error", err)
 			return
 		}
 		if !ok {
+			if d.target != nil {
+				d.wantHost()
+			}
 			return
 		}
 		d.mu.Lock()
 		d.host = true
 		d.mu.Unlock()
+		if d.target != nil {
+			d.dropWant()
+		}
 		d.log.Debug("local: hosting the node agents of the state dir", "dir", d.stateDir)
 	}
+	defer func() {
+		if d.target == nil && d.hostWanted() && d.cannotServe() {
+			d.stepDown()
+		}
+	}()
 	names, err := d.store.names()
 	if err != nil {
 		d.log.Warn("local: sync state dir", "error", err)
@@ -288,6 +306,7 @@ func (d *Driver) adopt(name string) {
 	if a == nil || !isNew {
 		return
 	}
+	a.restored, a.leaseFirst = true, true
 	// Spread restored heartbeats over one interval; a machine created moments ago boots now.
 	due := time.Now().Add(rand.N(rec.Spec.HeartbeatInterval))
 	if time.Since(rec.CreatedAt) < rec.Spec.HeartbeatInterval {
@@ -342,10 +361,13 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	}
 	d.mu.Lock()
 	d.agents[rec.Name] = a
+	agents := len(d.agents)
 	d.mu.Unlock()
 	if c == nil {
 		return nil, false
 	}
+	c.limit.add(1)
+	d.sched.grow(min(maxWorkers, agents/agentsPerWorker))
 	c.pods.start()
 	c.watchUpdates(d.nodeReadyForUpdate)
 	return a, true
@@ -369,6 +391,9 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 		return nil
 	}
 	d.sched.unschedule(a)
+	if a.cluster != nil {
+		a.cluster.limit.add(-1)
+	}
 	return a
 }
 
@@ -415,13 +440,8 @@ func (d *Driver) cluster(target string) (*cluster, error) {
 			return nil, fmt.Errorf("local: target kubeconfig %s: %w", target, err)
 		}
 	}
-	// One client carries the heartbeats of every node: give it room.
-	if cfg.QPS < minClientQPS {
-		cfg.QPS = minClientQPS
-	}
-	if cfg.Burst < minClientBurst {
-		cfg.Burst = minClientBurst
-	}
+	// One client carries the heartbeats of every node: its rate limit grows with them
+	// (ratelimit.go).
 	cfg.UserAgent = "machinist-local-node-agent"
 	// Protobuf, as kubelet talks to the API server (--kube-api-content-type): the heartbeats of
 	// thousands of nodes are cheaper to encode and decode than JSON, on both sides.

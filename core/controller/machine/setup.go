@@ -29,6 +29,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
@@ -60,7 +61,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	d := newDeps(mgr.GetClient(), mgr.GetAPIReader(), target, drivers, opts, mgr.GetEventRecorder("machine-controller"))
+	d := newDeps(mgr.GetClient(), mgr.GetAPIReader(), target, drivers, opts, eventnote.For(mgr, "machine-controller"))
 	if target != nil {
 		cs, err := kubernetes.NewForConfig(target.GetConfig())
 		if err != nil {

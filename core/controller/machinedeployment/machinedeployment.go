@@ -45,6 +45,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -116,7 +117,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName),
+		recorder: eventnote.For(mgr, ControllerName),
 		opts:     opts,
 		writes:   newWrites(),
 		now:      opts.Clock.Now,

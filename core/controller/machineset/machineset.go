@@ -38,6 +38,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
@@ -117,7 +118,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName),
+		recorder: eventnote.For(mgr, ControllerName),
 		opts:     opts,
 		now:      opts.Clock.Now,
 		selectorField: crdfield.New("the MachineSet CRD's status.labelSelector",
@@ -559,7 +560,8 @@ func (r *Reconciler) deleteMachines(ctx context.Context, ms *v1alpha1.MachineSet
 	}
 	wg.Wait()
 	if len(names) > 0 {
-		r.recorder.Eventf(ms, nil, "Normal", "SuccessfulDelete", "Delete", "Deleted machines %s: %s", strings.Join(names, ", "), why)
+		// One event per pass, naming the first machines: a pass deletes up to BurstReplicas.
+		r.recorder.Eventf(ms, nil, "Normal", "SuccessfulDelete", "Delete", "Deleted %s: %s: %s", eventnote.Plural(len(names), "machine"), eventnote.List(names, eventnote.ListBudget), why)
 	}
 	if len(errs) > 0 {
 		err := fmt.Errorf("machineset: %w: %w", errDelete, errors.Join(errs...))

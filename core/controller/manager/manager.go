@@ -211,6 +211,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	controlCfg.QPS, controlCfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	controlCfg.UserAgent = "machinist-controller-manager"
+	withAnswerTimeout(controlCfg)
 
 	scheme := Scheme()
 	mopts := crmanager.Options{
@@ -265,12 +266,15 @@ func New(opts Options) (*Manager, error) {
 		targetCfg := opts.TargetConfig
 		if targetCfg == nil {
 			if opts.TargetKubeconfig == "" {
-				targetCfg = rest.CopyConfig(controlCfg)
+				targetCfg = rest.CopyConfig(controlCfg) // bounded already
 			} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
 				return nil, err
+			} else {
+				withAnswerTimeout(targetCfg)
 			}
 		} else {
 			targetCfg = rest.CopyConfig(targetCfg)
+			withAnswerTimeout(targetCfg)
 		}
 		targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
 		targetCfg.UserAgent = "machinist-controller-manager"

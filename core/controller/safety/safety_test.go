@@ -362,8 +362,13 @@ func safetyFrozen(ms *v1alpha1.MachineSet) bool {
 
 func waitFrozen(t *testing.T, e *ctrltest.Env, name string, frozen bool, reason string) {
 	t.Helper()
+	waitFrozenWithin(t, e, 20*time.Second, name, frozen, reason)
+}
+
+func waitFrozenWithin(t *testing.T, e *ctrltest.Env, timeout time.Duration, name string, frozen bool, reason string) {
+	t.Helper()
 	ms := &v1alpha1.MachineSet{}
-	eventually.True(t, 20*time.Second, name+" frozen="+map[bool]string{true: "true", false: "false"}[frozen], func() bool {
+	eventually.True(t, timeout, name+" frozen="+map[bool]string{true: "true", false: "false"}[frozen], func() bool {
 		if err := e.C.Get(context.Background(), e.Key(name), ms); err != nil {
 			return false
 		}

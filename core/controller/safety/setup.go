@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
@@ -34,6 +35,7 @@ type Controller struct {
 	drivers   *registry.Resolver
 	recorder  events.EventRecorder
 	clock     clock.Clock
+	started   time.Time // when Setup ran
 
 	frozen atomic.Bool
 
@@ -46,6 +48,10 @@ type Controller struct {
 	// set is not frozen again for the same overshoot, only if it grows further.
 	unfreezeMu     sync.Mutex
 	manualUnfreeze map[types.UID]int32
+
+	// histories remembers what the overshoot check saw of each MachineSet (overshoot.go).
+	historiesMu sync.Mutex
+	histories   map[client.ObjectKey]*setHistory
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
@@ -68,11 +74,13 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		apiReader:      mgr.GetAPIReader(),
 		target:         target,
 		drivers:        drivers,
-		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
+		recorder:       eventnote.For(mgr, "machine-safety-controller"),
 		clock:          opts.Clock,
+		started:        opts.Clock.Now(),
 		trigger:        make(chan struct{}, 1),
 		candidates:     map[string]*candidate{},
 		manualUnfreeze: map[types.UID]int32{},
+		histories:      map[client.ObjectKey]*setHistory{},
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
 		for _, ref := range o.GetOwnerReferences() {
