@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -221,7 +222,7 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 	skip := map[types.UID]bool{}
 	for _, e := range blocked {
 		for _, p := range pods {
-			if containsString(e.Pods, p.Namespace+"/"+p.Name) {
+			if slices.Contains(e.Pods, p.Namespace+"/"+p.Name) {
 				skip[p.UID] = true
 			}
 		}
@@ -395,15 +396,6 @@ func deletionWait(p *corev1.Pod, opts Options) time.Duration {
 		g = opts.Timeout
 	}
 	return g + PodDeletionBuffer
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sleep waits d or until ctx is done, whichever comes first.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -370,7 +371,7 @@ func addressPairs(cidrs []string) []ports.AddressPair {
 
 func hasTags(have []string, want []string) bool {
 	for _, w := range want {
-		if !contains(have, w) {
+		if !slices.Contains(have, w) {
 			return false
 		}
 	}

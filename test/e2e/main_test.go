@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -388,21 +389,12 @@ func (w *world) assertDrainedGracefully(machines []string) {
 		var reasons []string
 		w.eventually(30*time.Second, "drain event of "+m, func() (bool, string) {
 			reasons = w.machineEvents(m)
-			return contains(reasons, "Drained") || contains(reasons, "ForceDrain"), strings.Join(reasons, ",")
+			return slices.Contains(reasons, "Drained") || slices.Contains(reasons, "ForceDrain"), strings.Join(reasons, ",")
 		})
-		if contains(reasons, "ForceDrain") || contains(reasons, "ForceDrainIncomplete") || !contains(reasons, "Drained") {
+		if slices.Contains(reasons, "ForceDrain") || slices.Contains(reasons, "ForceDrainIncomplete") || !slices.Contains(reasons, "Drained") {
 			w.t.Errorf("machine %s was not drained gracefully: events %v", m, reasons)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
