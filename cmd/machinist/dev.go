@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -438,7 +439,7 @@ func workloadState(ctx context.Context, c client.Client, w *unstructured.Unstruc
 		if err := c.Get(ctx, key, &d); err != nil {
 			return "", false, fmt.Errorf("dev: get deployment %s: %w", key, err)
 		}
-		want, selector = ptrDeref(d.Spec.Replicas, 1), d.Spec.Selector
+		want, selector = ptr.Deref(d.Spec.Replicas, 1), d.Spec.Selector
 	default:
 		var ds appsv1.DaemonSet
 		if err := c.Get(ctx, key, &ds); err != nil {
@@ -481,13 +482,6 @@ func podIsReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func ptrDeref[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
 }
 
 // printAutoscalerHint writes certificates and a Cluster Autoscaler cloud-config for the local

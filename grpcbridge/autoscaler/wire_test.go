@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
@@ -128,7 +129,7 @@ func boolField(b []byte, num protowire.Number, v bool) []byte {
 // meta.v1.Duration at fields 3/4/5) and checks that the answer carries the durations at both
 // the old numbers (nanoseconds, which CA 1.33 dereferences unchecked) and the new ones.
 func TestLegacyGetOptions(t *testing.T) {
-	conn := serveRaw(t, fakeProvider{options: autoscaler.Options{ScaleDownUnreadyTime: ptr(30 * time.Minute)}})
+	conn := serveRaw(t, fakeProvider{options: autoscaler.Options{ScaleDownUnreadyTime: ptr.To(30 * time.Minute)}})
 	var defaults []byte
 	defaults = doubleField(defaults, 1, 0.5)
 	defaults = doubleField(defaults, 2, 0.6)
@@ -268,5 +269,3 @@ func (f fakeProvider) Options(context.Context, string) (autoscaler.Options, erro
 }
 func (f fakeProvider) GPUTypes() []string            { return nil }
 func (f fakeProvider) Refresh(context.Context) error { return nil }
-
-func ptr[T any](v T) *T { return &v }

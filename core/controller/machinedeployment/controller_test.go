@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -296,7 +297,7 @@ func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
 	life.Stuck("stuck")
 	e.startControllers()
 	d := e.deployment("p", 4, "a", 2, 0)
-	d.Spec.RevisionHistoryLimit = ptr(int32(1))
+	d.Spec.RevisionHistoryLimit = ptr.To(int32(1))
 	e.create(d)
 	e.eventually(30*time.Second, "4 Running", func() (bool, string) {
 		all, run := running(e.machines(), "a")
@@ -589,7 +590,7 @@ func TestConditions(t *testing.T) {
 	}
 
 	d := e.deployment("deadline", 2, "stuck", 1, 0)
-	d.Spec.ProgressDeadlineSeconds = ptr(int32(2))
+	d.Spec.ProgressDeadlineSeconds = ptr.To(int32(2))
 	e.create(d)
 	e.eventually(30*time.Second, "ProgressDeadlineExceeded", func() (bool, string) {
 		c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,7 +82,7 @@ func (e *env) startControllers() (stop func()) {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{e.ns: {}}},
-		Controller:             config.Controller{SkipNameValidation: ptr(true), UsePriorityQueue: ptr(false)}, // as core/controller/manager (controller-runtime#3538)
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}, // as core/controller/manager (controller-runtime#3538)
 	})
 	if err != nil {
 		e.t.Fatal(err)
@@ -114,8 +115,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func (e *env) deployment(name string, replicas int32, class string, surge, unavailable int) *v1alpha1.MachineDeployment {
 	return machinetest.Deployment(e.ns, name, class, replicas, machinetest.Pool(name), int32(surge), int32(unavailable))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -25,7 +26,7 @@ func TestInPlaceUpdateSpecProblems(t *testing.T) {
 		d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.InPlaceUpdateMachineDeploymentStrategyType, InPlaceUpdate: ip}
 		e.create(d)
 	}
-	one := ptr(intstr.FromInt32(1))
+	one := ptr.To(intstr.FromInt32(1))
 	inPlace("no-orchestration", &v1alpha1.InPlaceUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: one, MaxUnavailable: one}})
 	inPlace("no-bounds", &v1alpha1.InPlaceUpdateMachineDeployment{OrchestrationType: v1alpha1.OrchestrationTypeAuto})
 	inPlace("no-target", &v1alpha1.InPlaceUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: one, MaxUnavailable: one}, OrchestrationType: v1alpha1.OrchestrationTypeManual})

@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -228,7 +229,7 @@ func New(opts Options) (*Manager, error) {
 		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
+		GracefulShutdownTimeout:       ptr.To(DefaultGracefulShutdown),
 		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
 		// process run the manager again after stopping it (tests restart the controllers).
 		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
@@ -236,7 +237,7 @@ func New(opts Options) (*Manager, error) {
 		// finish and the manager waits out the whole graceful-shutdown period
 		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
 		// 1.37 modules). The classic rate-limited queue has no such race.
-		Controller: config.Controller{SkipNameValidation: ptrTo(true), UsePriorityQueue: ptrTo(false)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	}
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace
@@ -393,7 +394,7 @@ func (m *Manager) endpoints(addr string, profiling bool) *crmanager.Server {
 	return &crmanager.Server{
 		Name:            "metrics and health",
 		Server:          &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 30 * time.Second},
-		ShutdownTimeout: ptrTo(5 * time.Second),
+		ShutdownTimeout: ptr.To(5 * time.Second),
 	}
 }
 
@@ -518,8 +519,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // setGlobalLoggers guards controller-runtime's process-wide logger (it keeps only the first).
 var setGlobalLoggers sync.Once

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -103,8 +104,8 @@ func TestMCMMetrics(t *testing.T) {
 	e.Create(deployment(e, "nojoin", 1, "mem", &v1alpha1.MachineConfiguration{MachineCreationTimeout: &metav1.Duration{Duration: time.Second}}))
 	paused := deployment(e, "paused", 0, "mem", nil)
 	paused.Spec.Paused = true
-	paused.Spec.RevisionHistoryLimit = ptrTo(int32(3))
-	paused.Spec.ProgressDeadlineSeconds = ptrTo(int32(600))
+	paused.Spec.RevisionHistoryLimit = ptr.To(int32(3))
+	paused.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	paused.Spec.RollbackTo = &v1alpha1.RollbackConfig{Revision: 2}
 	e.Create(paused)
 	// A set whose template does not match its selector: InvalidSpec, a ReplicaFailure condition.
@@ -719,5 +720,3 @@ func value(fams map[string]*dto.MetricFamily, name string, sel map[string]string
 	}
 	return v
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
@@ -52,7 +53,7 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 	cloud.Inject(memdriver.MethodStatus, memdriver.Fault{Code: driver.Unavailable, Machine: creating})
 	cloud.Add(memdriver.VM{MachineName: creating, Cluster: e.NS, Role: "worker"})
 
-	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	e.StartControllers(ctrltest.FastOptions(), false, ptr.To(fastSafety()))
 	e.Machine(kept, "mem")
 	m := e.WaitPhase(kept, v1alpha1.MachineAvailable, 30*time.Second)
 	e.Machine(creating, "mem")
@@ -204,7 +205,7 @@ func TestOvershootFreeze(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	memClass(e, cloud)
-	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	e.StartControllers(ctrltest.FastOptions(), false, ptr.To(fastSafety()))
 	ctx := context.Background()
 
 	// Standalone set of 1: limit 2×1 + safety-up 2 = 4, unfreeze at ≤ 3.
@@ -324,5 +325,3 @@ func waitFrozen(t *testing.T, e *ctrltest.Env, name string, frozen bool, reason 
 		return false
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

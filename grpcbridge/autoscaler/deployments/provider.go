@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -322,8 +323,8 @@ func (p *Provider) DeleteNodes(ctx context.Context, id string, nodes []autoscale
 		}
 		mp.Spec.Replicas = int32(want)
 		mp.Metadata.Annotations = map[string]*string{
-			v1alpha1.AnnotationTriggerDeletionByMCM:      ptr(formatTriggerDeletion(entries)),
-			v1alpha1.AnnotationLastReplicaChangeByScaler: ptr(now),
+			v1alpha1.AnnotationTriggerDeletionByMCM:      ptr.To(formatTriggerDeletion(entries)),
+			v1alpha1.AnnotationLastReplicaChangeByScaler: ptr.To(now),
 		}
 		p.log.Info("autoscaler: marking machines for deletion", "group", id, "machines", fresh, "replicas", want)
 		return nil
@@ -708,8 +709,6 @@ var errNothingToDo = fmt.Errorf("nothing to do")
 // 5 s deadline: the controllers write the deployment's status often, and CA may scale a group
 // while the previous change is still being written.
 var conflictBackoff = wait.Backoff{Steps: 12, Duration: 5 * time.Millisecond, Factor: 1.6, Jitter: 1.0, Cap: 500 * time.Millisecond}
-
-func ptr[T any](v T) *T { return &v }
 
 // update reads the group's MachineDeployment from the API server, lets change fill a patch, and
 // applies it with optimistic concurrency, retrying on conflict. The bounds are re-read from the
