@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -135,11 +136,9 @@ func createLocalMachines(c *cli.Context, cp *controlplane.ControlPlane, n int, s
 
 // waitNodesReady polls until every named node is Ready, reporting progress when it changes.
 func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string, progress func(int)) error {
-	last := -1
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		ready := 0
+	last, ready := -1, 0
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ready = 0
 		for _, name := range names {
 			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -155,15 +154,12 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string
 			progress(ready)
 			last = ready
 		}
-		if ready == len(names) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for nodes: %w (%d of %d Ready)", ctx.Err(), ready, len(names))
-		case <-time.After(200 * time.Millisecond):
-		}
+		return ready == len(names), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for nodes: %w (%d of %d Ready)", err, ready, len(names))
 	}
+	return nil
 }
 
 // besideExecutable returns the directory of this binary when etcd and kube-apiserver are there

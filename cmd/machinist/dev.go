@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -293,15 +294,15 @@ func applyFile(ctx context.Context, c client.Client, path string) ([]*unstructur
 // watchProgress prints the machines' phases whenever they change, until every machine of every
 // MachineDeployment is Running (or the deadline passes).
 func watchProgress(ctx context.Context, c client.Client, out io.Writer, step func(string, ...any), deadline time.Time, done chan error) error {
-	last := ""
-	for {
+	last, summary := "", ""
+	return watchUntil(ctx, deadline, done, func(ctx context.Context) (bool, error) {
 		var mds v1alpha1.MachineDeploymentList
 		var ms v1alpha1.MachineList
 		if err := c.List(ctx, &mds); err != nil {
-			return fmt.Errorf("dev: list machine deployments: %w", err)
+			return false, fmt.Errorf("dev: list machine deployments: %w", err)
 		}
 		if err := c.List(ctx, &ms); err != nil {
-			return fmt.Errorf("dev: list machines: %w", err)
+			return false, fmt.Errorf("dev: list machines: %w", err)
 		}
 		want := int32(0)
 		for _, d := range mds.Items {
@@ -322,7 +323,7 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 				nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
 			}
 		}
-		summary := summarize(phases)
+		summary = summarize(phases)
 		if summary != last {
 			step("machines %d/%d Running: %s", phases["Running"], want, summary)
 			last = summary
@@ -330,15 +331,12 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 		if want > 0 && phases["Running"] == int(want) && len(ms.Items) == int(want) {
 			sort.Strings(nodes)
 			step("all %d machines Running; nodes: %s", want, strings.Join(nodes, ", "))
-			return nil
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
-		}
-		if stop, err := pauseProgress(ctx, done); stop {
-			return err
-		}
-	}
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
+	})
 }
 
 func summarize(phases map[string]int) string {
@@ -380,51 +378,60 @@ func workloadsOf(objs []*unstructured.Unstructured) []*unstructured.Unstructured
 	return out
 }
 
-// pauseProgress waits half a second between two looks at the progress. It says stop when ctx
-// ends (nil: Ctrl-C is no failure) or the controllers stopped (their error, put back on done
-// for the caller that waits for them).
-func pauseProgress(ctx context.Context, done chan error) (stop bool, err error) {
-	select {
-	case <-ctx.Done():
-		return true, nil
-	case err := <-done:
-		done <- err
-		return true, fmt.Errorf("dev: controllers stopped: %v", err)
-	case <-time.After(500 * time.Millisecond):
-		return false, nil
+// watchUntil calls look every half second until it reports done or fails. Ctrl-C (ctx) ends it
+// without an error; the controllers stopping ends it with theirs (put back on done for the caller
+// that waits for them); the deadline passing ends it with timedOut's error.
+func watchUntil(ctx context.Context, deadline time.Time, done chan error, look func(context.Context) (bool, error), timedOut func() error) error {
+	var failed error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Until(deadline), true, func(context.Context) (bool, error) {
+		ok, err := look(ctx) // ctx, not the poll's: a look that outlives the deadline finishes
+		if err != nil || ok {
+			failed = err
+			return ok, err
+		}
+		select {
+		case err := <-done:
+			done <- err
+			failed = fmt.Errorf("dev: controllers stopped: %v", err)
+			return false, failed
+		default:
+			return false, nil
+		}
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case err == nil, ctx.Err() != nil:
+		return nil
+	default:
+		return timedOut()
 	}
 }
 
 // watchWorkloads prints the sample workloads' pods whenever they change, until every
 // Deployment and DaemonSet has all its pods Running and Ready (or the deadline passes).
 func watchWorkloads(ctx context.Context, c client.Client, step func(string, ...any), workloads []*unstructured.Unstructured, deadline time.Time, done chan error) error {
-	last := ""
-	for {
+	last, summary := "", ""
+	return watchUntil(ctx, deadline, done, func(ctx context.Context) (bool, error) {
 		var lines []string
 		complete := true
 		for _, w := range workloads {
 			line, ready, err := workloadState(ctx, c, w)
 			if err != nil {
-				return err
+				return false, err
 			}
 			lines = append(lines, line)
 			complete = complete && ready
 		}
-		summary := strings.Join(lines, "; ")
+		summary = strings.Join(lines, "; ")
 		if summary != last {
 			step("workload %s", summary)
 			last = summary
 		}
-		if complete {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
-		}
-		if stop, err := pauseProgress(ctx, done); stop {
-			return err
-		}
-	}
+		return complete, nil
+	}, func() error {
+		return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
+	})
 }
 
 // workloadState describes a Deployment's or DaemonSet's pods ("deployment/hello 3/3 Running

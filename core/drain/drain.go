@@ -397,31 +397,3 @@ func deletionWait(p *corev1.Pod, opts Options) time.Duration {
 	}
 	return g + PodDeletionBuffer
 }
-
-// sleep waits d or until ctx is done, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// poll calls cond every interval until it reports done, it fails, timeout passes or ctx ends.
-// It reports whether cond was satisfied.
-func poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		done, err := cond(ctx)
-		if err != nil || done {
-			return done, err
-		}
-		if err := sleep(ctx, interval); err != nil {
-			return false, nil
-		}
-	}
-}

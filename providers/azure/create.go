@@ -8,13 +8,14 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // maxCustomData is the longest base64 customData Azure accepts.
@@ -71,7 +72,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			return nil, driver.Errorf(driver.Unavailable, "azure: VM %q is being deleted; retry once it is gone", name)
 		case strings.EqualFold(state, "Creating") || strings.EqualFold(state, "Updating"):
 			// Another call (or an earlier, interrupted one) is still creating it: wait.
-			if err := sleep(ctx, d.opts.PollFrequency); err != nil {
+			if err := waitctx.Sleep(ctx, clock.RealClock{}, d.opts.PollFrequency); err != nil {
 				return nil, statusOf("wait for VM "+name, err)
 			}
 			continue
@@ -526,15 +527,4 @@ func lastSegment(id string) string {
 		return id[i+1:]
 	}
 	return id
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/internal/version"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // session is one authenticated client per credential set and region: the Keystone token and the
@@ -212,7 +214,7 @@ func (p *pool) backoff(ctx context.Context, resp *gophercloud.ErrUnexpectedRespo
 			}
 		}
 	}
-	return sleep(ctx, min(wait, p.opts.MaxBackoff))
+	return waitctx.Sleep(ctx, clock.RealClock{}, min(wait, p.opts.MaxBackoff))
 }
 
 // retry retries idempotent requests that failed with a gateway error or a broken connection, a
@@ -238,22 +240,8 @@ func (p *pool) retry(ctx context.Context, method, _ string, _ *gophercloud.Reque
 	default:
 		return err
 	}
-	if serr := sleep(ctx, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxBackoff)); serr != nil {
+	if serr := waitctx.Sleep(ctx, clock.RealClock{}, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxBackoff)); serr != nil {
 		return err
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

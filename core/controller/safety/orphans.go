@@ -62,7 +62,7 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 		case <-c.trigger:
 			t.Stop()
 			// Space triggered passes; a burst of deletions makes one pass.
-			if d := c.opts.OrphanMinInterval - c.now().Sub(passed); d > 0 && !sleep(ctx, min(d, wait)) {
+			if d := c.opts.OrphanMinInterval - c.now().Sub(passed); d > 0 && !c.sleep(ctx, min(d, wait)) {
 				return nil
 			}
 		}

@@ -10,12 +10,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
@@ -107,13 +109,6 @@ func (c *Controller) namespace() string {
 }
 
 // sleep waits d or until ctx is done; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
+	return waitctx.Sleep(ctx, clock.RealClock{}, d) == nil
 }

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -24,11 +25,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // Drivers resolves a MachineClass to its driver; *registry.Resolver is one (compiled-in or
@@ -178,7 +182,8 @@ func New(cfg Config) (*Provider, error) {
 // before the first listing would report empty groups and make it create machines that exist.
 func (p *Provider) Start(ctx context.Context) error {
 	p.ctx = ctx
-	backoff := time.Second
+	// Retries of the first listing wait 1s, 2s, 4s … up to a minute, across all groups.
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
 	for _, name := range p.order {
 		for {
 			err := p.list(ctx, p.groups[name])
@@ -189,13 +194,11 @@ func (p *Provider) Start(ctx context.Context) error {
 				return fmt.Errorf("autoscaler: group %q: the %s driver cannot list machines, which static groups need: use MachineDeployment groups instead: %w",
 					name, p.groups[name].cfg.Class.Provider, err)
 			}
-			p.log.Warn("autoscaler: listing a static group failed; retrying", "group", name, "in", backoff, "error", err)
-			select {
-			case <-ctx.Done():
+			delay := backoff.Step()
+			p.log.Warn("autoscaler: listing a static group failed; retrying", "group", name, "in", delay, "error", err)
+			if waitctx.Sleep(ctx, clock.RealClock{}, delay) != nil {
 				return fmt.Errorf("autoscaler: group %q was never listed: %w", name, err)
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, time.Minute)
 		}
 	}
 	p.ready.Store(true)

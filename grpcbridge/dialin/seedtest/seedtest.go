@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/grpcbridge/proto/infra"
 )
@@ -85,14 +86,7 @@ func (c *Client) Run(ctx context.Context) {
 	if retry <= 0 {
 		retry = 5 * time.Second
 	}
-	for {
-		c.once(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(retry):
-		}
-	}
+	wait.UntilWithContext(ctx, c.once, retry)
 }
 
 func (c *Client) once(ctx context.Context) {
