@@ -57,11 +57,11 @@ func (apiMetrics) Do(req *policy.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := req.Next()
 	if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-		cloudapi.Failed(Name, svc)
+		cloudapi.Failed(ProviderName, svc)
 		return resp, err
 	}
-	cloudapi.Requested(Name, svc)
-	cloudapi.Observe(Name, svc, time.Since(start))
+	cloudapi.Requested(ProviderName, svc)
+	cloudapi.Observe(ProviderName, svc, time.Since(start))
 	return resp, err
 }
 

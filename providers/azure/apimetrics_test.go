@@ -47,7 +47,7 @@ func azureCounts(t *testing.T) (requests, failed, timed map[string]float64) {
 			if !slices.Equal(names, []string{"provider", "service"}) {
 				t.Errorf("%s has labels %v, MCM's are provider and service", f.GetName(), names)
 			}
-			if labels["provider"] == Name {
+			if labels["provider"] == ProviderName {
 				dst[labels["service"]] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			}
 		}

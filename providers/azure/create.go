@@ -72,7 +72,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			return nil, driver.Errorf(driver.Unavailable, "azure: VM %q is being deleted; retry once it is gone", name)
 		case strings.EqualFold(state, "Creating") || strings.EqualFold(state, "Updating"):
 			// Another call (or an earlier, interrupted one) is still creating it: wait.
-			if err := waitctx.Sleep(ctx, clock.RealClock{}, d.opts.PollFrequency); err != nil {
+			if err := waitctx.Sleep(ctx, clock.RealClock{}, d.opts.PollInterval); err != nil {
 				return nil, statusOf("wait for VM "+name, err)
 			}
 			continue

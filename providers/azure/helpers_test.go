@@ -52,7 +52,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	drv := New(Options{
 		Transport:      c.Transport(),
 		Cloud:          &cfg,
-		PollFrequency:  time.Millisecond,
+		PollInterval:  time.Millisecond,
 		CleanupTimeout: 20 * time.Second,
 		Retry:          policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
 		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -253,7 +253,7 @@ func publishedSample(t testing.TB) *v1alpha1.MachineClass {
 // json.Unmarshal answers too, for a placeholder that is not a bool.
 func TestGardenerPublishedSample(t *testing.T) {
 	class := publishedSample(t)
-	if err := driver.CheckProvider(class, Name); err != nil {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		t.Fatal(err)
 	}
 	raw := class.ProviderSpec.Raw

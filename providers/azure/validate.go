@@ -19,7 +19,7 @@ import (
 // ignored). The warnings name what was ignored or matched loosely; an invalid spec's error notes
 // them too.
 func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	if err := driver.CheckProvider(class, Name); err != nil {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		return nil, nil, err
 	}
 	spec := &ProviderSpec{}

@@ -47,8 +47,8 @@ type Options struct {
 	// Retries of a throttled (429) request, or of an idempotent one that hit a gateway error;
 	// default 3.
 	Retries int
-	// MaxSessions is the number of credential sets whose clients are cached; default 64.
-	MaxSessions int
+	// MaxClientSets is the number of credential sets whose clients are cached; default 64.
+	MaxClientSets int
 	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
 	// does, or driver.Strict.
 	SpecMode driver.SpecMode
@@ -76,8 +76,8 @@ func (o Options) withDefaults() Options {
 	if o.Retries <= 0 {
 		o.Retries = 3
 	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = 64
+	if o.MaxClientSets <= 0 {
+		o.MaxClientSets = 64
 	}
 	return o
 }

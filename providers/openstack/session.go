@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 	"github.com/machinist-io/machinist/internal/version"
 	"github.com/machinist-io/machinist/internal/waitctx"
 )
@@ -29,88 +30,51 @@ type session struct {
 	volume   *gophercloud.ServiceClient
 	image    *gophercloud.ServiceClient
 
-	// Guarded by the pool entry's mutex.
+	// mu makes one caller renew the token while the others wait for it; it guards the fields
+	// below.
+	mu       sync.Mutex
 	tokenID  string
 	obtained time.Time
 	expires  time.Time
 }
 
-// pool caches sessions by a hash of their credentials (never the credentials themselves) and
-// keeps at most max of them, dropping the least recently used.
+// pool caches sessions by a hash of their credentials and region (never the credentials
+// themselves) and keeps at most MaxClientSets of them, dropping the least recently used.
 type pool struct {
-	opts Options
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	entries map[string]*poolEntry
-}
-
-type poolEntry struct {
-	mu       sync.Mutex
-	s        *session
-	lastUsed time.Time
+	opts     Options
+	log      *slog.Logger
+	sessions *clientcache.Cache[*session]
 }
 
 func newPool(opts Options, log *slog.Logger) *pool {
-	return &pool{opts: opts, log: log, entries: map[string]*poolEntry{}}
+	return &pool{opts: opts, log: log, sessions: clientcache.New[*session](opts.MaxClientSets)}
 }
 
 // get returns the session of the credentials in region, authenticating once, and renews its
 // token before it expires.
 func (p *pool) get(ctx context.Context, c *credentials, region string) (*session, error) {
 	key := c.key() + "/" + region
-	p.mu.Lock()
-	e, ok := p.entries[key]
-	if !ok {
-		e = &poolEntry{}
-		p.entries[key] = e
-		p.evictLocked(key)
-	}
-	e.lastUsed = time.Now()
-	p.mu.Unlock()
-
-	// One caller per credential set authenticates or renews; the others wait and share the result.
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.s == nil {
+	// One caller per credential set authenticates; the others wait and share the result.
+	s, err := p.sessions.Get(key, func() (*session, error) {
 		s, err := p.open(ctx, c, region)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			p.log.Debug("openstack: authenticated", "session", key[:12], "region", region)
 		}
-		e.s = s
-		p.log.Debug("openstack: authenticated", "session", key[:12], "region", region)
-	}
-	if err := p.keepFresh(ctx, e.s); err != nil {
+		return s, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	return e.s, nil
-}
-
-// evictLocked drops the least recently used sessions beyond the limit. Callers hold p.mu.
-func (p *pool) evictLocked(keep string) {
-	for len(p.entries) > p.opts.MaxSessions {
-		oldest, at := "", time.Time{}
-		for k, e := range p.entries {
-			if k == keep {
-				continue
-			}
-			if oldest == "" || e.lastUsed.Before(at) {
-				oldest, at = k, e.lastUsed
-			}
-		}
-		if oldest == "" {
-			return
-		}
-		delete(p.entries, oldest)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := p.keepFresh(ctx, s); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // size returns the number of cached sessions.
-func (p *pool) size() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.entries)
-}
+func (p *pool) size() int { return p.sessions.Len() }
 
 // open authenticates against Keystone v3 and builds the service clients of region.
 func (p *pool) open(ctx context.Context, c *credentials, region string) (*session, error) {
@@ -164,7 +128,7 @@ func (p *pool) open(ctx context.Context, c *credentials, region string) (*sessio
 	return s, nil
 }
 
-// observeToken records the current token and its expiry. Callers hold the entry's mutex.
+// observeToken records the current token and its expiry. Callers hold s.mu.
 func (s *session) observeToken() {
 	tok := s.provider.Token()
 	if tok == s.tokenID {

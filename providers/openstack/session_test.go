@@ -118,7 +118,7 @@ func TestExpiredTokenRenewedOn401(t *testing.T) {
 // first uses authenticate once, and the cache is bounded.
 func TestSessionsPerCredentialSet(t *testing.T) {
 	cloud := fakeopenstack.Start(t)
-	d, logs := testDriver(t, func(o *Options) { o.MaxSessions = 2 })
+	d, logs := testDriver(t, func(o *Options) { o.MaxClientSets = 2 })
 	ctx := ctxT(t)
 	class := testClass(t)
 	byName := passwordSecret(cloud)
