@@ -184,8 +184,8 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 		if files != (mtls.Files{}) {
 			return nil, fmt.Errorf("--insecure and --cert/--key/--cacert contradict each other: drop one")
 		}
-		if err := checkLoopback(listenAddr); err != nil {
-			return nil, err
+		if err := loopbackOnly(listenAddr, false); err != nil {
+			return nil, fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: --address %w; or serve mutual TLS with --cert, --key and --cacert", err)
 		}
 		return insecure.NewCredentials(), nil
 	}
@@ -197,21 +197,6 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 		return nil, fmt.Errorf("autoscaler: %w", err)
 	}
 	return credentials.NewTLS(tlsConfig), nil
-}
-
-// checkLoopback accepts only listen addresses that no other machine can reach.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: use --address 127.0.0.1:<port> (not %q), or serve mTLS with --cert, --key and --cacert", addr)
 }
 
 func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Provider, error) {

@@ -175,7 +175,7 @@ func TestRunDialinPlainTextOnlyOnLoopback(t *testing.T) {
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:5000", "localhost:5000", "[::1]:5000", "unix:///tmp/dialin.sock"} {
-		if err := loopbackOnly(addr); err != nil {
+		if err := loopbackOnly(addr, true); err != nil {
 			t.Errorf("%s: %v", addr, err)
 		}
 	}

@@ -340,8 +340,8 @@ func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error
 // with --insecure, which only a loopback address or a unix socket may serve.
 func dialinTransport(c *cli.Context, addr string) (grpcbridge.Transport, error) {
 	if c.Bool("insecure") {
-		if err := loopbackOnly(addr); err != nil {
-			return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen with --insecure: %w", err)
+		if err := loopbackOnly(addr, true); err != nil {
+			return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen with --insecure: plain text is served only on loopback or a unix socket: %w; or serve mutual TLS with --cert, --key and --cacert", err)
 		}
 		return grpcbridge.Transport{Insecure: true}, nil
 	}
