@@ -38,12 +38,12 @@ const controllerManagerControllers = "*,bootstrap-signer-controller,token-cleane
 // (user system:kube-scheduler or system:kube-controller-manager, whose RBAC roles the API
 // server creates at startup).
 func (cp *ControlPlane) componentKubeconfig(name, user string) (string, error) {
-	certFile, keyFile, err := cp.pki.clientCert(name, user)
+	certFile, keyFile, err := cp.certs.clientCert(name, user)
 	if err != nil {
 		return "", err
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["machinist"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthority: cp.pki.caFile()}
+	cfg.Clusters["machinist"] = &clientcmdapi.Cluster{Server: cp.Config.Host, CertificateAuthority: cp.certs.caFile()}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: certFile, ClientKey: keyFile}
 	cfg.Contexts["machinist"] = &clientcmdapi.Context{Cluster: "machinist", AuthInfo: user}
 	cfg.CurrentContext = "machinist"
@@ -82,10 +82,10 @@ func (cp *ControlPlane) controllerManagerArgs(kubeconfig string) []string {
 		"--controllers=" + controllerManagerControllers,
 		// Each controller uses its own service account and RBAC role, as in kubeadm clusters.
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + cp.pki.saKeyFile(),
-		"--root-ca-file=" + cp.pki.caFile(),
-		"--cluster-signing-cert-file=" + cp.pki.caFile(),
-		"--cluster-signing-key-file=" + cp.pki.caKeyFile(),
+		"--service-account-private-key-file=" + cp.certs.saKeyFile(),
+		"--root-ca-file=" + cp.certs.caFile(),
+		"--cluster-signing-cert-file=" + cp.certs.caFile(),
+		"--cluster-signing-key-file=" + cp.certs.caKeyFile(),
 		fmt.Sprintf("--kube-api-qps=%d", componentQPS),
 		fmt.Sprintf("--kube-api-burst=%d", componentBurst),
 	}

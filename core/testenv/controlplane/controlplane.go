@@ -79,7 +79,7 @@ type ControlPlane struct {
 	opts      Options
 	log       *slog.Logger
 	tempDir   bool
-	pki       *pki
+	certs     *certDir
 	etcd      *process
 	apiserver *process
 	// scheduler and controllerManager are nil unless requested.
@@ -137,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			cp.Stop()
 		}
 	}()
-	if cp.pki, err = loadOrCreatePKI(filepath.Join(cp.Dir, "pki")); err != nil {
+	if cp.certs, err = loadOrCreateCerts(filepath.Join(cp.Dir, "pki")); err != nil {
 		return nil, err
 	}
 
@@ -248,13 +248,13 @@ func (cp *ControlPlane) apiserverArgs(p ports) []string {
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + port,
-		"--cert-dir=" + cp.pki.dir,
-		"--tls-cert-file=" + cp.pki.servingCertFile(),
-		"--tls-private-key-file=" + cp.pki.servingKeyFile(),
-		"--client-ca-file=" + cp.pki.caFile(),
+		"--cert-dir=" + cp.certs.dir,
+		"--tls-cert-file=" + cp.certs.servingCertFile(),
+		"--tls-private-key-file=" + cp.certs.servingKeyFile(),
+		"--client-ca-file=" + cp.certs.caFile(),
 		"--service-account-issuer=https://127.0.0.1:" + port,
-		"--service-account-key-file=" + cp.pki.saPublicFile(),
-		"--service-account-signing-key-file=" + cp.pki.saKeyFile(),
+		"--service-account-key-file=" + cp.certs.saPublicFile(),
+		"--service-account-signing-key-file=" + cp.certs.saKeyFile(),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
@@ -282,9 +282,9 @@ func (cp *ControlPlane) restConfig() *rest.Config {
 	return &rest.Config{
 		Host: "https://127.0.0.1:" + strconv.Itoa(cp.APIServerPort),
 		TLSClientConfig: rest.TLSClientConfig{
-			CAData:   cp.pki.caCert,
-			CertData: cp.pki.adminCert,
-			KeyData:  cp.pki.adminKey,
+			CAData:   cp.certs.caCert,
+			CertData: cp.certs.adminCert,
+			KeyData:  cp.certs.adminKey,
 		},
 		QPS:   qps,
 		Burst: burst,
@@ -395,11 +395,11 @@ func (cp *ControlPlane) writeKubeconfig() error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["machinist"] = &clientcmdapi.Cluster{
 		Server:                   cp.Config.Host,
-		CertificateAuthorityData: cp.pki.caCert,
+		CertificateAuthorityData: cp.certs.caCert,
 	}
 	cfg.AuthInfos["machinist-admin"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cp.pki.adminCert,
-		ClientKeyData:         cp.pki.adminKey,
+		ClientCertificateData: cp.certs.adminCert,
+		ClientKeyData:         cp.certs.adminKey,
 	}
 	cfg.Contexts["machinist"] = &clientcmdapi.Context{Cluster: "machinist", AuthInfo: "machinist-admin"}
 	cfg.CurrentContext = "machinist"

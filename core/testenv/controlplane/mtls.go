@@ -1,14 +1,13 @@
 package controlplane
 
 import (
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/machinist-io/machinist/internal/pki"
 )
 
 // MTLSFiles are the PEM files of a small mutual-TLS setup for local use: a CA, a server
@@ -42,43 +41,23 @@ func LocalMTLS(dir, serverName, clientName string) (MTLSFiles, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return f, fmt.Errorf("controlplane: %w", err)
 	}
-	caKey, err := newKey()
+	ca, err := pki.NewCA("machinist-local-mtls-ca", certValidity)
 	if err != nil {
-		return f, err
+		return f, fmt.Errorf("controlplane: %w", err)
 	}
-	now := time.Now().Add(-time.Hour)
-	caTmpl := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: "machinist-local-mtls-ca"},
-		NotBefore: now, NotAfter: now.Add(pkiValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true, IsCA: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	serverCert, serverKey, err := ca.Issue(pki.Leaf{
+		CommonName: serverName, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	})
 	if err != nil {
-		return f, fmt.Errorf("controlplane: create CA: %w", err)
+		return f, fmt.Errorf("controlplane: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	clientCert, clientKey, err := ca.Issue(pki.Leaf{CommonName: clientName, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 	if err != nil {
-		return f, err
-	}
-	leaf := func(cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) ([]byte, []byte, error) {
-		return signed(ca, caKey, &x509.Certificate{
-			SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now, NotAfter: now.Add(pkiValidity),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			DNSNames: dns, IPAddresses: ips,
-		})
-	}
-	serverCert, serverKey, err := leaf(serverName, x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback})
-	if err != nil {
-		return f, err
-	}
-	clientCert, clientKey, err := leaf(clientName, x509.ExtKeyUsageClientAuth, nil, nil)
-	if err != nil {
-		return f, err
+		return f, fmt.Errorf("controlplane: %w", err)
 	}
 	for path, data := range map[string][]byte{
-		f.CA: pemBlock("CERTIFICATE", caDER), f.ServerCert: serverCert, f.ServerKey: serverKey,
+		f.CA: ca.CertPEM, f.ServerCert: serverCert, f.ServerKey: serverKey,
 		f.ClientCert: clientCert, f.ClientKey: clientKey,
 	} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {

@@ -2,18 +2,12 @@ package fakeazure
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"regexp"
@@ -22,6 +16,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/machinist-io/machinist/internal/pki"
 )
 
 // ControlPrefix is the path under which a served cloud answers its control requests: GET
@@ -231,29 +227,7 @@ func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
 // selfSignedTLS makes a throw-away CA and a server certificate it signs for ip, the loopback
 // addresses and localhost.
 func selfSignedTLS(ip net.IP) ([]byte, tls.Certificate, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fakeazure CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(30 * 24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("fakeazure CA", 30*24*time.Hour)
 	if err != nil {
 		return nil, tls.Certificate{}, err
 	}
@@ -261,29 +235,16 @@ func selfSignedTLS(ip net.IP) ([]byte, tls.Certificate, error) {
 	if ip != nil && !ip.IsUnspecified() {
 		ips = append(ips, ip)
 	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "fakeazure"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(30 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  ips,
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	certPEM, keyPEM, err := ca.Issue(pki.Leaf{
+		CommonName: "fakeazure", DNSNames: []string{"localhost"}, IPs: ips,
+		Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
 	if err != nil {
 		return nil, tls.Certificate{}, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	cert, err := tls.X509KeyPair(
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, tls.Certificate{}, errors.Join(errors.New("fakeazure: server certificate"), err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), cert, nil
+	return ca.CertPEM, cert, nil
 }
