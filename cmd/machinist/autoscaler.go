@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -31,6 +29,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
 func init() { commands = append(commands, autoscalerCommand()) }
@@ -211,9 +210,9 @@ func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Prov
 		}
 		groups = append(groups, g)
 	}
-	cfg, err := kubeconfig(c.String("control-kubeconfig"), true)
+	cfg, err := kubeconfig.Load(c.String("control-kubeconfig"))
 	if err != nil {
-		return nil, fmt.Errorf("autoscaler: control cluster: %w", err)
+		return nil, fmt.Errorf("autoscaler: control cluster (--control-kubeconfig): %w", err)
 	}
 	return deployments.New(deployments.Config{
 		Control: cfg, Namespace: c.String("namespace"), Groups: groups, GPULabel: c.String("gpu-label"), Log: log,
@@ -228,7 +227,7 @@ func newStaticProvider(c *cli.Context, path string, log *slog.Logger) (*static.P
 	var target *rest.Config
 	var cs kubernetes.Interface
 	if tk := c.String("target-kubeconfig"); tk != "" {
-		if target, err = kubeconfig(tk, false); err != nil {
+		if target, err = kubeconfig.Load(tk); err != nil {
 			return nil, nil, fmt.Errorf("autoscaler: --target-kubeconfig: %w", err)
 		}
 		if cs, err = kubernetes.NewForConfig(target); err != nil {
@@ -294,26 +293,6 @@ func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
 		drivers[name] = grpcbridge.NewClient(conn, grpcbridge.WithProvider(name))
 	}
 	return grpcbridge.NewRouter(drivers), closeAll, nil
-}
-
-// kubeconfig loads a kubeconfig file; with an empty path, $KUBECONFIG, else (when inCluster)
-// the in-cluster config.
-func kubeconfig(path string, inCluster bool) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" && inCluster {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster: pass --control-kubeconfig: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
 }
 
 // serveAutoscalerHTTP serves /metrics, /healthz (the process is up) and /readyz (every group is

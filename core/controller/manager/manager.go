@@ -28,7 +28,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -48,6 +47,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 	"github.com/machinist-io/machinist/internal/logbridge"
 )
 
@@ -90,12 +90,13 @@ type LeaderElection struct {
 // Options configure the controller manager. Zero fields take their defaults.
 type Options struct {
 	// ControlKubeconfig is the kubeconfig of the control cluster holding the Machine* objects
-	// (--control-kubeconfig); "" uses $KUBECONFIG, else the in-cluster config.
+	// (--control-kubeconfig): a file, "inClusterConfig", or "" for $KUBECONFIG, else the
+	// in-cluster config (internal/kubeconfig).
 	ControlKubeconfig string
 	// ControlConfig, when set, is used instead of ControlKubeconfig.
 	ControlConfig *rest.Config
-	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig);
-	// "" is the control cluster, "none" means no target cluster.
+	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig): a
+	// file or "inClusterConfig"; "" is the control cluster, "none" means no target cluster.
 	TargetKubeconfig string
 	// TargetConfig, when set, is used instead of TargetKubeconfig.
 	TargetConfig *rest.Config
@@ -455,22 +456,16 @@ func cacheSynced(c cache.Cache) error {
 	return nil
 }
 
-// restConfig loads a cluster's config: the given one, a kubeconfig file, $KUBECONFIG, or the
-// in-cluster config, in that order.
-func restConfig(cfg *rest.Config, kubeconfig, which string) (*rest.Config, error) {
+// restConfig returns a cluster's config: the given one, else the one its kubeconfig flag's value
+// names by internal/kubeconfig's rules (a file, inClusterConfig, or "" for $KUBECONFIG, else the
+// in-cluster config).
+func restConfig(cfg *rest.Config, value, which string) (*rest.Config, error) {
 	if cfg != nil {
 		return rest.CopyConfig(cfg), nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	c, err := kubeconfig.Load(value)
 	if err != nil {
-		if kubeconfig != "" {
-			return nil, fmt.Errorf("manager: %s cluster kubeconfig %s: %w", which, kubeconfig, err)
-		}
-		return nil, fmt.Errorf("manager: %s cluster: no --%s-kubeconfig given, $KUBECONFIG unset and not running in a cluster: %w", which, which, err)
+		return nil, fmt.Errorf("manager: %s cluster (--%s-kubeconfig): %w", which, which, err)
 	}
 	return c, nil
 }
