@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -89,7 +90,7 @@ func checkSample(t *testing.T, docs [][]byte) {
 	if err != nil {
 		t.Fatalf("sample MachineClass: %v", err)
 	}
-	if spec.clusterTag() == "" || !strings.HasPrefix(deref(spec.Properties.StorageProfile.ImageReference.URN), "sap:") {
+	if spec.clusterTag() == "" || !strings.HasPrefix(ptr.Deref(spec.Properties.StorageProfile.ImageReference.URN, ""), "sap:") {
 		t.Errorf("decoded spec = %+v", spec)
 	}
 	if _, err := credentialsFrom(merged); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
@@ -149,19 +150,9 @@ func lookupTag(tags map[string]*string, key string) (string, bool) {
 func azureTags(tags map[string]string) map[string]*string {
 	out := make(map[string]*string, len(tags))
 	for k, v := range tags {
-		out[k] = to(v)
+		out[k] = ptr.To(v)
 	}
 	return out
-}
-
-func to[T any](v T) *T { return &v }
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 var _ driver.Driver = (*Driver)(nil)

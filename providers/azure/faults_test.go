@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
@@ -25,7 +26,7 @@ func TestNoLeaksWhenAnyStepOfCreateFails(t *testing.T) {
 		// Include a data disk made from an image, so its create and tag steps are exercised.
 		e.class = e.classWith("img", func(s *ProviderSpec) {
 			lun := int32(5)
-			s.Properties.StorageProfile.DataDisks = append(s.Properties.StorageProfile.DataDisks, DataDisk{Name: "cache", Lun: &lun, DiskSizeGB: 32, StorageAccountType: "Premium_LRS", ImageRef: &ImageReference{SharedGalleryImageID: to("/SharedGalleries/s/Images/cache/Versions/1.0.0")}})
+			s.Properties.StorageProfile.DataDisks = append(s.Properties.StorageProfile.DataDisks, DataDisk{Name: "cache", Lun: &lun, DiskSizeGB: 32, StorageAccountType: "Premium_LRS", ImageRef: &ImageReference{SharedGalleryImageID: ptr.To("/SharedGalleries/s/Images/cache/Versions/1.0.0")}})
 		})
 	}
 	base := newTestEnv(t)

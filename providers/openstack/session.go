@@ -166,7 +166,7 @@ func (p *pool) keepFresh(ctx context.Context, s *session) error {
 	return nil
 }
 
-// backoff waits as a 429 answer asks (Retry-After), capped by MaxBackoff and bounded by ctx.
+// backoff waits as a 429 answer asks (Retry-After), capped by MaxRetryWait and bounded by ctx.
 func (p *pool) backoff(ctx context.Context, resp *gophercloud.ErrUnexpectedResponseCode, _ error, retries uint) error {
 	wait := time.Duration(retries) * time.Second
 	if resp != nil {
@@ -178,7 +178,7 @@ func (p *pool) backoff(ctx context.Context, resp *gophercloud.ErrUnexpectedRespo
 			}
 		}
 	}
-	return waitctx.Sleep(ctx, clock.RealClock{}, min(wait, p.opts.MaxBackoff))
+	return waitctx.Sleep(ctx, clock.RealClock{}, min(wait, p.opts.MaxRetryWait))
 }
 
 // retry retries idempotent requests that failed with a gateway error or a broken connection, a
@@ -204,7 +204,7 @@ func (p *pool) retry(ctx context.Context, method, _ string, _ *gophercloud.Reque
 	default:
 		return err
 	}
-	if serr := waitctx.Sleep(ctx, clock.RealClock{}, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxBackoff)); serr != nil {
+	if serr := waitctx.Sleep(ctx, clock.RealClock{}, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxRetryWait)); serr != nil {
 		return err
 	}
 	return nil
