@@ -50,8 +50,8 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -164,12 +164,12 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fmt.Printf("== %d machines: starting etcd and kube-apiserver …\n", n)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log})
+	cp, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log})
 	if err != nil {
 		return res, err
 	}
 	defer cp.Stop()
-	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: controlplane.Scheme})
+	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: localcontrolplane.Scheme})
 	if err != nil {
 		return res, err
 	}

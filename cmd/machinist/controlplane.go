@@ -21,7 +21,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 func init() { commands = append(commands, controlPlaneCommand()) }
@@ -59,7 +59,7 @@ func runControlPlane(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := controlplane.Options{
+	opts := localcontrolplane.Options{
 		Dir: dir, BinDir: c.String("bin-dir"), Log: log,
 		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
 	}
@@ -70,7 +70,7 @@ func runControlPlane(c *cli.Context) error {
 		opts.CRDDirs = []string{d}
 	}
 	fmt.Fprintf(c.App.Writer, "starting %s in %s …\n", strings.Join(controlPlaneComponents(opts), ", "), dir)
-	cp, err := controlplane.Start(c.Context, opts)
+	cp, err := localcontrolplane.Start(c.Context, opts)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func runControlPlane(c *cli.Context) error {
 
 // createLocalMachines creates (or finds again) n local machines and waits until their nodes are
 // Ready, printing progress. The returned driver runs their node agents until closed.
-func createLocalMachines(c *cli.Context, cp *controlplane.ControlPlane, n int, stateDir string) (driver.Driver, error) {
+func createLocalMachines(c *cli.Context, cp *localcontrolplane.ControlPlane, n int, stateDir string) (driver.Driver, error) {
 	var class *v1alpha1.MachineClass
 	var err error
 	if path := c.String("class"); path != "" {

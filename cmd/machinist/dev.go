@@ -32,9 +32,9 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/internal/livedir"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 func init() { commands = append(commands, devCommand()) }
@@ -42,8 +42,8 @@ func init() { commands = append(commands, devCommand()) }
 // devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane (with
 // kube-scheduler and kube-controller-manager), the controller manager with the local provider,
 // and the samples, with progress until the machines and the sample workload are Running. It
-// lives in the product binary next to `machinist controlplane` (which already links
-// core/testenv) so one process owns everything and Ctrl-C cleans it all up.
+// lives in the product binary next to `machinist controlplane` (both run
+// internal/localcontrolplane) so one process owns everything and Ctrl-C cleans it all up.
 func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
@@ -72,7 +72,7 @@ func runDev(c *cli.Context) error {
 	out := c.App.Writer
 	samples := c.String("samples")
 	if samples == "" {
-		root, err := controlplane.RepoRoot()
+		root, err := localcontrolplane.RepoRoot()
 		if err != nil {
 			return fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
 		}
@@ -116,7 +116,7 @@ func runDev(c *cli.Context) error {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	cpOpts := controlplane.Options{
+	cpOpts := localcontrolplane.Options{
 		Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log,
 		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
 	}
@@ -124,7 +124,7 @@ func runDev(c *cli.Context) error {
 	if cpOpts.BinDir == "" {
 		cpOpts.BinDir = besideExecutable()
 	}
-	cp, err := controlplane.Start(c.Context, cpOpts)
+	cp, err := localcontrolplane.Start(c.Context, cpOpts)
 	if err != nil {
 		return err
 	}
@@ -356,7 +356,7 @@ func summarize(phases map[string]int) string {
 }
 
 // controlPlaneComponents names what a control plane of opts runs, for the progress output.
-func controlPlaneComponents(o controlplane.Options) []string {
+func controlPlaneComponents(o localcontrolplane.Options) []string {
 	names := []string{"etcd", "kube-apiserver"}
 	if o.KubeScheduler {
 		names = append(names, "kube-scheduler")
@@ -496,7 +496,7 @@ func podIsReady(p *corev1.Pod) bool {
 // Autoscaler (--cloud-provider=externalgrpc) against it.
 func printAutoscalerHint(out io.Writer, dir, kubeconfig string) error {
 	asDir := filepath.Join(dir, "autoscaler")
-	files, err := controlplane.LocalMTLS(asDir, "machinist-autoscaler", "cluster-autoscaler")
+	files, err := localcontrolplane.LocalMTLS(asDir, "machinist-autoscaler", "cluster-autoscaler")
 	if err != nil {
 		return fmt.Errorf("dev: autoscaler certificates: %w", err)
 	}

@@ -37,11 +37,11 @@ import (
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/logbridge"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
@@ -348,7 +348,7 @@ func (e *e2e) watchNodeMarks() *nodeMarks {
 
 func repoPath(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

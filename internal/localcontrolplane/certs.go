@@ -1,4 +1,4 @@
-package controlplane
+package localcontrolplane
 
 import (
 	"crypto/x509"

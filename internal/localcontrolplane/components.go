@@ -1,4 +1,4 @@
-package controlplane
+package localcontrolplane
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -166,26 +167,32 @@ func (cp *ControlPlane) startComponents(ctx context.Context, binDir string) erro
 }
 
 // waitFor polls ready until it holds, the process exits, ctx ends or the start timeout passes.
+// A process that exits because its port was taken between picking and binding it is reported as
+// errAddrInUse, so the caller can pick another.
 func (cp *ControlPlane) waitFor(ctx context.Context, p *process, what string, ready func(context.Context) bool) error {
-	deadline := time.NewTimer(cp.opts.StartTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if ready(ctx) {
-			return nil
-		}
+	var exited error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, cp.opts.StartTimeout, true, func(pctx context.Context) (bool, error) {
 		select {
 		case <-p.done():
-			return p.exitError()
-		case <-ctx.Done():
-			return fmt.Errorf("controlplane: waiting for %s of %s: %w", what, p.name, ctx.Err())
-		case <-deadline.C:
-			return fmt.Errorf("controlplane: %s has no %s after %s; last lines of %s:\n%s",
-				p.name, what, cp.opts.StartTimeout, p.logFile, tail(p.logFile, 25))
-		case <-tick.C:
+			exited = p.exitError()
+			if p.logMentions("address already in use") {
+				exited = fmt.Errorf("%w: %w", errAddrInUse, exited)
+			}
+			return false, exited
+		default:
 		}
+		return ready(pctx), nil
+	})
+	switch {
+	case exited != nil:
+		return exited
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("controlplane: %s: waiting for %s: %w", p.name, what, ctx.Err())
 	}
+	return fmt.Errorf("controlplane: %s: still waiting for %s after %s; last lines of %s:\n%s",
+		p.name, what, cp.opts.StartTimeout, p.logFile, tail(p.logFile, 25))
 }
 
 // checkComponentBinaries fails early, saying how to get them, when a requested component's

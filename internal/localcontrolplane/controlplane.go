@@ -1,13 +1,14 @@
-// Package controlplane runs a real Kubernetes control plane — the pinned etcd and kube-apiserver
-// that `make tools` builds into bin/ — on loopback, installs machinist's CRDs and hands out a
-// rest.Config. Tests use it through core/testenv; `machinist dev` and `machinist controlplane`
-// use Start directly. It does not import package testing, so the product binary stays free of it.
+// Package localcontrolplane runs a real Kubernetes control plane — the pinned etcd and
+// kube-apiserver that `make tools` builds into bin/ — on loopback, installs machinist's CRDs and
+// hands out a rest.Config. It is product code: `machinist dev` (make run) and `machinist
+// controlplane` run it, and build/benchscale measures on it; tests use it through core/testenv,
+// which adds what only tests need (testing.TB). Its certificates come from internal/pki.
 //
 // On request it also runs kube-scheduler and kube-controller-manager, built from the same pinned
 // module, so Deployments, DaemonSets, Jobs, disruption budgets, pod garbage collection and node
 // lifecycle work as in a real cluster. No kubelet runs: nodes, and the pods bound to them, come
 // from the local provider's node agents.
-package controlplane
+package localcontrolplane
 
 import (
 	"context"
@@ -321,33 +322,15 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context) error {
 // waitReady polls url until it answers 200, the process exits, ctx ends or the start timeout
 // passes.
 func (cp *ControlPlane) waitReady(ctx context.Context, p *process, hc *http.Client, url string) error {
-	deadline := time.NewTimer(cp.opts.StartTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	return cp.waitFor(ctx, p, "a ready answer at "+url, func(ctx context.Context) bool {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
 		}
-		select {
-		case <-p.done():
-			err := p.exitError()
-			if p.logMentions("address already in use") {
-				err = fmt.Errorf("%w: %w", errAddrInUse, err)
-			}
-			return err
-		case <-ctx.Done():
-			return fmt.Errorf("controlplane: waiting for %s: %w", p.name, ctx.Err())
-		case <-deadline.C:
-			return fmt.Errorf("controlplane: %s not ready at %s after %s; last lines of %s:\n%s",
-				p.name, url, cp.opts.StartTimeout, p.logFile, tail(p.logFile, 25))
-		case <-tick.C:
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // StopAPIServer stops kube-apiserver and leaves etcd running, so the API is unreachable until

@@ -1,4 +1,4 @@
-package controlplane
+package localcontrolplane
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -78,18 +79,16 @@ func apply(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomReso
 
 // waitServed waits until the CRD is Established and its resource appears in discovery.
 func waitServed(ctx context.Context, c client.Client, dc discovery.DiscoveryInterface, crd *apiextensionsv1.CustomResourceDefinition) error {
-	for {
+	var err error // the last read's, for the error when ctx ends
+	perr := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		var cur apiextensionsv1.CustomResourceDefinition
-		err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &cur)
-		if err == nil && established(&cur) && discovered(dc, crd) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("controlplane: CRD %s not established: %w (last error: %v)", crd.Name, ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
+		err = c.Get(ctx, client.ObjectKey{Name: crd.Name}, &cur)
+		return err == nil && established(&cur) && discovered(dc, crd), nil
+	})
+	if perr != nil {
+		return fmt.Errorf("controlplane: CRD %s not established: %w (last error: %v)", crd.Name, perr, err)
 	}
+	return nil
 }
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {

@@ -1,7 +1,8 @@
-package controlplane
+package localcontrolplane
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // process is one child process (etcd or kube-apiserver) whose output goes to a log file.
@@ -142,12 +145,11 @@ func portFree(port int) bool {
 
 // waitPortFree waits until port can be bound (a stopped server has released it).
 func waitPortFree(port int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for !portFree(port) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("controlplane: port %d is still in use after %s", port, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return portFree(port), nil
+	})
+	if err != nil {
+		return fmt.Errorf("controlplane: port %d is still in use after %s", port, timeout)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package controlplane
+package localcontrolplane
 
 import "syscall"
 

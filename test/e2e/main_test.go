@@ -29,9 +29,9 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		root, err := controlplane.RepoRoot()
+		root, err := localcontrolplane.RepoRoot()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -138,7 +138,7 @@ func (w *world) start(args ...string) {
 // `machinist dev` makes them, and returns a client that behaves like Cluster Autoscaler's.
 func (w *world) startAutoscaler() *caclient.Client {
 	w.t.Helper()
-	files, err := controlplane.LocalMTLS(w.t.TempDir(), "machinist-autoscaler", "cluster-autoscaler")
+	files, err := localcontrolplane.LocalMTLS(w.t.TempDir(), "machinist-autoscaler", "cluster-autoscaler")
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
@@ -444,7 +444,7 @@ func TestBadFallbackListIsReported(t *testing.T) {
 // fallback class local-zone-2, the deployment counts them and the events say why.
 func TestSampleLocalFallback(t *testing.T) {
 	w := newWorldIn(t, "default")
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,17 +25,17 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // One control plane serves every test of the package; each test has its own namespace.
-var controlPlane *controlplane.ControlPlane
+var controlPlane *localcontrolplane.ControlPlane
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Log: slog.New(slog.DiscardHandler)})
+	cp, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Log: slog.New(slog.DiscardHandler)})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
