@@ -63,11 +63,11 @@ var notInSlim = []rule{
 
 // onlyForItsProvider is what a slim binary links only when its own provider's packages need it
 // (the local provider joins nodes with client-go): the shared packages a provider sidecar uses
-// (registry, bridge, cloudapi) must not bring them. Each is a megabyte or so of a cloud
+// (registry, bridge, cloudmetrics) must not bring them. Each is a megabyte or so of a cloud
 // provider's sidecar.
 var onlyForItsProvider = []rule{
 	{"k8s.io/client-go", "a Kubernetes client: registry.Env.Target is untyped so that only a provider that joins nodes links one", false},
-	{"github.com/prometheus", "metrics are served by the controller; core/cloudapi records without Prometheus (cloudapiprom exposes it)", false},
+	{"github.com/prometheus", "metrics are served by the controller; core/cloudmetrics records without Prometheus (cloudmetricsprom exposes it)", false},
 }
 
 // inSlim is what a slim provider binary must link, besides its provider: serve, connect, driver.

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
@@ -350,9 +350,9 @@ func checkConditionValue(t *testing.T, m *dto.Metric) {
 type cloudDriver struct{ driver.Driver }
 
 func (d *cloudDriver) request(class *v1alpha1.MachineClass, fail string) error {
-	cloudapi.Requested(memdriver.ProviderName, "compute")
+	cloudmetrics.Requested(memdriver.ProviderName, "compute")
 	if class != nil && class.Name == fail {
-		cloudapi.Failed(memdriver.ProviderName, "compute")
+		cloudmetrics.Failed(memdriver.ProviderName, "compute")
 		return driver.Error(driver.Unavailable, "the cloud is out of capacity")
 	}
 	return nil
@@ -363,7 +363,7 @@ func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachi
 	if err := d.request(req.MachineClass, "crash"); err != nil {
 		return nil, err
 	}
-	defer func() { cloudapi.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
+	defer func() { cloudmetrics.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
 	return d.Driver.CreateMachine(ctx, req)
 }
 

@@ -1,11 +1,11 @@
-// Package cloudapi holds Gardener MCM's mcm_cloud_api_* metrics, with MCM's names, types and
+// Package cloudmetrics holds Gardener MCM's mcm_cloud_api_* metrics, with MCM's names, types and
 // labels (machine-controller-manager pkg/util/provider/metrics): the requests a provider makes
 // to its cloud's services, and the driver calls the controllers make. Providers record their
 // cloud requests here the way their MCM counterparts do; the controllers' driver calls are
 // recorded by core/controller/internal/drivercall. The package keeps its counters and
 // histograms in plain Go and does not import Prometheus, so slim provider binaries link no
-// metrics library; cloudapiprom exposes them as a Prometheus collector where metrics are served.
-package cloudapi
+// metrics library; cloudmetricsprom exposes them as a Prometheus collector where metrics are served.
+package cloudmetrics
 
 import (
 	"errors"
@@ -33,7 +33,7 @@ var (
 		false, "provider", "operation", "error_code")
 )
 
-// Metrics are the mcm_cloud_api_* families, for whoever serves metrics (cloudapiprom).
+// Metrics are the mcm_cloud_api_* families, for whoever serves metrics (cloudmetricsprom).
 func Metrics() []*Metric {
 	return []*Metric{requests, failedRequests, requestDuration, driverDuration, driverFailed}
 }
