@@ -22,7 +22,7 @@ import (
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/dialin/seedtest"
+	"github.com/machinist-io/machinist/grpcbridge/dialin/infragrpctest"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 )
@@ -40,31 +40,31 @@ func (e *e2e) dialinController(extra ...string) (addr string, issue func(name st
 	}, stop
 }
 
-// TestRunSeedProtocolProvider: a provider built against the seed design (a client of
-// infra.Infragrpc behaving like the seed's known client, serving an AWS-like cloud) dials in to
+// TestRunInfragrpcProvider: a provider built against the 2018 design (a client of
+// infra.Infragrpc behaving like the 2018 design's known client, serving an AWS-like cloud) dials in to
 // `machinist run`; a MachineDeployment of an AWS class on the real API server gets Available
 // machines with one instance each, named after the machine and carrying its userData, and
 // scaling to zero deletes the instances.
-func TestRunSeedProtocolProvider(t *testing.T) {
+func TestRunInfragrpcProvider(t *testing.T) {
 	e := newE2E(t)
 	addr, issue, _ := e.dialinController()
 	cfg, err := mtls.ClientConfig(issue("aws"), "localhost")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloud := &seedtest.AWS{}
-	client := &seedtest.Client{Addr: addr, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))},
+	cloud := &infragrpctest.AWS{}
+	client := &infragrpctest.Client{Addr: addr, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))},
 		Kind: "AWSMachineClass", Group: "machine.sapcloud.io", Version: "v1alpha1", Provider: cloud}
 	cloud.Data = client
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); client.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	e.eventually(60*time.Second, "the seed provider registered", func() (bool, string) { return client.Connected(), "not connected" })
+	e.eventually(60*time.Second, "the 2018-protocol provider registered", func() (bool, string) { return client.Connected(), "not connected" })
 
 	bg := context.Background()
 	if err := e.c.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "aws"},
-		StringData: map[string]string{"userData": "#cloud-config for " + v1alpha1.UserDataMachineNamePlaceholder, seedtest.AccessKeyID: "AKIA", seedtest.SecretAccessKey: "s3cr3t"}}); err != nil {
+		StringData: map[string]string{"userData": "#cloud-config for " + v1alpha1.UserDataMachineNamePlaceholder, infragrpctest.AccessKeyID: "AKIA", infragrpctest.SecretAccessKey: "s3cr3t"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.c.Create(bg, &v1alpha1.MachineClass{
@@ -76,17 +76,17 @@ func TestRunSeedProtocolProvider(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e.newDeployment("default", "seed", "aws", 2, 1, 0)
+	e.newDeployment("default", "infragrpc", "aws", 2, 1, 0)
 	e.eventually(90*time.Second, "2 Available machines", func() (bool, string) {
 		ph, _ := e.phases("default", nil)
 		return ph[v1alpha1.MachineAvailable] == 2 && len(e.machines("default")) == 2, fmt.Sprintf("phases %v", ph)
 	})
-	byName := map[string]seedtest.Instance{}
+	byName := map[string]infragrpctest.Instance{}
 	for _, i := range cloud.Instances() {
 		byName[i.Tags["Name"]] = i
 	}
 	if len(byName) != 2 {
-		t.Fatalf("the seed provider's cloud holds %v, want one instance per machine", cloud.Instances())
+		t.Fatalf("the 2018-protocol provider's cloud holds %v, want one instance per machine", cloud.Instances())
 	}
 	for _, m := range e.machines("default") {
 		i, ok := byName[m.Name]
@@ -94,7 +94,7 @@ func TestRunSeedProtocolProvider(t *testing.T) {
 			t.Errorf("machine %s (providerID %s) has instance %+v", m.Name, m.Spec.ProviderID, i)
 		}
 	}
-	e.updateDeployment("default", "seed", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
+	e.updateDeployment("default", "infragrpc", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
 	e.eventually(90*time.Second, "the instances deleted", func() (bool, string) {
 		return len(cloud.Instances()) == 0 && len(e.machines("default")) == 0, fmt.Sprintf("instances %v", cloud.Instances())
 	})

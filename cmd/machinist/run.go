@@ -104,7 +104,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
-			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the seed's infra.Infragrpc); empty: no dial-in"},
+			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the 2018 design's infra.Infragrpc); empty: no dial-in"},
 			&cli.StringSliceFlag{Category: drivers, Name: "prefer-dialin", Usage: "NAME: while a provider NAME is dialled in, it serves before --driver-endpoint/--driver-exec and the compiled-in driver of that name; repeatable, * for every provider"},
 			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},

@@ -1,13 +1,13 @@
-// Package seedtest drives machinist's dial-in listener as a provider built against the seed
-// design (infra.Infragrpc) would. Client behaves like the seed's known client, the infraclient of
-// the AWS sample driver the seed links to (github.com/ggaurav10/aws-driver-grpc,
+// Package infragrpctest drives machinist's dial-in listener as a provider built against the 2018 design
+// design (infra.Infragrpc) would. Client behaves like the 2018 design's known client, the infraclient of
+// the AWS sample driver the 2018 design links to (github.com/ggaurav10/aws-driver-grpc,
 // pkg/grpc/infraclient, read at commit eec065a): it opens Register and waits for the server's
 // first message, answers "register" with the kind it implements, serves "create", "delete" and
 // "list" one at a time on the stream, fetches the class and secret with GetMachineClass and
 // GetSecret (1 s deadline each) while handling an operation, and reconnects every 5 s when the
 // stream ends. AWS is a provider behind it that works like that sample's AWS driver
 // (pkg/providers/driver/aws) against an in-memory EC2.
-package seedtest
+package infragrpctest
 
 import (
 	"context"
@@ -35,21 +35,21 @@ type (
 	}
 )
 
-// Provider is the seed's ExternalDriverProvider.
+// Provider is the 2018 design's ExternalDriverProvider.
 type Provider interface {
 	Create(class *ClassMeta, credentials, machineID, machineName string) (providerID, nodeName string, err error)
 	Delete(class *ClassMeta, credentials, machineID string) error
 	List(class *ClassMeta, credentials, machineID string) (map[string]string, error)
 }
 
-// DataProvider is the seed's MachineClassDataProvider: the class and the secret as the
+// DataProvider is the 2018 design's MachineClassDataProvider: the class and the secret as the
 // controller serialized them.
 type DataProvider interface {
 	GetMachineClass(*ClassMeta) (string, error)
 	GetSecret(*SecretMeta) (string, error)
 }
 
-// Client is a seed-protocol provider process's connection to the controller.
+// Client is a 2018-protocol provider process's connection to the controller.
 type Client struct {
 	// Addr is the controller's dial-in address.
 	Addr string
@@ -171,7 +171,7 @@ func (c *Client) rpc() (infra.InfragrpcClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.client == nil {
-		return nil, errors.New("seedtest: not connected")
+		return nil, errors.New("infragrpctest: not connected")
 	}
 	return c.client, nil
 }

@@ -1,4 +1,4 @@
-package seedtest
+package infragrpctest
 
 import (
 	"encoding/json"

@@ -21,17 +21,17 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/dialin/seedtest"
+	"github.com/machinist-io/machinist/grpcbridge/dialin/infragrpctest"
 	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/grpcbridge/proto/infra"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
-// TestSeedProtoNamesAndNumbers: the generated infra package has the seed's package, service,
-// methods (with their streaming), messages, field names, numbers, types and oneof of the seed's
+// TestInfragrpcProtoNamesAndNumbers: the generated infra package has the 2018 design's package, service,
+// methods (with their streaming), messages, field names, numbers, types and oneof of the 2018 design's
 // infra.proto (gardener/machine-controller-manager branch grpc-driver, identical in
 // ggaurav10/aws-driver-grpc pkg/grpc/infrapb/infra.proto).
-func TestSeedProtoNamesAndNumbers(t *testing.T) {
+func TestInfragrpcProtoNamesAndNumbers(t *testing.T) {
 	fd := infra.File_infra_infra_proto
 	if fd.Package() != "infra" || fd.Syntax() != protoreflect.Proto3 {
 		t.Fatalf("package %s syntax %v", fd.Package(), fd.Syntax())
@@ -51,7 +51,7 @@ func TestSeedProtoNamesAndNumbers(t *testing.T) {
 		md := svc.Methods().ByName(protoreflect.Name(m.name))
 		if md == nil || string(md.Input().FullName()) != m.in || string(md.Output().FullName()) != m.out ||
 			md.IsStreamingClient() != m.client || md.IsStreamingServer() != m.server {
-			t.Errorf("method %s differs from the seed's", m.name)
+			t.Errorf("method %s differs from the 2018 design's", m.name)
 		}
 	}
 	if infra.Infragrpc_Register_FullMethodName != "/infra.Infragrpc/Register" {
@@ -80,12 +80,12 @@ func TestSeedProtoNamesAndNumbers(t *testing.T) {
 			walk(md.Messages())
 			fields, ok := want[string(md.FullName())]
 			if !ok {
-				t.Errorf("message %s is not in the seed's proto", md.FullName())
+				t.Errorf("message %s is not in the 2018 design's proto", md.FullName())
 				continue
 			}
 			seen++
 			if md.Fields().Len() != len(fields) {
-				t.Errorf("%s has %d fields, the seed's %d", md.FullName(), md.Fields().Len(), len(fields))
+				t.Errorf("%s has %d fields, the 2018 design's %d", md.FullName(), md.Fields().Len(), len(fields))
 			}
 			for name, desc := range fields {
 				f := md.Fields().ByName(protoreflect.Name(name))
@@ -104,14 +104,14 @@ func TestSeedProtoNamesAndNumbers(t *testing.T) {
 					got = append(got, "repeated")
 				}
 				if g := strings.Join(got, " "); g != desc {
-					t.Errorf("%s.%s is %q, the seed's %q", md.FullName(), name, g, desc)
+					t.Errorf("%s.%s is %q, the 2018 design's %q", md.FullName(), name, g, desc)
 				}
 			}
 		}
 	}
 	walk(fd.Messages())
 	if seen != len(want) {
-		t.Errorf("%d of the seed's %d messages found", seen, len(want))
+		t.Errorf("%d of the 2018 design's %d messages found", seen, len(want))
 	}
 }
 
@@ -128,22 +128,22 @@ func TestProviderForKind(t *testing.T) {
 	}
 }
 
-// seedClient starts a seed client serving p for kind over tr to addr until the test ends.
-func seedClient(t *testing.T, addr string, tr grpcbridge.Transport, kind string, p seedtest.Provider, retry time.Duration) *seedtest.Client {
-	c, _ := seedClientStop(t, addr, tr, kind, p, retry)
+// infragrpcClient starts a 2018-protocol client serving p for kind over tr to addr until the test ends.
+func infragrpcClient(t *testing.T, addr string, tr grpcbridge.Transport, kind string, p infragrpctest.Provider, retry time.Duration) *infragrpctest.Client {
+	c, _ := infragrpcClientStop(t, addr, tr, kind, p, retry)
 	return c
 }
 
-// seedClientStop is seedClient that also returns the client's Stop.
-func seedClientStop(t *testing.T, addr string, tr grpcbridge.Transport, kind string, p seedtest.Provider, retry time.Duration) (*seedtest.Client, func()) {
+// infragrpcClientStop is infragrpcClient that also returns the client's Stop.
+func infragrpcClientStop(t *testing.T, addr string, tr grpcbridge.Transport, kind string, p infragrpctest.Provider, retry time.Duration) (*infragrpctest.Client, func()) {
 	t.Helper()
 	creds := insecure.NewCredentials()
 	if tr.TLS != nil {
 		creds = credentials.NewTLS(tr.TLS)
 	}
-	c := &seedtest.Client{Addr: addr, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(creds)},
+	c := &infragrpctest.Client{Addr: addr, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(creds)},
 		Kind: kind, Group: "machine.sapcloud.io", Version: "v1alpha1", Provider: p, Retry: retry}
-	if a, ok := p.(*seedtest.AWS); ok {
+	if a, ok := p.(*infragrpctest.AWS); ok {
 		a.Data = c
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -169,7 +169,7 @@ func awsClass(secret bool) *v1alpha1.MachineClass {
 
 func awsSecret(userData string) *corev1.Secret {
 	return &corev1.Secret{Data: map[string][]byte{
-		seedtest.AccessKeyID: []byte("AKIA"), seedtest.SecretAccessKey: []byte("s3cr3t"), "userData": []byte(userData),
+		infragrpctest.AccessKeyID: []byte("AKIA"), infragrpctest.SecretAccessKey: []byte("s3cr3t"), "userData": []byte(userData),
 	}}
 }
 
@@ -179,21 +179,21 @@ func machine(name, providerID string) *v1alpha1.Machine {
 	return m
 }
 
-// TestSeedProvider: a provider speaking the seed's protocol, registered with AWSMachineClass and
+// TestInfragrpcProvider: a provider speaking the 2018 protocol, registered with AWSMachineClass and
 // a certificate that authorizes aws, serves create, list and delete of the aws provider through
 // the same driver as a machinist provider would; it pulls the operation's class as an
 // AWSMachineClass (providerSpec as spec, secretRef naming the operation's secret) and that
-// secret as a core/v1 Secret; methods the seed lacks are Unimplemented; errors keep MCM's code
+// secret as a core/v1 Secret; methods the 2018 design lacks are Unimplemented; errors keep MCM's code
 // text. Pulls outside an operation, or by a peer not authorized for aws, get nothing.
-func TestSeedProvider(t *testing.T) {
+func TestInfragrpcProvider(t *testing.T) {
 	certs := fixture.NewCerts(t)
 	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
-	cloud := &seedtest.AWS{}
-	client := seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", cloud, 0)
+	cloud := &infragrpctest.AWS{}
+	client := infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", cloud, 0)
 	waitFor(t, ctrl.Server, "aws", 1)
 	remote, ok := ctrl.Server.Driver("AWS")
 	if !ok {
-		t.Fatal("no aws driver while the seed provider is connected")
+		t.Fatal("no aws driver while the 2018-protocol provider is connected")
 	}
 	ctx := t.Context()
 	class := awsClass(true)
@@ -218,7 +218,7 @@ func TestSeedProvider(t *testing.T) {
 	if ref := got.Spec.SecretRef; ref == nil || ref.Namespace != "shoot--dev" || !strings.HasPrefix(ref.Name, "aws-secret.") {
 		t.Fatalf("secretRef %+v does not name the operation's secret", got.Spec.SecretRef)
 	}
-	if s := secrets[0]; s.Kind != "Secret" || string(s.Data["userData"]) != "#cloud-config m1" || string(s.Data[seedtest.SecretAccessKey]) != "s3cr3t" {
+	if s := secrets[0]; s.Kind != "Secret" || string(s.Data["userData"]) != "#cloud-config m1" || string(s.Data[infragrpctest.SecretAccessKey]) != "s3cr3t" {
 		t.Fatalf("pulled secret %+v", s)
 	}
 
@@ -267,24 +267,24 @@ func TestSeedProvider(t *testing.T) {
 	}
 
 	// Pulls of a class or secret no operation in flight references find nothing.
-	meta := &seedtest.ClassMeta{Name: "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot--dev/machineclasses/aws-worker", Revision: 2}
+	meta := &infragrpctest.ClassMeta{Name: "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot--dev/machineclasses/aws-worker", Revision: 2}
 	if _, err := client.GetMachineClass(meta); err == nil || !strings.Contains(err.Error(), "code = [NotFound]") {
 		t.Fatalf("pull after the operation: %v", err)
 	}
-	if _, err := client.GetSecret(&seedtest.SecretMeta{SecretName: "aws-secret.2", SecretNameSpace: "shoot--dev"}); err == nil || !strings.Contains(err.Error(), "code = [NotFound]") {
+	if _, err := client.GetSecret(&infragrpctest.SecretMeta{SecretName: "aws-secret.2", SecretNameSpace: "shoot--dev"}); err == nil || !strings.Contains(err.Error(), "code = [NotFound]") {
 		t.Fatalf("secret pull after the operation: %v", err)
 	}
 }
 
 // blockingProvider answers create with MCM's code text, or holds a create until released.
 type blockingProvider struct {
-	seedtest.AWS
-	arrived chan *seedtest.ClassMeta
+	infragrpctest.AWS
+	arrived chan *infragrpctest.ClassMeta
 	release chan struct{}
 	errText string
 }
 
-func (b *blockingProvider) Create(class *seedtest.ClassMeta, credentials, machineID, name string) (string, string, error) {
+func (b *blockingProvider) Create(class *infragrpctest.ClassMeta, credentials, machineID, name string) (string, string, error) {
 	if b.errText != "" {
 		return "", "", errorString(b.errText)
 	}
@@ -297,14 +297,14 @@ type errorString string
 
 func (e errorString) Error() string { return string(e) }
 
-// TestSeedErrorsAndPullAuthorization: MCM's code text from a seed provider keeps its code; while
+// TestInfragrpcErrorsAndPullAuthorization: MCM's code text from a 2018-protocol provider keeps its code; while
 // an operation is in flight, a peer whose certificate does not authorize aws cannot pull its
 // class or secret, the provider itself can.
-func TestSeedErrorsAndPullAuthorization(t *testing.T) {
+func TestInfragrpcErrorsAndPullAuthorization(t *testing.T) {
 	certs := fixture.NewCerts(t)
 	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
-	p := &blockingProvider{arrived: make(chan *seedtest.ClassMeta, 1), release: make(chan struct{}), errText: "machine codes error: code = [ResourceExhausted] message = [InsufficientInstanceCapacity]"}
-	seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", p, 0)
+	p := &blockingProvider{arrived: make(chan *infragrpctest.ClassMeta, 1), release: make(chan struct{}), errText: "machine codes error: code = [ResourceExhausted] message = [InsufficientInstanceCapacity]"}
+	infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", p, 0)
 	waitFor(t, ctrl.Server, "aws", 1)
 	remote, _ := ctrl.Server.Driver("aws")
 	ctx := t.Context()
@@ -347,15 +347,15 @@ func TestSeedErrorsAndPullAuthorization(t *testing.T) {
 	}
 }
 
-// TestSeedRegistrationRules: a seed provider is refused when its certificate does not authorize
+// TestInfragrpcRegistrationRules: a 2018-protocol provider is refused when its certificate does not authorize
 // the provider its kind names, or when the kind names no provider; a plain-text client is
 // refused by a controller serving mutual TLS, and accepted by one that chose plain text.
-func TestSeedRegistrationRules(t *testing.T) {
+func TestInfragrpcRegistrationRules(t *testing.T) {
 	certs := fixture.NewCerts(t)
 	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
-	wrongCert := seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "AWSMachineClass", &seedtest.AWS{}, 50*time.Millisecond)
-	badKind := seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "*"), "MachineClass", &seedtest.AWS{}, 50*time.Millisecond)
-	plain := seedClient(t, ctrl.Addr, grpcbridge.Transport{Insecure: true}, "AWSMachineClass", &seedtest.AWS{}, 50*time.Millisecond)
+	wrongCert := infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "AWSMachineClass", &infragrpctest.AWS{}, 50*time.Millisecond)
+	badKind := infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "*"), "MachineClass", &infragrpctest.AWS{}, 50*time.Millisecond)
+	plain := infragrpcClient(t, ctrl.Addr, grpcbridge.Transport{Insecure: true}, "AWSMachineClass", &infragrpctest.AWS{}, 50*time.Millisecond)
 	deadline := time.Now().Add(20 * time.Second)
 	for wrongCert.Attempts() < 3 || badKind.Attempts() < 3 || plain.Attempts() < 3 {
 		if time.Now().After(deadline) {
@@ -364,24 +364,24 @@ func TestSeedRegistrationRules(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if n := ctrl.Server.Providers(); len(n) != 0 {
-		t.Fatalf("refused seed providers registered: %v", n)
+		t.Fatalf("refused 2018-protocol providers registered: %v", n)
 	}
 
 	open := fixture.ServeController(t, dialin.Options{Insecure: true}, grpcbridge.Transport{Insecure: true})
-	seedClient(t, open.Addr, grpcbridge.Transport{Insecure: true}, "OpenStackMachineClass", &seedtest.AWS{}, 50*time.Millisecond)
+	infragrpcClient(t, open.Addr, grpcbridge.Transport{Insecure: true}, "OpenStackMachineClass", &infragrpctest.AWS{}, 50*time.Millisecond)
 	waitFor(t, open.Server, "openstack", 1)
 }
 
-// TestSeedReconnects: when the stream is cut, the seed client reconnects after its 5 s (the
+// TestInfragrpcReconnects: when the stream is cut, the 2018-protocol client reconnects after its 5 s (the
 // known client's fixed retry) and the provider serves again; an "unregister" ends the session
 // at once.
-func TestSeedReconnects(t *testing.T) {
+func TestInfragrpcReconnects(t *testing.T) {
 	certs := fixture.NewCerts(t)
 	logs := &syncbuf.Buffer{}
 	ctrl := fixture.ServeController(t, dialin.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, fixture.ServerTransport(t, certs))
 	proxy := fixture.NewProxy(t, ctrl.Addr)
-	cloud := &seedtest.AWS{}
-	client := seedClient(t, proxy.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", cloud, 0)
+	cloud := &infragrpctest.AWS{}
+	client := infragrpcClient(t, proxy.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", cloud, 0)
 	waitFor(t, ctrl.Server, "aws", 1)
 	proxy.Cut()
 	deadline := time.Now().Add(30 * time.Second)
@@ -402,12 +402,12 @@ func TestSeedReconnects(t *testing.T) {
 		t.Fatalf("after reconnecting: %v", err)
 	}
 
-	_, stop := seedClientStop(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", &seedtest.AWS{}, time.Hour)
+	_, stop := infragrpcClientStop(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "aws"), "AWSMachineClass", &infragrpctest.AWS{}, time.Hour)
 	waitFor(t, ctrl.Server, "aws", 2)
 	stop() // sends "unregister"
 	for ctrl.Server.Providers()["aws"] != 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("an unregistered seed provider stayed registered")
+			t.Fatal("an unregistered 2018-protocol provider stayed registered")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -25,12 +25,12 @@ import (
 	dialinv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1"
 )
 
-// The seed's protocol (infra.Infragrpc, the 2018 "grpc-driver" design) served beside
-// machinist.dialin.v1 on the same listener, with the same mutual TLS and authorization. A seed
+// The 2018 "grpc-driver" design's protocol (infra.Infragrpc), served beside
+// machinist.dialin.v1 on the same listener, with the same mutual TLS and authorization. A 2018-protocol
 // session is an ordinary session of the Server: operations are routed, balanced and failed on
 // disconnection exactly as for machinist's own protocol; only the messages on the stream are
-// translated (seedWire), and the class and secret of an operation are answered from the same
-// pinned versions (the stores) in the JSON the seed's known client decodes.
+// translated (infragrpcWire), and the class and secret of an operation are answered from the same
+// pinned versions (the stores) in the JSON the 2018 design's known client decodes.
 //
 // The upstream facts of the protocol, with their files and commits, are in
 // docs/compatibility/grpc-driver-2018.md. The mapping (docs/grpc-bridge.md has it for users):
@@ -41,7 +41,7 @@ import (
 //   - CreateMachine → "create" {machineID: the machine's provider ID, machineName}; the answer's
 //     providerID and nodename are the response.
 //   - DeleteMachine → "delete" {machineID: the provider ID}; a machine without a provider ID has
-//     nothing the seed could delete (its delete takes only the VM id) and is answered OK here:
+//     nothing the 2018 design could delete (its delete takes only the VM id) and is answered OK here:
 //     a VM made but never recorded is found by the orphan collection through "list".
 //   - ListMachines → "list" {machineID ""} (every VM of the class); machineID → machineName.
 //   - InitializeMachine, GetMachineStatus, GetVolumeIDs: Unimplemented, which the controllers
@@ -57,22 +57,22 @@ import (
 //     peers authorized for the class's provider. Failures are in the error field as MCM's code
 //     text.
 
-// seedProtocol names the seed's protocol in logs.
-const seedProtocol = "infra.Infragrpc"
+// infragrpcProtocol names the 2018 protocol in logs.
+const infragrpcProtocol = "infra.Infragrpc"
 
-// seedRegisterID is the operation id of the registration exchange (as in MCM's server).
-const seedRegisterID = 1
+// infragrpcRegisterID is the operation id of the registration exchange (as in MCM's server).
+const infragrpcRegisterID = 1
 
-// Seed operation types.
+// Operation types of the 2018 protocol.
 const (
-	seedRegister   = "register"
-	seedCreate     = "create"
-	seedDelete     = "delete"
-	seedList       = "list"
-	seedUnregister = "unregister"
+	infragrpcRegister   = "register"
+	infragrpcCreate     = "create"
+	infragrpcDelete     = "delete"
+	infragrpcList       = "list"
+	infragrpcUnregister = "unregister"
 )
 
-// ProviderForKind returns the provider name a seed-protocol provider serves by the machine-class
+// ProviderForKind returns the provider name a 2018-protocol provider serves by the machine-class
 // kind it registers: the kind without the MachineClass suffix, lower-cased (AWSMachineClass →
 // aws, OpenStackMachineClass → openstack).
 func ProviderForKind(kind string) (string, error) {
@@ -84,26 +84,26 @@ func ProviderForKind(kind string) (string, error) {
 	return name, nil
 }
 
-func seedProvider(r *infra.DriverSideRegisterationResp) (string, error) {
+func infragrpcProvider(r *infra.DriverSideRegisterationResp) (string, error) {
 	if r.Group != v1alpha1.GroupName || r.Version != v1alpha1.SchemeGroupVersion.Version {
 		return "", fmt.Errorf("dialin: kind %s of %s/%s is not served: this controller serves machine classes of %s", r.Kind, r.Group, r.Version, v1alpha1.SchemeGroupVersion)
 	}
 	return ProviderForKind(r.Kind)
 }
 
-// seedService is the Server's infra.Infragrpc.
-type seedService struct {
+// infragrpcService is the Server's infra.Infragrpc.
+type infragrpcService struct {
 	infra.UnimplementedInfragrpcServer
 	s *Server
 }
 
 var errUnregistered = errors.New("the provider unregistered")
 
-// Register serves one seed-protocol provider's stream for its lifetime.
-func (x *seedService) Register(stream grpc.BidiStreamingServer[infra.DriverSide, infra.MCMside]) error {
+// Register serves one 2018-protocol provider's stream for its lifetime.
+func (x *infragrpcService) Register(stream grpc.BidiStreamingServer[infra.DriverSide, infra.MCMside]) error {
 	s := x.s
 	ctx := stream.Context()
-	if err := stream.Send(&infra.MCMside{OperationID: seedRegisterID, OperationType: seedRegister}); err != nil {
+	if err := stream.Send(&infra.MCMside{OperationID: infragrpcRegisterID, OperationType: infragrpcRegister}); err != nil {
 		return err
 	}
 	first, err := stream.Recv()
@@ -111,29 +111,29 @@ func (x *seedService) Register(stream grpc.BidiStreamingServer[infra.DriverSide,
 		return err
 	}
 	reg := first.GetRegisterResp()
-	if first.OperationType != seedRegister || reg == nil {
-		return status.Errorf(codes.InvalidArgument, "dialin: %s: the answer to %q must carry registerResp; got operationType %q", seedProtocol, seedRegister, first.OperationType)
+	if first.OperationType != infragrpcRegister || reg == nil {
+		return status.Errorf(codes.InvalidArgument, "dialin: %s: the answer to %q must carry registerResp; got operationType %q", infragrpcProtocol, infragrpcRegister, first.OperationType)
 	}
-	provider, err := seedProvider(reg)
+	provider, err := infragrpcProvider(reg)
 	if err != nil {
-		s.log.Warn("dialin: registration refused", "protocol", seedProtocol, "instance", reg.Name, "err", err)
+		s.log.Warn("dialin: registration refused", "protocol", infragrpcProtocol, "instance", reg.Name, "err", err)
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	names, err := s.authorizeNames(ctx, reg.Name, []string{provider})
 	if err != nil {
 		return err
 	}
-	ss := s.newSession(ctx, seedProtocol, reg.Name, names)
+	ss := s.newSession(ctx, infragrpcProtocol, reg.Name, names)
 	ss.kind = reg.Kind
-	ss.nextID.Store(seedRegisterID) // operation ids continue after the registration's
+	ss.nextID.Store(infragrpcRegisterID) // operation ids continue after the registration's
 	if !s.add(ss) {
 		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
 	}
-	log := s.log.With("session", ss.id, "protocol", seedProtocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "kind", reg.Kind)
+	log := s.log.With("session", ss.id, "protocol", infragrpcProtocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "kind", reg.Kind)
 	log.Info("dialin: provider connected")
 	s.warnShadowed(ss, log)
 
-	w := &seedWire{s: s, ss: ss, log: log, stream: stream, pins: map[uint64]func(){}}
+	w := &infragrpcWire{s: s, ss: ss, log: log, stream: stream, pins: map[uint64]func(){}}
 	defer w.releaseAll()
 	recvErr := make(chan error, 1)
 	go func() {
@@ -143,7 +143,7 @@ func (x *seedService) Register(stream grpc.BidiStreamingServer[infra.DriverSide,
 				recvErr <- err
 				return
 			}
-			if msg.OperationType == seedUnregister {
+			if msg.OperationType == infragrpcUnregister {
 				recvErr <- errUnregistered
 				return
 			}
@@ -153,26 +153,26 @@ func (x *seedService) Register(stream grpc.BidiStreamingServer[infra.DriverSide,
 	return s.serve(ctx, ss, w.send, recvErr, log)
 }
 
-// seedWire translates one seed session's messages.
-type seedWire struct {
+// infragrpcWire translates one 2018-protocol session's messages.
+type infragrpcWire struct {
 	s      *Server
 	ss     *session
 	log    *slog.Logger
 	stream grpc.BidiStreamingServer[infra.DriverSide, infra.MCMside]
 
 	mu   sync.Mutex
-	pins map[uint64]func() // operation id → release of its seed reference
+	pins map[uint64]func() // operation id → release of its 2018-protocol reference
 }
 
-// send puts an operation on the stream, or answers it here when the seed has no such operation.
-// The seed has no cancellation: a cancelled operation's reference is released and its late
+// send puts an operation on the stream, or answers it here when the 2018 design has no such operation.
+// The 2018 design has no cancellation: a cancelled operation's reference is released and its late
 // answer dropped.
-func (w *seedWire) send(msg *dialinv1.RegisterResponse) error {
+func (w *infragrpcWire) send(msg *dialinv1.RegisterResponse) error {
 	switch m := msg.Message.(type) {
 	case *dialinv1.RegisterResponse_Operation:
 		op := m.Operation
 		if op.Id > math.MaxInt32 {
-			return errors.New("seed operation ids exhausted (int32); the provider reconnects and they start over")
+			return errors.New("2018-protocol operation ids exhausted (int32); the provider reconnects and they start over")
 		}
 		out, local := w.request(op)
 		if local != nil {
@@ -188,20 +188,20 @@ func (w *seedWire) send(msg *dialinv1.RegisterResponse) error {
 }
 
 // request translates an operation, or returns the result to answer it with at once.
-func (w *seedWire) request(op *dialinv1.Operation) (*infra.MCMside, *dialinv1.Result) {
+func (w *infragrpcWire) request(op *dialinv1.Operation) (*infra.MCMside, *dialinv1.Result) {
 	var opType string
 	switch op.Method {
 	case dialinv1.Method_METHOD_CREATE_MACHINE:
-		opType = seedCreate
+		opType = infragrpcCreate
 	case dialinv1.Method_METHOD_DELETE_MACHINE:
-		opType = seedDelete
+		opType = infragrpcDelete
 	case dialinv1.Method_METHOD_LIST_MACHINES:
-		opType = seedList
+		opType = infragrpcList
 	default:
-		return nil, errorResult(driver.Errorf(driver.Unimplemented, "dialin: provider %s speaks the seed protocol (%s), which has no %s", op.Provider, seedProtocol, methodName(op.Method)))
+		return nil, errorResult(driver.Errorf(driver.Unimplemented, "dialin: provider %s speaks the 2018 protocol (%s), which has no %s", op.Provider, infragrpcProtocol, methodName(op.Method)))
 	}
 	params := &infra.MCMsideOperationParams{}
-	if opType != seedList {
+	if opType != infragrpcList {
 		m, err := grpcbridge.DecodeMachine(op.Machine)
 		if err != nil {
 			return nil, errorResult(err)
@@ -210,12 +210,12 @@ func (w *seedWire) request(op *dialinv1.Operation) (*infra.MCMside, *dialinv1.Re
 			return nil, errorResult(driver.Errorf(driver.InvalidArgument, "dialin: %s needs a machine", methodName(op.Method)))
 		}
 		params.MachineID, params.MachineName = m.Spec.ProviderID, m.Name
-		if opType == seedDelete && m.Spec.ProviderID == "" {
+		if opType == infragrpcDelete && m.Spec.ProviderID == "" {
 			return nil, &dialinv1.Result{Response: &dialinv1.Result_DeleteMachine{DeleteMachine: grpcbridge.DeleteResponseToProto(&driver.DeleteMachineResponse{})}}
 		}
 	}
 	if c := op.MachineClass; c != nil {
-		num, release := w.s.seed.pin(c, op.Secret)
+		num, release := w.s.infragrpc.pin(c, op.Secret)
 		w.mu.Lock()
 		w.pins[op.Id] = release
 		w.mu.Unlock()
@@ -225,8 +225,8 @@ func (w *seedWire) request(op *dialinv1.Operation) (*infra.MCMside, *dialinv1.Re
 }
 
 // receive delivers a provider's answer to the operation waiting for it.
-func (w *seedWire) receive(msg *infra.DriverSide) {
-	if msg.OperationID <= seedRegisterID {
+func (w *infragrpcWire) receive(msg *infra.DriverSide) {
+	if msg.OperationID <= infragrpcRegisterID {
 		w.log.Warn("dialin: unexpected message from provider ignored", "operationType", msg.OperationType, "operationID", msg.OperationID)
 		return
 	}
@@ -235,7 +235,7 @@ func (w *seedWire) receive(msg *infra.DriverSide) {
 	switch x := msg.Response.(type) {
 	case *infra.DriverSide_Createresponse:
 		if e := x.Createresponse.GetError(); e != "" {
-			r = seedErrorResult(e)
+			r = infragrpcErrorResult(e)
 		} else {
 			r = &dialinv1.Result{Response: &dialinv1.Result_CreateMachine{CreateMachine: grpcbridge.CreateResponseToProto(&driver.CreateMachineResponse{
 				ProviderID: x.Createresponse.ProviderID, NodeName: x.Createresponse.Nodename,
@@ -243,13 +243,13 @@ func (w *seedWire) receive(msg *infra.DriverSide) {
 		}
 	case *infra.DriverSide_Deleteresponse:
 		if e := x.Deleteresponse.GetError(); e != "" {
-			r = seedErrorResult(e)
+			r = infragrpcErrorResult(e)
 		} else {
 			r = &dialinv1.Result{Response: &dialinv1.Result_DeleteMachine{DeleteMachine: grpcbridge.DeleteResponseToProto(&driver.DeleteMachineResponse{})}}
 		}
 	case *infra.DriverSide_Listresponse:
 		if e := x.Listresponse.GetError(); e != "" {
-			r = seedErrorResult(e)
+			r = infragrpcErrorResult(e)
 		} else {
 			list := make(map[string]string, len(x.Listresponse.List))
 			for _, m := range x.Listresponse.List {
@@ -265,7 +265,7 @@ func (w *seedWire) receive(msg *infra.DriverSide) {
 	w.s.deliver(w.ss, r)
 }
 
-func (w *seedWire) release(id uint64) {
+func (w *infragrpcWire) release(id uint64) {
 	w.mu.Lock()
 	release, ok := w.pins[id]
 	delete(w.pins, id)
@@ -275,7 +275,7 @@ func (w *seedWire) release(id uint64) {
 	}
 }
 
-func (w *seedWire) releaseAll() {
+func (w *infragrpcWire) releaseAll() {
 	w.mu.Lock()
 	pins := w.pins
 	w.pins = map[uint64]func(){}
@@ -285,9 +285,9 @@ func (w *seedWire) releaseAll() {
 	}
 }
 
-// seedErrorResult reads an error the seed sent as text: MCM's code text keeps its code, anything
+// infragrpcErrorResult reads an error the 2018 design sent as text: MCM's code text keeps its code, anything
 // else is Unknown.
-func seedErrorResult(text string) *dialinv1.Result {
+func infragrpcErrorResult(text string) *dialinv1.Result {
 	if st, ok := driver.ParseStatusText(text); ok {
 		return errorResult(st)
 	}
@@ -312,15 +312,15 @@ func methodName(m dialinv1.Method) string {
 	return m.String()
 }
 
-// classPath is the API path MCM's seed server put in machineClassMetaData.name.
+// classPath is the API path MCM's 2018 server put in machineClassMetaData.name.
 func classPath(namespace, name string) string {
 	return "/apis/" + v1alpha1.SchemeGroupVersion.String() + "/namespaces/" + namespace + "/machineclasses/" + name
 }
 
-// seedSecretName names the secret of seed reference num in the class a provider pulls: the
+// infragrpcSecretName names the secret of 2018-protocol reference num in the class a provider pulls: the
 // name of the class's secret with the number appended, so that a provider reading
 // spec.secretRef asks GetSecret for exactly the operation's secret.
-func seedSecretName(class *v1alpha1.MachineClass, num int32) string {
+func infragrpcSecretName(class *v1alpha1.MachineClass, num int32) string {
 	base := class.Name + "-secret"
 	if class.SecretRef != nil && class.SecretRef.Name != "" {
 		base = class.SecretRef.Name
@@ -330,7 +330,7 @@ func seedSecretName(class *v1alpha1.MachineClass, num int32) string {
 	return base + "." + strconv.Itoa(int(num))
 }
 
-func parseSeedSecretName(name string) (int32, bool) {
+func parseInfragrpcSecretName(name string) (int32, bool) {
 	i := strings.LastIndexByte(name, '.')
 	if i < 0 {
 		return 0, false
@@ -339,48 +339,48 @@ func parseSeedSecretName(name string) (int32, bool) {
 	return int32(n), err == nil && n > 0
 }
 
-// GetMachineClass answers a seed provider's pull of the class of an operation in flight.
-func (x *seedService) GetMachineClass(ctx context.Context, meta *infra.MachineClassMeta) (*infra.MachineClass, error) {
+// GetMachineClass answers a 2018-protocol provider's pull of the class of an operation in flight.
+func (x *infragrpcService) GetMachineClass(ctx context.Context, meta *infra.MachineClassMeta) (*infra.MachineClass, error) {
 	s := x.s
-	ref, ok := s.seed.get(meta.Revision)
+	ref, ok := s.infragrpc.get(meta.Revision)
 	if !ok || meta.Name != classPath(ref.namespace, ref.name) {
-		return &infra.MachineClass{Error: seedNotFound("machine class %s (revision %d)", meta.Name, meta.Revision)}, nil
+		return &infra.MachineClass{Error: infragrpcNotFound("machine class %s (revision %d)", meta.Name, meta.Revision)}, nil
 	}
 	raw, providers, ok := s.classes.get(ref.class[:])
 	if !ok {
-		return &infra.MachineClass{Error: seedNotFound("machine class %s (revision %d)", meta.Name, meta.Revision)}, nil
+		return &infra.MachineClass{Error: infragrpcNotFound("machine class %s (revision %d)", meta.Name, meta.Revision)}, nil
 	}
 	if !s.authorizedForAny(ctx, providers) {
-		return &infra.MachineClass{Error: seedDenied(s.pullDenied(ctx, "machineClass", &dialinv1.ObjectRef{Namespace: ref.namespace, Name: ref.name}, providers))}, nil
+		return &infra.MachineClass{Error: infragrpcDenied(s.pullDenied(ctx, "machineClass", &dialinv1.ObjectRef{Namespace: ref.namespace, Name: ref.name}, providers))}, nil
 	}
 	class, err := grpcbridge.DecodeMachineClass(raw)
 	if err != nil {
 		return &infra.MachineClass{Error: driver.StatusOf(err).Error()}, nil
 	}
-	data, err := seedClassJSON(class, s.seedKind(registry.Normalize(class.Provider)), ref)
+	data, err := infragrpcClassJSON(class, s.infragrpcKind(registry.Normalize(class.Provider)), ref)
 	if err != nil {
 		return &infra.MachineClass{Error: driver.StatusOf(err).Error()}, nil
 	}
 	return &infra.MachineClass{Data: string(data)}, nil
 }
 
-// GetSecret answers a seed provider's pull of the secret its operation's class names.
-func (x *seedService) GetSecret(ctx context.Context, meta *infra.SecretMeta) (*infra.Secret, error) {
+// GetSecret answers a 2018-protocol provider's pull of the secret its operation's class names.
+func (x *infragrpcService) GetSecret(ctx context.Context, meta *infra.SecretMeta) (*infra.Secret, error) {
 	s := x.s
-	num, ok := parseSeedSecretName(meta.SecretName)
-	var ref seedRef
+	num, ok := parseInfragrpcSecretName(meta.SecretName)
+	var ref infragrpcRef
 	if ok {
-		ref, ok = s.seed.get(num)
+		ref, ok = s.infragrpc.get(num)
 	}
 	if !ok || !ref.hasSecret || meta.NameSpace != ref.namespace {
-		return &infra.Secret{Error: seedNotFound("secret %s/%s: ask for the secretRef of the class of the operation being handled", meta.NameSpace, meta.SecretName)}, nil
+		return &infra.Secret{Error: infragrpcNotFound("secret %s/%s: ask for the secretRef of the class of the operation being handled", meta.NameSpace, meta.SecretName)}, nil
 	}
 	raw, providers, ok := s.secrets.get(ref.secret[:])
 	if !ok {
-		return &infra.Secret{Error: seedNotFound("secret %s/%s", meta.NameSpace, meta.SecretName)}, nil
+		return &infra.Secret{Error: infragrpcNotFound("secret %s/%s", meta.NameSpace, meta.SecretName)}, nil
 	}
 	if !s.authorizedForAny(ctx, providers) {
-		return &infra.Secret{Error: seedDenied(s.pullDenied(ctx, "secret", &dialinv1.ObjectRef{Namespace: meta.NameSpace, Name: meta.SecretName}, providers))}, nil
+		return &infra.Secret{Error: infragrpcDenied(s.pullDenied(ctx, "secret", &dialinv1.ObjectRef{Namespace: meta.NameSpace, Name: meta.SecretName}, providers))}, nil
 	}
 	sec, err := grpcbridge.DecodeSecret(raw)
 	if err != nil {
@@ -399,24 +399,24 @@ func (x *seedService) GetSecret(ctx context.Context, meta *infra.SecretMeta) (*i
 	return &infra.Secret{Data: string(data)}, nil
 }
 
-func seedNotFound(format string, args ...any) string {
-	return driver.Errorf(driver.NotFound, "dialin: no operation in flight references "+format+"; the seed protocol serves the class and secret of the operation being handled", args...).Error()
+func infragrpcNotFound(format string, args ...any) string {
+	return driver.Errorf(driver.NotFound, "dialin: no operation in flight references "+format+"; the 2018 protocol serves the class and secret of the operation being handled", args...).Error()
 }
 
-func seedDenied(err error) string {
+func infragrpcDenied(err error) string {
 	return driver.Error(driver.PermissionDenied, status.Convert(err).Message()).Error()
 }
 
-// seedClass is the JSON a seed provider decodes as its <Provider>MachineClass.
-type seedClass struct {
+// infragrpcClass is the JSON a 2018-protocol provider decodes as its <Provider>MachineClass.
+type infragrpcClass struct {
 	metav1.TypeMeta `json:",inline"`
 	Metadata        metav1.ObjectMeta          `json:"metadata"`
 	Spec            map[string]json.RawMessage `json:"spec"`
 }
 
-// seedClassJSON renders a MachineClass as the kind a seed provider registered: the metadata of
+// infragrpcClassJSON renders a MachineClass as the kind a 2018-protocol provider registered: the metadata of
 // the class and a spec made of its providerSpec with secretRef naming the operation's secret.
-func seedClassJSON(class *v1alpha1.MachineClass, kind string, ref seedRef) ([]byte, error) {
+func infragrpcClassJSON(class *v1alpha1.MachineClass, kind string, ref infragrpcRef) ([]byte, error) {
 	spec := map[string]json.RawMessage{}
 	if raw := class.ProviderSpec.Raw; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &spec); err != nil {
@@ -425,7 +425,7 @@ func seedClassJSON(class *v1alpha1.MachineClass, kind string, ref seedRef) ([]by
 	}
 	delete(spec, "secretRef")
 	if ref.hasSecret {
-		secretRef, err := json.Marshal(corev1.SecretReference{Namespace: class.Namespace, Name: seedSecretName(class, ref.num)})
+		secretRef, err := json.Marshal(corev1.SecretReference{Namespace: class.Namespace, Name: infragrpcSecretName(class, ref.num)})
 		if err != nil {
 			return nil, err
 		}
@@ -433,15 +433,15 @@ func seedClassJSON(class *v1alpha1.MachineClass, kind string, ref seedRef) ([]by
 	}
 	meta := *class.ObjectMeta.DeepCopy()
 	meta.ManagedFields = nil
-	return json.Marshal(seedClass{
+	return json.Marshal(infragrpcClass{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: kind},
 		Metadata: meta,
 		Spec:     spec,
 	})
 }
 
-// seedKind returns the kind a connected seed provider registered for provider, or MachineClass.
-func (s *Server) seedKind(provider string) string {
+// infragrpcKind returns the kind a connected 2018-protocol provider registered for provider, or MachineClass.
+func (s *Server) infragrpcKind(provider string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions[provider] {
@@ -452,36 +452,36 @@ func (s *Server) seedKind(provider string) string {
 	return "MachineClass"
 }
 
-// seedRefs numbers the (class, secret) pairs of seed operations in flight. The seed's pulls carry
+// infragrpcRefs numbers the (class, secret) pairs of 2018-protocol operations in flight. The 2018 design's pulls carry
 // no operation id, only the class's name and revision and the secret's name; the number travels
 // as the class's revision and in the secret's name, so each pull finds the versions of its
 // operation. Equal pairs share a number while any operation holds it.
-type seedRefs struct {
+type infragrpcRefs struct {
 	mu    sync.Mutex
 	last  int32
-	byKey map[seedKey]*seedRef
-	byNum map[int32]*seedRef
+	byKey map[infragrpcKey]*infragrpcRef
+	byNum map[int32]*infragrpcRef
 }
 
-type seedKey struct {
+type infragrpcKey struct {
 	class, secret digest
 	hasSecret     bool
 }
 
-type seedRef struct {
-	seedKey
+type infragrpcRef struct {
+	infragrpcKey
 	num             int32
 	namespace, name string // the class's
 	refs            int
 }
 
-func newSeedRefs() *seedRefs {
-	return &seedRefs{byKey: map[seedKey]*seedRef{}, byNum: map[int32]*seedRef{}}
+func newInfragrpcRefs() *infragrpcRefs {
+	return &infragrpcRefs{byKey: map[infragrpcKey]*infragrpcRef{}, byNum: map[int32]*infragrpcRef{}}
 }
 
 // pin returns the number of the class and secret an operation references, and its release.
-func (t *seedRefs) pin(class, secret *dialinv1.ObjectRef) (int32, func()) {
-	var k seedKey
+func (t *infragrpcRefs) pin(class, secret *dialinv1.ObjectRef) (int32, func()) {
+	var k infragrpcKey
 	copy(k.class[:], class.Digest)
 	if secret != nil {
 		copy(k.secret[:], secret.Digest)
@@ -492,14 +492,14 @@ func (t *seedRefs) pin(class, secret *dialinv1.ObjectRef) (int32, func()) {
 	r, ok := t.byKey[k]
 	if !ok {
 		for {
-			if t.last++; t.last <= seedRegisterID {
-				t.last = seedRegisterID + 1
+			if t.last++; t.last <= infragrpcRegisterID {
+				t.last = infragrpcRegisterID + 1
 			}
 			if _, used := t.byNum[t.last]; !used {
 				break
 			}
 		}
-		r = &seedRef{seedKey: k, num: t.last, namespace: class.Namespace, name: class.Name}
+		r = &infragrpcRef{infragrpcKey: k, num: t.last, namespace: class.Namespace, name: class.Name}
 		t.byKey[k], t.byNum[r.num] = r, r
 	}
 	r.refs++
@@ -509,21 +509,21 @@ func (t *seedRefs) pin(class, secret *dialinv1.ObjectRef) (int32, func()) {
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			if r.refs--; r.refs == 0 {
-				delete(t.byKey, r.seedKey)
+				delete(t.byKey, r.infragrpcKey)
 				delete(t.byNum, r.num)
 			}
 		})
 	}
 }
 
-func (t *seedRefs) get(num int32) (seedRef, bool) {
+func (t *infragrpcRefs) get(num int32) (infragrpcRef, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.byNum[num]
 	if !ok {
-		return seedRef{}, false
+		return infragrpcRef{}, false
 	}
 	return *r, true
 }
 
-var _ infra.InfragrpcServer = (*seedService)(nil)
+var _ infra.InfragrpcServer = (*infragrpcService)(nil)
