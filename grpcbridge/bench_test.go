@@ -158,7 +158,7 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 	go gs.Serve(lis)
 	b.Cleanup(func() { ds.Close(); gs.Stop() })
 	fixture.ConnectProvider(b, addr, fixture.Insecure, map[string]driver.Driver{"openstack": d},
-		func(o *dialin.ProviderOptions) { o.Log = quiet })
+		func(o *dialin.ConnectorOptions) { o.Log = quiet })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := ds.WaitFor(ctx, "openstack", 1); err != nil {

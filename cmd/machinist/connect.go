@@ -45,7 +45,7 @@ func runConnect(c *cli.Context) error {
 		return err
 	}
 	defer closeAll()
-	p, err := dialin.NewProvider(dialin.ProviderOptions{
+	p, err := dialin.NewConnector(dialin.ConnectorOptions{
 		Controller: addr,
 		Transport:  t,
 		Drivers:    drivers,

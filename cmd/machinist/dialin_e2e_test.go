@@ -105,13 +105,13 @@ func TestRunInfragrpcProvider(t *testing.T) {
 // --prefer-dialin=NAME its machines go to the dialled-in provider.
 func TestRunPreferDialin(t *testing.T) {
 	e := newE2E(t)
-	connect := func(addr string, files mtls.Files) (*dialin.Provider, *memdriver.Cloud) {
+	connect := func(addr string, files mtls.Files) (*dialin.Connector, *memdriver.Cloud) {
 		cfg, err := mtls.ClientConfig(files, "localhost")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cloud := memdriver.NewCloud()
-		p, err := dialin.NewProvider(dialin.ProviderOptions{Controller: addr, Transport: grpcbridge.Transport{TLS: cfg},
+		p, err := dialin.NewConnector(dialin.ConnectorOptions{Controller: addr, Transport: grpcbridge.Transport{TLS: cfg},
 			Drivers: map[string]driver.Driver{"local": memAsLocal{memdriver.New(cloud)}}, Log: slog.New(slog.NewTextHandler(e.logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -790,14 +790,14 @@ func TestRunDialInProvider(t *testing.T) {
 	server := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "machinist-controller"}, ca.PEM)
 	e.startRun("--target-kubeconfig", "none", "--dialin-listen", addr, "--cert", server.Cert, "--key", server.Key, "--cacert", server.CA)
 
-	connect := func(authorizes string) (*dialin.Provider, *memdriver.Cloud) {
+	connect := func(authorizes string) (*dialin.Connector, *memdriver.Cloud) {
 		files := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "provider-" + authorizes, URIs: []string{mtls.ProviderURI(authorizes).String()}}, ca.PEM)
 		cfg, err := mtls.ClientConfig(files, "localhost")
 		if err != nil {
 			t.Fatal(err)
 		}
 		cloud := memdriver.NewCloud()
-		p, err := dialin.NewProvider(dialin.ProviderOptions{
+		p, err := dialin.NewConnector(dialin.ConnectorOptions{
 			Controller: addr,
 			Transport:  grpcbridge.Transport{TLS: cfg},
 			Drivers:    map[string]driver.Driver{memdriver.ProviderName: memdriver.New(cloud)},

@@ -91,7 +91,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	if s := ctrl.Calls.Get(pullSecret); s != 4 {
 		t.Fatalf("3 rendered secrets: %d secret pulls in all, want 4", s)
 	}
-	if c, s := p.Provider.Pulls(); c != 2 || s != 4 {
+	if c, s := p.Connector.Pulls(); c != 2 || s != 4 {
 		t.Fatalf("provider counted %d/%d pulls", c, s)
 	}
 	// And the driver got each version right.
@@ -305,7 +305,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 	intruder := clientTransport(t, other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder", URIs: []string{"machinist://provider/mem"}}, certs.CA.PEM))
 	p := fixture.ConnectProvider(t, ctrl.Addr, intruder, drivers)
 	time.Sleep(300 * time.Millisecond)
-	if _, ok := ctrl.Server.Driver("mem"); ok || p.Provider.Connected() {
+	if _, ok := ctrl.Server.Driver("mem"); ok || p.Connector.Connected() {
 		t.Fatal("a certificate of an unknown CA registered")
 	}
 	p.Stop()
@@ -486,7 +486,7 @@ func TestCloseEndsStreams(t *testing.T) {
 		t.Fatalf("operation when the controller closed: %v", err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if p.Provider.Connected() {
+	if p.Connector.Connected() {
 		t.Fatal("provider still connected to a closed controller")
 	}
 }
@@ -505,7 +505,7 @@ func TestBackoffStartsOverOnceRegistered(t *testing.T) {
 	b := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 100, Cap: time.Minute}
 	certs := fixture.NewCerts(t)
 	fixture.ConnectProvider(t, addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": okDriver()},
-		func(o *dialin.ProviderOptions) {
+		func(o *dialin.ConnectorOptions) {
 			o.Backoff = b
 			o.Log = slog.New(delays)
 		})

@@ -12,7 +12,7 @@ import (
 )
 
 // The 2018 design's provider interface, for providers written against the 2018 "grpc-driver" design.
-// Wrap one with AdaptExternalDriver and serve the result like any driver (ProviderOptions.Drivers).
+// Wrap one with AdaptExternalDriver and serve the result like any driver (ConnectorOptions.Drivers).
 
 // MachineClassMeta names one version of a class (the 2018 design's name and revision).
 type MachineClassMeta struct {

@@ -11,7 +11,7 @@
 // driver.Driver (Server.Driver), which makes the Server the registry's Remote source. Several
 // replicas of one provider may connect; each operation goes to the one with the fewest
 // operations in flight. When a replica disconnects its operations in flight fail at once with
-// Unavailable. Provider is the provider side: it serves drivers over the stream and reconnects
+// Unavailable. Connector is the provider side: it serves drivers over the stream and reconnects
 // with capped exponential backoff and jitter.
 package dialin
 

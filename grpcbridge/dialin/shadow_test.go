@@ -31,7 +31,7 @@ func TestShadowedRegistrationIsReported(t *testing.T) {
 	}, fixture.ServerTransport(t, certs))
 	providerLogs := &syncbuf.Buffer{}
 	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "local", "mem"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()},
-		func(o *dialin.ProviderOptions) { o.Log = slog.New(slog.NewTextHandler(providerLogs, nil)) })
+		func(o *dialin.ConnectorOptions) { o.Log = slog.New(slog.NewTextHandler(providerLogs, nil)) })
 	waitFor(t, ctrl.Server, "local", 1)
 	infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "OpenStackMachineClass", &infragrpctest.AWS{}, 0)
 	waitFor(t, ctrl.Server, "openstack", 1)

@@ -27,8 +27,8 @@ import (
 	"github.com/machinist-io/machinist/internal/version"
 )
 
-// ProviderOptions configure the provider side.
-type ProviderOptions struct {
+// ConnectorOptions configure a Connector.
+type ConnectorOptions struct {
 	// Controller is the controller's dial-in address (host:port or unix:///path).
 	Controller string
 	// Transport secures the connection: mutual TLS with a certificate that authorizes every name
@@ -49,9 +49,10 @@ type ProviderOptions struct {
 	DialOptions []grpc.DialOption
 }
 
-// Provider serves drivers to a controller over a dial-in stream.
-type Provider struct {
-	opts    ProviderOptions
+// Connector is the provider side of dial-in: it connects to a controller and serves its drivers
+// over the Register stream (machinist connect).
+type Connector struct {
+	opts    ConnectorOptions
 	names   []string
 	log     *slog.Logger
 	conn    *grpc.ClientConn
@@ -64,8 +65,8 @@ type Provider struct {
 	secretPulls atomic.Int64
 }
 
-// NewProvider checks the options and prepares the connection (it dials lazily; Run connects).
-func NewProvider(o ProviderOptions) (*Provider, error) {
+// NewConnector checks the options and prepares the connection (it dials lazily; Run connects).
+func NewConnector(o ConnectorOptions) (*Connector, error) {
 	if len(o.Drivers) == 0 {
 		return nil, errors.New("dialin: no drivers to serve: name at least one provider")
 	}
@@ -94,7 +95,7 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{
+	return &Connector{
 		opts:    o,
 		names:   names,
 		log:     o.Log.With("controller", o.Controller, "providers", names),
@@ -106,13 +107,15 @@ func NewProvider(o ProviderOptions) (*Provider, error) {
 }
 
 // Close releases the connection. Run must have returned.
-func (p *Provider) Close() error { return p.conn.Close() }
+func (p *Connector) Close() error { return p.conn.Close() }
 
 // Connected reports whether a Register stream is open and welcomed.
-func (p *Provider) Connected() bool { return p.connected.Load() }
+func (p *Connector) Connected() bool { return p.connected.Load() }
 
 // Pulls returns how many classes and secrets this provider has pulled from the controller.
-func (p *Provider) Pulls() (classes, secrets int64) { return p.classPulls.Load(), p.secretPulls.Load() }
+func (p *Connector) Pulls() (classes, secrets int64) {
+	return p.classPulls.Load(), p.secretPulls.Load()
+}
 
 // ErrRefused wraps the controller's refusal of this provider (a certificate that does not
 // authorize a name, an invalid name): reconnecting cannot help, so Run returns it.
@@ -147,7 +150,7 @@ func withDefaults(b wait.Backoff) wait.Backoff {
 // nil) or the controller refuses the registration (ErrRefused). The backoff starts over each
 // time the controller accepts a registration, so a controller that restarts quickly is found
 // again after the first short wait however long it was away before.
-func (p *Provider) Run(ctx context.Context) error {
+func (p *Connector) Run(ctx context.Context) error {
 	initial := withDefaults(p.opts.Backoff)
 	backoff := initial
 	for {
@@ -177,7 +180,7 @@ func (p *Provider) Run(ctx context.Context) error {
 
 // session serves one Register stream until it ends and reports whether the controller accepted
 // the registration. Operations in flight are cancelled when it ends and finish before it returns.
-func (p *Provider) session(ctx context.Context) (welcomed bool, _ error) {
+func (p *Connector) session(ctx context.Context) (welcomed bool, _ error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := p.client.Register(sctx)
@@ -280,7 +283,7 @@ func recvError(stream grpc.BidiStreamingClient[dialinv1.RegisterRequest, dialinv
 }
 
 // handle runs one operation against the driver and returns its result.
-func (p *Provider) handle(ctx context.Context, op *dialinv1.Operation) (r *dialinv1.Result) {
+func (p *Connector) handle(ctx context.Context, op *dialinv1.Operation) (r *dialinv1.Result) {
 	defer func() {
 		if v := recover(); v != nil {
 			p.log.Error("dialin: driver panicked", "provider", op.Provider, "method", op.Method.String(), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -358,7 +361,7 @@ func errorResult(err error) *dialinv1.Result {
 }
 
 // class returns the referenced class from the cache, pulling it once per version.
-func (p *Provider) class(ctx context.Context, ref *dialinv1.ObjectRef) (*v1alpha1.MachineClass, error) {
+func (p *Connector) class(ctx context.Context, ref *dialinv1.ObjectRef) (*v1alpha1.MachineClass, error) {
 	if ref == nil {
 		return nil, nil
 	}
@@ -381,7 +384,7 @@ func (p *Provider) class(ctx context.Context, ref *dialinv1.ObjectRef) (*v1alpha
 }
 
 // secret returns the referenced secret from the cache, pulling it once per version.
-func (p *Provider) secret(ctx context.Context, ref *dialinv1.ObjectRef) (*corev1.Secret, error) {
+func (p *Connector) secret(ctx context.Context, ref *dialinv1.ObjectRef) (*corev1.Secret, error) {
 	if ref == nil {
 		return nil, nil
 	}
