@@ -36,7 +36,7 @@ func init() { commands = append(commands, autoscalerCommand()) }
 
 // Defaults of `machinist autoscaler`.
 const (
-	defaultAutoscalerAddress = ":8086" // the port of CA's example externalgrpc server
+	defaultAutoscalerAddress = ":8086" // the port of Cluster Autoscaler's example externalgrpc server
 	defaultAutoscalerHTTP    = ":8087"
 )
 
@@ -51,12 +51,12 @@ func autoscalerCommand() *cli.Command {
 			"controllers (machinist run) create and delete the machines.\n\n" +
 			"Static mode (--config groups.yaml): groups are served straight from a driver, no controller\n" +
 			"and no Machine objects; see docs/autoscaler.md for the file format.\n\n" +
-			"CA's cloud-config must name this server as address: <host>:<port> where <host> is in the\n" +
+			"Cluster Autoscaler's cloud-config must name this server as address: <host>:<port> where <host> is in the\n" +
 			"server certificate, with cert/key/cacert of a client certificate signed by --cacert.\n" +
 			"Every call is logged at -v 5; /metrics and /healthz are served on --http-address.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "address", Value: defaultAutoscalerAddress, Usage: "gRPC listen address"},
-			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host CA's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
+			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host Cluster Autoscaler's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
 			&cli.StringFlag{Name: "key", Usage: "server key (PEM)", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_KEY"}},
 			&cli.StringFlag{Name: "cacert", Usage: "CA bundle (PEM) that signs Cluster Autoscaler's client certificate; clients without one are refused", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CACERT"}},
 			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --address"},
@@ -79,9 +79,9 @@ func autoscalerCommand() *cli.Command {
 	}
 }
 
-// servedProvider is a node-group source that reports when it is loaded.
-type servedProvider interface {
-	autoscaler.Provider
+// servedSource is a node-group source that reports when it is loaded.
+type servedSource interface {
+	autoscaler.NodeGroupSource
 	Ready() bool
 }
 
@@ -99,18 +99,18 @@ func runAutoscaler(c *cli.Context) error {
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	var (
-		p    servedProvider
+		p    servedSource
 		wait = func() {}
 	)
 	if path := c.String("config"); path != "" {
-		sp, closeDrivers, err := newStaticProvider(c, path, log)
+		sp, closeDrivers, err := newStaticSource(c, path, log)
 		if err != nil {
 			return err
 		}
 		defer closeDrivers()
 		p, wait = sp, sp.Wait
 	} else {
-		dp, err := newDeploymentsProvider(c, log)
+		dp, err := newDeploymentsSource(c, log)
 		if err != nil {
 			return err
 		}
@@ -137,11 +137,11 @@ func runAutoscaler(c *cli.Context) error {
 	}
 	defer lis.Close()
 
-	// Load every group before answering: an empty first answer would mislead CA.
+	// Load every group before answering: an empty first answer would mislead Cluster Autoscaler.
 	switch sp := p.(type) {
-	case *static.Provider:
+	case *static.Source:
 		err = sp.Start(ctx)
-	case *deployments.Provider:
+	case *deployments.Source:
 		err = sp.Start(ctx)
 	}
 	if err != nil {
@@ -150,7 +150,7 @@ func runAutoscaler(c *cli.Context) error {
 	defer func() { cancel(); wait() }()
 
 	srv := autoscaler.NewServer(autoscaler.Config{
-		Provider: p, GPULabel: c.String("gpu-label"), Log: log, Metrics: metrics,
+		Source: p, GPULabel: c.String("gpu-label"), Log: log, Metrics: metrics,
 		LogCalls: c.Int("v") >= 5,
 	})
 	g := autoscaler.NewGRPCServer(srv, grpc.Creds(creds))
@@ -174,7 +174,7 @@ func runAutoscaler(c *cli.Context) error {
 	return nil
 }
 
-// autoscalerCredentials returns mTLS credentials exactly as CA's client expects them (client
+// autoscalerCredentials returns mTLS credentials exactly as Cluster Autoscaler's client expects them (client
 // certificate required and verified against --cacert), or plain text with --insecure, which is
 // refused unless the server listens on loopback only.
 func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.TransportCredentials, error) {
@@ -198,7 +198,7 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 	return credentials.NewTLS(tlsConfig), nil
 }
 
-func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Provider, error) {
+func newDeploymentsSource(c *cli.Context, log *slog.Logger) (*deployments.Source, error) {
 	var groups []deployments.FlagGroup
 	for _, s := range c.StringSlice("nodes") {
 		g, err := deployments.ParseFlagGroup(s)
@@ -219,7 +219,7 @@ func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Prov
 	})
 }
 
-func newStaticProvider(c *cli.Context, path string, log *slog.Logger) (*static.Provider, func(), error) {
+func newStaticSource(c *cli.Context, path string, log *slog.Logger) (*static.Source, func(), error) {
 	groups, err := static.LoadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -297,7 +297,7 @@ func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
 
 // serveAutoscalerHTTP serves /metrics, /healthz (the process is up) and /readyz (every group is
 // loaded) until shutdown.
-func serveAutoscalerHTTP(addr string, reg *prometheus.Registry, p servedProvider, log *slog.Logger) (*http.Server, error) {
+func serveAutoscalerHTTP(addr string, reg *prometheus.Registry, p servedSource, log *slog.Logger) (*http.Server, error) {
 	if addr == "" || addr == "0" {
 		return nil, nil
 	}

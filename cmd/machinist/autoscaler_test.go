@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
@@ -89,8 +89,8 @@ func TestAutoscalerCommand(t *testing.T) {
 	}
 	t.Cleanup(stop)
 
-	dial := func(files mtls.Files) *caclient.Client {
-		c, err := caclient.Dial(caclient.CloudConfig{Address: "localhost:" + grpcPort, Cert: files.Cert, Key: files.Key, CACert: files.CA}, caclient.Current)
+	dial := func(files mtls.Files) *clusterautoscaler.Client {
+		c, err := clusterautoscaler.Dial(clusterautoscaler.CloudConfig{Address: "localhost:" + grpcPort, Cert: files.Cert, Key: files.Key, CACert: files.CA}, clusterautoscaler.Current)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestAutoscalerCommand(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	t.Run("CA's client is accepted", func(t *testing.T) {
+	t.Run("Cluster Autoscaler's client is accepted", func(t *testing.T) {
 		groups, err := good.NodeGroups()
 		if err != nil || len(groups) != 1 || groups[0].GetId() != "workers" {
 			t.Fatalf("groups %v, %v", groups, err)

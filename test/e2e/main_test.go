@@ -29,7 +29,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
@@ -73,7 +73,7 @@ const ns = "default"
 
 // world is one test's cluster: the full local control plane, `machinist run` (the controllers
 // with the local provider, whose machines become the cluster's nodes) and, on request,
-// `machinist autoscaler` with a CA-like client.
+// `machinist autoscaler` with a Cluster Autoscaler-like client.
 type world struct {
 	t   *testing.T
 	ctx context.Context
@@ -136,7 +136,7 @@ func (w *world) start(args ...string) {
 
 // startAutoscaler runs `machinist autoscaler` over mutual TLS with certificates made as
 // `machinist dev` makes them, and returns a client that behaves like Cluster Autoscaler's.
-func (w *world) startAutoscaler() *caclient.Client {
+func (w *world) startAutoscaler() *clusterautoscaler.Client {
 	w.t.Helper()
 	files, err := localcontrolplane.LocalMTLS(w.t.TempDir(), "machinist-autoscaler", "cluster-autoscaler")
 	if err != nil {
@@ -146,19 +146,19 @@ func (w *world) startAutoscaler() *caclient.Client {
 	w.start("autoscaler", "--kubeconfig", w.env.KubeconfigPath, "--namespace", ns,
 		"--address", "127.0.0.1:"+strconv.Itoa(port), "--http-address", "127.0.0.1:"+strconv.Itoa(freePort(w.t)),
 		"--cert", files.ServerCert, "--key", files.ServerKey, "--cacert", files.CA)
-	ca, err := caclient.Dial(caclient.CloudConfig{
+	scaler, err := clusterautoscaler.Dial(clusterautoscaler.CloudConfig{
 		Address: "localhost:" + strconv.Itoa(port), Cert: files.ClientCert, Key: files.ClientKey, CACert: files.CA,
 		GRPCTimeout: metav1.Duration{Duration: 10 * time.Second},
-	}, caclient.Current)
+	}, clusterautoscaler.Current)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { ca.Close() })
+	w.t.Cleanup(func() { scaler.Close() })
 	w.eventually(time.Minute, "the autoscaler server answers", func() (bool, string) {
-		_, err := ca.NodeGroups()
+		_, err := scaler.NodeGroups()
 		return err == nil, fmt.Sprint(err)
 	})
-	return ca
+	return scaler
 }
 
 func freePort(t *testing.T) int {

@@ -20,8 +20,8 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -107,7 +107,7 @@ func (w *world) machinesOf(pool string) []v1alpha1.Machine {
 	return list.Items
 }
 
-// TestWithControllers is CA's whole cycle against the real controllers and the local provider:
+// TestWithControllers is Cluster Autoscaler's whole cycle against the real controllers and the local provider:
 // scale up from zero with the template, scale 1 to 3, delete one specific node, a failed create
 // reported and deleted, and an unfulfilled target dropped.
 func TestWithControllers(t *testing.T) {
@@ -120,22 +120,22 @@ func TestWithControllers(t *testing.T) {
 	w.poolDeployment("slow", "slow", 0, 2)
 	w.startControllers()
 	p := w.provider()
-	certs := catest.NewCerts(t)
-	ca := catest.Connect(t, catest.Serve(t, p, certs), certs, caclient.Current)
+	certs := autoscalertest.NewCerts(t)
+	scaler := autoscalertest.Connect(t, autoscalertest.Serve(t, p, certs), certs, clusterautoscaler.Current)
 	const workers, stockout, slow = ns + ".workers", ns + ".stockout", ns + ".slow"
 
 	// running waits for n Running instances of a group whose nodes exist.
-	running := func(t *testing.T, id string, n int) []caclient.Instance {
+	running := func(t *testing.T, id string, n int) []clusterautoscaler.Instance {
 		t.Helper()
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
-			if err := ca.Refresh(); err != nil {
+			if err := scaler.Refresh(); err != nil {
 				t.Fatal(err)
 			}
-			in, err := ca.Nodes(id)
+			in, err := scaler.Nodes(id)
 			ok := err == nil && len(in) == n
 			for _, i := range in {
-				ok = ok && i.Status != nil && i.Status.State == caclient.InstanceRunning && strings.HasPrefix(i.ID, "local:///")
+				ok = ok && i.Status != nil && i.Status.State == clusterautoscaler.InstanceRunning && strings.HasPrefix(i.ID, "local:///")
 			}
 			if ok {
 				return in
@@ -148,16 +148,16 @@ func TestWithControllers(t *testing.T) {
 	}
 
 	t.Run("scale up from zero", func(t *testing.T) {
-		if err := ca.Refresh(); err != nil {
+		if err := scaler.Refresh(); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := ca.TargetSize(workers); err != nil || n != 0 {
+		if n, err := scaler.TargetSize(workers); err != nil || n != 0 {
 			t.Fatalf("target %d, %v", n, err)
 		}
-		if node, err := ca.TemplateNodeInfo(workers); err != nil || node.Labels["pool"] != "workers" {
+		if node, err := scaler.TemplateNodeInfo(workers); err != nil || node.Labels["pool"] != "workers" {
 			t.Fatalf("template %v, %v", node, err)
 		}
-		if err := ca.IncreaseSize(workers, 1); err != nil {
+		if err := scaler.IncreaseSize(workers, 1); err != nil {
 			t.Fatal(err)
 		}
 		in := running(t, workers, 1)
@@ -169,7 +169,7 @@ func TestWithControllers(t *testing.T) {
 		for _, n := range node.Items {
 			if n.Spec.ProviderID == in[0].ID {
 				found = true
-				g, err := ca.NodeGroupForNode(&n)
+				g, err := scaler.NodeGroupForNode(&n)
 				if err != nil || g.GetId() != workers || g.GetMaxSize() != 3 {
 					t.Fatalf("NodeGroupForNode(%s) = %v, %v", n.Name, g, err)
 				}
@@ -181,10 +181,10 @@ func TestWithControllers(t *testing.T) {
 	})
 
 	t.Run("scale up 1 to 3", func(t *testing.T) {
-		if err := ca.IncreaseSize(workers, 2); err != nil {
+		if err := scaler.IncreaseSize(workers, 2); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize(workers); n != 3 {
+		if n, _ := scaler.TargetSize(workers); n != 3 {
 			t.Fatalf("target %d right after IncreaseSize(2)", n)
 		}
 		running(t, workers, 3)
@@ -206,7 +206,7 @@ func TestWithControllers(t *testing.T) {
 		if victim == nil {
 			t.Fatalf("no node for %s", victimID)
 		}
-		if err := ca.DeleteNodes(workers, victim); err != nil {
+		if err := scaler.DeleteNodes(workers, victim); err != nil {
 			t.Fatal(err)
 		}
 		after := running(t, workers, 2)
@@ -238,30 +238,30 @@ func TestWithControllers(t *testing.T) {
 	})
 
 	t.Run("failed create is reported and deleted", func(t *testing.T) {
-		if err := ca.IncreaseSize(stockout, 1); err != nil {
+		if err := scaler.IncreaseSize(stockout, 1); err != nil {
 			t.Fatal(err)
 		}
-		var failed caclient.Instance
+		var failed clusterautoscaler.Instance
 		deadline := time.Now().Add(2 * time.Minute)
 		for failed.Status == nil || failed.Status.ErrorInfo == nil {
 			if time.Now().After(deadline) {
 				t.Fatalf("no error info on %s: %+v", stockout, failed)
 			}
 			time.Sleep(200 * time.Millisecond)
-			in, err := ca.Nodes(stockout)
+			in, err := scaler.Nodes(stockout)
 			if err == nil && len(in) == 1 {
 				failed = in[0]
 			}
 		}
 		e := failed.Status.ErrorInfo
-		if failed.Status.State != caclient.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.HasPrefix(failed.ID, autoscaler.PlaceholderScheme) {
+		if failed.Status.State != clusterautoscaler.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.HasPrefix(failed.ID, autoscaler.PlaceholderScheme) {
 			t.Fatalf("failed instance %s state %d error %+v", failed.ID, failed.Status.State, e)
 		}
-		fake := caclient.FakeNode(failed.ID, "create-error")
-		if g, err := ca.NodeGroupForNode(fake); err != nil || g.GetId() != stockout {
+		fake := clusterautoscaler.FakeNode(failed.ID, "create-error")
+		if g, err := scaler.NodeGroupForNode(fake); err != nil || g.GetId() != stockout {
 			t.Fatalf("fake node resolved to %v, %v", g, err)
 		}
-		if err := ca.DeleteNodes(stockout, fake); err != nil {
+		if err := scaler.DeleteNodes(stockout, fake); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the failed machine deleted", func() bool { return len(w.machinesOf("stockout")) == 0 })
@@ -271,26 +271,26 @@ func TestWithControllers(t *testing.T) {
 	})
 
 	t.Run("decrease an unfulfilled target", func(t *testing.T) {
-		if err := ca.IncreaseSize(slow, 2); err != nil {
+		if err := scaler.IncreaseSize(slow, 2); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "two slow machines with VMs", func() bool {
-			in, err := ca.Nodes(slow)
+			in, err := scaler.Nodes(slow)
 			if err != nil || len(in) != 2 {
 				return false
 			}
 			for _, i := range in {
-				if i.Status == nil || i.Status.State != caclient.InstanceCreating {
+				if i.Status == nil || i.Status.State != clusterautoscaler.InstanceCreating {
 					return false
 				}
 			}
 			return true
 		})
-		if err := ca.DecreaseTargetSize(slow, -2); err != nil {
+		if err := scaler.DecreaseTargetSize(slow, -2); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "the unfulfilled machines dropped", func() bool { return len(w.machinesOf("slow")) == 0 })
-		if err := ca.DecreaseTargetSize(workers, -1); status.Code(err) != codes.FailedPrecondition {
+		if err := scaler.DecreaseTargetSize(workers, -1); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("decreasing below the registered nodes: %v", err)
 		}
 		running(t, workers, 2)

@@ -1,12 +1,13 @@
 // Package autoscaler serves machinist's node groups to an unmodified Cluster Autoscaler over its
 // externalgrpc cloud-provider protocol.
 //
-// The gRPC service (Server) is a thin translation layer over a Provider, the source of node
-// groups. Two providers exist: deployments (MachineDeployments run by machinist's controllers)
-// and static (groups served straight from a driver, no controller). The wire details every CA
-// version depends on live here once: old and new field numbers, Unimplemented only where CA
-// accepts it, never an empty template, options that echo CA's defaults. What CA sends and expects,
-// with the upstream files and commits, is in docs/compatibility/cluster-autoscaler-externalgrpc.md.
+// The gRPC service (Server) is a thin translation layer over a NodeGroupSource. Two sources exist:
+// deployments (MachineDeployments run by machinist's controllers) and static (groups served
+// straight from a driver, no controller). The wire details every Cluster Autoscaler version depends
+// on live here once: old and new field numbers, Unimplemented only where Cluster Autoscaler accepts
+// it, never an empty template, options that echo Cluster Autoscaler's defaults. What Cluster
+// Autoscaler sends and expects, with the upstream files and commits, is in
+// docs/compatibility/cluster-autoscaler-externalgrpc.md.
 package autoscaler
 
 import (
@@ -17,16 +18,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Provider is a source of node groups. Errors are core/driver *Status values: their code is sent
+// NodeGroupSource is a source of node groups. Errors are core/driver *Status values: their code is sent
 // to Cluster Autoscaler as the gRPC status code (NotFound for an unknown group, InvalidArgument
 // for a bad request, FailedPrecondition for a refusal such as going below the minimum size).
 //
 // Methods are called concurrently. Lookups (NodeGroups, NodeGroupForNode, Nodes, TargetSize)
-// must answer from memory: CA calls them many times per loop.
-type Provider interface {
-	// NodeGroups returns every group CA may scale, sorted by id.
+// must answer from memory: Cluster Autoscaler calls them many times per loop.
+type NodeGroupSource interface {
+	// NodeGroups returns every group Cluster Autoscaler may scale, sorted by id.
 	NodeGroups() []NodeGroup
-	// NodeGroupForNode returns the group of a node, of a placeholder instance the provider
+	// NodeGroupForNode returns the group of a node, of a placeholder instance the source
 	// reported, or ok=false when the node is not managed (template nodes, foreign nodes).
 	NodeGroupForNode(node Node) (group NodeGroup, ok bool, err error)
 	// TargetSize returns the desired size of a group, machines being created included.
@@ -45,29 +46,29 @@ type Provider interface {
 	// registered yet (placeholder ids).
 	Nodes(ctx context.Context, id string) ([]Instance, error)
 	// TemplateNode returns the node a new machine of the group would become. ErrNoTemplate
-	// (wrapped) means the group has none; CA then answers scale-from-zero without it.
+	// (wrapped) means the group has none; Cluster Autoscaler then answers scale-from-zero without it.
 	TemplateNode(ctx context.Context, id string) (*corev1.Node, error)
-	// Options returns the group's overrides of CA's autoscaling options.
+	// Options returns the group's overrides of Cluster Autoscaler's autoscaling options.
 	Options(ctx context.Context, id string) (Options, error)
 	// GPUTypes returns the GPU types (values of the GPU label) the groups offer.
 	GPUTypes() []string
-	// Refresh is called at the start of every CA loop. It must be cheap and must not fail for a
-	// transient reason the provider can ride out: an error stops CA's whole loop.
+	// Refresh is called at the start of every Cluster Autoscaler loop. It must be cheap and must not fail for a
+	// transient reason the source can ride out: an error stops Cluster Autoscaler's whole loop.
 	Refresh(ctx context.Context) error
 }
 
-// NodeGroup is a set of identical machines CA scales.
+// NodeGroup is a set of identical machines Cluster Autoscaler scales.
 type NodeGroup struct {
 	// ID is stable for the lifetime of the group.
 	ID string
 	// MinSize and MaxSize bound the target size.
 	MinSize, MaxSize int
-	// Debug is shown in CA's logs and status.
+	// Debug is shown in Cluster Autoscaler's logs and status.
 	Debug string
 }
 
-// Node is a node as CA sends it: never whole, only these fields. For a placeholder instance CA
-// sends Name = ProviderID = the instance id.
+// Node is a node as Cluster Autoscaler sends it: never whole, only these fields. For a placeholder
+// instance Cluster Autoscaler sends Name = ProviderID = the instance id.
 type Node struct {
 	ProviderID  string
 	Name        string
@@ -84,14 +85,14 @@ func (n Node) ID() string {
 	return n.Name
 }
 
-// IsTemplate reports whether the node is one of CA's sanitized template nodes, which no provider
-// manages.
+// IsTemplate reports whether the node is one of Cluster Autoscaler's sanitized template nodes,
+// which no provider manages.
 func (n Node) IsTemplate() bool { return n.Labels[LabelTemplateNode] == "true" }
 
-// LabelTemplateNode marks the template nodes CA builds from TemplateNodeInfo.
+// LabelTemplateNode marks the template nodes Cluster Autoscaler builds from TemplateNodeInfo.
 const LabelTemplateNode = "cluster-autoscaler.kubernetes.io/template-node"
 
-// InstanceState is the lifecycle state of an instance as CA sees it.
+// InstanceState is the lifecycle state of an instance as Cluster Autoscaler sees it.
 type InstanceState int
 
 // The instance states of the protocol.
@@ -120,8 +121,8 @@ type Instance struct {
 	// placeholder (see Placeholder).
 	ID    string
 	State InstanceState
-	// Error is set when creating the machine failed; CA then backs the group off and deletes
-	// the instance. CA reads it only for Creating instances.
+	// Error is set when creating the machine failed; Cluster Autoscaler then backs the group off and deletes
+	// the instance. Cluster Autoscaler reads it only for Creating instances.
 	Error *InstanceError
 }
 
@@ -135,16 +136,16 @@ type InstanceError struct {
 	Class int
 }
 
-// The error classes CA knows.
+// The error classes Cluster Autoscaler knows.
 const (
-	// ErrorClassOutOfResources is a stock-out or quota error: CA tries another group.
+	// ErrorClassOutOfResources is a stock-out or quota error: Cluster Autoscaler tries another group.
 	ErrorClassOutOfResources = 1
 	// ErrorClassOther is every other error.
 	ErrorClassOther = 99
 )
 
-// Options are a group's overrides of CA's per-group autoscaling options; nil fields keep CA's
-// defaults.
+// Options are a group's overrides of Cluster Autoscaler's per-group autoscaling options; nil fields
+// keep Cluster Autoscaler's defaults.
 type Options struct {
 	ScaleDownUtilizationThreshold    *float64
 	ScaleDownGpuUtilizationThreshold *float64
@@ -159,5 +160,5 @@ type Options struct {
 func (o Options) IsZero() bool { return o == Options{} }
 
 // ErrNoTemplate is wrapped by TemplateNode errors of groups that have no node template. The
-// server answers Unimplemented, which CA (1.29+) reads as "not implemented for this group".
+// server answers Unimplemented, which Cluster Autoscaler (1.29+) reads as "not implemented for this group".
 var ErrNoTemplate = errors.New("no node template")

@@ -1,11 +1,11 @@
-// Package caclient is a client of the externalgrpc protocol that behaves like Cluster
+// Package clusterautoscaler is a client of the externalgrpc protocol that behaves like Cluster
 // Autoscaler's externalgrpc cloud provider: the same cloud-config, the same TLS setup, the same
 // per-call deadline, the same client-side caches and the same conversions of answers (status
-// without state drops its error info, Unimplemented only where CA accepts it, template node
+// without state drops its error info, Unimplemented only where Cluster Autoscaler accepts it, template node
 // decoded with (*v1.Node).Unmarshal, old or new field numbers depending on the emulated
-// release). Tests drive machinist's server through it the way CA does; it is also a debugging
+// release). Tests drive machinist's server through it the way Cluster Autoscaler does; it is also a debugging
 // aid against a live server.
-package caclient
+package clusterautoscaler
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 	pb "github.com/machinist-io/machinist/grpcbridge/proto/clusterautoscaler/cloudprovider/v1/externalgrpc"
 )
 
-// CloudConfig is CA's --cloud-config file for the externalgrpc provider.
+// CloudConfig is Cluster Autoscaler's --cloud-config file for the externalgrpc provider.
 type CloudConfig struct {
 	// Address is host:port of the server; the host is the TLS server name.
 	Address string `json:"address"`
@@ -44,30 +44,30 @@ type CloudConfig struct {
 	GRPCTimeout metav1.Duration `json:"grpc_timeout,omitempty"`
 }
 
-// ParseCloudConfig reads a cloud-config file the way CA does (YAML, unknown keys ignored).
+// ParseCloudConfig reads a cloud-config file the way Cluster Autoscaler does (YAML, unknown keys ignored).
 func ParseCloudConfig(data []byte) (CloudConfig, error) {
 	var c CloudConfig
 	if err := yaml.Unmarshal(data, &c); err != nil {
-		return CloudConfig{}, fmt.Errorf("caclient: cloud-config: %w", err)
+		return CloudConfig{}, fmt.Errorf("clusterautoscaler: cloud-config: %w", err)
 	}
 	return c, nil
 }
 
-// Release selects the generation of CA's client to emulate.
+// Release selects the generation of Cluster Autoscaler's client to emulate.
 type Release int
 
 const (
-	// Current is CA 1.35 and later: new field numbers only.
+	// Current is Cluster Autoscaler 1.35 and later: new field numbers only.
 	Current Release = iota
-	// Legacy is CA 1.29 to 1.34.1: old field numbers only (template node in nodeInfo = 1,
+	// Legacy is Cluster Autoscaler 1.29 to 1.34.1: old field numbers only (template node in nodeInfo = 1,
 	// durations as nanoseconds in fields 3/4/5, dereferenced without nil checks).
 	Legacy
 )
 
-// ErrNotImplemented is what CA makes of Unimplemented from the four optional RPCs.
+// ErrNotImplemented is what Cluster Autoscaler makes of Unimplemented from the four optional RPCs.
 var ErrNotImplemented = errors.New("not implemented")
 
-// Client talks to an externalgrpc server like CA does.
+// Client talks to an externalgrpc server like Cluster Autoscaler does.
 type Client struct {
 	conn    *grpc.ClientConn
 	api     pb.CloudProviderClient
@@ -88,33 +88,33 @@ type templateAnswer struct {
 	err  error
 }
 
-// Dial creates a client for cfg as CA does: TLS iff cfg.Cert is set, with ServerName = host of
-// Address, the client certificate always presented and RootCAs = cfg.CACert. Like CA it does
+// Dial creates a client for cfg as Cluster Autoscaler does: TLS iff cfg.Cert is set, with ServerName = host of
+// Address, the client certificate always presented and RootCAs = cfg.CACert. Like Cluster Autoscaler it does
 // not wait for the server.
 func Dial(cfg CloudConfig, release Release) (*Client, error) {
 	host, _, err := net.SplitHostPort(cfg.Address)
 	if err != nil {
-		return nil, fmt.Errorf("caclient: address %q: %w", cfg.Address, err)
+		return nil, fmt.Errorf("clusterautoscaler: address %q: %w", cfg.Address, err)
 	}
 	creds := insecure.NewCredentials()
 	if cfg.Cert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
 		if err != nil {
-			return nil, fmt.Errorf("caclient: client certificate: %w", err)
+			return nil, fmt.Errorf("clusterautoscaler: client certificate: %w", err)
 		}
 		caPEM, err := os.ReadFile(cfg.CACert)
 		if err != nil {
-			return nil, fmt.Errorf("caclient: cacert: %w", err)
+			return nil, fmt.Errorf("clusterautoscaler: cacert: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(caPEM) {
-			return nil, fmt.Errorf("caclient: cacert %s holds no certificate", cfg.CACert)
+			return nil, fmt.Errorf("clusterautoscaler: cacert %s holds no certificate", cfg.CACert)
 		}
 		creds = credentials.NewTLS(&tls.Config{ServerName: host, Certificates: []tls.Certificate{cert}, RootCAs: pool})
 	}
 	conn, err := grpc.NewClient(cfg.Address, grpc.WithTransportCredentials(creds))
 	if err != nil {
-		return nil, fmt.Errorf("caclient: dial %s: %w", cfg.Address, err)
+		return nil, fmt.Errorf("clusterautoscaler: dial %s: %w", cfg.Address, err)
 	}
 	timeout := cfg.GRPCTimeout.Duration
 	if timeout == 0 {
@@ -147,7 +147,7 @@ func (c *Client) ctx(method string) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), c.timeout)
 }
 
-// Refresh wipes the per-loop caches and calls Refresh, as CA does at the start of every loop.
+// Refresh wipes the per-loop caches and calls Refresh, as Cluster Autoscaler does at the start of every loop.
 func (c *Client) Refresh() error {
 	c.mu.Lock()
 	c.groups, c.groupsOK = nil, false
@@ -160,7 +160,7 @@ func (c *Client) Refresh() error {
 	return err
 }
 
-// NodeGroups returns the groups, cached until the next Refresh. Like CA it swallows errors (an
+// NodeGroups returns the groups, cached until the next Refresh. Like Cluster Autoscaler it swallows errors (an
 // error reads as no groups); the error is returned for tests.
 func (c *Client) NodeGroups() ([]*pb.NodeGroup, error) {
 	c.mu.Lock()
@@ -181,12 +181,12 @@ func (c *Client) NodeGroups() ([]*pb.NodeGroup, error) {
 	return c.groups, nil
 }
 
-// ExternalNode is the part of a Node CA sends.
+// ExternalNode is the part of a Node Cluster Autoscaler sends.
 func ExternalNode(n *corev1.Node) *pb.ExternalGrpcNode {
 	return &pb.ExternalGrpcNode{ProviderID: n.Spec.ProviderID, Name: n.Name, Labels: n.Labels, Annotations: n.Annotations}
 }
 
-// FakeNode is the node CA builds for an instance that has no Node (yet): name and providerID
+// FakeNode is the node Cluster Autoscaler builds for an instance that has no Node (yet): name and providerID
 // are the instance id.
 func FakeNode(instanceID, reason string) *corev1.Node {
 	return &corev1.Node{
@@ -196,7 +196,7 @@ func FakeNode(instanceID, reason string) *corev1.Node {
 }
 
 // NodeGroupForNode returns the node's group or nil when it is not managed. Only managed answers
-// are cached (by name + providerID), as in CA.
+// are cached (by name + providerID), as in Cluster Autoscaler.
 func (c *Client) NodeGroupForNode(n *corev1.Node) (*pb.NodeGroup, error) {
 	cacheKey := n.Name + n.Spec.ProviderID
 	c.mu.Lock()
@@ -260,38 +260,38 @@ func (c *Client) DecreaseTargetSize(id string, delta int) error {
 	return err
 }
 
-// InstanceState is CA's cloudprovider.InstanceState.
+// InstanceState is Cluster Autoscaler's cloudprovider.InstanceState.
 type InstanceState int
 
-// CA's instance states.
+// Cluster Autoscaler's instance states.
 const (
 	InstanceRunning  InstanceState = 1
 	InstanceCreating InstanceState = 2
 	InstanceDeleting InstanceState = 3
 )
 
-// Instance is CA's cloudprovider.Instance.
+// Instance is Cluster Autoscaler's cloudprovider.Instance.
 type Instance struct {
 	ID string
 	// Status is nil when the server sent an unspecified state.
 	Status *InstanceStatus
 }
 
-// InstanceStatus is CA's cloudprovider.InstanceStatus.
+// InstanceStatus is Cluster Autoscaler's cloudprovider.InstanceStatus.
 type InstanceStatus struct {
 	State InstanceState
 	// ErrorInfo is nil unless the server sent a non-empty error code.
 	ErrorInfo *InstanceErrorInfo
 }
 
-// InstanceErrorInfo is CA's cloudprovider.InstanceErrorInfo.
+// InstanceErrorInfo is Cluster Autoscaler's cloudprovider.InstanceErrorInfo.
 type InstanceErrorInfo struct {
 	ErrorClass   int
 	ErrorCode    string
 	ErrorMessage string
 }
 
-// Nodes returns the group's instances converted exactly as CA converts them.
+// Nodes returns the group's instances converted exactly as Cluster Autoscaler converts them.
 func (c *Client) Nodes(id string) ([]Instance, error) {
 	ctx, cancel := c.ctx("NodeGroupNodes")
 	defer cancel()
@@ -314,8 +314,8 @@ func (c *Client) Nodes(id string) ([]Instance, error) {
 	return out, nil
 }
 
-// TemplateNodeInfo returns the group's template node, or ErrNotImplemented. Like CA it caches
-// the answer (even a nil one) until the next Refresh; unlike CA it reports an OK answer without
+// TemplateNodeInfo returns the group's template node, or ErrNotImplemented. Like Cluster Autoscaler it caches
+// the answer (even a nil one) until the next Refresh; unlike Cluster Autoscaler it reports an OK answer without
 // a node as an error instead of dereferencing it.
 func (c *Client) TemplateNodeInfo(id string) (*corev1.Node, error) {
 	c.mu.Lock()
@@ -346,16 +346,16 @@ func (c *Client) templateNodeInfo(id string) (*corev1.Node, error) {
 		raw = resp.GetNodeInfo()
 	}
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("caclient: NodeGroupTemplateNodeInfo %q answered OK without a node: CA would dereference nil", id)
+		return nil, fmt.Errorf("clusterautoscaler: NodeGroupTemplateNodeInfo %q answered OK without a node: Cluster Autoscaler would dereference nil", id)
 	}
 	node := &corev1.Node{}
 	if err := node.Unmarshal(raw); err != nil {
-		return nil, fmt.Errorf("caclient: decode template node: %w", err)
+		return nil, fmt.Errorf("clusterautoscaler: decode template node: %w", err)
 	}
 	return node, nil
 }
 
-// Options are CA's config.NodeGroupAutoscalingOptions that travel over the wire.
+// Options are Cluster Autoscaler's config.NodeGroupAutoscalingOptions that travel over the wire.
 type Options struct {
 	ScaleDownUtilizationThreshold    float64
 	ScaleDownGpuUtilizationThreshold float64
@@ -366,8 +366,8 @@ type Options struct {
 	IgnoreDaemonSetsUtilization      bool
 }
 
-// GetOptions sends CA's defaults and returns the group's options: nil when the answer has none
-// (CA keeps its defaults), ErrNotImplemented for Unimplemented.
+// GetOptions sends Cluster Autoscaler's defaults and returns the group's options: nil when the answer has none
+// (Cluster Autoscaler keeps its defaults), ErrNotImplemented for Unimplemented.
 func (c *Client) GetOptions(id string, defaults Options) (*Options, error) {
 	d := &pb.NodeGroupAutoscalingOptions{
 		ScaleDownUtilizationThreshold:    defaults.ScaleDownUtilizationThreshold,
@@ -404,9 +404,9 @@ func (c *Client) GetOptions(id string, defaults Options) (*Options, error) {
 		IgnoreDaemonSetsUtilization:      o.GetIgnoreDaemonSetsUtilization(),
 	}
 	if c.release == Legacy {
-		// CA 1.29-1.34.1 reads .Duration of the old fields without a nil check.
+		// Cluster Autoscaler 1.29-1.34.1 reads .Duration of the old fields without a nil check.
 		if o.GetScaleDownUnneededTime() == nil || o.GetScaleDownUnreadyTime() == nil || o.GetMaxNodeProvisionTime() == nil {
-			return nil, fmt.Errorf("caclient: options of %q lack a pre-1.35 duration field: CA 1.34 would dereference nil", id)
+			return nil, fmt.Errorf("clusterautoscaler: options of %q lack a pre-1.35 duration field: Cluster Autoscaler 1.34 would dereference nil", id)
 		}
 		out.ScaleDownUnneededTime = time.Duration(o.GetScaleDownUnneededTime().GetDuration())
 		out.ScaleDownUnreadyTime = time.Duration(o.GetScaleDownUnreadyTime().GetDuration())
@@ -493,7 +493,7 @@ func (c *Client) PodPrice(p *corev1.Pod, start, end time.Time) (float64, error) 
 	return resp.GetPrice(), err
 }
 
-// Cleanup is called once when CA exits.
+// Cleanup is called once when Cluster Autoscaler exits.
 func (c *Client) Cleanup() error {
 	ctx, cancel := c.ctx("Cleanup")
 	defer cancel()

@@ -39,7 +39,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
 
-// Config configures a Provider.
+// Config configures a Source.
 type Config struct {
 	// Control is the cluster that holds the Machine* objects. Required.
 	Control *rest.Config
@@ -59,9 +59,9 @@ type Config struct {
 	Marks fallback.Marks
 }
 
-// Provider serves MachineDeployments as node groups. Create it with New and Start it before
+// Source serves MachineDeployments as node groups. Create it with New and Start it before
 // serving.
-type Provider struct {
+type Source struct {
 	cfg    Config
 	log    *slog.Logger
 	now    func() time.Time
@@ -74,8 +74,8 @@ type Provider struct {
 	warnedFlags map[key]bool
 }
 
-// New returns a Provider for cfg. It contacts nothing until Start.
-func New(cfg Config) (*Provider, error) {
+// New returns a Source for cfg. It contacts nothing until Start.
+func New(cfg Config) (*Source, error) {
 	if cfg.Control == nil {
 		return nil, fmt.Errorf("autoscaler: no control cluster configured: pass --kubeconfig or run in-cluster")
 	}
@@ -103,7 +103,7 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler: informer cache: %w", err)
 	}
-	return &Provider{
+	return &Source{
 		cfg: cfg, log: log, now: now, client: c, cache: ca,
 		ix:          newIndex(log, now, cfg.Groups),
 		warnedFlags: map[key]bool{},
@@ -111,9 +111,9 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // Start starts the informers and returns once the index holds every Machine, MachineSet,
-// MachineDeployment and MachineClass, so that the first answer CA gets is already complete.
+// MachineDeployment and MachineClass, so that the first answer Cluster Autoscaler gets is already complete.
 // The informers run until ctx is done.
-func (p *Provider) Start(ctx context.Context) error {
+func (p *Source) Start(ctx context.Context) error {
 	var regs []toolscache.ResourceEventHandlerRegistration
 	add := func(obj client.Object, put, del func(any)) error {
 		inf, err := p.cache.GetInformer(ctx, obj)
@@ -200,7 +200,7 @@ func as[T any](o any, f func(T)) {
 	}
 }
 
-func (p *Provider) namespaceText() string {
+func (p *Source) namespaceText() string {
 	if p.cfg.Namespace == "" {
 		return "(all)"
 	}
@@ -208,10 +208,10 @@ func (p *Provider) namespaceText() string {
 }
 
 // Ready reports whether the index is loaded.
-func (p *Provider) Ready() bool { return p.synced.Load() }
+func (p *Source) Ready() bool { return p.synced.Load() }
 
 // NodeGroups lists every group, sorted by id.
-func (p *Provider) NodeGroups() []autoscaler.NodeGroup {
+func (p *Source) NodeGroups() []autoscaler.NodeGroup {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	out := make([]autoscaler.NodeGroup, 0, len(p.ix.groups))
@@ -222,10 +222,10 @@ func (p *Provider) NodeGroups() []autoscaler.NodeGroup {
 	return out
 }
 
-func (p *Provider) nodeGroupLocked(g *group) autoscaler.NodeGroup { return g.ng }
+func (p *Source) nodeGroupLocked(g *group) autoscaler.NodeGroup { return g.ng }
 
 // NodeGroupForNode resolves a node, or one of our placeholders, to its group from memory.
-func (p *Provider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
+func (p *Source) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	if m := p.ix.machineForNodeLocked(n); m != nil {
@@ -242,7 +242,7 @@ func (p *Provider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bo
 	return autoscaler.NodeGroup{}, false, nil
 }
 
-func (p *Provider) groupRLocked(id string) (*group, error) {
+func (p *Source) groupRLocked(id string) (*group, error) {
 	g := p.ix.groups[id]
 	if g == nil {
 		return nil, driver.Errorf(driver.NotFound,
@@ -251,14 +251,14 @@ func (p *Provider) groupRLocked(id string) (*group, error) {
 	return g, nil
 }
 
-func (p *Provider) group(id string) (*group, error) {
+func (p *Source) group(id string) (*group, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	return p.groupRLocked(id)
 }
 
 // TargetSize is the MachineDeployment's spec.replicas.
-func (p *Provider) TargetSize(_ context.Context, id string) (int, error) {
+func (p *Source) TargetSize(_ context.Context, id string) (int, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	g, err := p.groupRLocked(id)
@@ -273,7 +273,7 @@ func (p *Provider) TargetSize(_ context.Context, id string) (int, error) {
 }
 
 // IncreaseSize raises spec.replicas by delta, refusing to pass the maximum.
-func (p *Provider) IncreaseSize(ctx context.Context, id string, delta int) error {
+func (p *Source) IncreaseSize(ctx context.Context, id string, delta int) error {
 	g, err := p.group(id)
 	if err != nil {
 		return err
@@ -292,7 +292,7 @@ func (p *Provider) IncreaseSize(ctx context.Context, id string, delta int) error
 // DeleteNodes marks the machines of the named nodes in the MachineDeployment's
 // trigger-deletion-by-mcm annotation and lowers spec.replicas by the number newly marked, in one
 // update, so that the MachineSets delete exactly those machines.
-func (p *Provider) DeleteNodes(ctx context.Context, id string, nodes []autoscaler.Node) error {
+func (p *Source) DeleteNodes(ctx context.Context, id string, nodes []autoscaler.Node) error {
 	g, err := p.group(id)
 	if err != nil {
 		return err
@@ -333,7 +333,7 @@ func (p *Provider) DeleteNodes(ctx context.Context, id string, nodes []autoscale
 
 // machinesToDelete resolves the nodes to machine names, refusing nodes outside the group before
 // anything changes, and skipping machines already terminating.
-func (p *Provider) machinesToDelete(g *group, nodes []autoscaler.Node) ([]string, error) {
+func (p *Source) machinesToDelete(g *group, nodes []autoscaler.Node) ([]string, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	var names []string
@@ -372,11 +372,11 @@ func (p *Provider) machinesToDelete(g *group, nodes []autoscaler.Node) ([]string
 }
 
 // preservedBecause says why a machine must not be scaled down, or "": it is preserved (its
-// preserveExpiryTime is still to come) or about to be (preserve=now on its node or, without one
-// on the node, on the machine). Its node then carries Cluster Autoscaler's scale-down-disabled
-// annotation, so CA does not choose it; a request for it anyway (CA decided before the
-// annotation arrived) is refused rather than letting the MachineSets delete another machine or
-// this one against the operator's wish.
+// preserveExpiryTime is still to come) or about to be (preserve=now on its node or, without one on
+// the node, on the machine). Its node then carries Cluster Autoscaler's scale-down-disabled
+// annotation, so Cluster Autoscaler does not choose it; a request for it anyway (Cluster Autoscaler
+// decided before the annotation arrived) is refused rather than letting the MachineSets delete
+// another machine or this one against the operator's wish.
 func preservedBecause(m *v1alpha1.Machine, n autoscaler.Node, now time.Time) string {
 	if exp := m.Status.CurrentStatus.PreserveExpiryTime; exp != nil && exp.After(now) {
 		return "until " + exp.UTC().Format(time.RFC3339)
@@ -393,7 +393,7 @@ func preservedBecause(m *v1alpha1.Machine, n autoscaler.Node, now time.Time) str
 
 // pruneGone drops entries of machines that no longer exist and were marked long enough ago that
 // the informer has certainly seen them, so the annotation cannot grow without bound.
-func (p *Provider) pruneGone(md *v1alpha1.MachineDeployment, entries map[string]string) map[string]string {
+func (p *Source) pruneGone(md *v1alpha1.MachineDeployment, entries map[string]string) map[string]string {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	for name, ts := range entries {
@@ -410,7 +410,7 @@ func (p *Provider) pruneGone(md *v1alpha1.MachineDeployment, entries map[string]
 // DecreaseTargetSize lowers spec.replicas without touching registered nodes: the MachineSets
 // then delete machines whose node never registered first. It refuses to go below the number of
 // registered machines and stops at the minimum size, as MCM does.
-func (p *Provider) DecreaseTargetSize(ctx context.Context, id string, delta int) error {
+func (p *Source) DecreaseTargetSize(ctx context.Context, id string, delta int) error {
 	g, err := p.group(id)
 	if err != nil {
 		return err
@@ -438,7 +438,7 @@ func (p *Provider) DecreaseTargetSize(ctx context.Context, id string, delta int)
 
 // registered counts the group's machines whose node has joined and that are not on their way
 // out.
-func (p *Provider) registered(g *group, marked map[string]string) int {
+func (p *Source) registered(g *group, marked map[string]string) int {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	n := 0
@@ -464,14 +464,14 @@ func isRegistered(m *v1alpha1.Machine) bool {
 }
 
 // Nodes lists every machine of the group as an instance, in no particular order.
-func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, error) {
+func (p *Source) Nodes(_ context.Context, id string) ([]autoscaler.Instance, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	g, err := p.groupRLocked(id)
 	if err != nil {
 		return nil, err
 	}
-	// Unsorted: CA matches instances by id, and sorting 1000 ids with long common prefixes
+	// Unsorted: Cluster Autoscaler matches instances by id, and sorting 1000 ids with long common prefixes
 	// would cost a third of the call.
 	out := make([]autoscaler.Instance, 0, p.ix.countMachinesLocked(g))
 	exhausted := p.exhaustedLocked(g)
@@ -481,8 +481,9 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 			in.State, in.Error = autoscaler.StateDeleting, nil
 		}
 		if exhausted != nil && in.State == autoscaler.StateCreating && in.Error == nil {
-			// Every class of the group is out of capacity: the machine waits, and CA should back
-			// off the group in this loop rather than after its provisioning timeout.
+			// Every class of the group is out of capacity: the machine waits, and Cluster
+			// Autoscaler should back off the group in this loop rather than after its provisioning
+			// timeout.
 			in.Error = exhausted
 		}
 		out = append(out, in)
@@ -491,7 +492,7 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 }
 
 // marks are the exhausted marks the provider goes by.
-func (p *Provider) marks() fallback.Marks {
+func (p *Source) marks() fallback.Marks {
 	if p.cfg.Marks != nil {
 		return p.cfg.Marks
 	}
@@ -499,7 +500,7 @@ func (p *Provider) marks() fallback.Marks {
 }
 
 // publishedMarks reads the marks published on the classes of the index. Callers hold ix.mu.
-type publishedMarks struct{ p *Provider }
+type publishedMarks struct{ p *Source }
 
 func (m publishedMarks) Exhausted(namespace, class string) (fallback.Mark, bool) {
 	return fallback.PublishedMark(m.p.ix.classes[key{Namespace: namespace, Name: class}], m.p.now())
@@ -507,7 +508,7 @@ func (m publishedMarks) Exhausted(namespace, class string) (fallback.Mark, bool)
 
 // chainLocked is the fallback chain of a deployment (classes in the index only), or ok false
 // for a deployment without fallback classes.
-func (p *Provider) chainLocked(md *v1alpha1.MachineDeployment) (fallback.Chain, bool) {
+func (p *Source) chainLocked(md *v1alpha1.MachineDeployment) (fallback.Chain, bool) {
 	v, ok := md.Annotations[fallback.AnnotationClasses]
 	if !ok {
 		return fallback.Chain{}, false
@@ -525,7 +526,7 @@ func (p *Provider) chainLocked(md *v1alpha1.MachineDeployment) (fallback.Chain, 
 
 // exhaustedLocked returns the error of a group with fallback classes that are all marked out of
 // capacity, nil otherwise.
-func (p *Provider) exhaustedLocked(g *group) *autoscaler.InstanceError {
+func (p *Source) exhaustedLocked(g *group) *autoscaler.InstanceError {
 	md := p.ix.mds[g.md]
 	if md == nil {
 		return nil
@@ -545,7 +546,7 @@ func (p *Provider) exhaustedLocked(g *group) *autoscaler.InstanceError {
 	}
 }
 
-// Instance describes a machine as CA sees it: its providerID once known, else a placeholder;
+// Instance describes a machine as Cluster Autoscaler sees it: its providerID once known, else a placeholder;
 // Creating until its node can run pods, with the create error when the create failed; Deleting
 // once it is being deleted or failed for another reason (its MachineSet replaces it).
 func Instance(m *v1alpha1.Machine) autoscaler.Instance {
@@ -585,7 +586,7 @@ func createError(op v1alpha1.LastOperation) *autoscaler.InstanceError {
 
 // TemplateNode builds the group's node from its MachineClass's nodeTemplate and the
 // deployment's node template labels and taints.
-func (p *Provider) TemplateNode(_ context.Context, id string) (*corev1.Node, error) {
+func (p *Source) TemplateNode(_ context.Context, id string) (*corev1.Node, error) {
 	p.ix.mu.RLock()
 	defer p.ix.mu.RUnlock()
 	g, err := p.groupRLocked(id)
@@ -619,7 +620,7 @@ func (p *Provider) TemplateNode(_ context.Context, id string) (*corev1.Node, err
 }
 
 // Options are the deployment's option annotations.
-func (p *Provider) Options(_ context.Context, id string) (autoscaler.Options, error) {
+func (p *Source) Options(_ context.Context, id string) (autoscaler.Options, error) {
 	g, err := p.group(id)
 	if err != nil {
 		return autoscaler.Options{}, err
@@ -628,7 +629,7 @@ func (p *Provider) Options(_ context.Context, id string) (autoscaler.Options, er
 }
 
 // GPUTypes are the distinct values of the GPU label in the groups' node templates.
-func (p *Provider) GPUTypes() []string {
+func (p *Source) GPUTypes() []string {
 	if p.cfg.GPULabel == "" {
 		return nil
 	}
@@ -651,15 +652,15 @@ func (p *Provider) GPUTypes() []string {
 }
 
 // Refresh is cheap: the informers keep the index current and ride out API-server outages on
-// their own (CA then sees the last known state, never an error).
-func (p *Provider) Refresh(context.Context) error {
+// their own (Cluster Autoscaler then sees the last known state, never an error).
+func (p *Source) Refresh(context.Context) error {
 	p.ix.sweepTombstones()
 	p.warnMissingFlagGroups()
 	return nil
 }
 
 // warnMissingFlagGroups says once which --nodes deployments do not exist.
-func (p *Provider) warnMissingFlagGroups() {
+func (p *Source) warnMissingFlagGroups() {
 	if len(p.cfg.Groups) == 0 {
 		return
 	}
@@ -705,15 +706,15 @@ type mdPatch struct {
 
 var errNothingToDo = fmt.Errorf("nothing to do")
 
-// conflictBackoff spreads retries of a conflicting update over 2 to 4 s, inside CA's default
-// 5 s deadline: the controllers write the deployment's status often, and CA may scale a group
+// conflictBackoff spreads retries of a conflicting update over 2 to 4 s, inside Cluster Autoscaler's default
+// 5 s deadline: the controllers write the deployment's status often, and Cluster Autoscaler may scale a group
 // while the previous change is still being written.
 var conflictBackoff = wait.Backoff{Steps: 12, Duration: 5 * time.Millisecond, Factor: 1.6, Jitter: 1.0, Cap: 500 * time.Millisecond}
 
 // update reads the group's MachineDeployment from the API server, lets change fill a patch, and
 // applies it with optimistic concurrency, retrying on conflict. The bounds are re-read from the
 // fresh object so a concurrent change of the annotations is honoured.
-func (p *Provider) update(ctx context.Context, g *group, change func(*v1alpha1.MachineDeployment, Bounds, *mdPatch) error) error {
+func (p *Source) update(ctx context.Context, g *group, change func(*v1alpha1.MachineDeployment, Bounds, *mdPatch) error) error {
 	err := retry.RetryOnConflict(conflictBackoff, func() error {
 		md := &v1alpha1.MachineDeployment{}
 		if err := p.client.Get(ctx, g.md, md); err != nil {
@@ -756,7 +757,7 @@ func (p *Provider) update(ctx context.Context, g *group, change func(*v1alpha1.M
 	return apiError(err, fmt.Sprintf("node group %q: update MachineDeployment %s", g.id, g.md))
 }
 
-// apiError gives an API error the machine code that tells CA's operator what happened.
+// apiError gives an API error the machine code that tells Cluster Autoscaler's operator what happened.
 func apiError(err error, what string) error {
 	code := driver.Unavailable
 	switch {
@@ -782,4 +783,4 @@ func ctxErr(err error) driver.Code {
 	return driver.OK
 }
 
-var _ autoscaler.Provider = (*Provider)(nil)
+var _ autoscaler.NodeGroupSource = (*Source)(nil)

@@ -1,6 +1,6 @@
-// Package catest serves a Provider over real gRPC with mutual TLS on loopback and connects a
-// CA-like client to it, for the tests of both node-group modes.
-package catest
+// Package autoscalertest serves a Provider over real gRPC with mutual TLS on loopback and connects a
+// Cluster Autoscaler-like client to it, for the tests of both node-group modes.
+package autoscalertest
 
 import (
 	"log/slog"
@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 )
@@ -33,44 +33,44 @@ func NewCerts(t testing.TB) Certs {
 }
 
 // Serve serves p with mTLS on 127.0.0.1 until the test ends and returns its address.
-func Serve(t testing.TB, p autoscaler.Provider, certs Certs) string {
+func Serve(t testing.TB, p autoscaler.NodeGroupSource, certs Certs) string {
 	t.Helper()
 	tlsConfig, err := mtls.ServerConfig(certs.Server)
 	if err != nil {
-		t.Fatalf("catest: server TLS: %v", err)
+		t.Fatalf("autoscalertest: server TLS: %v", err)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("catest: listen: %v", err)
+		t.Fatalf("autoscalertest: listen: %v", err)
 	}
-	srv := autoscaler.NewServer(autoscaler.Config{Provider: p, GPULabel: "machinist.io/gpu", Log: slog.New(slog.DiscardHandler)})
+	srv := autoscaler.NewServer(autoscaler.Config{Source: p, GPULabel: "machinist.io/gpu", Log: slog.New(slog.DiscardHandler)})
 	g := autoscaler.NewGRPCServer(srv, grpc.Creds(credentials.NewTLS(tlsConfig)))
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()
 }
 
-// Connect dials addr like CA with the client certificate, writing the cloud-config file CA
-// would read and parsing it back, so the config format is exercised too.
-func Connect(t testing.TB, addr string, certs Certs, release caclient.Release) *caclient.Client {
+// Connect dials addr like Cluster Autoscaler with the client certificate, writing the cloud-config
+// file Cluster Autoscaler would read and parsing it back, so the config format is exercised too.
+func Connect(t testing.TB, addr string, certs Certs, release clusterautoscaler.Release) *clusterautoscaler.Client {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cloud-config")
 	config := "address: " + addr + "\ncert: " + certs.Client.Cert + "\nkey: " + certs.Client.Key +
 		"\ncacert: " + certs.Client.CA + "\ngrpc_timeout: 10s\n"
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatalf("catest: %v", err)
+		t.Fatalf("autoscalertest: %v", err)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("catest: %v", err)
+		t.Fatalf("autoscalertest: %v", err)
 	}
-	cfg, err := caclient.ParseCloudConfig(data)
+	cfg, err := clusterautoscaler.ParseCloudConfig(data)
 	if err != nil {
-		t.Fatalf("catest: %v", err)
+		t.Fatalf("autoscalertest: %v", err)
 	}
-	c, err := caclient.Dial(cfg, release)
+	c, err := clusterautoscaler.Dial(cfg, release)
 	if err != nil {
-		t.Fatalf("catest: %v", err)
+		t.Fatalf("autoscalertest: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c

@@ -51,7 +51,7 @@ const (
 	suffixLen              = 5
 )
 
-// Config configures a Provider.
+// Config configures a Source.
 type Config struct {
 	// Groups to serve (LoadFile). Required.
 	Groups []Group
@@ -80,7 +80,7 @@ const (
 	creating vmState = iota
 	// running: the VM exists (created here or listed).
 	running
-	// failed: CreateMachine failed; CA sees the error and deletes the instance.
+	// failed: CreateMachine failed; Cluster Autoscaler sees the error and deletes the instance.
 	failed
 	// deleting: DeleteMachine is in flight or will be retried.
 	deleting
@@ -95,7 +95,7 @@ type vm struct {
 	state      vmState
 	since      time.Time
 	err        *autoscaler.InstanceError
-	// nodes are the Node names CA gave when deleting (deleted from the target afterwards).
+	// nodes are the Node names Cluster Autoscaler gave when deleting (deleted from the target afterwards).
 	nodes []string
 	// done is closed when the create goroutine ends; cancel stops it.
 	done   chan struct{}
@@ -114,8 +114,8 @@ type group struct {
 	listed time.Time // start of the last successful listing
 }
 
-// Provider serves static groups. Create it with New and Start it before serving.
-type Provider struct {
+// Source serves static groups. Create it with New and Start it before serving.
+type Source struct {
 	cfg    Config
 	log    *slog.Logger
 	ops    chan struct{} // semaphore of driver calls that create or delete
@@ -130,7 +130,7 @@ type Provider struct {
 }
 
 // New resolves every group's driver and checks it can list machines. It contacts no cloud.
-func New(cfg Config) (*Provider, error) {
+func New(cfg Config) (*Source, error) {
 	if len(cfg.Groups) == 0 {
 		return nil, fmt.Errorf("autoscaler: no static groups configured")
 	}
@@ -153,7 +153,7 @@ func New(cfg Config) (*Provider, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Provider{
+	p := &Source{
 		cfg: cfg, log: log, ops: make(chan struct{}, cfg.MaxParallelOps), kick: make(chan struct{}, 1),
 		groups: map[string]*group{}, ctx: context.Background(),
 	}
@@ -178,9 +178,9 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // Start lists every group until each listing succeeded once (retrying with backoff, logging
-// each failure), then keeps them current in the background until ctx is done. Answering CA
+// each failure), then keeps them current in the background until ctx is done. Answering Cluster Autoscaler
 // before the first listing would report empty groups and make it create machines that exist.
-func (p *Provider) Start(ctx context.Context) error {
+func (p *Source) Start(ctx context.Context) error {
 	p.ctx = ctx
 	// Retries of the first listing wait 1s, 2s, 4s … up to a minute, across all groups.
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Cap: time.Minute, Steps: math.MaxInt32}
@@ -209,13 +209,13 @@ func (p *Provider) Start(ctx context.Context) error {
 }
 
 // Ready reports whether every group was listed.
-func (p *Provider) Ready() bool { return p.ready.Load() }
+func (p *Source) Ready() bool { return p.ready.Load() }
 
 // Wait blocks until the background loop and every create and delete started have ended
 // (after ctx of Start is done).
-func (p *Provider) Wait() { p.wg.Wait() }
+func (p *Source) Wait() { p.wg.Wait() }
 
-func (p *Provider) loop(ctx context.Context) {
+func (p *Source) loop(ctx context.Context) {
 	defer p.wg.Done()
 	t := time.NewTicker(p.cfg.Resync)
 	defer t.Stop()
@@ -237,7 +237,7 @@ func (p *Provider) loop(ctx context.Context) {
 }
 
 // list reconciles a group with ListMachines.
-func (p *Provider) list(ctx context.Context, g *group) error {
+func (p *Source) list(ctx context.Context, g *group) error {
 	started := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.DeleteTimeout)
 	defer cancel()
@@ -289,7 +289,7 @@ func (p *Provider) list(ctx context.Context, g *group) error {
 
 // ---- lookups
 
-func (p *Provider) groupOf(id string) (*group, error) {
+func (p *Source) groupOf(id string) (*group, error) {
 	g := p.groups[id]
 	if g == nil {
 		return nil, driver.Errorf(driver.NotFound, "node group %q not found: static groups are %s", id, strings.Join(p.order, ", "))
@@ -297,7 +297,7 @@ func (p *Provider) groupOf(id string) (*group, error) {
 	return g, nil
 }
 
-func (p *Provider) nodeGroup(g *group) autoscaler.NodeGroup {
+func (p *Source) nodeGroup(g *group) autoscaler.NodeGroup {
 	size := 0
 	for _, v := range g.vms {
 		if v.counts() {
@@ -312,7 +312,7 @@ func (p *Provider) nodeGroup(g *group) autoscaler.NodeGroup {
 }
 
 // NodeGroups lists the groups.
-func (p *Provider) NodeGroups() []autoscaler.NodeGroup {
+func (p *Source) NodeGroups() []autoscaler.NodeGroup {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	out := make([]autoscaler.NodeGroup, 0, len(p.order))
@@ -324,7 +324,7 @@ func (p *Provider) NodeGroups() []autoscaler.NodeGroup {
 
 // find returns the group and machine of a node: our placeholder, a known providerID, or a node
 // named like one of our machines (drivers usually name the node after the machine).
-func (p *Provider) findLocked(n autoscaler.Node) (*group, *vm) {
+func (p *Source) findLocked(n autoscaler.Node) (*group, *vm) {
 	if scope, name, ok := autoscaler.ParsePlaceholder(n.ID()); ok {
 		if g := p.groups[scope]; g != nil {
 			return g, g.vms[name]
@@ -349,7 +349,7 @@ func (p *Provider) findLocked(n autoscaler.Node) (*group, *vm) {
 }
 
 // NodeGroupForNode resolves a node or placeholder to its group.
-func (p *Provider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
+func (p *Source) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	g, v := p.findLocked(n)
@@ -359,9 +359,9 @@ func (p *Provider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bo
 	return p.nodeGroup(g), true, nil
 }
 
-// TargetSize counts machines being created, running, or whose create failed (until CA deletes
+// TargetSize counts machines being created, running, or whose create failed (until Cluster Autoscaler deletes
 // them).
-func (p *Provider) TargetSize(_ context.Context, id string) (int, error) {
+func (p *Source) TargetSize(_ context.Context, id string) (int, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	g, err := p.groupOf(id)
@@ -378,7 +378,7 @@ func (p *Provider) TargetSize(_ context.Context, id string) (int, error) {
 }
 
 // Nodes lists the group's instances.
-func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, error) {
+func (p *Source) Nodes(_ context.Context, id string) ([]autoscaler.Instance, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	g, err := p.groupOf(id)
@@ -414,7 +414,7 @@ func (p *Provider) Nodes(_ context.Context, id string) ([]autoscaler.Instance, e
 
 // IncreaseSize starts delta creates and returns: the new machines show as Creating
 // placeholders until their create returns.
-func (p *Provider) IncreaseSize(_ context.Context, id string, delta int) error {
+func (p *Source) IncreaseSize(_ context.Context, id string, delta int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g, err := p.groupOf(id)
@@ -445,7 +445,7 @@ func (p *Provider) IncreaseSize(_ context.Context, id string, delta int) error {
 	return nil
 }
 
-func (p *Provider) create(ctx context.Context, g *group, v *vm) {
+func (p *Source) create(ctx context.Context, g *group, v *vm) {
 	defer p.wg.Done()
 	defer close(v.done)
 	defer v.cancel()
@@ -474,7 +474,7 @@ func (p *Provider) create(ctx context.Context, g *group, v *vm) {
 	p.log.Info("autoscaler: machine created", "group", g.cfg.Name, "machine", v.name, "providerID", resp.ProviderID)
 }
 
-func (p *Provider) createMachine(ctx context.Context, g *group, name string) (*driver.CreateMachineResponse, error) {
+func (p *Source) createMachine(ctx context.Context, g *group, name string) (*driver.CreateMachineResponse, error) {
 	select {
 	case p.ops <- struct{}{}:
 		defer func() { <-p.ops }()
@@ -489,7 +489,7 @@ func (p *Provider) createMachine(ctx context.Context, g *group, name string) (*d
 }
 
 // machine is the Machine object a driver call is about; static groups have none stored.
-func (p *Provider) machine(g *group, name, providerID string) *v1alpha1.Machine {
+func (p *Source) machine(g *group, name, providerID string) *v1alpha1.Machine {
 	return &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: g.cfg.Class.Namespace, Labels: map[string]string{"autoscaler.machinist.io/group": g.cfg.Name}},
 		Spec: v1alpha1.MachineSpec{
@@ -506,7 +506,7 @@ func (p *Provider) machine(g *group, name, providerID string) *v1alpha1.Machine 
 // DeleteNodes deletes exactly the named nodes' machines: the target drops at once, the VMs are
 // deleted in the background (retried at each resync until they are gone) and, with a target
 // cluster, their Node objects after them.
-func (p *Provider) DeleteNodes(_ context.Context, id string, nodes []autoscaler.Node) error {
+func (p *Source) DeleteNodes(_ context.Context, id string, nodes []autoscaler.Node) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g, err := p.groupOf(id)
@@ -525,7 +525,7 @@ func (p *Provider) DeleteNodes(_ context.Context, id string, nodes []autoscaler.
 		if !v.counts() {
 			continue // already being deleted
 		}
-		// CA's fake nodes (name = instance id) have no Node object to delete.
+		// Cluster Autoscaler's fake nodes (name = instance id) have no Node object to delete.
 		isNodeName := n.Name != n.ProviderID && len(validation.IsDNS1123Subdomain(n.Name)) == 0
 		if isNodeName && !slices.Contains(v.nodes, n.Name) {
 			v.nodes = append(v.nodes, n.Name)
@@ -554,7 +554,7 @@ func (p *Provider) DeleteNodes(_ context.Context, id string, nodes []autoscaler.
 }
 
 // startDelete deletes a machine in the background. Callers hold p.mu and have set deleting.
-func (p *Provider) startDelete(g *group, v *vm) {
+func (p *Source) startDelete(g *group, v *vm) {
 	if v.cancel != nil {
 		v.cancel() // stop a create in flight; the deletion then cleans up what it left
 	}
@@ -581,7 +581,7 @@ func (p *Provider) startDelete(g *group, v *vm) {
 	}()
 }
 
-func (p *Provider) deleteMachine(g *group, v *vm) error {
+func (p *Source) deleteMachine(g *group, v *vm) error {
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.DeleteTimeout)
 	defer cancel()
 	select {
@@ -608,7 +608,7 @@ func (p *Provider) deleteMachine(g *group, v *vm) error {
 
 // deleteNode deletes a Node of a deleted machine, only if it is that machine's node (same
 // providerID, or none yet), so a reused name never takes another machine's node with it.
-func (p *Provider) deleteNode(ctx context.Context, name, providerID string) error {
+func (p *Source) deleteNode(ctx context.Context, name, providerID string) error {
 	nodes := p.cfg.Target.CoreV1().Nodes()
 	n, err := nodes.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -627,7 +627,7 @@ func (p *Provider) deleteNode(ctx context.Context, name, providerID string) erro
 	return nil
 }
 
-func (p *Provider) retryDeletes(g *group) {
+func (p *Source) retryDeletes(g *group) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, v := range g.vms {
@@ -639,7 +639,7 @@ func (p *Provider) retryDeletes(g *group) {
 
 // DecreaseTargetSize drops creates that have not produced a VM yet (in flight or failed),
 // newest first; it never touches a running machine.
-func (p *Provider) DecreaseTargetSize(_ context.Context, id string, delta int) error {
+func (p *Source) DecreaseTargetSize(_ context.Context, id string, delta int) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	g, err := p.groupOf(id)
@@ -676,7 +676,7 @@ func (p *Provider) DecreaseTargetSize(_ context.Context, id string, delta int) e
 
 // TemplateNode builds the group's node from its class's nodeTemplate and the group's node
 // labels and taints.
-func (p *Provider) TemplateNode(_ context.Context, id string) (*corev1.Node, error) {
+func (p *Source) TemplateNode(_ context.Context, id string) (*corev1.Node, error) {
 	g, err := p.groupOf(id)
 	if err != nil {
 		return nil, err
@@ -688,7 +688,7 @@ func (p *Provider) TemplateNode(_ context.Context, id string) (*corev1.Node, err
 }
 
 // Options are the group's options from the config file.
-func (p *Provider) Options(_ context.Context, id string) (autoscaler.Options, error) {
+func (p *Source) Options(_ context.Context, id string) (autoscaler.Options, error) {
 	g, err := p.groupOf(id)
 	if err != nil {
 		return autoscaler.Options{}, err
@@ -697,7 +697,7 @@ func (p *Provider) Options(_ context.Context, id string) (autoscaler.Options, er
 }
 
 // GPUTypes are the distinct values of the GPU label among the groups' node labels.
-func (p *Provider) GPUTypes() []string {
+func (p *Source) GPUTypes() []string {
 	if p.cfg.GPULabel == "" {
 		return nil
 	}
@@ -714,9 +714,9 @@ func (p *Provider) GPUTypes() []string {
 }
 
 // Refresh asks the background loop for a new listing when the last one is older than 10 s and
-// returns at once: CA's loop never waits for the cloud, and a failing cloud is logged, not
-// reported (CA would abort its whole loop).
-func (p *Provider) Refresh(context.Context) error {
+// returns at once: Cluster Autoscaler's loop never waits for the cloud, and a failing cloud is logged, not
+// reported (Cluster Autoscaler would abort its whole loop).
+func (p *Source) Refresh(context.Context) error {
 	p.mu.RLock()
 	stale := false
 	for _, g := range p.groups {
@@ -732,4 +732,4 @@ func (p *Provider) Refresh(context.Context) error {
 	return nil
 }
 
-var _ autoscaler.Provider = (*Provider)(nil)
+var _ autoscaler.NodeGroupSource = (*Source)(nil)
