@@ -189,7 +189,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		}
 		defer stopProvider()
 		vms = d
-		extra = append([]string{"--driver-endpoint", "local=" + sock, "--insecure"}, extra...)
+		extra = append([]string{"--driver-endpoint", "local=" + sock, "--driver-insecure"}, extra...)
 	}
 	if cfg.profileDir != "" {
 		extra = append([]string{"--profiling"}, extra...)

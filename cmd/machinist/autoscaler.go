@@ -41,7 +41,7 @@ const (
 )
 
 func autoscalerCommand() *cli.Command {
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "autoscaler",
 		Usage: "serve node groups to Cluster Autoscaler (--cloud-provider=externalgrpc)",
 		Description: "Serves Cluster Autoscaler's externalgrpc CloudProvider service over mutual TLS.\n\n" +
@@ -55,13 +55,13 @@ func autoscalerCommand() *cli.Command {
 			"server certificate, with cert/key/cacert of a client certificate signed by --cacert.\n" +
 			"Every call is logged at -v 5; /metrics and /healthz are served on --http-address.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "address", Value: defaultAutoscalerAddress, Usage: "gRPC listen address"},
+			&cli.StringFlag{Name: "listen", Value: defaultAutoscalerAddress, Usage: "gRPC listen address (host:port) of the externalgrpc service"},
 			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host Cluster Autoscaler's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
 			&cli.StringFlag{Name: "key", Usage: "server key (PEM)", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_KEY"}},
 			&cli.StringFlag{Name: "cacert", Usage: "CA bundle (PEM) that signs Cluster Autoscaler's client certificate; clients without one are refused", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CACERT"}},
-			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --address"},
+			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --listen"},
 			&cli.StringFlag{Name: "http-address", Value: defaultAutoscalerHTTP, Usage: "listen address of /metrics and /healthz (\"0\" disables)"},
-			&cli.StringFlag{Name: "control-kubeconfig", Aliases: []string{"kubeconfig"}, Usage: "kubeconfig of the cluster holding the Machine* objects (default: $KUBECONFIG, else in-cluster)", TakesFile: true, EnvVars: []string{"CONTROL_KUBECONFIG"}},
+			&cli.StringFlag{Name: "control-kubeconfig", Usage: "kubeconfig of the cluster holding the Machine* objects, or inClusterConfig (default: $KUBECONFIG, else in-cluster)", TakesFile: true, EnvVars: []string{"CONTROL_KUBECONFIG"}},
 			&cli.StringFlag{Name: "namespace", Usage: "namespace of the MachineDeployments (default: all namespaces)", EnvVars: []string{"CONTROL_NAMESPACE"}},
 			&cli.StringSliceFlag{Name: "nodes", Usage: "a node group <min>:<max>:<namespace>.<machineDeployment>; repeatable; wins over annotations"},
 			&cli.StringFlag{Name: "config", Usage: "static groups file: serve groups straight from a driver instead of MachineDeployments", TakesFile: true},
@@ -76,8 +76,12 @@ func autoscalerCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpu-label", Usage: "node label that marks GPU nodes and names their GPU type (GPULabel RPC)"},
 		},
 		Action: runAutoscaler,
-	}
+	}, autoscalerRenamed...)
 }
+
+// autoscalerRenamed: --kubeconfig named the control cluster here but the target cluster in
+// serve, connect and driver; --address was the gRPC listener here but run's metrics address.
+var autoscalerRenamed = []renamed{{"kubeconfig", "control-kubeconfig"}, {"address", "listen"}}
 
 // servedSource is a node-group source that reports when it is loaded.
 type servedSource interface {
@@ -87,7 +91,7 @@ type servedSource interface {
 
 func runAutoscaler(c *cli.Context) error {
 	log := slog.Default()
-	listenAddr := c.String("address")
+	listenAddr := c.String("listen")
 	creds, err := autoscalerCredentials(c, listenAddr)
 	if err != nil {
 		return err
@@ -133,7 +137,7 @@ func runAutoscaler(c *cli.Context) error {
 
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
-		return fmt.Errorf("autoscaler: listen on --address %s: %w", listenAddr, err)
+		return fmt.Errorf("autoscaler: listen on --listen %s: %w", listenAddr, err)
 	}
 	defer lis.Close()
 
@@ -184,7 +188,7 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 			return nil, fmt.Errorf("--insecure and --cert/--key/--cacert contradict each other: drop one")
 		}
 		if err := loopbackOnly(listenAddr, false); err != nil {
-			return nil, fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: --address %w; or serve mutual TLS with --cert, --key and --cacert", err)
+			return nil, fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: --listen %w; or serve mutual TLS with --cert, --key and --cacert", err)
 		}
 		return insecure.NewCredentials(), nil
 	}
@@ -260,8 +264,8 @@ func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
 	}
 	t := grpcbridge.Transport{Insecure: c.Bool("driver-insecure")}
 	if !t.Insecure {
-		files := mtls.Files{Cert: c.String("driver-cert"), Key: c.String("driver-key"), CA: c.String("driver-cacert")}
-		if err := files.Validate(); err != nil {
+		files, err := driverFiles(c)
+		if err != nil {
 			return nil, nil, fmt.Errorf("--driver-endpoint: %w", err)
 		}
 		tlsConfig, err := mtls.ClientConfig(files, "")

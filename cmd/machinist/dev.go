@@ -511,7 +511,7 @@ func printAutoscalerHint(out io.Writer, dir, kubeconfig string) error {
 		self = exe
 	}
 	fmt.Fprintf(out, "\n  Cluster Autoscaler: MachineDeployments annotated with %s and %s are node groups.\n"+
-		"  %s autoscaler --kubeconfig %s \\\n      --address 127.0.0.1%s --http-address 127.0.0.1:8087 --cert %s --key %s --cacert %s\n"+
+		"  %s autoscaler --control-kubeconfig %s \\\n      --listen 127.0.0.1%s --http-address 127.0.0.1:8087 --cert %s --key %s --cacert %s\n"+
 		"  cluster-autoscaler --cloud-provider=externalgrpc --cloud-config=%s --kubeconfig=%s\n\n",
 		deployments.AnnotationMinSize, deployments.AnnotationMaxSize,
 		self, kubeconfig, localAutoscalerAddress, files.ServerCert, files.ServerKey, files.CA, cloudConfig, kubeconfig)

@@ -34,7 +34,7 @@ func (e *e2e) dialinController(extra ...string) (addr string, issue func(name st
 	addr = fmt.Sprintf("127.0.0.1:%d", freeTCPPort(e.t))
 	ca := mtlstest.NewCA(e.t, "machinist test CA")
 	server := ca.IssueFiles(e.t, mtlstest.Leaf{CommonName: "machinist-controller"}, ca.PEM)
-	stop = e.startRun(append([]string{"--target-kubeconfig", "none", "--dialin-listen", addr, "--cert", server.Cert, "--key", server.Key, "--cacert", server.CA}, extra...)...)
+	stop = e.startRun(append([]string{"--target-kubeconfig", "none", "--dialin-listen", addr, "--driver-cert", server.Cert, "--driver-key", server.Key, "--driver-cacert", server.CA}, extra...)...)
 	return addr, func(name string) mtls.Files {
 		return ca.IssueFiles(e.t, mtlstest.Leaf{CommonName: "provider-" + name, URIs: []string{mtls.ProviderURI(name).String()}}, ca.PEM)
 	}, stop
@@ -169,9 +169,9 @@ func TestRunPreferDialin(t *testing.T) {
 // or a unix socket.
 func TestRunDialinPlainTextOnlyOnLoopback(t *testing.T) {
 	for _, addr := range []string{":5000", "0.0.0.0:5000", "10.1.2.3:5000"} {
-		err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent", "--dialin-listen", addr, "--insecure"})
-		if err == nil || !strings.Contains(err.Error(), "--dialin-listen with --insecure") || !strings.Contains(err.Error(), "loopback") {
-			t.Errorf("--dialin-listen %s --insecure: %v, want a refusal naming loopback", addr, err)
+		err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent", "--dialin-listen", addr, "--driver-insecure"})
+		if err == nil || !strings.Contains(err.Error(), "--dialin-listen with --driver-insecure") || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("--dialin-listen %s --driver-insecure: %v, want a refusal naming loopback", addr, err)
 		}
 	}
 	for _, addr := range []string{"127.0.0.1:5000", "localhost:5000", "[::1]:5000", "unix:///tmp/dialin.sock"} {

@@ -221,7 +221,7 @@ func TestDriverCreateMakesANode(t *testing.T) {
 	env := testenv.Start(t)
 	state := t.TempDir()
 	class := writeFile(t, "class.yaml", localClass)
-	mustRun(t, "driver", "create", "--class", class, "--machine", "cli-node", "--state-dir", state, "--kubeconfig", env.KubeconfigPath)
+	mustRun(t, "driver", "create", "--class", class, "--machine", "cli-node", "--state-dir", state, "--target-kubeconfig", env.KubeconfigPath)
 	node, err := env.Clientset().CoreV1().Nodes().Get(context.Background(), "cli-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +236,7 @@ func TestDriverCreateMakesANode(t *testing.T) {
 	if !ready {
 		t.Fatalf("node not Ready: %+v", node.Status.Conditions)
 	}
-	mustRun(t, "driver", "delete", "--class", class, "--machine", "cli-node", "--state-dir", state, "--kubeconfig", env.KubeconfigPath)
+	mustRun(t, "driver", "delete", "--class", class, "--machine", "cli-node", "--state-dir", state, "--target-kubeconfig", env.KubeconfigPath)
 	if _, err := env.Clientset().CoreV1().Nodes().Get(context.Background(), "cli-node", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node still there after delete: %v", err)
 	}

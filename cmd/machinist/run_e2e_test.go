@@ -691,7 +691,7 @@ func TestDevRunsSamplesAndCleansUp(t *testing.T) {
 	text := out.String()
 	for _, want := range []string{"kube-scheduler, kube-controller-manager", "control plane ready", "applied", "export KUBECONFIG=", "get machines -w",
 		"all 3 machines Running", "deployment hello: 3/3 pods Running on local-", "daemonset node-agent: 3/3 pods Running",
-		"autoscaler --kubeconfig", "--cloud-provider=externalgrpc --cloud-config="} {
+		"autoscaler --control-kubeconfig", "--cloud-provider=externalgrpc --cloud-config="} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
@@ -731,7 +731,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{[]string{"--machine-inplace-update-timeout", "-1m"}, "--machine-inplace-update-timeout"},
 		{[]string{"--fallback-exhausted-ttl", "0s"}, "--fallback-exhausted-ttl"},
 		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
-		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--insecure"},
+		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--driver-insecure"},
 		{[]string{"--address", "not-an-ip"}, "--address"},
 		{[]string{"--driver-exec", "openstack"}, "--driver-exec"},
 		{[]string{"--driver-exec", "local=/nonexistent/machinist-local"}, "--driver-exec"},
@@ -788,7 +788,7 @@ func TestRunDialInProvider(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ca := mtlstest.NewCA(t, "machinist test CA")
 	server := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "machinist-controller"}, ca.PEM)
-	e.startRun("--target-kubeconfig", "none", "--dialin-listen", addr, "--cert", server.Cert, "--key", server.Key, "--cacert", server.CA)
+	e.startRun("--target-kubeconfig", "none", "--dialin-listen", addr, "--driver-cert", server.Cert, "--driver-key", server.Key, "--driver-cacert", server.CA)
 
 	connect := func(authorizes string) (*dialin.Connector, *memdriver.Cloud) {
 		files := ca.IssueFiles(t, mtlstest.Leaf{CommonName: "provider-" + authorizes, URIs: []string{mtls.ProviderURI(authorizes).String()}}, ca.PEM)

@@ -173,8 +173,8 @@ func TestDeployManifestsAgree(t *testing.T) {
 			t.Errorf("machinist %s=%s is not in %s, where %s is mounted", f, flagValue(mArgs, f), mMounts[serverSecret], serverSecret)
 		}
 	}
-	if _, p, _ := net.SplitHostPort(flagValue(mArgs, "--address")); p != port {
-		t.Errorf("machinist listens on %s, cloud-config dials port %s", flagValue(mArgs, "--address"), port)
+	if _, p, _ := net.SplitHostPort(flagValue(mArgs, "--listen")); p != port {
+		t.Errorf("machinist listens on %s, cloud-config dials port %s", flagValue(mArgs, "--listen"), port)
 	}
 	if !strings.HasPrefix(host, "machinist-autoscaler.") && host != "machinist-autoscaler" {
 		t.Errorf("cloud-config host %q is not the machinist-autoscaler Service", host)

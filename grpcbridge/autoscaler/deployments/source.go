@@ -77,7 +77,7 @@ type Source struct {
 // New returns a Source for cfg. It contacts nothing until Start.
 func New(cfg Config) (*Source, error) {
 	if cfg.Control == nil {
-		return nil, fmt.Errorf("autoscaler: no control cluster configured: pass --kubeconfig or run in-cluster")
+		return nil, fmt.Errorf("autoscaler: no control cluster configured: pass --control-kubeconfig or run in-cluster")
 	}
 	log := cfg.Log
 	if log == nil {
