@@ -143,8 +143,8 @@ func (w *world) startAutoscaler() *clusterautoscaler.Client {
 		w.t.Fatal(err)
 	}
 	port := freePort(w.t)
-	w.start("autoscaler", "--kubeconfig", w.env.KubeconfigPath, "--namespace", ns,
-		"--address", "127.0.0.1:"+strconv.Itoa(port), "--http-address", "127.0.0.1:"+strconv.Itoa(freePort(w.t)),
+	w.start("autoscaler", "--control-kubeconfig", w.env.KubeconfigPath, "--namespace", ns,
+		"--listen", "127.0.0.1:"+strconv.Itoa(port), "--http-address", "127.0.0.1:"+strconv.Itoa(freePort(w.t)),
 		"--cert", files.ServerCert, "--key", files.ServerKey, "--cacert", files.CA)
 	scaler, err := clusterautoscaler.Dial(clusterautoscaler.CloudConfig{
 		Address: "localhost:" + strconv.Itoa(port), Cert: files.ClientCert, Key: files.ClientKey, CACert: files.CA,
