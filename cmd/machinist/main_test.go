@@ -15,6 +15,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // run runs the CLI in-process and returns stdout and the rendered error ("" when none).
@@ -240,4 +241,13 @@ func TestDriverCreateMakesANode(t *testing.T) {
 	if _, err := env.Clientset().CoreV1().Nodes().Get(context.Background(), "cli-node", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node still there after delete: %v", err)
 	}
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := localcontrolplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, rel)
 }

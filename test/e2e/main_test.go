@@ -33,6 +33,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
+	"github.com/machinist-io/machinist/test/internal/machinistbin"
 )
 
 // machinistBin is bin/machinist built once for the package by TestMain.
@@ -51,16 +52,8 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		root, err := localcontrolplane.RepoRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		machinistBin = filepath.Join(dir, "machinist")
-		build := exec.Command("go", "build", "-o", machinistBin, "./cmd/machinist")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: build machinist: %v\n%s", err, out)
+		if machinistBin, err = machinistbin.Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 		return m.Run()

@@ -1,6 +1,4 @@
-//go:build !slim
-
-package main
+package run
 
 import (
 	"context"

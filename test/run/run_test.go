@@ -1,6 +1,4 @@
-//go:build !slim
-
-package main
+package run
 
 import (
 	"bytes"
@@ -29,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,8 +46,8 @@ import (
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
-// e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` in this process with
-// the compiled-in local provider (whose machines are real Nodes of the same API server), and
+// e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` (the built binary)
+// with the compiled-in local provider (whose machines are real Nodes of the same API server), and
 // clients to watch what happens.
 type e2e struct {
 	t        *testing.T
@@ -96,23 +95,7 @@ func (e *e2e) startRun(extra ...string) (stop func()) {
 		"--machine-safety-apiserver-statuscheck-timeout", "30s",
 	}
 	args = append(args, extra...)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- newApp(io.Discard, e.logs).RunContext(ctx, args) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil && !errors.Is(err, context.Canceled) {
-					e.t.Errorf("machinist run: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				e.t.Errorf("machinist run did not stop within 60s")
-			}
-		})
-	}
+	stop = startMachinist(e.t, e.logs, args[1:]...)
 	e.t.Cleanup(stop)
 	return stop
 }
@@ -637,7 +620,7 @@ func TestRunGardenerManifests(t *testing.T) {
 	e := newE2E(t)
 	const ns = "shoot--core--prod"
 	e.startRun("--namespace", ns)
-	e.apply(repoPath(t, "cmd/machinist/testdata/gardener-mcm.yaml"))
+	e.apply(filepath.Join("testdata", "gardener-mcm.yaml"))
 	e.waitRunning(ns, 2+2+1, 120*time.Second, nil)
 	byOwner := map[string]int{}
 	for _, m := range e.machines(ns) {
@@ -666,27 +649,17 @@ func runtimeRaw(s string) runtime.RawExtension { return runtime.RawExtension{Raw
 // a Cluster Autoscaler at the cluster, and on cancellation (Ctrl-C) stops everything and removes
 // its temporary directory.
 func TestDevRunsSamplesAndCleansUp(t *testing.T) {
-	var out syncbuf.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	args := []string{"machinist", "dev", "--port", "-1", "--timeout", "3m"}
+	out := &syncbuf.Buffer{}
+	args := []string{"dev", "--port", "-1", "--timeout", "3m"}
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		args = append(args, "--bin-dir", d)
 	}
-	go func() { done <- newApp(&out, &out).RunContext(ctx, args) }()
-	deadline := time.Now().Add(4 * time.Minute)
-	for !strings.Contains(out.String(), "running; press Ctrl-C") {
-		select {
-		case err := <-done:
-			t.Fatalf("machinist dev ended early (%v):\n%s", err, out.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("machines and workload not Running:\n%s", out.String())
-		}
+	stop := startMachinist(t, out, args...)
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 4*time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Contains(out.String(), "running; press Ctrl-C"), nil
+	})
+	if err != nil {
+		t.Fatalf("machines and workload not Running:\n%s", out.String())
 	}
 	text := out.String()
 	for _, want := range []string{"kube-scheduler, kube-controller-manager", "control plane ready", "applied", "export KUBECONFIG=", "get machines -w",
@@ -701,46 +674,9 @@ func TestDevRunsSamplesAndCleansUp(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("working directory %q from %q: %v", dir, first, err)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("machinist dev: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("machinist dev did not stop within a minute of Ctrl-C")
-	}
+	stop() // Ctrl-C
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s left behind (stat: %v)", dir, err)
-	}
-}
-
-// TestRunRefusesBadFlags: values that cannot work are refused before anything starts, naming
-// the flag.
-func TestRunRefusesBadFlags(t *testing.T) {
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--port", "0"}, "--port 0"},
-		{[]string{"--leader-elect-resource-lock", "configmaps"}, "--leader-elect-resource-lock"},
-		{[]string{"--leader-elect-lease-duration", "5s"}, "--leader-elect-lease-duration"},
-		{[]string{"--machine-safety-apiserver-statuscheck-period", "10s"}, "--machine-safety-apiserver-statuscheck-period"},
-		{[]string{"--machine-health-timeout", "0s"}, "--machine-health-timeout"},
-		{[]string{"--machine-preserve-timeout", "-1h"}, "--machine-preserve-timeout"},
-		{[]string{"--machine-inplace-update-timeout", "-1m"}, "--machine-inplace-update-timeout"},
-		{[]string{"--fallback-exhausted-ttl", "0s"}, "--fallback-exhausted-ttl"},
-		{[]string{"--driver-endpoint", "openstack"}, "--driver-endpoint"},
-		{[]string{"--driver-endpoint", "openstack=unix:///tmp/x.sock"}, "--driver-insecure"},
-		{[]string{"--address", "not-an-ip"}, "--address"},
-		{[]string{"--driver-exec", "openstack"}, "--driver-exec"},
-		{[]string{"--driver-exec", "local=/nonexistent/machinist-local"}, "--driver-exec"},
-	} {
-		args := append([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent"}, tc.args...)
-		err := newApp(io.Discard, io.Discard).Run(args)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: error %v, want one naming %s", tc.args, err, tc.want)
-		}
 	}
 }
 
@@ -909,16 +845,6 @@ func processesOf(t *testing.T, path string) []int {
 		}
 	}
 	return pids
-}
-
-// TestRunSaysToInstallCRDs: against a cluster without the machine.sapcloud.io CRDs, `machinist
-// run` stops at once and says how to install them.
-func TestRunSaysToInstallCRDs(t *testing.T) {
-	env := testenv.Start(t, testenv.WithCRDDirs())
-	err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", env.KubeconfigPath, "--port", "-1"})
-	if err == nil || !strings.Contains(err.Error(), "kubectl apply -f kubernetes/crds/") || !strings.Contains(err.Error(), "MachineDeployment") {
-		t.Fatalf("error %v, want one naming the missing kinds and how to install the CRDs", err)
-	}
 }
 
 // TestRunStrictProviderSpecs: by default a class with a mis-cased field works and says so on

@@ -1,6 +1,4 @@
-//go:build !slim
-
-package main
+package run
 
 import (
 	"context"
@@ -162,22 +160,6 @@ func TestRunPreferDialin(t *testing.T) {
 	}
 	if m := e.scrape(); strings.Contains(m, "machinist_dialin_provider_shadowed{") {
 		t.Errorf("a preferred provider is reported as shadowed:\n%s", m)
-	}
-}
-
-// TestRunDialinPlainTextOnlyOnLoopback: --insecure serves the dial-in listener only on loopback
-// or a unix socket.
-func TestRunDialinPlainTextOnlyOnLoopback(t *testing.T) {
-	for _, addr := range []string{":5000", "0.0.0.0:5000", "10.1.2.3:5000"} {
-		err := newApp(io.Discard, io.Discard).Run([]string{"machinist", "run", "--control-kubeconfig", "/nonexistent", "--dialin-listen", addr, "--driver-insecure"})
-		if err == nil || !strings.Contains(err.Error(), "--dialin-listen with --driver-insecure") || !strings.Contains(err.Error(), "loopback") {
-			t.Errorf("--dialin-listen %s --driver-insecure: %v, want a refusal naming loopback", addr, err)
-		}
-	}
-	for _, addr := range []string{"127.0.0.1:5000", "localhost:5000", "[::1]:5000", "unix:///tmp/dialin.sock"} {
-		if err := loopbackOnly(addr, true); err != nil {
-			t.Errorf("%s: %v", addr, err)
-		}
 	}
 }
 

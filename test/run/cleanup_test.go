@@ -1,6 +1,4 @@
-//go:build !slim
-
-package main
+package run
 
 import (
 	"bufio"
@@ -23,14 +21,8 @@ func TestDevCleansUpAfterStdoutClosed(t *testing.T) {
 	if assets == "" {
 		assets = repoPath(t, "bin")
 	}
-	bin := filepath.Join(t.TempDir(), "machinist")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/machinist")
-	build.Dir = repoPath(t, "")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build machinist: %v\n%s", err, out)
-	}
 	tmp := t.TempDir()
-	cmd := exec.Command(bin, "dev", "--port", "-1", "--timeout", "5m", "--bin-dir", assets)
+	cmd := exec.Command(machinistBin, "dev", "--port", "-1", "--timeout", "5m", "--bin-dir", assets)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	stdout, tee, err := os.Pipe()
 	if err != nil {
