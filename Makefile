@@ -231,7 +231,7 @@ fuzz-azure: ## fuzz the Azure provider spec decoder for $(FUZZTIME) (seeds in pr
 
 ## ---------------------------------------------------------------- grpc bridge
 .PHONY: bench-grpcbridge fuzz-grpcbridge
-bench-grpcbridge: ## gRPC bridge benchmarks: floor, uds, tcp, tcp-mtls, dial-in, separate process (see docs/performance.md)
+bench-grpcbridge: ## gRPC bridge benchmarks: floor, uds, tcp, tcp-mtls, dial-in, separate process, go-plugin (see docs/performance.md)
 	$(GO) test -run '^$$' -bench 'GetMachineStatus|Convert|ObjectEncoding' -benchtime 3000x -count 8 ./grpcbridge/
 
 fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds in grpcbridge/testdata/fuzz)

@@ -14,7 +14,6 @@ import (
 
 // client is the driver.Driver that calls a DriverService.
 type client struct {
-	conn     grpc.ClientConnInterface
 	rpc      driverv1.DriverServiceClient
 	provider string
 	timeouts Timeouts
@@ -33,7 +32,7 @@ func WithTimeouts(t Timeouts) ClientOption { return func(c *client) { c.timeouts
 // NewClient returns a driver.Driver that calls the DriverService on conn. Errors keep their
 // machine code and message; the caller's deadline and cancellation reach the remote driver.
 func NewClient(conn grpc.ClientConnInterface, opts ...ClientOption) driver.Driver {
-	c := &client{conn: conn, rpc: driverv1.NewDriverServiceClient(conn)}
+	c := &client{rpc: driverv1.NewDriverServiceClient(conn)}
 	for _, o := range opts {
 		o(c)
 	}
@@ -42,58 +41,63 @@ func NewClient(conn grpc.ClientConnInterface, opts ...ClientOption) driver.Drive
 }
 
 func (c *client) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	resp := new(driverv1.CreateMachineResponse)
-	if err := c.invoke(ctx, driverv1.DriverService_CreateMachine_FullMethodName, c.timeouts.Mutating, machineRequestFields, req.Machine, req.MachineClass, req.Secret, resp); err != nil {
+	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c.timeouts.Mutating, c.rpc.CreateMachine, &driverv1.CreateMachineRequest{Machine: o.machine, MachineClass: o.class, Secret: o.secret})
+	if err != nil {
 		return nil, err
 	}
 	return CreateResponseFromProto(resp), nil
 }
 
 func (c *client) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	resp := new(driverv1.InitializeMachineResponse)
-	if err := c.invoke(ctx, driverv1.DriverService_InitializeMachine_FullMethodName, c.timeouts.Mutating, machineRequestFields, req.Machine, req.MachineClass, req.Secret, resp); err != nil {
+	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c.timeouts.Mutating, c.rpc.InitializeMachine, &driverv1.InitializeMachineRequest{Machine: o.machine, MachineClass: o.class, Secret: o.secret})
+	if err != nil {
 		return nil, err
 	}
 	return InitializeResponseFromProto(resp), nil
 }
 
 func (c *client) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	resp := new(driverv1.DeleteMachineResponse)
-	if err := c.invoke(ctx, driverv1.DriverService_DeleteMachine_FullMethodName, c.timeouts.Mutating, machineRequestFields, req.Machine, req.MachineClass, req.Secret, resp); err != nil {
+	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c.timeouts.Mutating, c.rpc.DeleteMachine, &driverv1.DeleteMachineRequest{Machine: o.machine, MachineClass: o.class, Secret: o.secret})
+	if err != nil {
 		return nil, err
 	}
 	return DeleteResponseFromProto(resp), nil
 }
 
 func (c *client) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	resp := new(driverv1.GetMachineStatusResponse)
-	if err := c.invoke(ctx, driverv1.DriverService_GetMachineStatus_FullMethodName, c.timeouts.Reading, machineRequestFields, req.Machine, req.MachineClass, req.Secret, resp); err != nil {
+	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c.timeouts.Reading, c.rpc.GetMachineStatus, &driverv1.GetMachineStatusRequest{Machine: o.machine, MachineClass: o.class, Secret: o.secret})
+	if err != nil {
 		return nil, err
 	}
 	return StatusResponseFromProto(resp), nil
 }
 
 func (c *client) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	resp := new(driverv1.ListMachinesResponse)
-	if err := c.invoke(ctx, driverv1.DriverService_ListMachines_FullMethodName, c.timeouts.Reading, listRequestFields, nil, req.MachineClass, req.Secret, resp); err != nil {
+	o, err := encodeObjects(nil, req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := call(ctx, c.timeouts.Reading, c.rpc.ListMachines, &driverv1.ListMachinesRequest{MachineClass: o.class, Secret: o.secret})
+	if err != nil {
 		return nil, err
 	}
 	return ListResponseFromProto(resp), nil
-}
-
-// invoke calls method with a request holding the given objects, encoded in one pass (request.go),
-// bounded by timeout when ctx has no deadline.
-func (c *client) invoke(ctx context.Context, method string, timeout time.Duration, f requestFields, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, resp any) error {
-	req, err := encodeRequest(f, m, class, secret)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := bound(ctx, timeout)
-	defer cancel()
-	if err := c.conn.Invoke(ctx, method, req, resp, sendEncoded); err != nil {
-		return FromGRPCStatus(ctx, err)
-	}
-	return nil
 }
 
 func (c *client) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
@@ -105,13 +109,39 @@ func (c *client) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsReque
 	if p := ProviderFromContext(ctx); p != "" {
 		provider = p
 	}
-	ctx, cancel := bound(ctx, c.timeouts.Reading)
-	defer cancel()
-	resp, err := c.rpc.GetVolumeIDs(ctx, &driverv1.GetVolumeIDsRequest{PvSpecs: specs, Provider: provider})
+	resp, err := call(ctx, c.timeouts.Reading, c.rpc.GetVolumeIDs, &driverv1.GetVolumeIDsRequest{PvSpecs: specs, Provider: provider})
 	if err != nil {
-		return nil, FromGRPCStatus(ctx, err)
+		return nil, err
 	}
 	return VolumeIDsResponseFromProto(resp), nil
+}
+
+// encodedObjects are a request's objects in their wire encoding; a nil object is nil bytes,
+// which leaves its field out.
+type encodedObjects struct{ machine, class, secret []byte }
+
+func encodeObjects(m *v1alpha1.Machine, c *v1alpha1.MachineClass, s *corev1.Secret) (o encodedObjects, err error) {
+	if o.machine, err = EncodeMachine(m); err != nil {
+		return o, err
+	}
+	if o.class, err = EncodeMachineClass(c); err != nil {
+		return o, err
+	}
+	o.secret, err = EncodeSecret(s)
+	return o, err
+}
+
+// call makes one unary call of the generated client, bounded by timeout when ctx has no
+// deadline, and turns its error into the driver error it carries.
+func call[Req, Resp any](ctx context.Context, timeout time.Duration, rpc func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := bound(ctx, timeout)
+	defer cancel()
+	resp, err := rpc(ctx, req)
+	if err != nil {
+		var zero Resp
+		return zero, FromGRPCStatus(ctx, err)
+	}
+	return resp, nil
 }
 
 var _ driver.Driver = (*client)(nil)

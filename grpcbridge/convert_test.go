@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
@@ -20,87 +19,34 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
-	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 )
 
-// wireMachine sends m through both codecs and across them (the direct codec of wire.go and the
-// generated messages of convert.go must agree), requires the same object from all four paths and
-// returns it.
+// wireMachine sends m through the bridge's encoding and returns what arrives.
 func wireMachine(t testing.TB, m *v1alpha1.Machine) *v1alpha1.Machine {
 	t.Helper()
-	direct, err := grpcbridge.EncodeMachine(m)
+	b, err := grpcbridge.EncodeMachine(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := grpcbridge.MachineToProto(m)
+	out, err := grpcbridge.DecodeMachine(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	generated, err := proto.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outs []*v1alpha1.Machine
-	for _, b := range [][]byte{direct, generated} {
-		out, err := grpcbridge.DecodeMachine(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, out)
-		var back driverv1.Machine
-		if err := proto.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		if out, err = grpcbridge.MachineFromProto(&back); err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, out)
-	}
-	for i, out := range outs[1:] {
-		if !equality.Semantic.DeepEqual(outs[0], out) {
-			t.Fatalf("machine codecs disagree (path %d):\n%s", i+1, diff.Diff(outs[0], out))
-		}
-	}
-	return outs[0]
+	return out
 }
 
 // wireClass is wireMachine for classes.
 func wireClass(t testing.TB, c *v1alpha1.MachineClass) *v1alpha1.MachineClass {
 	t.Helper()
-	direct, err := grpcbridge.EncodeMachineClass(c)
+	b, err := grpcbridge.EncodeMachineClass(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := grpcbridge.MachineClassToProto(c)
+	out, err := grpcbridge.DecodeMachineClass(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	generated, err := proto.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var outs []*v1alpha1.MachineClass
-	for _, b := range [][]byte{direct, generated} {
-		out, err := grpcbridge.DecodeMachineClass(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, out)
-		var back driverv1.MachineClass
-		if err := proto.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		if out, err = grpcbridge.MachineClassFromProto(&back); err != nil {
-			t.Fatal(err)
-		}
-		outs = append(outs, out)
-	}
-	for i, out := range outs[1:] {
-		if !equality.Semantic.DeepEqual(outs[0], out) {
-			t.Fatalf("class codecs disagree (path %d):\n%s", i+1, diff.Diff(outs[0], out))
-		}
-	}
-	return outs[0]
+	return out
 }
 
 func wireSecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
@@ -114,17 +60,6 @@ func wireSecret(t testing.TB, s *corev1.Secret) *corev1.Secret {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func remarshal(t *testing.T, in, out proto.Message) {
-	t.Helper()
-	b, err := proto.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proto.Unmarshal(b, out); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func mustEqual(t *testing.T, what string, want, got any) {

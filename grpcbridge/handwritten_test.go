@@ -11,9 +11,10 @@ import (
 )
 
 // TestNoHandWrittenCachesOrBackoffs keeps the bridge on the libraries it already links for LRU
-// caches (k8s.io/utils/lru), shared pulls (x/sync/singleflight) and backoff (wait.Backoff): no
-// non-test file under grpcbridge/ builds its own LRU on container/list or declares its own
-// backoff type. The hand-written wire codec stays (see wire.go).
+// caches (k8s.io/utils/lru), shared pulls (x/sync/singleflight), backoff (wait.Backoff) and
+// protobuf (the generated code): no non-test file under grpcbridge/ builds its own LRU on
+// container/list, declares its own backoff type, or writes protobuf by hand with protowire (the
+// bridge had such a codec beside the generated one; convert.go says why it went).
 func TestNoHandWrittenCachesOrBackoffs(t *testing.T) {
 	fset := token.NewFileSet()
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -25,8 +26,11 @@ func TestNoHandWrittenCachesOrBackoffs(t *testing.T) {
 			return err
 		}
 		for _, imp := range f.Imports {
-			if imp.Path.Value == `"container/list"` {
+			switch imp.Path.Value {
+			case `"container/list"`:
 				t.Errorf("%s imports container/list: use k8s.io/utils/lru", path)
+			case `"google.golang.org/protobuf/encoding/protowire"`:
+				t.Errorf("%s imports protowire: convert to the generated messages of grpcbridge/proto instead", path)
 			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {

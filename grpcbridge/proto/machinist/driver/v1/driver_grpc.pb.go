@@ -7,9 +7,9 @@
 // GetVolumeIDs PersistentVolumeSpec) use it: the schemas are k8s.io/api/core/v1/generated.proto
 // and k8s.io/apimachinery/pkg/apis/meta/v1/generated.proto, and it is what the API server stores
 // in etcd. Machine and MachineClass, which have none, are the messages defined below, encoded.
-// Bytes rather than message fields let each side encode and decode objects directly (no
-// intermediate message tree) and let a server recognise a class it has seen and reuse its
-// decoding (every machine of a class sends the same bytes). A driver receives objects that are
+// Bytes rather than message fields let a server recognise a class or secret it has already
+// decoded and reuse the decoding (every machine of a class sends the same bytes); the Machine
+// travels the same way, here and in dial-in's Operation. A driver receives objects that are
 // semantically deep-equal to what the controller sent.
 //
 // Errors: every failed call returns a gRPC status whose code is the machine code (0-16 are the
