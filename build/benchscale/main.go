@@ -43,8 +43,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -52,6 +54,7 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/internal/waitctx"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -463,7 +466,7 @@ func (w *watcher) start(ctx context.Context) error {
 					w.mu.Lock()
 					w.err = err
 					w.mu.Unlock()
-					time.Sleep(time.Second)
+					_ = waitctx.Sleep(ctx, clock.RealClock{}, time.Second) // then list again
 				}
 			}
 		}()
@@ -714,22 +717,21 @@ func freePort() (int, error) {
 
 // waitHealthy waits until the controller answers /readyz.
 func waitHealthy(ctx context.Context, port int) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			fmt.Fprintf(conn, "GET /readyz HTTP/1.0\r\n\r\n")
-			line, _ := bufio.NewReader(conn).ReadString('\n')
-			conn.Close()
-			if strings.Contains(line, " 200 ") {
-				return nil
-			}
+		if err != nil {
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		fmt.Fprintf(conn, "GET /readyz HTTP/1.0\r\n\r\n")
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		return strings.Contains(line, " 200 "), nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
 	return errors.New("machinist run did not become ready within 2 minutes")
 }

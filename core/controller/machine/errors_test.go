@@ -150,7 +150,7 @@ func TestCreationTimeoutFails(t *testing.T) {
 	if m.Status.LastOperation.ErrorCode != "Unavailable" {
 		t.Fatalf("failed machine: %s", ctrltest.Describe(m))
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Failed event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Failed") })
+	ctrltest.Eventually(t, 10*time.Second, "Failed event", func() bool { return slices.Contains(e.EventReasons(name), "Failed") })
 	// Failed is final: nothing is created for it any more.
 	cloud.ClearFaults()
 	time.Sleep(time.Second)
@@ -287,7 +287,7 @@ func TestUnresolvableProviderRecovers(t *testing.T) {
 		!strings.Contains(lo.Description, "-tags provider_mem") {
 		t.Fatalf("unresolvable provider: %s", ctrltest.Describe(m))
 	}
-	ctrltest.Eventually(t, 10*time.Second, "DriverUnavailable event", func() bool { return ctrltest.Contains(e.EventReasons(name), "DriverUnavailable") })
+	ctrltest.Eventually(t, 10*time.Second, "DriverUnavailable event", func() bool { return slices.Contains(e.EventReasons(name), "DriverUnavailable") })
 	time.Sleep(1500 * time.Millisecond) // past the creation timeout
 	if p := e.Get(name).Status.CurrentStatus.Phase; p == v1alpha1.MachineFailed {
 		t.Fatal("a machine waiting for a driver was failed by the creation timeout")

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func TestNeverJoinedIsNotDrained(t *testing.T) {
 	if cloud.Count(name) != 0 {
 		t.Fatal("VM left behind")
 	}
-	if r := e.EventReasons(name); ctrltest.Contains(r, "Drained") || ctrltest.Contains(r, "ForceDrain") || !ctrltest.Contains(r, "VMDeleted") {
+	if r := e.EventReasons(name); slices.Contains(r, "Drained") || slices.Contains(r, "ForceDrain") || !slices.Contains(r, "VMDeleted") {
 		t.Fatalf("events of a machine that never joined: %v", r)
 	}
 }
@@ -119,10 +120,10 @@ func TestNotReadyNodeDrainedForcefully(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // NotReady for longer than 1s
 	e.DeleteMachine(name)
 	e.WaitGone(name, 60*time.Second)
-	if r := e.EventReasons(name); !ctrltest.Contains(r, "ForceDrain") {
+	if r := e.EventReasons(name); !slices.Contains(r, "ForceDrain") {
 		t.Fatalf("no forced drain: %v", r)
 	}
-	if ctrltest.Contains(podNames(t, e), "db-0") {
+	if slices.Contains(podNames(t, e), "db-0") {
 		t.Fatal("pod left on a deleted node")
 	}
 	for _, ev := range eventNotes(t, e, name, "ForceDrain") {

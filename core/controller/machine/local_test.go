@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -200,9 +201,9 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 		return m != nil && strings.Contains(m.Annotations["machinist.io/deletion"], `"step":"InitiateDrain"`)
 	})
 	stepBefore := m.Annotations["machinist.io/deletion"]
-	ctrltest.Eventually(t, 20*time.Second, "web evicted", func() bool { return !ctrltest.Contains(podNames(t, e), "web") })
+	ctrltest.Eventually(t, 20*time.Second, "web evicted", func() bool { return !slices.Contains(podNames(t, e), "web") })
 	time.Sleep(time.Second)
-	if left := podNames(t, e); !ctrltest.Contains(left, "db-0") || !ctrltest.Contains(left, "db-1") || !ctrltest.Contains(left, "agent") {
+	if left := podNames(t, e); !slices.Contains(left, "db-0") || !slices.Contains(left, "db-1") || !slices.Contains(left, "agent") {
 		t.Fatalf("pods left while the budget allows nothing: %v", left)
 	}
 	if !vmExists(t, e, drv, name) {
@@ -237,7 +238,7 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if !ctrltest.Contains(e.EventReasons(name), "Drained") {
+	if !slices.Contains(e.EventReasons(name), "Drained") {
 		t.Fatalf("no Drained event: %v", e.EventReasons(name))
 	}
 }
@@ -279,7 +280,7 @@ func TestMisconfiguredPDBReportedThenForced(t *testing.T) {
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
-	if ctrltest.Contains(podNames(t, e), "db-0") {
+	if slices.Contains(podNames(t, e), "db-0") {
 		t.Fatal("force drain left the pod")
 	}
 }

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,7 @@ func TestCreateAndAdoptWithoutTarget(t *testing.T) {
 	if lo.Type != v1alpha1.MachineOperationCreate || lo.State != v1alpha1.MachineStateSuccessful || lo.ErrorCode != "" {
 		t.Fatalf("lastOperation = %+v", lo)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Created event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Created") })
+	ctrltest.Eventually(t, 10*time.Second, "Created event", func() bool { return slices.Contains(e.EventReasons(name), "Created") })
 
 	// A VM that exists already (a lost create response, a restarted controller) is adopted.
 	adopt := e.Name("m2")
@@ -77,7 +78,7 @@ func TestCreateAndAdoptWithoutTarget(t *testing.T) {
 	if cloud.Count(adopt) != 1 || cloud.Calls(memdriver.MethodCreate) != creates {
 		t.Fatalf("adopting made a VM: %d VMs, %d creates (was %d)", cloud.Count(adopt), cloud.Calls(memdriver.MethodCreate), creates)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Adopted event", func() bool { return ctrltest.Contains(e.EventReasons(adopt), "Adopted") })
+	ctrltest.Eventually(t, 10*time.Second, "Adopted event", func() bool { return slices.Contains(e.EventReasons(adopt), "Adopted") })
 
 	e.DeleteMachine(name)
 	e.WaitGone(name, 30*time.Second)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -146,7 +147,7 @@ func TestRetriedCreationWithReadyNodeRunsWithoutRecheck(t *testing.T) {
 		t.Fatal("InitializeMachine was never called: the test did not exercise a retried creation")
 	}
 	reasons := e.EventReasons(name)
-	if !ctrltest.Contains(reasons, "CreateFailed") {
+	if !slices.Contains(reasons, "CreateFailed") {
 		t.Fatalf("events %v: want the failed first attempt's CreateFailed", reasons)
 	}
 }
@@ -174,9 +175,9 @@ func TestFreshMachinesRunWithoutRecheck(t *testing.T) {
 		var reasons []string
 		ctrltest.Eventually(t, 10*time.Second, "events Created and Joined of "+n, func() bool {
 			reasons = e.EventReasons(n)
-			return ctrltest.Contains(reasons, "Created") && ctrltest.Contains(reasons, "Joined")
+			return slices.Contains(reasons, "Created") && slices.Contains(reasons, "Joined")
 		})
-		if ctrltest.Contains(reasons, "Adopted") {
+		if slices.Contains(reasons, "Adopted") {
 			t.Errorf("machine %s: events %v: the controller reported adopting the VM it created", n, reasons)
 		}
 	}

@@ -1,6 +1,7 @@
 package machine_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -39,13 +40,13 @@ func TestPreserveWithoutTarget(t *testing.T) {
 		return m.Status.CurrentStatus.PreserveExpiryTime == nil && !has && m.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
 	})
 	for _, reason := range []string{"Preserved", "PreservationStopped"} {
-		if !ctrltest.Contains(e.EventReasons(kept), reason) {
+		if !slices.Contains(e.EventReasons(kept), reason) {
 			t.Errorf("no %s event on %s: %v", reason, kept, e.EventReasons(kept))
 		}
 	}
 
 	e.WaitMachine(bad, 30*time.Second, "invalid value reported", func(m *v1alpha1.Machine) bool {
-		return ctrltest.Contains(e.EventReasons(bad), "InvalidPreserveAnnotation")
+		return slices.Contains(e.EventReasons(bad), "InvalidPreserveAnnotation")
 	})
 	if m := e.Get(bad); m.Status.CurrentStatus.PreserveExpiryTime != nil || m.Annotations[v1alpha1.AnnotationPreserve] != "yes" {
 		t.Fatalf("invalid value acted on: %+v, annotations %v", m.Status.CurrentStatus, m.Annotations)

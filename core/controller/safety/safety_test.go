@@ -2,6 +2,7 @@ package safety_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 		}
 		return !g
 	})
-	ctrltest.Eventually(t, 10*time.Second, "DuplicateVM event", func() bool { return ctrltest.Contains(e.EventReasons(kept), "DuplicateVM") })
+	ctrltest.Eventually(t, 10*time.Second, "DuplicateVM event", func() bool { return slices.Contains(e.EventReasons(kept), "DuplicateVM") })
 	if _, ok := cloud.VM(duplicate.ID); !ok {
 		t.Fatal("the duplicate VM of a live machine was deleted")
 	}
@@ -88,7 +89,7 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 		t.Fatal("the VM of a machine still being created was deleted")
 	}
 	ctrltest.Eventually(t, 10*time.Second, "OrphanVMDeleted event", func() bool {
-		return ctrltest.Contains(e.EventReasons("mem"), "OrphanVMDeleted")
+		return slices.Contains(e.EventReasons("mem"), "OrphanVMDeleted")
 	})
 }
 
@@ -105,7 +106,7 @@ func TestOrphanDryRunAndCap(t *testing.T) {
 	for i := range 3 {
 		ids = append(ids, cloud.Add(memdriver.VM{MachineName: e.Name("ghost-" + string(rune('a'+i))), Cluster: e.NS, Role: "worker"}).ID)
 	}
-	ctrltest.Eventually(t, 30*time.Second, "OrphanVM report", func() bool { return ctrltest.Contains(e.EventReasons("mem"), "OrphanVM") })
+	ctrltest.Eventually(t, 30*time.Second, "OrphanVM report", func() bool { return slices.Contains(e.EventReasons("mem"), "OrphanVM") })
 	time.Sleep(time.Second)
 	for _, id := range ids {
 		if _, ok := cloud.VM(id); !ok {
@@ -215,7 +216,7 @@ func TestOvershootFreeze(t *testing.T) {
 		ownedMachine(e, ms, e.Name("solo-"+string(rune('a'+i))))
 	}
 	waitFrozen(t, e, "solo", true, safety.ReasonOvershooting)
-	ctrltest.Eventually(t, 10*time.Second, "FrozeMachineSet event", func() bool { return ctrltest.Contains(e.EventReasons("solo"), "FrozeMachineSet") })
+	ctrltest.Eventually(t, 10*time.Second, "FrozeMachineSet event", func() bool { return slices.Contains(e.EventReasons("solo"), "FrozeMachineSet") })
 
 	e.DeleteMachine(e.Name("solo-a"))
 	e.DeleteMachine(e.Name("solo-b"))

@@ -1,6 +1,6 @@
-// Package infragrpctest drives machinist's dial-in listener as a provider built against the 2018 design
-// design (infra.Infragrpc) would. Client behaves like the 2018 design's known client, the infraclient of
-// the AWS sample driver the 2018 design links to (github.com/ggaurav10/aws-driver-grpc,
+// Package infragrpctest drives machinist's dial-in listener as a provider built against the 2018
+// grpc-driver design (infra.Infragrpc) would. Client behaves like the 2018 design's known client,
+// the infraclient of the AWS sample driver the 2018 design links to (github.com/ggaurav10/aws-driver-grpc,
 // pkg/grpc/infraclient, read at commit eec065a): it opens Register and waits for the server's
 // first message, answers "register" with the kind it implements, serves "create", "delete" and
 // "list" one at a time on the stream, fetches the class and secret with GetMachineClass and

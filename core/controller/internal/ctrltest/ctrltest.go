@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -319,18 +320,15 @@ func (e *Env) DeleteMachine(name string) {
 // WaitMachine polls the machine until cond holds; a nil machine means it is gone.
 func (e *Env) WaitMachine(name string, timeout time.Duration, what string, cond func(*v1alpha1.Machine) bool) *v1alpha1.Machine {
 	e.T.Helper()
-	deadline := time.Now().Add(timeout)
 	var m *v1alpha1.Machine
-	for {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		m = e.Get(name)
-		if cond(m) {
-			return m
-		}
-		if time.Now().After(deadline) {
-			e.T.Fatalf("machine %s: timed out after %s waiting for %s; last state: %s", name, timeout, what, Describe(m))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return cond(m), nil
+	})
+	if err != nil {
+		e.T.Fatalf("machine %s: timed out after %s waiting for %s; last state: %s", name, timeout, what, Describe(m))
 	}
+	return m
 }
 
 // WaitPhase waits for a machine's phase.
@@ -361,12 +359,11 @@ func Describe(m *v1alpha1.Machine) string {
 // Eventually polls cond until it holds, failing the test after timeout.
 func Eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
 }
 
@@ -408,14 +405,4 @@ func (e *Env) EventReasons(name string) []string {
 		}
 	}
 	return out
-}
-
-// Contains reports whether list holds s.
-func Contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -1,5 +1,5 @@
-// Package autoscalertest serves a Provider over real gRPC with mutual TLS on loopback and connects a
-// Cluster Autoscaler-like client to it, for the tests of both node-group modes.
+// Package autoscalertest serves a node-group source over real gRPC with mutual TLS on loopback and
+// connects a Cluster Autoscaler-like client to it, for the tests of both node-group modes.
 package autoscalertest
 
 import (
