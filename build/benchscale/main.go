@@ -103,6 +103,7 @@ func main() {
 			if len(results) > 0 {
 				growth(os.Stdout, results)
 			}
+			stop()
 			os.Exit(1)
 		}
 		report(os.Stdout, res)
@@ -165,7 +166,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	fmt.Printf("== %d machines: starting etcd and kube-apiserver …\n", n)
 	cp, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log})
 	if err != nil {
@@ -684,7 +685,7 @@ func fetch(ctx context.Context, url, path string) error {
 // control plane) and serves it over the gRPC bridge on a unix socket, as a slim provider sidecar
 // would.
 func serveLocal(cfg *rest.Config, stateDir, sock string) (driver.Driver, func(), error) {
-	d, err := registry.Open("local", registry.Env{Target: cfg, StateDir: stateDir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d, err := registry.Open("local", registry.Env{Target: cfg, StateDir: stateDir, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, err
 	}

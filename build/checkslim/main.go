@@ -267,11 +267,7 @@ func (r rule) matches(path string) bool {
 }
 
 func splitTags(s string) []string {
-	var tags []string
-	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		tags = append(tags, t)
-	}
-	return tags
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 // checkSlim lists what is wrong with the slim build of provider p.

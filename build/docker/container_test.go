@@ -107,7 +107,7 @@ func TestSlimImageRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, bash, "image.sh", "local", "e2e")
-	build.Env = append(p.env, "CONTAINER_ENGINE=podman", "TMPDIR="+t.TempDir())
+	build.Env = append(slices.Clone(p.env), "CONTAINER_ENGINE=podman", "TMPDIR="+t.TempDir())
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("image.sh local e2e: %v\n%s", err, out)
 	}

@@ -59,7 +59,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	secret := fixture.Secret()
 
 	var wg sync.WaitGroup
-	for i := 0; i < 30; i++ {
+	for range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -74,7 +74,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A new class version: one more class pull, no secret pull.
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		mustOK(t, status(ctx, remote, "worker-b", secret))
 	}
 	if c, s := ctrl.Calls.Get(pullClass), ctrl.Calls.Get(pullSecret); c != 2 || s != 1 {
@@ -82,7 +82,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A secret rendered per machine (userData) is a new version per content.
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		s := secret.DeepCopy()
 		s.Data["userData"] = []byte(fmt.Sprintf("#cloud-config for m-%d", i))
 		mustOK(t, status(ctx, remote, "worker-b", s))
@@ -117,7 +117,7 @@ func TestReplicasShareLoad(t *testing.T) {
 	waitFor(t, ctrl.Server, "mem", 3)
 	remote, _ := ctrl.Server.Driver("mem")
 	var wg sync.WaitGroup
-	for i := 0; i < 60; i++ {
+	for range 60 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,15 +154,15 @@ func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	errs := make(chan error, 5)
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		go func() { errs <- status(ctx, remote, "c", fixture.Secret()) }()
 	}
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		<-entered
 	}
 	start := time.Now()
 	p.Stop()
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		err := <-errs
 		if !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "disconnected") {
 			t.Fatalf("in-flight operation after disconnect: %v", err)

@@ -484,7 +484,7 @@ func (s *Server) Providers() map[string]int {
 	return out
 }
 
-// WaitFor blocks until at least replicas replicas of provider are connected or ctx ends.
+// WaitFor blocks until provider has at least the given number of connected replicas, or ctx ends.
 func (s *Server) WaitFor(ctx context.Context, provider string, replicas int) error {
 	name := registry.Normalize(provider)
 	for {

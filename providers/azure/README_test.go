@@ -39,9 +39,7 @@ func TestKubernetesSamplesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
-			docs = append(docs, doc)
-		}
+		docs = append(docs, bytes.Split(raw, []byte("\n---\n"))...)
 	}
 	checkSample(t, docs)
 }

@@ -139,8 +139,8 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 		n := len(activeSets(append(append([]*v1alpha1.MachineSet{}, old...), newMS))) // writes per pass
 		newInactive := newMS.Spec.Replicas == 0
 		// Every failure point of the first pass, and of the second when there is one left.
-		for k1 := 0; k1 < n; k1++ {
-			for k2 := 0; k2 < n; k2++ {
+		for k1 := range n {
+			for k2 := range n {
 				name := fmt.Sprintf("sizes %v, %d → %d, surge %d, paused %v, pass 1 stops after %d writes, pass 2 after %d", sc.sizes, sc.from, sc.to, sc.surge, sc.paused, k1, k2)
 				d, ro, old, newMS := build(sc)
 				all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)

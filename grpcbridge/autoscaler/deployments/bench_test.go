@@ -77,7 +77,7 @@ func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 // percentiles show what the server itself costs.
 type recorder struct {
 	wall, cpu []time.Duration
-	t0, c0    time.Duration
+	c0        time.Duration
 	start     time.Time
 }
 

@@ -720,7 +720,7 @@ func (p *Source) update(ctx context.Context, g *group, change func(*v1alpha1.Mac
 		if err := p.client.Get(ctx, g.md, md); err != nil {
 			return err
 		}
-		b := g.bounds
+		var b Bounds
 		p.ix.mu.RLock()
 		if fg, ok := p.ix.flags[g.md]; ok {
 			b = fg

@@ -475,7 +475,7 @@ func imageKey(location, publisher, offer, sku, version string) string {
 	return strings.ToLower(strings.Join([]string{location, publisher, offer, sku, version}, "/"))
 }
 
-func rgOf(k string) string { return k[:strings.Index(k, "/")] }
+func rgOf(k string) string { rg, _, _ := strings.Cut(k, "/"); return rg }
 
 func lastSegment(id string) string {
 	if i := strings.LastIndex(id, "/"); i >= 0 {

@@ -25,7 +25,7 @@ const maxCustomData = 87380
 // terminal answer.
 func lroResponder[T any](polls, pending, final int, result T) azfake.PollerResponder[T] {
 	var r azfake.PollerResponder[T]
-	for i := 0; i < polls; i++ {
+	for range polls {
 		r.AddNonTerminalResponse(pending, nil)
 	}
 	r.SetTerminalResponse(final, result, nil)
