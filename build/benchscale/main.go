@@ -30,7 +30,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -45,8 +44,8 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -203,20 +202,20 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	fmt.Printf("== %d machines: starting etcd and kube-apiserver …\n", n)
-	cpOpts := controlplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log, KubeControllerManager: cfg.kcm}
+	cpOpts := localcontrolplane.Options{Dir: filepath.Join(dir, "controlplane"), BinDir: cfg.binDir, Log: log, KubeControllerManager: cfg.kcm}
 	if cfg.kcm {
 		// On a loaded machine the default 10 s renew deadline is missed now and then, and a
 		// kube-controller-manager that loses its lease exits: give it room.
 		cpOpts.ControllerManagerArgs = []string{"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=50s", "--leader-elect-retry-period=5s"}
 	}
-	cp, err := controlplane.Start(ctx, cpOpts)
+	cp, err := localcontrolplane.Start(ctx, cpOpts)
 	if err != nil {
 		return res, err
 	}
 	defer cp.Stop()
-	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: controlplane.Scheme})
+	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: localcontrolplane.Scheme})
 	if err != nil {
 		return res, err
 	}
@@ -239,7 +238,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		}
 		defer stopProvider()
 		vms = d
-		extra = append([]string{"--driver-endpoint", "local=" + sock, "--insecure"}, extra...)
+		extra = append([]string{"--driver-endpoint", "local=" + sock, "--driver-insecure"}, extra...)
 	case providerExec:
 		// The child inherits the controller's environment: serve reads its target cluster and
 		// state dir from it.
@@ -590,7 +589,7 @@ func scanLog(path string) (rejected, freezes int) {
 // control plane) and serves it over the gRPC bridge on a unix socket, as a slim provider sidecar
 // would.
 func serveLocal(cfg *rest.Config, stateDir, sock string) (driver.Driver, func(), error) {
-	d, err := registry.Open("local", registry.Env{Target: cfg, StateDir: stateDir, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d, err := registry.Open("local", registry.Env{Target: cfg, StateDir: stateDir, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, err
 	}

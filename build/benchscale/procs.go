@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // controllerProc is `machinist run`, started again after the benchmark kills it (a fault), as
@@ -198,24 +200,23 @@ func freePort() (int, error) {
 // waitHealthy waits until the controller answers /readyz, or fails when it exits (exited
 // closed) or does not answer within 2 minutes.
 func waitHealthy(ctx context.Context, port int, exited <-chan struct{}) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			fmt.Fprintf(conn, "GET /readyz HTTP/1.0\r\n\r\n")
-			line, _ := bufio.NewReader(conn).ReadString('\n')
-			conn.Close()
-			if strings.Contains(line, " 200 ") {
-				return nil
-			}
-		}
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		select {
-		case <-ctx.Done():
-			return ctx.Err()
 		case <-exited:
-			return errors.New("machinist run exited before it became ready")
-		case <-time.After(200 * time.Millisecond):
+			return false, errors.New("machinist run exited before it became ready")
+		default:
 		}
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err != nil {
+			return false, nil
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET /readyz HTTP/1.0\r\n\r\n")
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		return strings.Contains(line, " 200 "), nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return errors.New("machinist run did not become ready within 2 minutes")
 	}
-	return errors.New("machinist run did not become ready within 2 minutes")
+	return err
 }

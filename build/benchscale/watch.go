@@ -9,9 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // snapshot is what the watches show: machines, those Running, nodes, and the machines seen
@@ -50,7 +52,7 @@ func (w *watcher) start(ctx context.Context) error {
 					w.mu.Lock()
 					w.err = err
 					w.mu.Unlock()
-					time.Sleep(time.Second)
+					_ = waitctx.Sleep(ctx, clock.RealClock{}, time.Second) // then list again
 				}
 			}
 		}()

@@ -105,7 +105,7 @@ func TestSlimImageRuns(t *testing.T) {
 	// The build (a static Go build, then the image) has no time limit of its own: on a cold cache
 	// under load it takes many minutes, and go test's -timeout is what stops a hung one.
 	build := exec.CommandContext(t.Context(), bash, "image.sh", "local", "e2e")
-	build.Env = append(p.env, "CONTAINER_ENGINE=podman", "TMPDIR="+t.TempDir())
+	build.Env = append(slices.Clone(p.env), "CONTAINER_ENGINE=podman", "TMPDIR="+t.TempDir())
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("image.sh local e2e: %v\n%s", err, out)
 	}

@@ -59,7 +59,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	secret := fixture.Secret()
 
 	var wg sync.WaitGroup
-	for i := 0; i < 30; i++ {
+	for range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -74,7 +74,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A new class version: one more class pull, no secret pull.
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		mustOK(t, status(ctx, remote, "worker-b", secret))
 	}
 	if c, s := ctrl.Calls.Get(pullClass), ctrl.Calls.Get(pullSecret); c != 2 || s != 1 {
@@ -82,7 +82,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A secret rendered per machine (userData) is a new version per content.
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		s := secret.DeepCopy()
 		s.Data["userData"] = []byte(fmt.Sprintf("#cloud-config for m-%d", i))
 		mustOK(t, status(ctx, remote, "worker-b", s))
@@ -91,7 +91,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	if s := ctrl.Calls.Get(pullSecret); s != 4 {
 		t.Fatalf("3 rendered secrets: %d secret pulls in all, want 4", s)
 	}
-	if c, s := p.Provider.Pulls(); c != 2 || s != 4 {
+	if c, s := p.Connector.Pulls(); c != 2 || s != 4 {
 		t.Fatalf("provider counted %d/%d pulls", c, s)
 	}
 	// And the driver got each version right.
@@ -117,7 +117,7 @@ func TestReplicasShareLoad(t *testing.T) {
 	waitFor(t, ctrl.Server, "mem", 3)
 	remote, _ := ctrl.Server.Driver("mem")
 	var wg sync.WaitGroup
-	for i := 0; i < 60; i++ {
+	for range 60 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,15 +154,15 @@ func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	errs := make(chan error, 5)
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		go func() { errs <- status(ctx, remote, "c", fixture.Secret()) }()
 	}
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		<-entered
 	}
 	start := time.Now()
 	p.Stop()
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		err := <-errs
 		if !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "disconnected") {
 			t.Fatalf("in-flight operation after disconnect: %v", err)
@@ -305,7 +305,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 	intruder := clientTransport(t, other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder", URIs: []string{"machinist://provider/mem"}}, certs.CA.PEM))
 	p := fixture.ConnectProvider(t, ctrl.Addr, intruder, drivers)
 	time.Sleep(300 * time.Millisecond)
-	if _, ok := ctrl.Server.Driver("mem"); ok || p.Provider.Connected() {
+	if _, ok := ctrl.Server.Driver("mem"); ok || p.Connector.Connected() {
 		t.Fatal("a certificate of an unknown CA registered")
 	}
 	p.Stop()
@@ -486,7 +486,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
 	logs := &syncbuf.Buffer{}
 	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d},
-		func(o *dialin.ProviderOptions) { o.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+		func(o *dialin.ConnectorOptions) { o.Log = slog.New(slog.NewTextHandler(logs, nil)) })
 	waitFor(t, ctrl.Server, "mem", 1)
 	remote, _ := ctrl.Server.Driver("mem")
 	errc := make(chan error, 1)
@@ -509,8 +509,8 @@ func TestCloseEndsStreams(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the provider did not retry three times:\n%s", logs.String())
 	}
-	if n := strings.Count(logs.String(), welcomed); n != 1 || p.Provider.Connected() {
-		t.Fatalf("the provider was welcomed %d times (want once, before the close) and Connected() = %v:\n%s", n, p.Provider.Connected(), logs.String())
+	if n := strings.Count(logs.String(), welcomed); n != 1 || p.Connector.Connected() {
+		t.Fatalf("the provider was welcomed %d times (want once, before the close) and Connected() = %v:\n%s", n, p.Connector.Connected(), logs.String())
 	}
 }
 
@@ -528,7 +528,7 @@ func TestBackoffStartsOverOnceRegistered(t *testing.T) {
 	b := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 100, Cap: time.Minute}
 	certs := fixture.NewCerts(t)
 	fixture.ConnectProvider(t, addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": okDriver()},
-		func(o *dialin.ProviderOptions) {
+		func(o *dialin.ConnectorOptions) {
 			o.Backoff = b
 			o.Log = slog.New(delays)
 		})

@@ -44,19 +44,19 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // ControlPlane is the API server of the test binary, started by Main.
-var ControlPlane *controlplane.ControlPlane
+var ControlPlane *localcontrolplane.ControlPlane
 
 // Main starts one control plane for every test of the binary, runs them and stops it. Call it
 // from TestMain.
 func Main(m *testing.M) {
 	ctrl.SetLogger(logr.FromSlogHandler(Logger().Handler()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cp, err := controlplane.Start(ctx, controlplane.Options{Log: slog.New(slog.DiscardHandler)})
+	cp, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Log: slog.New(slog.DiscardHandler)})
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

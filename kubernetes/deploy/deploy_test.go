@@ -32,9 +32,9 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/internal/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
@@ -46,7 +46,7 @@ func kubectlPath(t *testing.T) string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		dirs = append(dirs, d)
 	}
-	if root, err := controlplane.RepoRoot(); err == nil {
+	if root, err := localcontrolplane.RepoRoot(); err == nil {
 		dirs = append(dirs, filepath.Join(root, "bin"))
 	}
 	for _, d := range dirs {
@@ -72,7 +72,7 @@ func kubectl(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 
 func here(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func containers(t *testing.T, base string) []machinistContainer {
 // TestImagesFollowVERSION checks that every machinist image the kustomizations reference has the
 // tag `make image` gives it: the Makefile's default VERSION.
 func TestImagesFollowVERSION(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestImagesFollowVERSION(t *testing.T) {
 // subcommand or flag, a global flag placed after the subcommand, or a controller subcommand in a
 // slim image fails here instead of in a crash-looping pod.
 func TestContainerArgsParse(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestContainerArgsParse(t *testing.T) {
 // module build/certmanager pins, never fetched from GitHub): without them, and then without
 // the namespace, kubectl fails with the errors the comments name; with both, every object passes.
 func TestAutoscalerOverlayWithCertManager(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

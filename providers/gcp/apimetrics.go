@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 )
 
 // Services as MCM's GCP provider names them in the service label of mcm_cloud_api_*
@@ -41,11 +41,11 @@ func (m apiMetrics) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := m.next.RoundTrip(req)
 	if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-		cloudapi.Failed(Name, svc)
+		cloudmetrics.Failed(Name, svc)
 		return resp, err
 	}
-	cloudapi.Requested(Name, svc)
-	cloudapi.Observe(Name, svc, time.Since(start))
+	cloudmetrics.Requested(Name, svc)
+	cloudmetrics.Observe(Name, svc, time.Since(start))
 	return resp, nil
 }
 

@@ -13,7 +13,7 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
@@ -173,7 +173,7 @@ func TestListIsFilteredServerSideAndPaged(t *testing.T) {
 func gcpCounts(t *testing.T) (requests, failed, timed map[string]float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudapiprom.Collector())
+	reg.MustRegister(cloudmetricsprom.Collector())
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

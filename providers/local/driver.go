@@ -20,6 +20,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
 const (
@@ -400,7 +401,8 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 // cluster returns the cluster of a target: "" is the process's target (nil when it has none),
 // anything else a kubeconfig kept from a class secret.
 // targetConfig resolves registry.Env.Target: the cluster of every class without a kubeconfig of
-// its own. A kubeconfig file is read once, at open, so a wrong --kubeconfig fails at start.
+// its own. A kubeconfig is read once, at open (internal/kubeconfig's rules: a file or
+// inClusterConfig), so a wrong --target-kubeconfig fails at start.
 func targetConfig(target any) (*rest.Config, error) {
 	switch t := target.(type) {
 	case nil:
@@ -408,9 +410,9 @@ func targetConfig(target any) (*rest.Config, error) {
 	case *rest.Config:
 		return t, nil
 	case registry.Kubeconfig:
-		cfg, err := clientcmd.BuildConfigFromFlags("", string(t))
+		cfg, err := kubeconfig.Load(string(t))
 		if err != nil {
-			return nil, fmt.Errorf("local: kubeconfig %s of the target cluster: %w", string(t), err)
+			return nil, fmt.Errorf("local: the target cluster (--target-kubeconfig): %w", err)
 		}
 		return cfg, nil
 	default:

@@ -92,11 +92,10 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// bootDelay 0: registered before CreateMachine returned.
-		node, err := cs.CoreV1().Nodes().Get(ctx, "ready-1", metav1.GetOptions{})
-		if err != nil {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, "ready-1", metav1.GetOptions{}); err != nil {
 			t.Fatalf("no node when CreateMachine returned: %v", err)
 		}
-		node = waitReady(t, cs, "ready-1", corev1.ConditionTrue, 10*time.Second)
+		node := waitReady(t, cs, "ready-1", corev1.ConditionTrue, 10*time.Second)
 		if node.Spec.ProviderID != resp.ProviderID || resp.ProviderID != "local:///ready-1" {
 			t.Fatalf("providerID node %q response %q", node.Spec.ProviderID, resp.ProviderID)
 		}

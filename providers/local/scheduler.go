@@ -115,7 +115,7 @@ func (s *scheduler) unschedule(a *agent) {
 		heap.Remove(&s.queue, a.index)
 	}
 	s.mu.Unlock()
-	a.mu.Lock() // wait for a running beat
+	a.mu.Lock() //nolint:staticcheck // an empty critical section on purpose: it waits for a running beat
 	a.mu.Unlock()
 }
 

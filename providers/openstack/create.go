@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -375,7 +377,7 @@ func addressPairs(cidrs []string) []ports.AddressPair {
 
 func hasTags(have []string, want []string) bool {
 	for _, w := range want {
-		if !contains(have, w) {
+		if !slices.Contains(have, w) {
 			return false
 		}
 	}
@@ -424,21 +426,27 @@ func (c *creation) ensureVolume(ctx context.Context, imageID string) error {
 	}
 	c.volumeID = v.ID
 	c.d.log.Info("openstack: root volume created", "machine", c.name, "volume", v.ID)
-	for {
+	status, failed := "", error(nil)
+	err = wait.PollUntilContextCancel(ctx, c.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 		v, err := volumes.Get(ctx, c.s.volume, c.volumeID).Extract()
 		if err != nil {
-			return apiError(fmt.Sprintf("read root volume %s", c.volumeID), err)
+			failed = apiError(fmt.Sprintf("read root volume %s", c.volumeID), err)
+			return false, failed
 		}
+		status = v.Status
 		switch v.Status {
 		case "available":
-			return nil
+			return true, nil
 		case "error":
-			return driver.Errorf(driver.Internal, "openstack: Cinder could not create root volume %s of machine %q (type %q, %d GB): check the volume type and the backend", c.volumeID, c.name, v.VolumeType, v.Size)
+			failed = driver.Errorf(driver.Internal, "openstack: Cinder could not create root volume %s of machine %q (type %q, %d GB): check the volume type and the backend", c.volumeID, c.name, v.VolumeType, v.Size)
+			return false, failed
 		}
-		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
-			return driver.Wrap(codeOfContext(err), err, fmt.Sprintf("openstack: root volume %s of machine %q is still %s", c.volumeID, c.name, v.Status))
-		}
+		return false, nil
+	})
+	if err != nil && failed == nil { // ctx ended between two reads
+		return driver.Wrap(codeOfContext(err), err, fmt.Sprintf("openstack: root volume %s of machine %q is still %s", c.volumeID, c.name, status))
 	}
+	return failed
 }
 
 // waitActive polls the server until it is ACTIVE, fails, or ctx is done.
@@ -448,33 +456,47 @@ func (c *creation) waitActive(ctx context.Context) (*servers.Server, error) {
 		return driver.Errorf(codeOfContext(cause), "openstack: server %s of machine %q is still building after %s: %v",
 			c.serverID, c.name, time.Since(start).Round(time.Millisecond), cause)
 	}
-	for {
+	var (
+		built  *servers.Server
+		failed error
+	)
+	err := wait.PollUntilContextCancel(ctx, c.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 		srv, err := servers.Get(ctx, c.s.compute, c.serverID).Extract()
 		switch {
 		case ctx.Err() != nil:
-			return nil, stillBuilding(ctx.Err())
+			failed = stillBuilding(ctx.Err())
 		case isNotFound(err):
-			return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q disappeared while it was being built", c.serverID, c.name)
+			failed = driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q disappeared while it was being built", c.serverID, c.name)
 		case err != nil && driver.CodeOf(apiError("", err)) == driver.Unavailable:
 			// A transient read error does not fail the create: keep polling.
 			c.d.log.Info("openstack: reading server failed; polling again", "machine", c.name, "error", err)
+			return false, nil
 		case err != nil:
-			return nil, apiError(fmt.Sprintf("read server %s", c.serverID), err)
+			failed = apiError(fmt.Sprintf("read server %s", c.serverID), err)
 		case srv.Status == "ACTIVE":
-			return srv, nil
+			built = srv
+			return true, nil
 		case srv.Status == "ERROR":
 			c.broken = true
-			return nil, c.faultError(srv)
+			failed = c.faultError(srv)
 		case srv.Status != "BUILD":
 			// The server exists in another state (SHUTOFF, REBOOT, ...): it is the machine's VM;
 			// the controller's health check decides what becomes of it.
 			c.d.log.Info("openstack: server exists but is not ACTIVE", "machine", c.name, "server", srv.ID, "status", srv.Status)
-			return srv, nil
+			built = srv
+			return true, nil
+		default:
+			return false, nil
 		}
-		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
-			return nil, stillBuilding(err)
-		}
+		return false, failed
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err != nil: // ctx ended between two reads
+		return nil, stillBuilding(err)
 	}
+	return built, nil
 }
 
 // faultError reports a server in ERROR with Nova's fault.

@@ -26,7 +26,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/openstack"
 )
@@ -157,7 +157,7 @@ func TestMachineDeployments(t *testing.T) {
 // cloud: credentials, region, zone, network, subnet, key pair and security group.
 func applySample(t *testing.T, ctx context.Context, c client.Client) {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func applySample(t *testing.T, ctx context.Context, c client.Client) {
 
 func readSampleDeployment(t *testing.T) *v1alpha1.MachineDeployment {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/openstack"
 )
@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		root, err := controlplane.RepoRoot()
+		root, err := localcontrolplane.RepoRoot()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1

@@ -16,7 +16,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // gardenerSample reads Gardener's published OpenStack MachineClass
@@ -25,7 +25,7 @@ import (
 // in this cloud as the sample spells them (openstack.sh seeds them).
 func gardenerSample(t testing.TB) *v1alpha1.MachineClass {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

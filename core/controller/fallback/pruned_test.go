@@ -23,16 +23,16 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/internal/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // crdsWithoutFallbackField copies machinist's CRDs with status.fallbackReplicas (and its
 // column) taken out of the MachineDeployment CRD, as Gardener MCM's CRD is.
 func crdsWithoutFallbackField(t *testing.T) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,8 +37,8 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
-	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 

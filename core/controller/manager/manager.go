@@ -28,8 +28,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -48,6 +48,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 	"github.com/machinist-io/machinist/internal/logbridge"
 )
 
@@ -90,12 +91,13 @@ type LeaderElection struct {
 // Options configure the controller manager. Zero fields take their defaults.
 type Options struct {
 	// ControlKubeconfig is the kubeconfig of the control cluster holding the Machine* objects
-	// (--control-kubeconfig); "" uses $KUBECONFIG, else the in-cluster config.
+	// (--control-kubeconfig): a file, "inClusterConfig", or "" for $KUBECONFIG, else the
+	// in-cluster config (internal/kubeconfig).
 	ControlKubeconfig string
 	// ControlConfig, when set, is used instead of ControlKubeconfig.
 	ControlConfig *rest.Config
-	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig);
-	// "" is the control cluster, "none" means no target cluster.
+	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig): a
+	// file or "inClusterConfig"; "" is the control cluster, "none" means no target cluster.
 	TargetKubeconfig string
 	// TargetConfig, when set, is used instead of TargetKubeconfig.
 	TargetConfig *rest.Config
@@ -234,7 +236,7 @@ func New(opts Options) (*Manager, error) {
 		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
+		GracefulShutdownTimeout:       ptr.To(DefaultGracefulShutdown),
 		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
 		// process run the manager again after stopping it (tests restart the controllers).
 		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
@@ -242,7 +244,7 @@ func New(opts Options) (*Manager, error) {
 		// finish and the manager waits out the whole graceful-shutdown period
 		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
 		// 1.37 modules). The classic rate-limited queue has no such race.
-		Controller: config.Controller{SkipNameValidation: ptrTo(true), UsePriorityQueue: ptrTo(false)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	}
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace
@@ -402,7 +404,7 @@ func (m *Manager) endpoints(addr string, profiling bool) *crmanager.Server {
 	return &crmanager.Server{
 		Name:            "metrics and health",
 		Server:          &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 30 * time.Second},
-		ShutdownTimeout: ptrTo(5 * time.Second),
+		ShutdownTimeout: ptr.To(5 * time.Second),
 	}
 }
 
@@ -463,22 +465,16 @@ func cacheSynced(c cache.Cache) error {
 	return nil
 }
 
-// restConfig loads a cluster's config: the given one, a kubeconfig file, $KUBECONFIG, or the
-// in-cluster config, in that order.
-func restConfig(cfg *rest.Config, kubeconfig, which string) (*rest.Config, error) {
+// restConfig returns a cluster's config: the given one, else the one its kubeconfig flag's value
+// names by internal/kubeconfig's rules (a file, inClusterConfig, or "" for $KUBECONFIG, else the
+// in-cluster config).
+func restConfig(cfg *rest.Config, value, which string) (*rest.Config, error) {
 	if cfg != nil {
 		return rest.CopyConfig(cfg), nil
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	c, err := kubeconfig.Load(value)
 	if err != nil {
-		if kubeconfig != "" {
-			return nil, fmt.Errorf("manager: %s cluster kubeconfig %s: %w", which, kubeconfig, err)
-		}
-		return nil, fmt.Errorf("manager: %s cluster: no --%s-kubeconfig given, $KUBECONFIG unset and not running in a cluster: %w", which, which, err)
+		return nil, fmt.Errorf("manager: %s cluster (--%s-kubeconfig): %w", which, which, err)
 	}
 	return c, nil
 }
@@ -542,8 +538,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // setGlobalLoggers guards controller-runtime's process-wide logger (it keeps only the first).
 var setGlobalLoggers sync.Once

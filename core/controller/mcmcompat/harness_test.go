@@ -27,10 +27,10 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
 	"github.com/machinist-io/machinist/internal/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/local"
 )
@@ -61,7 +61,7 @@ func machinistCRDs(t *testing.T) *world {
 // mcmShapedCRDs is a world on an API server of its own serving CRDs shaped like Gardener MCM's
 // (built from machinist's with the facts of core/testenv/mcmcrds).
 func mcmShapedCRDs(t *testing.T) *world {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,10 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
@@ -104,8 +105,8 @@ func TestMCMMetrics(t *testing.T) {
 	e.Create(deployment(e, "nojoin", 1, "mem", &v1alpha1.MachineConfiguration{MachineCreationTimeout: &metav1.Duration{Duration: time.Second}}))
 	paused := deployment(e, "paused", 0, "mem", nil)
 	paused.Spec.Paused = true
-	paused.Spec.RevisionHistoryLimit = ptrTo(int32(3))
-	paused.Spec.ProgressDeadlineSeconds = ptrTo(int32(600))
+	paused.Spec.RevisionHistoryLimit = ptr.To(int32(3))
+	paused.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	paused.Spec.RollbackTo = &v1alpha1.RollbackConfig{Revision: 2}
 	e.Create(paused)
 	// A set whose template does not match its selector: InvalidSpec, a ReplicaFailure condition.
@@ -357,9 +358,9 @@ func checkConditionValue(t *testing.T, m *dto.Metric) {
 type cloudDriver struct{ driver.Driver }
 
 func (d *cloudDriver) request(class *v1alpha1.MachineClass, fail string) error {
-	cloudapi.Requested(memdriver.ProviderName, "compute")
+	cloudmetrics.Requested(memdriver.ProviderName, "compute")
 	if class != nil && class.Name == fail {
-		cloudapi.Failed(memdriver.ProviderName, "compute")
+		cloudmetrics.Failed(memdriver.ProviderName, "compute")
 		return driver.Error(driver.Unavailable, "the cloud is out of capacity")
 	}
 	return nil
@@ -370,7 +371,7 @@ func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachi
 	if err := d.request(req.MachineClass, "crash"); err != nil {
 		return nil, err
 	}
-	defer func() { cloudapi.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
+	defer func() { cloudmetrics.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
 	return d.Driver.CreateMachine(ctx, req)
 }
 
@@ -705,5 +706,3 @@ func value(fams map[string]*dto.MetricFamily, name string, sel map[string]string
 	}
 	return v
 }
-
-func ptrTo[T any](v T) *T { return &v }

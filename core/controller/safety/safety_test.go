@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/safety"
@@ -262,7 +263,7 @@ func TestOvershootFreeze(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	memClass(e, cloud)
-	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	e.StartControllers(ctrltest.FastOptions(), false, ptr.To(fastSafety()))
 	ctx := context.Background()
 
 	// Standalone set of 1: limit 2×1 + safety-up 2 = 4, unfreeze at ≤ 3.
@@ -387,5 +388,3 @@ func waitFrozenWithin(t *testing.T, e *ctrltest.Env, timeout time.Duration, name
 		return false
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

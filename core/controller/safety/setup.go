@@ -18,6 +18,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
@@ -120,12 +121,5 @@ func (c *Controller) now() time.Time { return c.clock.Now() }
 // sleep waits d by the controller's clock or until ctx is done; it reports whether ctx is still
 // alive.
 func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
-	t := c.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C():
-		return true
-	}
+	return waitctx.Sleep(ctx, c.clock, d) == nil
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
 	"github.com/machinist-io/machinist/internal/eventually"
 )
 
@@ -59,10 +59,10 @@ func (w *world) fallbackPool(name, primary, fallbacks string) {
 }
 
 // TestFallbackGroupsWithControllers: Cluster Autoscaler's view of groups with fallback classes,
-// against the real controllers and the local provider. The template is the class a new node
-// would get now (the primary until it is marked, then the fallback); a group whose every class
-// is out of capacity reports its waiting machine as OutOfResources, so CA backs off the group in
-// the same loop instead of after its provisioning timeout.
+// against the real controllers and the local provider. The template is the class a new node would
+// get now (the primary until it is marked, then the fallback); a group whose every class is out of
+// capacity reports its waiting machine as OutOfResources, so Cluster Autoscaler backs off the group
+// in the same loop instead of after its provisioning timeout.
 func TestFallbackGroupsWithControllers(t *testing.T) {
 	w := newWorld(t)
 	w.zoneClass("zone-a", "local-a", true)
@@ -73,16 +73,16 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 	w.fallbackPool("dry", "dry-a", "dry-b")
 	w.startControllers()
 	p := w.provider()
-	certs := catest.NewCerts(t)
-	ca := catest.Connect(t, catest.Serve(t, p, certs), certs, caclient.Current)
+	certs := autoscalertest.NewCerts(t)
+	scaler := autoscalertest.Connect(t, autoscalertest.Serve(t, p, certs), certs, clusterautoscaler.Current)
 	const fb, dry = ns + ".fb", ns + ".dry"
 
 	zoneOfTemplate := func(id string) string {
 		t.Helper()
-		if err := ca.Refresh(); err != nil { // CA caches templates until its next loop
+		if err := scaler.Refresh(); err != nil { // Cluster Autoscaler caches templates until its next loop
 			t.Fatal(err)
 		}
-		node, err := ca.TemplateNodeInfo(id)
+		node, err := scaler.TemplateNodeInfo(id)
 		if err != nil {
 			t.Fatalf("template of %s: %v", id, err)
 		}
@@ -92,28 +92,28 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 		t.Fatalf("template zone before any create %q, want the primary's local-a", z)
 	}
 
-	if err := ca.IncreaseSize(fb, 1); err != nil {
+	if err := scaler.IncreaseSize(fb, 1); err != nil {
 		t.Fatal(err)
 	}
 	eventually.True(t, 2*time.Minute, "a Running instance of fb on zone-b", func() bool {
-		in, err := ca.Nodes(fb)
+		in, err := scaler.Nodes(fb)
 		ms := w.machinesOf("fb")
-		return err == nil && len(in) == 1 && in[0].Status != nil && in[0].Status.State == caclient.InstanceRunning &&
+		return err == nil && len(in) == 1 && in[0].Status != nil && in[0].Status.State == clusterautoscaler.InstanceRunning &&
 			len(ms) == 1 && ms[0].Spec.Class.Name == "zone-b"
 	})
 	eventually.True(t, 2*time.Minute, "the template on zone-b while zone-a is marked", func() bool { return zoneOfTemplate(fb) == "local-b" })
 
-	if err := ca.IncreaseSize(dry, 1); err != nil {
+	if err := scaler.IncreaseSize(dry, 1); err != nil {
 		t.Fatal(err)
 	}
-	var info *caclient.InstanceErrorInfo
+	var info *clusterautoscaler.InstanceErrorInfo
 	eventually.True(t, 2*time.Minute, "dry's instance reported OutOfResources", func() bool {
-		in, err := ca.Nodes(dry)
+		in, err := scaler.Nodes(dry)
 		if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
 			return false
 		}
 		info = in[0].Status.ErrorInfo
-		return in[0].Status.State == caclient.InstanceCreating
+		return in[0].Status.State == clusterautoscaler.InstanceCreating
 	})
 	if info.ErrorClass != 1 || info.ErrorCode != "ResourceExhausted" || !strings.Contains(info.ErrorMessage, "dry-a") || !strings.Contains(info.ErrorMessage, "dry-b") {
 		t.Fatalf("error info of the waiting instance %+v: want class OutOfResources (1), code ResourceExhausted, both classes named", info)

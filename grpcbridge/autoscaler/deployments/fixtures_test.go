@@ -168,7 +168,7 @@ func (w *world) getMD(name string) *v1alpha1.MachineDeployment {
 }
 
 // provider starts a deployments provider on the world's control plane.
-func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Provider {
+func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Source {
 	w.t.Helper()
 	level := slog.LevelWarn
 	if testing.Verbose() {

@@ -21,7 +21,7 @@ type key = types.NamespacedName
 
 func keyOf(o metav1.Object) key { return key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 
-// group is a MachineDeployment CA may scale.
+// group is a MachineDeployment Cluster Autoscaler may scale.
 type group struct {
 	id      string
 	md      key
@@ -30,16 +30,16 @@ type group struct {
 	options autoscaler.Options
 	// problems are option annotations that were ignored.
 	problems []string
-	// ng is the group as CA sees it, debug text included; computed once per deployment change
-	// because CA asks for it on every NodeGroupForNode.
+	// ng is the group as Cluster Autoscaler sees it, debug text included; computed once per deployment change
+	// because Cluster Autoscaler asks for it on every NodeGroupForNode.
 	ng autoscaler.NodeGroup
 	// marked are the machines listed in the deployment's trigger-deletion annotation: already
 	// subtracted from replicas, so reported as Deleting before their MachineSet gets to them.
 	marked map[string]string
 }
 
-// tombstone remembers the group of a deleted machine, so that CA, which keeps asking about a
-// node until its Node object is gone, never reads a managed node as unmanaged (CA issue #9877).
+// tombstone remembers the group of a deleted machine, so that Cluster Autoscaler, which keeps asking about a
+// node until its Node object is gone, never reads a managed node as unmanaged (Cluster Autoscaler issue #9877).
 type tombstone struct {
 	group   string
 	expires time.Time
@@ -48,7 +48,7 @@ type tombstone struct {
 // tombstoneTTL is how long a deleted machine's ids still resolve to its group.
 const tombstoneTTL = 15 * time.Minute
 
-// index is the in-memory view of the Machine* objects, fed by informers. Every lookup CA makes
+// index is the in-memory view of the Machine* objects, fed by informers. Every lookup Cluster Autoscaler makes
 // is a few map reads under a read lock: providerID -> machine -> MachineSet -> MachineDeployment
 // -> group.
 type index struct {
@@ -334,7 +334,7 @@ func (ix *index) groupOfMachineLocked(m *v1alpha1.Machine) *group {
 	return ix.groups[GroupID(key{Namespace: m.Namespace, Name: mdName})]
 }
 
-// machineForNode finds the machine behind a node CA sent: our placeholder, the providerID, the
+// machineForNode finds the machine behind a node Cluster Autoscaler sent: our placeholder, the providerID, the
 // machine's "node" label, or the node's machine-name label. Name-based matches count only when
 // unambiguous across the watched namespaces.
 func (ix *index) machineForNodeLocked(n autoscaler.Node) *v1alpha1.Machine {

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	compute "google.golang.org/api/compute/v1"
+
+	"k8s.io/utils/ptr"
 )
 
 // route is a Compute API request: its operation and the path parameters.
@@ -347,7 +349,7 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 	in.Disks = attached
 	in.Fingerprint = base64.StdEncoding.EncodeToString([]byte(strconv.FormatUint(in.Id, 16)))
 	if in.Scheduling == nil {
-		in.Scheduling = &compute.Scheduling{AutomaticRestart: ptr(true), OnHostMaintenance: "MIGRATE", ProvisioningModel: "STANDARD"}
+		in.Scheduling = &compute.Scheduling{AutomaticRestart: ptr.To(true), OnHostMaintenance: "MIGRATE", ProvisioningModel: "STANDARD"}
 	}
 	c.instances[key] = in
 	for _, d := range disks {
@@ -802,5 +804,3 @@ func writeError(w http.ResponseWriter, e *APIError) int {
 	_, _ = w.Write(e.JSON())
 	return e.Status
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -219,7 +219,7 @@ func TestListsPaginate(t *testing.T) {
 	c := fakeopenstack.Start(t)
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		c.CreateServer(fmt.Sprintf("s%d", i), nil)
 		c.AddImage("img", time.Now().Add(time.Duration(i)*time.Minute))
 	}
@@ -246,7 +246,7 @@ func TestFaults(t *testing.T) {
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
 	c.Inject(fakeopenstack.ServerErrors("compute", http.MethodGet, "/flavors", http.StatusServiceUnavailable, 2))
-	for i := 0; i < 2; i++ {
+	for range 2 {
 		if _, err := servers.Get(ctx, cl.compute, "x").Extract(); gophercloud.ResponseCodeIs(err, http.StatusServiceUnavailable) {
 			t.Fatalf("a fault on /flavors hit /servers")
 		}
@@ -311,7 +311,9 @@ func TestControlEndpoint(t *testing.T) {
 	}
 	resp.Body.Close()
 	req, _ := http.NewRequest(http.MethodDelete, c.URL+fakeopenstack.ControlPrefix+"faults", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("clear: %v %v", resp, err)
 	}
+	resp.Body.Close()
 }

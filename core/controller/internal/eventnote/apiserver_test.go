@@ -22,7 +22,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // fleet is the machine count the events are sized for.
@@ -42,13 +42,13 @@ func TestEveryEventKindFitsAt5000Machines(t *testing.T) {
 	sites, _ := scanModule(t)
 	ctx := context.Background()
 	start, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	cp, err := controlplane.Start(start, controlplane.Options{Log: slog.New(slog.DiscardHandler)})
+	cp, err := localcontrolplane.Start(start, localcontrolplane.Options{Log: slog.New(slog.DiscardHandler)})
 	cancel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
-	c, err := client.New(cp.Config, client.Options{Scheme: controlplane.Scheme})
+	c, err := client.New(cp.Config, client.Options{Scheme: localcontrolplane.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestEveryEventKindFitsAt5000Machines(t *testing.T) {
 		t.Fatal(err)
 	}
 	mgr, err := ctrl.NewManager(cp.Config, manager.Options{
-		Scheme: controlplane.Scheme, Logger: logr.Discard(),
+		Scheme: localcontrolplane.Scheme, Logger: logr.Discard(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	if err != nil {
