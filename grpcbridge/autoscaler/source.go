@@ -13,6 +13,7 @@ package autoscaler
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -162,3 +163,17 @@ func (o Options) IsZero() bool { return o == Options{} }
 // ErrNoTemplate is wrapped by TemplateNode errors of groups that have no node template. The
 // server answers Unimplemented, which Cluster Autoscaler (1.29+) reads as "not implemented for this group".
 var ErrNoTemplate = errors.New("no node template")
+
+// InstanceID is providerID as the machine's node carries it. Cluster Autoscaler takes an
+// instance whose ID no node's spec.providerID equals for an unregistered node, and deletes it
+// after --max-node-provision-time. Gardener's GCP provider records gce:///project/zone/name on
+// machines, GCE's cloud controller manager gce://project/zone/name on nodes (and Cluster
+// Autoscaler's own GCE provider reports that form: GceRef.ToProviderId in
+// cluster-autoscaler/cloudprovider/gce/gce_cloud_provider.go, kubernetes/autoscaler at
+// 55c37cd5eb550756c5ccc5a89e9068d77797e575). Other clouds' IDs are reported as recorded.
+func InstanceID(providerID string) string {
+	if rest, ok := strings.CutPrefix(providerID, "gce:///"); ok {
+		return "gce://" + rest
+	}
+	return providerID
+}

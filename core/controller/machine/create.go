@@ -219,7 +219,7 @@ func (r *creator) staleNode(ctx context.Context, c *created) (bool, error) {
 		}
 		return false, fmt.Errorf("machine: check for a stale node %s: %w", c.nodeName, err)
 	}
-	return node.Spec.ProviderID != "" && node.Spec.ProviderID != c.providerID, nil
+	return node.Spec.ProviderID != "" && !driver.SameProviderID(node.Spec.ProviderID, c.providerID), nil
 }
 
 // rejectStaleNode deletes the VM just made and fails the machine: its node name belongs to a

@@ -314,7 +314,7 @@ func (c *Controller) listVMs(ctx context.Context, class *v1alpha1.MachineClass) 
 // being created or deleted. A settled machine with another providerID does not: the VM is a
 // duplicate (reported, not deleted).
 func owns(m *v1alpha1.Machine, pid string) bool {
-	if m.DeletionTimestamp != nil || m.Spec.ProviderID == "" || m.Spec.ProviderID == pid {
+	if m.DeletionTimestamp != nil || m.Spec.ProviderID == "" || driver.SameProviderID(m.Spec.ProviderID, pid) {
 		return true
 	}
 	switch m.Status.CurrentStatus.Phase {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
 
@@ -58,7 +59,7 @@ type index struct {
 
 	mu           sync.RWMutex
 	machines     map[key]*v1alpha1.Machine
-	byProviderID map[string]key
+	byProviderID map[string]key // by driver.ProviderIDKey: a node's spelling of the ID finds the machine's
 	byNodeName   map[string][]key
 	byName       map[string][]key
 	machinesOf   map[key]map[key]*v1alpha1.Machine // MachineSet -> its machines
@@ -166,10 +167,11 @@ func (ix *index) putMachine(m *v1alpha1.Machine) {
 	}
 	ix.machines[k] = m
 	if m.Spec.ProviderID != "" {
-		ix.byProviderID[m.Spec.ProviderID] = k
-		delete(ix.tombstones, m.Spec.ProviderID)
+		pid := driver.ProviderIDKey(m.Spec.ProviderID)
+		ix.byProviderID[pid] = k
+		delete(ix.tombstones, pid)
 	}
-	delete(ix.tombstones, autoscaler.Placeholder(m.Namespace, m.Name))
+	delete(ix.tombstones, driver.ProviderIDKey(autoscaler.Placeholder(m.Namespace, m.Name)))
 	appendKey(ix.byNodeName, m.Labels[v1alpha1.LabelNode], k)
 	appendKey(ix.byName, m.Name, k)
 	if set, ok := ownerName(m, "MachineSet"); ok {
@@ -179,8 +181,8 @@ func (ix *index) putMachine(m *v1alpha1.Machine) {
 
 func (ix *index) unlinkMachine(m *v1alpha1.Machine) {
 	k := keyOf(m)
-	if m.Spec.ProviderID != "" && ix.byProviderID[m.Spec.ProviderID] == k {
-		delete(ix.byProviderID, m.Spec.ProviderID)
+	if pid := driver.ProviderIDKey(m.Spec.ProviderID); m.Spec.ProviderID != "" && ix.byProviderID[pid] == k {
+		delete(ix.byProviderID, pid)
 	}
 	removeKey(ix.byNodeName, m.Labels[v1alpha1.LabelNode], k)
 	removeKey(ix.byName, m.Name, k)
@@ -201,7 +203,7 @@ func (ix *index) deleteMachine(m *v1alpha1.Machine) {
 		expires := ix.now().Add(tombstoneTTL)
 		for _, id := range []string{cur.Spec.ProviderID, autoscaler.Placeholder(cur.Namespace, cur.Name)} {
 			if id != "" {
-				ix.tombstones[id] = tombstone{group: g.id, expires: expires}
+				ix.tombstones[driver.ProviderIDKey(id)] = tombstone{group: g.id, expires: expires}
 			}
 		}
 	}
@@ -342,7 +344,7 @@ func (ix *index) machineForNodeLocked(n autoscaler.Node) *v1alpha1.Machine {
 	if ns, name, ok := autoscaler.ParsePlaceholder(id); ok {
 		return ix.machines[key{Namespace: ns, Name: name}]
 	}
-	if k, ok := ix.byProviderID[id]; ok {
+	if k, ok := ix.byProviderID[driver.ProviderIDKey(id)]; ok {
 		return ix.machines[k]
 	}
 	if keys := ix.byNodeName[n.Name]; len(keys) == 1 {

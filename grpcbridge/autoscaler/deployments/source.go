@@ -234,7 +234,7 @@ func (p *Source) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool
 		}
 		return autoscaler.NodeGroup{}, false, nil
 	}
-	if t, ok := p.ix.tombstones[n.ID()]; ok {
+	if t, ok := p.ix.tombstones[driver.ProviderIDKey(n.ID())]; ok {
 		if g := p.ix.groups[t.group]; g != nil {
 			return p.nodeGroupLocked(g), true, nil
 		}
@@ -340,7 +340,7 @@ func (p *Source) machinesToDelete(g *group, nodes []autoscaler.Node) ([]string, 
 	for _, n := range nodes {
 		m := p.ix.machineForNodeLocked(n)
 		if m == nil {
-			if t, ok := p.ix.tombstones[n.ID()]; ok && t.group == g.id {
+			if t, ok := p.ix.tombstones[driver.ProviderIDKey(n.ID())]; ok && t.group == g.id {
 				continue // already deleted
 			}
 			return nil, driver.Errorf(driver.NotFound,
@@ -550,7 +550,7 @@ func (p *Source) exhaustedLocked(g *group) *autoscaler.InstanceError {
 // Creating until its node can run pods, with the create error when the create failed; Deleting
 // once it is being deleted or failed for another reason (its MachineSet replaces it).
 func Instance(m *v1alpha1.Machine) autoscaler.Instance {
-	in := autoscaler.Instance{ID: m.Spec.ProviderID}
+	in := autoscaler.Instance{ID: autoscaler.InstanceID(m.Spec.ProviderID)}
 	if in.ID == "" {
 		in.ID = autoscaler.Placeholder(m.Namespace, m.Name)
 	}

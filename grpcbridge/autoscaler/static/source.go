@@ -334,7 +334,7 @@ func (p *Source) findLocked(n autoscaler.Node) (*group, *vm) {
 	for _, name := range p.order {
 		g := p.groups[name]
 		for _, v := range g.vms {
-			if n.ProviderID != "" && v.providerID == n.ProviderID {
+			if driver.SameProviderID(v.providerID, n.ProviderID) {
 				return g, v
 			}
 		}
@@ -390,7 +390,7 @@ func (p *Source) Nodes(_ context.Context, id string) ([]autoscaler.Instance, err
 		if v.state == gone {
 			continue
 		}
-		in := autoscaler.Instance{ID: v.providerID}
+		in := autoscaler.Instance{ID: autoscaler.InstanceID(v.providerID)}
 		if in.ID == "" {
 			in.ID = autoscaler.Placeholder(g.cfg.Name, v.name)
 		}
@@ -617,7 +617,7 @@ func (p *Source) deleteNode(ctx context.Context, name, providerID string) error 
 	if err != nil {
 		return fmt.Errorf("get node %s: %w", name, err)
 	}
-	if n.Spec.ProviderID != "" && providerID != "" && n.Spec.ProviderID != providerID {
+	if n.Spec.ProviderID != "" && providerID != "" && !driver.SameProviderID(n.Spec.ProviderID, providerID) {
 		return nil
 	}
 	err = nodes.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
