@@ -46,7 +46,9 @@ func (e *e2e) dialinController(extra ...string) (addr string, issue func(name st
 // scaling to zero deletes the instances.
 func TestRunInfragrpcProvider(t *testing.T) {
 	e := newE2E(t)
-	addr, issue, _ := e.dialinController()
+	// The binary has an aws driver compiled in, which comes before dialled-in providers: send
+	// aws's operations to the provider that dials in, as an operator replacing it would.
+	addr, issue, _ := e.dialinController("--prefer-dialin", "aws")
 	cfg, err := mtls.ClientConfig(issue("aws"), "localhost")
 	if err != nil {
 		t.Fatal(err)
