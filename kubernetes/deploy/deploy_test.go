@@ -334,9 +334,12 @@ func TestContainerArgsParse(t *testing.T) {
 	}
 	for _, base := range rendered {
 		for _, c := range containers(t, base) {
+			// Build first: the minute is the command's, not the compile's (a cold build under
+			// load took longer and failed the command).
+			bin := binary(c.image)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			args := append(append([]string{}, c.args...), "--help")
-			res, err := exec.CommandContext(ctx, binary(c.image), args...).CombinedOutput()
+			res, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 			cancel()
 			if err != nil {
 				t.Errorf("%s: %s/%s (%s): machinist %s: %v\n%s", base, c.deployment, c.name, c.image, strings.Join(c.args, " "), err, tail(string(res), 2000))
