@@ -76,9 +76,17 @@ $(BIN)/buf: build/tools/buf/go.mod build/tools/buf/go.sum
 CONTROL_PLANE := $(BIN)/kube-apiserver $(BIN)/etcd $(BIN)/kube-scheduler $(BIN)/kube-controller-manager
 GEN_TOOLS     := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/buf
 
-.PHONY: system-deps
-system-deps: ## install missing Debian packages the build and tests need (git, gcc, ca-certificates, podman, runc) with apt-get
-	@build/system-deps.sh
+# Debian packages, installed with apt-get when missing (build/system-deps.sh says what each is
+# for). `make deps` installs every group the build and the whole suite need, and `make test`
+# runs it first; `make run` installs only the build group (no compiler for -race, no podman).
+.PHONY: deps deps-build system-deps
+deps: ## install the Debian packages the build and every test need (git, make, ca-certificates, gcc, podman, runc) with apt-get
+	@build/system-deps.sh build test image
+
+deps-build: ## install only what building and `make run` need (git, make, ca-certificates) with apt-get
+	@build/system-deps.sh build
+
+system-deps: deps ## the same as deps (kept for its old name)
 
 .PHONY: tools
 tools: $(CONTROL_PLANE) $(GEN_TOOLS) ## build every pinned tool into bin/
@@ -154,8 +162,9 @@ lint: ## gofmt and go vet
 # second, race-free pass for the rest would compile everything twice for little gain. lint runs
 # `go vet` with the same -race flag, so vet and test share one compilation of the dependencies.
 TEST_FLAGS ?= -race -timeout 20m
+# One rule with every prerequisite: the deploy tests run bin/kubectl, test-examples the example modules.
 .PHONY: test
-test: system-deps $(CONTROL_PLANE) lint check-generated check-slim ## lint, check generated code and slim builds, run every test
+test: deps $(CONTROL_PLANE) lint check-generated check-slim test-examples $(BIN)/kubectl ## install deps, lint, check generated code and slim builds, run every test
 	KUBEBUILDER_ASSETS=$(BIN) $(GO) test $(TEST_FLAGS) ./...
 
 ## ---------------------------------------------------------------- provider developer kit
@@ -179,8 +188,6 @@ test-examples: ## vet, build and test the example modules (the out-of-tree provi
 		(cd $$m && $(GO) vet ./... && $(GO) build -o /dev/null . && $(GO) test $(TEST_FLAGS) ./...) || exit 1; \
 	done
 
-test: test-examples
-
 ## ---------------------------------------------------------------- run, kubectl, scale benchmark
 # `make run`: a throw-away control plane (etcd, kube-apiserver, kube-scheduler,
 # kube-controller-manager), the controller manager with the local provider and
@@ -189,7 +196,7 @@ test: test-examples
 # RUN_FLAGS passes flags to `machinist dev`, e.g. RUN_FLAGS="--dir .cache/run" to keep state.
 RUN_FLAGS ?=
 .PHONY: run
-run: system-deps $(CONTROL_PLANE) ## start a local control plane, the controllers, 3 sample machines and a workload (Ctrl-C stops and cleans up)
+run: deps-build $(CONTROL_PLANE) ## start a local control plane, the controllers, 3 sample machines and a workload (Ctrl-C stops and cleans up)
 	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
 	$(BIN)/machinist dev --bin-dir $(BIN) $(RUN_FLAGS)
 
@@ -205,26 +212,32 @@ $(BIN)/kubectl: build/kubectl/go.mod build/kubectl/go.sum build/kubectl/main.go
 .PHONY: kubectl
 kubectl: $(BIN)/kubectl ## build the pinned kubectl into bin/
 
-# The deploy tests run bin/kubectl.
-test: $(BIN)/kubectl
-
 # One MachineDeployment of $(BENCH_MACHINES) local machines on the real API server: seconds until
-# all are Running, the controller's CPU time and peak RSS, API requests per machine, then the
-# scale-down to 0 (until every Machine, Node and VM is gone). bench-scale-growth runs the sizes
-# of $(BENCH_GROWTH) one after the other and adds a growth table. BENCH_FLAGS passes more flags,
-# e.g. BENCH_FLAGS="--profile-dir .cache/profiles" for CPU profiles of the controller. Results are
-# printed and appended to docs/performance.md by hand.
+# all are Running, the CPU time and peak RSS of the controller and of the local provider (the slim
+# bin/machinist-local, a --driver-exec child of the controller, so the controller's figures are
+# its own), API requests per machine, then the scale-down to 0 (until every Machine, Node and VM
+# is gone). bench-scale-growth runs the sizes of $(BENCH_GROWTH) one after the other and adds a
+# growth table; bench-scale-faults kills the provider twice and the controller once in each phase
+# and checks that nothing is lost. BENCH_FLAGS passes more flags, e.g. BENCH_FLAGS="--profile-dir
+# .cache/profiles" for CPU profiles of the controller (`go run ./build/benchscale --help`).
+# Results are printed and appended to docs/performance.md by hand.
 BENCH_MACHINES ?= 1000
 BENCH_GROWTH   ?= 1000,3000,5000
 BENCH_FLAGS    ?=
-.PHONY: bench-scale bench-scale-growth
+BENCH_BUILD = $(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist && \
+	$(GO) build -tags $(call tags,slim provider_local) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist-local ./cmd/machinist
+.PHONY: bench-scale bench-scale-growth bench-scale-faults
 bench-scale: $(CONTROL_PLANE) ## scale benchmark: one MachineDeployment of 1000 local machines, up and down to 0
-	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(BENCH_BUILD)
 	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES) $(BENCH_FLAGS)
 
 bench-scale-growth: $(CONTROL_PLANE) ## scale benchmark at 1000, 3000 and 5000 machines in one sequence, with a growth table
-	$(GO) build -tags $(call tags) -ldflags "$(LDFLAGS)" -o $(BIN)/machinist ./cmd/machinist
+	$(BENCH_BUILD)
 	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_GROWTH) --timeout 30m $(BENCH_FLAGS)
+
+bench-scale-faults: $(CONTROL_PLANE) ## scale benchmark with the provider killed twice and the controller once in each phase
+	$(BENCH_BUILD)
+	$(GO) run ./build/benchscale --machinist $(BIN)/machinist --bin-dir $(BIN) --machines $(BENCH_MACHINES) --timeout 30m --faults $(BENCH_FLAGS)
 
 .PHONY: help
 help:
@@ -249,3 +262,8 @@ bench-grpcbridge: ## gRPC bridge benchmarks: floor, uds, tcp, tcp-mtls, dial-in,
 fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds in grpcbridge/testdata/fuzz)
 	$(GO) test -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
 	$(GO) test -run '^$$' -fuzz FuzzObjectRoundTrip -fuzztime $(FUZZTIME) -fuzzminimizetime 100x ./grpcbridge/
+
+## ---------------------------------------------------------------- openstack provider, real cloud
+.PHONY: test-openstack-real
+test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against a real OpenStack (Debian's Zed packages, installed with apt-get; needs root; docs/openstack-real.md)
+	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -parallel 8 -timeout 60m ./test/openstack-real/

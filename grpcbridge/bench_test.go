@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -158,7 +157,7 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 	go gs.Serve(lis)
 	b.Cleanup(func() { ds.Close(); gs.Stop() })
 	fixture.ConnectProvider(b, addr, fixture.Insecure, map[string]driver.Driver{"openstack": d},
-		func(o *dialin.ProviderOptions) { o.Log = quiet })
+		func(o *dialin.ConnectorOptions) { o.Log = quiet })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := ds.WaitFor(ctx, "openstack", 1); err != nil {
@@ -168,7 +167,7 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 	return remote
 }
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = slog.New(slog.DiscardHandler)
 
 func runStatus(b *testing.B, d driver.Driver) {
 	req := benchRequest()
@@ -270,6 +269,7 @@ func TestMain(m *testing.M) {
 		defer stop()
 		err := grpcbridge.Serve(ctx, grpcbridge.ServeOptions{Listen: addr, Transport: grpcbridge.Transport{Insecure: true},
 			Drivers: map[string]driver.Driver{"openstack": statusDriver{}}, Log: quiet})
+		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

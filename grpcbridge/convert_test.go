@@ -105,7 +105,7 @@ func TestRealisticObjectsRoundTrip(t *testing.T) {
 // driver contract has no place for and drivers never read.
 func TestRandomObjectsRoundTrip(t *testing.T) {
 	f := objectFiller(t, 1)
-	for i := 0; i < 300; i++ {
+	for range 300 {
 		var m v1alpha1.Machine
 		var c v1alpha1.MachineClass
 		var s corev1.Secret
@@ -165,7 +165,7 @@ func must[T any](v T, err error) T {
 func TestClassEncodingIsDeterministic(t *testing.T) {
 	c := fixture.Class("openstack")
 	first := must(grpcbridge.EncodeMachineClass(c))
-	for i := 0; i < 20; i++ {
+	for range 20 {
 		if got := must(grpcbridge.EncodeMachineClass(c.DeepCopy())); !bytes.Equal(first, got) {
 			t.Fatal("the same class encoded to different bytes")
 		}

@@ -109,7 +109,7 @@ func TestOversizedMessages(t *testing.T) {
 	d := &fixture.FuncDriver{Handle: func(_ context.Context, method string, _ any) (any, error) {
 		if method == "ListMachines" {
 			list := map[string]string{}
-			for i := 0; i < 5; i++ {
+			for i := range 5 {
 				list[strings.Repeat(string(rune('a'+i)), 1<<20)] = "m"
 			}
 			return &driver.ListMachinesResponse{MachineList: list}, nil

@@ -121,7 +121,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill := objectFiller(t, 42)
-	for i := 0; i < 4; i++ {
+	for i := range 4 {
 		m, c, s := fixture.Machine(fmt.Sprintf("m-%d", i)), fixture.Class("openstack"), fixture.Secret()
 		if i > 0 {
 			m, c, s = &v1alpha1.Machine{}, &v1alpha1.MachineClass{}, &corev1.Secret{}

@@ -23,11 +23,11 @@ func TestConcurrentRequestsKeepTheirObjects(t *testing.T) {
 	served := fixture.ServeUnix(t, echo)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
-	for g := 0; g < 16; g++ {
+	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 20; i++ {
+			for i := range 20 {
 				size := 1 + (g*37+i*101)%9000
 				if g == 0 && i == 0 {
 					size = 600 << 10

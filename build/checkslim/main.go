@@ -47,6 +47,7 @@ var knownSDKs = map[string][]string{
 	"openstack": {"github.com/gophercloud/"},
 	"azure":     {"github.com/Azure/", "github.com/AzureAD/"},
 	"aws":       {"github.com/aws/"},
+	"gcp":       {"google.golang.org/api", "cloud.google.com/go/", "github.com/googleapis/"},
 }
 
 // rule is an import path (and everything under it, unless exact) with the reason it is refused
@@ -61,7 +62,7 @@ var notInSlim = []rule{
 	{"sigs.k8s.io/controller-runtime", "controller-runtime belongs to the controllers (run, dev)", false},
 	{module + "/core/controller", "the controllers belong to run and dev", false},
 	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server belongs to autoscaler", false},
-	{module + "/core/testenv", "the local control plane belongs to dev and controlplane", false},
+	{module + "/internal/localcontrolplane", "the local control plane belongs to dev and controlplane", false},
 	{"k8s.io/apiextensions-apiserver", "CRD types belong to the controllers and the control plane", false},
 	{"k8s.io/client-go/kubernetes", "client-go's clientset registers every API group (~20 MB stripped): use internal/kubeclient", false},
 	{"k8s.io/client-go/applyconfigurations", "apply configurations of every API type come with client-go's typed clients: use internal/kubeclient", false},
@@ -71,11 +72,11 @@ var notInSlim = []rule{
 
 // onlyForItsProvider is what a slim binary links only when its own provider's packages need it
 // (the local provider joins nodes with client-go): the shared packages a provider sidecar uses
-// (registry, bridge, cloudapi) must not bring them. Each is a megabyte or so of a cloud
+// (registry, bridge, cloudmetrics) must not bring them. Each is a megabyte or so of a cloud
 // provider's sidecar.
 var onlyForItsProvider = []rule{
 	{"k8s.io/client-go", "a Kubernetes client: registry.Env.Target is untyped so that only a provider that joins nodes links one", false},
-	{"github.com/prometheus", "metrics are served by the controller; core/cloudapi records without Prometheus (cloudapiprom exposes it)", false},
+	{"github.com/prometheus", "metrics are served by the controller; core/cloudmetrics records without Prometheus (cloudmetricsprom exposes it)", false},
 }
 
 // inSlim is what a slim provider binary must link, besides its provider: serve, connect, driver.
@@ -132,7 +133,7 @@ var inFull = []rule{
 // testOnly must reach no binary.
 var testOnly = []rule{
 	{"testing", "test-only", false},
-	{module + "/core/testenv", "its root package wraps testing.TB; dev uses core/testenv/controlplane", true},
+	{module + "/core/testenv", "it wraps testing.TB; dev and controlplane use internal/localcontrolplane", false},
 	{module + "/core/drivertest", "the conformance kit is test-only", false},
 }
 
@@ -326,11 +327,7 @@ func (r rule) matches(path string) bool {
 }
 
 func splitTags(s string) []string {
-	var tags []string
-	for _, t := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
-		tags = append(tags, t)
-	}
-	return tags
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }
 
 // checkSlim lists what is wrong with the slim build of provider p.

@@ -95,13 +95,20 @@ func TestRefusedAndMissing(t *testing.T) {
 		t.Errorf("missing = %q, want core/registry and grpcbridge/dialin", probs)
 	}
 
-	// Exact rules leave the packages below alone: dev links core/testenv/controlplane.
-	cp := deps(root, pkg{path: module + "/core/testenv/controlplane", module: module})
-	if probs := refused(cp, testOnly); len(probs) != 0 {
-		t.Errorf("core/testenv/controlplane refused: %q", probs)
+	// An exact rule leaves the packages below it alone.
+	exact := []rule{{module + "/core", "only the root", true}}
+	if probs := refused(deps(root, pkg{path: module + "/core/registry", module: module}), exact); len(probs) != 0 {
+		t.Errorf("a package below an exact rule refused: %q", probs)
 	}
-	if probs := refused(deps(root, pkg{path: module + "/core/testenv", module: module}), testOnly); len(probs) != 1 {
-		t.Errorf("core/testenv not refused: %q", probs)
+	if probs := refused(deps(root, pkg{path: module + "/core", module: module}), exact); len(probs) != 1 {
+		t.Errorf("the package of an exact rule not refused: %q", probs)
+	}
+	// Every package of core/testenv is test-only; the local control plane is not.
+	if probs := refused(deps(root, pkg{path: module + "/core/testenv/mcmcrds", module: module}), testOnly); len(probs) != 1 {
+		t.Errorf("core/testenv/mcmcrds not refused: %q", probs)
+	}
+	if probs := refused(deps(root, pkg{path: module + "/internal/localcontrolplane", module: module}), testOnly); len(probs) != 0 {
+		t.Errorf("internal/localcontrolplane refused: %q", probs)
 	}
 }
 

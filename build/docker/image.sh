@@ -71,12 +71,12 @@ else
 	done
 	if [[ -z "$engine" && ${#tried[@]} -gt 0 ]]; then
 		fail "no working container engine:" "${tried[@]}" \
-			"Start one (e.g. sudo systemctl start docker), or install podman (build/system-deps.sh does, with apt-get)."
+			"Start one (e.g. sudo systemctl start docker), or install podman (`make deps` does, with apt-get)."
 	fi
 	if [[ -z "$engine" ]]; then
 		fail "no container engine found: neither docker nor podman is in PATH." \
 			"Install one and rerun:" \
-			"  Podman: apt-get install podman runc (Debian/Ubuntu; build/system-deps.sh does it) or dnf install podman" \
+			"  Podman: apt-get install podman runc (Debian/Ubuntu; `make deps` does it) or dnf install podman" \
 			"  Docker: https://docs.docker.com/engine/install/ (the engine, not only the CLI)" \
 			"or point CONTAINER_ENGINE at one. Without an engine, build the same static binary with:" \
 			"  CGO_ENABLED=0 go build -trimpath -tags slim,machinecontroller,provider_<name> -ldflags '-s -w' ./cmd/machinist"

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -31,18 +29,19 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
 func init() { commands = append(commands, autoscalerCommand()) }
 
 // Defaults of `machinist autoscaler`.
 const (
-	defaultAutoscalerAddress = ":8086" // the port of CA's example externalgrpc server
+	defaultAutoscalerAddress = ":8086" // the port of Cluster Autoscaler's example externalgrpc server
 	defaultAutoscalerHTTP    = ":8087"
 )
 
 func autoscalerCommand() *cli.Command {
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "autoscaler",
 		Usage: "serve node groups to Cluster Autoscaler (--cloud-provider=externalgrpc)",
 		Description: "Serves Cluster Autoscaler's externalgrpc CloudProvider service over mutual TLS.\n\n" +
@@ -52,17 +51,17 @@ func autoscalerCommand() *cli.Command {
 			"controllers (machinist run) create and delete the machines.\n\n" +
 			"Static mode (--config groups.yaml): groups are served straight from a driver, no controller\n" +
 			"and no Machine objects; see docs/autoscaler.md for the file format.\n\n" +
-			"CA's cloud-config must name this server as address: <host>:<port> where <host> is in the\n" +
+			"Cluster Autoscaler's cloud-config must name this server as address: <host>:<port> where <host> is in the\n" +
 			"server certificate, with cert/key/cacert of a client certificate signed by --cacert.\n" +
 			"Every call is logged at -v 5; /metrics and /healthz are served on --http-address.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "address", Value: defaultAutoscalerAddress, Usage: "gRPC listen address"},
-			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host CA's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
+			&cli.StringFlag{Name: "listen", Value: defaultAutoscalerAddress, Usage: "gRPC listen address (host:port) of the externalgrpc service"},
+			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host Cluster Autoscaler's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
 			&cli.StringFlag{Name: "key", Usage: "server key (PEM)", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_KEY"}},
 			&cli.StringFlag{Name: "cacert", Usage: "CA bundle (PEM) that signs Cluster Autoscaler's client certificate; clients without one are refused", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CACERT"}},
-			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --address"},
+			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --listen"},
 			&cli.StringFlag{Name: "http-address", Value: defaultAutoscalerHTTP, Usage: "listen address of /metrics and /healthz (\"0\" disables)"},
-			&cli.StringFlag{Name: "control-kubeconfig", Aliases: []string{"kubeconfig"}, Usage: "kubeconfig of the cluster holding the Machine* objects (default: $KUBECONFIG, else in-cluster)", TakesFile: true, EnvVars: []string{"CONTROL_KUBECONFIG"}},
+			&cli.StringFlag{Name: "control-kubeconfig", Usage: "kubeconfig of the cluster holding the Machine* objects, or inClusterConfig (default: $KUBECONFIG, else in-cluster)", TakesFile: true, EnvVars: []string{"CONTROL_KUBECONFIG"}},
 			&cli.StringFlag{Name: "namespace", Usage: "namespace of the MachineDeployments (default: all namespaces)", EnvVars: []string{"CONTROL_NAMESPACE"}},
 			&cli.StringSliceFlag{Name: "nodes", Usage: "a node group <min>:<max>:<namespace>.<machineDeployment>; repeatable; wins over annotations"},
 			&cli.StringFlag{Name: "config", Usage: "static groups file: serve groups straight from a driver instead of MachineDeployments", TakesFile: true},
@@ -77,18 +76,22 @@ func autoscalerCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpu-label", Usage: "node label that marks GPU nodes and names their GPU type (GPULabel RPC)"},
 		},
 		Action: runAutoscaler,
-	}
+	}, autoscalerRenamed...)
 }
 
-// servedProvider is a node-group source that reports when it is loaded.
-type servedProvider interface {
-	autoscaler.Provider
+// autoscalerRenamed: --kubeconfig named the control cluster here but the target cluster in
+// serve, connect and driver; --address was the gRPC listener here but run's metrics address.
+var autoscalerRenamed = []renamed{{"kubeconfig", "control-kubeconfig"}, {"address", "listen"}}
+
+// servedSource is a node-group source that reports when it is loaded.
+type servedSource interface {
+	autoscaler.NodeGroupSource
 	Ready() bool
 }
 
 func runAutoscaler(c *cli.Context) error {
 	log := slog.Default()
-	listenAddr := c.String("address")
+	listenAddr := c.String("listen")
 	creds, err := autoscalerCredentials(c, listenAddr)
 	if err != nil {
 		return err
@@ -100,18 +103,18 @@ func runAutoscaler(c *cli.Context) error {
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
 	var (
-		p    servedProvider
+		p    servedSource
 		wait = func() {}
 	)
 	if path := c.String("config"); path != "" {
-		sp, closeDrivers, err := newStaticProvider(c, path, log)
+		sp, closeDrivers, err := newStaticSource(c, path, log)
 		if err != nil {
 			return err
 		}
 		defer closeDrivers()
 		p, wait = sp, sp.Wait
 	} else {
-		dp, err := newDeploymentsProvider(c, log)
+		dp, err := newDeploymentsSource(c, log)
 		if err != nil {
 			return err
 		}
@@ -134,15 +137,15 @@ func runAutoscaler(c *cli.Context) error {
 
 	lis, err := net.Listen("tcp", listenAddr)
 	if err != nil {
-		return fmt.Errorf("autoscaler: listen on --address %s: %w", listenAddr, err)
+		return fmt.Errorf("autoscaler: listen on --listen %s: %w", listenAddr, err)
 	}
 	defer lis.Close()
 
-	// Load every group before answering: an empty first answer would mislead CA.
+	// Load every group before answering: an empty first answer would mislead Cluster Autoscaler.
 	switch sp := p.(type) {
-	case *static.Provider:
+	case *static.Source:
 		err = sp.Start(ctx)
-	case *deployments.Provider:
+	case *deployments.Source:
 		err = sp.Start(ctx)
 	}
 	if err != nil {
@@ -151,7 +154,7 @@ func runAutoscaler(c *cli.Context) error {
 	defer func() { cancel(); wait() }()
 
 	srv := autoscaler.NewServer(autoscaler.Config{
-		Provider: p, GPULabel: c.String("gpu-label"), Log: log, Metrics: metrics,
+		Source: p, GPULabel: c.String("gpu-label"), Log: log, Metrics: metrics,
 		LogCalls: c.Int("v") >= 5,
 	})
 	g := autoscaler.NewGRPCServer(srv, grpc.Creds(creds))
@@ -175,7 +178,7 @@ func runAutoscaler(c *cli.Context) error {
 	return nil
 }
 
-// autoscalerCredentials returns mTLS credentials exactly as CA's client expects them (client
+// autoscalerCredentials returns mTLS credentials exactly as Cluster Autoscaler's client expects them (client
 // certificate required and verified against --cacert), or plain text with --insecure, which is
 // refused unless the server listens on loopback only.
 func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.TransportCredentials, error) {
@@ -184,8 +187,8 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 		if files != (mtls.Files{}) {
 			return nil, fmt.Errorf("--insecure and --cert/--key/--cacert contradict each other: drop one")
 		}
-		if err := checkLoopback(listenAddr); err != nil {
-			return nil, err
+		if err := loopbackOnly(listenAddr, false); err != nil {
+			return nil, fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: --listen %w; or serve mutual TLS with --cert, --key and --cacert", err)
 		}
 		return insecure.NewCredentials(), nil
 	}
@@ -199,22 +202,7 @@ func autoscalerCredentials(c *cli.Context, listenAddr string) (credentials.Trans
 	return credentials.NewTLS(tlsConfig), nil
 }
 
-// checkLoopback accepts only listen addresses that no other machine can reach.
-func checkLoopback(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("--address %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return fmt.Errorf("--insecure serves without TLS, so it is only allowed on loopback: use --address 127.0.0.1:<port> (not %q), or serve mTLS with --cert, --key and --cacert", addr)
-}
-
-func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Provider, error) {
+func newDeploymentsSource(c *cli.Context, log *slog.Logger) (*deployments.Source, error) {
 	var groups []deployments.FlagGroup
 	for _, s := range c.StringSlice("nodes") {
 		g, err := deployments.ParseFlagGroup(s)
@@ -226,16 +214,16 @@ func newDeploymentsProvider(c *cli.Context, log *slog.Logger) (*deployments.Prov
 		}
 		groups = append(groups, g)
 	}
-	cfg, err := kubeconfig(c.String("control-kubeconfig"), true)
+	cfg, err := kubeconfig.Load(c.String("control-kubeconfig"))
 	if err != nil {
-		return nil, fmt.Errorf("autoscaler: control cluster: %w", err)
+		return nil, fmt.Errorf("autoscaler: control cluster (--control-kubeconfig): %w", err)
 	}
 	return deployments.New(deployments.Config{
 		Control: cfg, Namespace: c.String("namespace"), Groups: groups, GPULabel: c.String("gpu-label"), Log: log,
 	})
 }
 
-func newStaticProvider(c *cli.Context, path string, log *slog.Logger) (*static.Provider, func(), error) {
+func newStaticSource(c *cli.Context, path string, log *slog.Logger) (*static.Source, func(), error) {
 	groups, err := static.LoadFile(path)
 	if err != nil {
 		return nil, nil, err
@@ -243,7 +231,7 @@ func newStaticProvider(c *cli.Context, path string, log *slog.Logger) (*static.P
 	var target *rest.Config
 	var cs kubernetes.Interface
 	if tk := c.String("target-kubeconfig"); tk != "" {
-		if target, err = kubeconfig(tk, false); err != nil {
+		if target, err = kubeconfig.Load(tk); err != nil {
 			return nil, nil, fmt.Errorf("autoscaler: --target-kubeconfig: %w", err)
 		}
 		if cs, err = kubernetes.NewForConfig(target); err != nil {
@@ -276,8 +264,8 @@ func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
 	}
 	t := grpcbridge.Transport{Insecure: c.Bool("driver-insecure")}
 	if !t.Insecure {
-		files := mtls.Files{Cert: c.String("driver-cert"), Key: c.String("driver-key"), CA: c.String("driver-cacert")}
-		if err := files.Validate(); err != nil {
+		files, err := driverFiles(c)
+		if err != nil {
 			return nil, nil, fmt.Errorf("--driver-endpoint: %w", err)
 		}
 		tlsConfig, err := mtls.ClientConfig(files, "")
@@ -311,29 +299,9 @@ func driverEndpoints(c *cli.Context) (registry.Source, func(), error) {
 	return grpcbridge.NewRouter(drivers), closeAll, nil
 }
 
-// kubeconfig loads a kubeconfig file; with an empty path, $KUBECONFIG, else (when inCluster)
-// the in-cluster config.
-func kubeconfig(path string, inCluster bool) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" && inCluster {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("no kubeconfig given and not running in a cluster: pass --control-kubeconfig: %w", err)
-		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
 // serveAutoscalerHTTP serves /metrics, /healthz (the process is up) and /readyz (every group is
 // loaded) until shutdown.
-func serveAutoscalerHTTP(addr string, reg *prometheus.Registry, p servedProvider, log *slog.Logger) (*http.Server, error) {
+func serveAutoscalerHTTP(addr string, reg *prometheus.Registry, p servedSource, log *slog.Logger) (*http.Server, error) {
 	if addr == "" || addr == "0" {
 		return nil, nil
 	}

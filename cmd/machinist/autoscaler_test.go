@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
@@ -24,12 +24,12 @@ import (
 func TestAutoscalerInsecureOnlyOnLoopback(t *testing.T) {
 	config := writeFile(t, "groups.yaml", "groups: [{name: w, maxSize: 1, machineClass: {provider: local, providerSpec: {cluster: c}}}]")
 	for _, addr := range []string{":8086", "0.0.0.0:8086", "10.1.2.3:8086"} {
-		_, errText := run(t, "autoscaler", "--insecure", "--address", addr, "--config", config)
+		_, errText := run(t, "autoscaler", "--insecure", "--listen", addr, "--config", config)
 		if !strings.Contains(errText, "only allowed on loopback") {
-			t.Errorf("--insecure --address %s: %q", addr, errText)
+			t.Errorf("--insecure --listen %s: %q", addr, errText)
 		}
 	}
-	_, errText := run(t, "autoscaler", "--address", "127.0.0.1:0", "--config", config)
+	_, errText := run(t, "autoscaler", "--listen", "127.0.0.1:0", "--config", config)
 	if !strings.Contains(errText, "--insecure") || !strings.Contains(errText, "cert") {
 		t.Errorf("no certificates and no --insecure: %q", errText)
 	}
@@ -68,7 +68,7 @@ func TestAutoscalerCommand(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- newApp(io.Discard, &logs).RunContext(ctx, []string{"machinist", "-v", "5", "autoscaler",
-			"--address", "127.0.0.1:" + grpcPort, "--http-address", "127.0.0.1:" + httpPort,
+			"--listen", "127.0.0.1:" + grpcPort, "--http-address", "127.0.0.1:" + httpPort,
 			"--cert", server.Cert, "--key", server.Key, "--cacert", server.CA,
 			"--config", config, "--target-kubeconfig", env.KubeconfigPath, "--state-dir", t.TempDir()})
 	}()
@@ -89,8 +89,8 @@ func TestAutoscalerCommand(t *testing.T) {
 	}
 	t.Cleanup(stop)
 
-	dial := func(files mtls.Files) *caclient.Client {
-		c, err := caclient.Dial(caclient.CloudConfig{Address: "localhost:" + grpcPort, Cert: files.Cert, Key: files.Key, CACert: files.CA}, caclient.Current)
+	dial := func(files mtls.Files) *clusterautoscaler.Client {
+		c, err := clusterautoscaler.Dial(clusterautoscaler.CloudConfig{Address: "localhost:" + grpcPort, Cert: files.Cert, Key: files.Key, CACert: files.CA}, clusterautoscaler.Current)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +106,7 @@ func TestAutoscalerCommand(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	t.Run("CA's client is accepted", func(t *testing.T) {
+	t.Run("Cluster Autoscaler's client is accepted", func(t *testing.T) {
 		groups, err := good.NodeGroups()
 		if err != nil || len(groups) != 1 || groups[0].GetId() != "workers" {
 			t.Fatalf("groups %v, %v", groups, err)

@@ -15,7 +15,7 @@ func init() { commands = append(commands, connectCommand()) }
 // connectCommand is `machinist connect`: a provider process that dials in to a controller
 // (run --dialin-listen) and serves its compiled-in drivers over the Register stream.
 func connectCommand() *cli.Command {
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "connect",
 		Usage: "dial in to a controller and serve compiled-in drivers over the stream (dial-in)",
 		Description: "Connects to --controller (a machinist run with --dialin-listen), registers each --provider\n" +
@@ -31,7 +31,7 @@ func connectCommand() *cli.Command {
 			&cli.StringFlag{Name: "server-name", Usage: "name the controller's certificate must carry (default: the host of --controller)"},
 		}, append(driverEnvFlags(), bridgeTLSFlags("controller")...)...),
 		Action: runConnect,
-	}
+	}, targetRenamed)
 }
 
 func runConnect(c *cli.Context) error {
@@ -45,7 +45,7 @@ func runConnect(c *cli.Context) error {
 		return err
 	}
 	defer closeAll()
-	p, err := dialin.NewProvider(dialin.ProviderOptions{
+	p, err := dialin.NewConnector(dialin.ConnectorOptions{
 		Controller: addr,
 		Transport:  t,
 		Drivers:    drivers,

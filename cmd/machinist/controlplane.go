@@ -15,12 +15,13 @@ import (
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 func init() { commands = append(commands, controlPlaneCommand()) }
@@ -58,7 +59,7 @@ func runControlPlane(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := controlplane.Options{
+	opts := localcontrolplane.Options{
 		Dir: dir, BinDir: c.String("bin-dir"), Log: log,
 		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
 	}
@@ -69,7 +70,7 @@ func runControlPlane(c *cli.Context) error {
 		opts.CRDDirs = []string{d}
 	}
 	fmt.Fprintf(c.App.Writer, "starting %s in %s …\n", strings.Join(controlPlaneComponents(opts), ", "), dir)
-	cp, err := controlplane.Start(c.Context, opts)
+	cp, err := localcontrolplane.Start(c.Context, opts)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func runControlPlane(c *cli.Context) error {
 
 // createLocalMachines creates (or finds again) n local machines and waits until their nodes are
 // Ready, printing progress. The returned driver runs their node agents until closed.
-func createLocalMachines(c *cli.Context, cp *controlplane.ControlPlane, n int, stateDir string) (driver.Driver, error) {
+func createLocalMachines(c *cli.Context, cp *localcontrolplane.ControlPlane, n int, stateDir string) (driver.Driver, error) {
 	var class *v1alpha1.MachineClass
 	var err error
 	if path := c.String("class"); path != "" {
@@ -135,11 +136,9 @@ func createLocalMachines(c *cli.Context, cp *controlplane.ControlPlane, n int, s
 
 // waitNodesReady polls until every named node is Ready, reporting progress when it changes.
 func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string, progress func(int)) error {
-	last := -1
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	for {
-		ready := 0
+	last, ready := -1, 0
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		ready = 0
 		for _, name := range names {
 			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -155,15 +154,12 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, names []string
 			progress(ready)
 			last = ready
 		}
-		if ready == len(names) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for nodes: %w (%d of %d Ready)", ctx.Err(), ready, len(names))
-		case <-time.After(200 * time.Millisecond):
-		}
+		return ready == len(names), nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for nodes: %w (%d of %d Ready)", err, ready, len(names))
 	}
+	return nil
 }
 
 // besideExecutable returns the directory of this binary when etcd and kube-apiserver are there

@@ -24,15 +24,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/internal/livedir"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 func init() { commands = append(commands, devCommand()) }
@@ -40,8 +42,8 @@ func init() { commands = append(commands, devCommand()) }
 // devCommand is `machinist dev`, what `make run` starts: a throw-away local control plane (with
 // kube-scheduler and kube-controller-manager), the controller manager with the local provider,
 // and the samples, with progress until the machines and the sample workload are Running. It
-// lives in the product binary next to `machinist controlplane` (which already links
-// core/testenv) so one process owns everything and Ctrl-C cleans it all up.
+// lives in the product binary next to `machinist controlplane` (both run
+// internal/localcontrolplane) so one process owns everything and Ctrl-C cleans it all up.
 func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",
@@ -70,7 +72,7 @@ func runDev(c *cli.Context) error {
 	out := c.App.Writer
 	samples := c.String("samples")
 	if samples == "" {
-		root, err := controlplane.RepoRoot()
+		root, err := localcontrolplane.RepoRoot()
 		if err != nil {
 			return fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
 		}
@@ -114,7 +116,7 @@ func runDev(c *cli.Context) error {
 	step := func(format string, args ...any) {
 		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
-	cpOpts := controlplane.Options{
+	cpOpts := localcontrolplane.Options{
 		Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log,
 		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
 	}
@@ -122,7 +124,7 @@ func runDev(c *cli.Context) error {
 	if cpOpts.BinDir == "" {
 		cpOpts.BinDir = besideExecutable()
 	}
-	cp, err := controlplane.Start(c.Context, cpOpts)
+	cp, err := localcontrolplane.Start(c.Context, cpOpts)
 	if err != nil {
 		return err
 	}
@@ -292,15 +294,15 @@ func applyFile(ctx context.Context, c client.Client, path string) ([]*unstructur
 // watchProgress prints the machines' phases whenever they change, until every machine of every
 // MachineDeployment is Running (or the deadline passes).
 func watchProgress(ctx context.Context, c client.Client, out io.Writer, step func(string, ...any), deadline time.Time, done chan error) error {
-	last := ""
-	for {
+	last, summary := "", ""
+	return watchUntil(ctx, deadline, done, func(ctx context.Context) (bool, error) {
 		var mds v1alpha1.MachineDeploymentList
 		var ms v1alpha1.MachineList
 		if err := c.List(ctx, &mds); err != nil {
-			return fmt.Errorf("dev: list machine deployments: %w", err)
+			return false, fmt.Errorf("dev: list machine deployments: %w", err)
 		}
 		if err := c.List(ctx, &ms); err != nil {
-			return fmt.Errorf("dev: list machines: %w", err)
+			return false, fmt.Errorf("dev: list machines: %w", err)
 		}
 		want := int32(0)
 		for _, d := range mds.Items {
@@ -321,7 +323,7 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 				nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
 			}
 		}
-		summary := summarize(phases)
+		summary = summarize(phases)
 		if summary != last {
 			step("machines %d/%d Running: %s", phases["Running"], want, summary)
 			last = summary
@@ -329,15 +331,12 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 		if want > 0 && phases["Running"] == int(want) && len(ms.Items) == int(want) {
 			sort.Strings(nodes)
 			step("all %d machines Running; nodes: %s", want, strings.Join(nodes, ", "))
-			return nil
+			return true, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
-		}
-		if stop, err := pauseProgress(ctx, done); stop {
-			return err
-		}
-	}
+		return false, nil
+	}, func() error {
+		return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
+	})
 }
 
 func summarize(phases map[string]int) string {
@@ -357,7 +356,7 @@ func summarize(phases map[string]int) string {
 }
 
 // controlPlaneComponents names what a control plane of opts runs, for the progress output.
-func controlPlaneComponents(o controlplane.Options) []string {
+func controlPlaneComponents(o localcontrolplane.Options) []string {
 	names := []string{"etcd", "kube-apiserver"}
 	if o.KubeScheduler {
 		names = append(names, "kube-scheduler")
@@ -379,51 +378,60 @@ func workloadsOf(objs []*unstructured.Unstructured) []*unstructured.Unstructured
 	return out
 }
 
-// pauseProgress waits half a second between two looks at the progress. It says stop when ctx
-// ends (nil: Ctrl-C is no failure) or the controllers stopped (their error, put back on done
-// for the caller that waits for them).
-func pauseProgress(ctx context.Context, done chan error) (stop bool, err error) {
-	select {
-	case <-ctx.Done():
-		return true, nil
-	case err := <-done:
-		done <- err
-		return true, fmt.Errorf("dev: controllers stopped: %v", err)
-	case <-time.After(500 * time.Millisecond):
-		return false, nil
+// watchUntil calls look every half second until it reports done or fails. Ctrl-C (ctx) ends it
+// without an error; the controllers stopping ends it with theirs (put back on done for the caller
+// that waits for them); the deadline passing ends it with timedOut's error.
+func watchUntil(ctx context.Context, deadline time.Time, done chan error, look func(context.Context) (bool, error), timedOut func() error) error {
+	var failed error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Until(deadline), true, func(context.Context) (bool, error) {
+		ok, err := look(ctx) // ctx, not the poll's: a look that outlives the deadline finishes
+		if err != nil || ok {
+			failed = err
+			return ok, err
+		}
+		select {
+		case err := <-done:
+			done <- err
+			failed = fmt.Errorf("dev: controllers stopped: %v", err)
+			return false, failed
+		default:
+			return false, nil
+		}
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case err == nil, ctx.Err() != nil:
+		return nil
+	default:
+		return timedOut()
 	}
 }
 
 // watchWorkloads prints the sample workloads' pods whenever they change, until every
 // Deployment and DaemonSet has all its pods Running and Ready (or the deadline passes).
 func watchWorkloads(ctx context.Context, c client.Client, step func(string, ...any), workloads []*unstructured.Unstructured, deadline time.Time, done chan error) error {
-	last := ""
-	for {
+	last, summary := "", ""
+	return watchUntil(ctx, deadline, done, func(ctx context.Context) (bool, error) {
 		var lines []string
 		complete := true
 		for _, w := range workloads {
 			line, ready, err := workloadState(ctx, c, w)
 			if err != nil {
-				return err
+				return false, err
 			}
 			lines = append(lines, line)
 			complete = complete && ready
 		}
-		summary := strings.Join(lines, "; ")
+		summary = strings.Join(lines, "; ")
 		if summary != last {
 			step("workload %s", summary)
 			last = summary
 		}
-		if complete {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
-		}
-		if stop, err := pauseProgress(ctx, done); stop {
-			return err
-		}
-	}
+		return complete, nil
+	}, func() error {
+		return fmt.Errorf("dev: the sample workload is not Running by the --timeout (%s): see `kubectl get pods -o wide` and `kubectl describe pods`", summary)
+	})
 }
 
 // workloadState describes a Deployment's or DaemonSet's pods ("deployment/hello 3/3 Running
@@ -438,7 +446,7 @@ func workloadState(ctx context.Context, c client.Client, w *unstructured.Unstruc
 		if err := c.Get(ctx, key, &d); err != nil {
 			return "", false, fmt.Errorf("dev: get deployment %s: %w", key, err)
 		}
-		want, selector = ptrDeref(d.Spec.Replicas, 1), d.Spec.Selector
+		want, selector = ptr.Deref(d.Spec.Replicas, 1), d.Spec.Selector
 	default:
 		var ds appsv1.DaemonSet
 		if err := c.Get(ctx, key, &ds); err != nil {
@@ -483,19 +491,12 @@ func podIsReady(p *corev1.Pod) bool {
 	return false
 }
 
-func ptrDeref[T any](p *T, def T) T {
-	if p == nil {
-		return def
-	}
-	return *p
-}
-
 // printAutoscalerHint writes certificates and a Cluster Autoscaler cloud-config for the local
 // cluster into <dir>/autoscaler and prints how to run `machinist autoscaler` and Cluster
 // Autoscaler (--cloud-provider=externalgrpc) against it.
 func printAutoscalerHint(out io.Writer, dir, kubeconfig string) error {
 	asDir := filepath.Join(dir, "autoscaler")
-	files, err := controlplane.LocalMTLS(asDir, "machinist-autoscaler", "cluster-autoscaler")
+	files, err := localcontrolplane.LocalMTLS(asDir, "machinist-autoscaler", "cluster-autoscaler")
 	if err != nil {
 		return fmt.Errorf("dev: autoscaler certificates: %w", err)
 	}
@@ -510,7 +511,7 @@ func printAutoscalerHint(out io.Writer, dir, kubeconfig string) error {
 		self = exe
 	}
 	fmt.Fprintf(out, "\n  Cluster Autoscaler: MachineDeployments annotated with %s and %s are node groups.\n"+
-		"  %s autoscaler --kubeconfig %s \\\n      --address 127.0.0.1%s --http-address 127.0.0.1:8087 --cert %s --key %s --cacert %s\n"+
+		"  %s autoscaler --control-kubeconfig %s \\\n      --listen 127.0.0.1%s --http-address 127.0.0.1:8087 --cert %s --key %s --cacert %s\n"+
 		"  cluster-autoscaler --cloud-provider=externalgrpc --cloud-config=%s --kubeconfig=%s\n\n",
 		deployments.AnnotationMinSize, deployments.AnnotationMaxSize,
 		self, kubeconfig, localAutoscalerAddress, files.ServerCert, files.ServerKey, files.CA, cloudConfig, kubeconfig)

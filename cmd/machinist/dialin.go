@@ -3,9 +3,6 @@
 package main
 
 import (
-	"fmt"
-	"net"
-	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,20 +65,4 @@ func (c *dialinCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.shadowed, prometheus.GaugeValue, 1, name, by)
 		}
 	}
-}
-
-// loopbackOnly accepts listen addresses no other machine can reach: a unix socket, localhost or
-// a loopback IP.
-func loopbackOnly(addr string) error {
-	if strings.HasPrefix(addr, "unix:") {
-		return nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-		return nil
-	}
-	return fmt.Errorf("plain text is served only on loopback or a unix socket, not %q: listen on 127.0.0.1:<port> or unix:///path, or serve mutual TLS with --cert, --key and --cacert", addr)
 }

@@ -40,13 +40,13 @@ func driverCommand() *cli.Command {
 	common := []cli.Flag{
 		outputFlag(),
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
+		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "bound of the driver call"},
 		&cli.BoolFlag{Name: "strict", Usage: "refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of reading them as Gardener's providers do"},
 	}
 	common = append(common, endpointFlags()...) // --endpoint ADDR and its TLS flags (serve.go)
 	with := func(flags ...cli.Flag) []cli.Flag { return append(flags, common...) }
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "driver",
 		Usage: "call a compiled-in driver directly: create, delete, status, list, volumes, heartbeat",
 		Description: "Each subcommand reads a MachineClass (and its Secret) from files, opens the driver of the class's\n" +
@@ -103,7 +103,7 @@ func driverCommand() *cli.Command {
 				},
 			},
 		},
-	}
+	}, targetRenamed)
 }
 
 // callNeeds says which inputs a subcommand requires.
@@ -181,13 +181,13 @@ func runDriverCall(c *cli.Context, needs callNeeds, do func(*call) error) error 
 }
 
 // openDriver returns the driver that serves provider: the one behind --endpoint, else the
-// compiled-in one, opened with the target cluster of --kubeconfig and --state-dir.
+// compiled-in one, opened with the target cluster of --target-kubeconfig and --state-dir.
 func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
 	if c.String("endpoint") != "" {
 		return dialDriver(c, provider)
 	}
 	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), SpecMode: specMode(c)}
-	if path := c.String("kubeconfig"); path != "" {
+	if path := c.String("target-kubeconfig"); path != "" {
 		env.Target = registry.Kubeconfig(path)
 	}
 	if env.StateDir != "" {

@@ -33,7 +33,7 @@ var fakecloudCmd = &cli.Command{
 		"DELETE /.fakecloud/faults. Use the MachineClasses in kubernetes/samples/fakecloud.",
 	Action: func(c *cli.Context) error {
 		if len(c.Command.Subcommands) == 0 {
-			return errors.New("this binary has no fake cloud: build it without provider tags, or with -tags provider_openstack, provider_azure or provider_aws")
+			return errors.New("this binary has no fake cloud: build it without provider tags, or with -tags provider_openstack, provider_azure, provider_aws or provider_gcp")
 		}
 		return cli.ShowSubcommandHelp(c)
 	},
@@ -71,8 +71,8 @@ func addFakecloud(name, usage string, serve func(l net.Listener, observe func(ht
 
 func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(http.Handler) http.Handler) (servedFake, error)) error {
 	addr := c.String("listen")
-	if err := fakeListenCheck(addr); err != nil {
-		return fmt.Errorf("fakecloud %s: --listen %s: %w", name, addr, err)
+	if err := loopbackOnly(addr, false); err != nil {
+		return fmt.Errorf("fakecloud %s: the fake accepts well-known credentials, so it serves on loopback only: --listen %w", name, err)
 	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -108,21 +108,6 @@ func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(htt
 	<-c.Context.Done()
 	slog.Info("fakecloud: stopping", "cloud", name)
 	return nil
-}
-
-// fakeListenCheck refuses addresses off the loopback: the fake accepts well-known credentials.
-func fakeListenCheck(addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return err
-	}
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return nil
-	}
-	return errors.New("the fake accepts well-known credentials, so it serves on loopback only: use 127.0.0.1:PORT, [::1]:PORT or localhost:PORT")
 }
 
 // stateDump keeps a file holding the fake's state as JSON.

@@ -1,4 +1,4 @@
-//go:build !slim && (provider_aws || (!provider_aws && !provider_azure && !provider_local && !provider_openstack))
+//go:build !slim && (provider_aws || (!provider_aws && !provider_azure && !provider_gcp && !provider_local && !provider_openstack))
 
 // build/genproviders writes the build constraint (providers/all's selection): this file is built
 // exactly when the AWS provider is, so a provider build links no other provider's fake or SDK.

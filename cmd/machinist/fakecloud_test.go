@@ -29,6 +29,7 @@ func TestFakecloud(t *testing.T) {
 		{"aws", "aws-machineclass.yaml", func(s map[string][]any) int {
 			return len(s["instances"]) + len(s["volumes"]) + len(s["networkInterfaces"]) + len(s["spotRequests"])
 		}},
+		{"gcp", "gcp-machineclass.yaml", func(s map[string][]any) int { return len(s["instances"]) + len(s["disks"]) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -160,7 +161,7 @@ func TestFakecloudFilesFollowProviderTags(t *testing.T) {
 // Each provider README shows create, list and delete against its fake with the sample class, and
 // the state dump to check that nothing leaked (TestFakecloud runs the same steps).
 func TestFakecloudInProviderREADMEs(t *testing.T) {
-	for _, name := range []string{"openstack", "azure", "aws"} {
+	for _, name := range []string{"openstack", "azure", "aws", "gcp"} {
 		readme, err := os.ReadFile(repoPath(t, "providers/"+name+"/README.md"))
 		if err != nil {
 			t.Fatal(err)

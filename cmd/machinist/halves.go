@@ -4,6 +4,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -47,7 +48,7 @@ func halfCommand(h manager.Half) *cli.Command {
 		manager.CoreHalf:     "MCM's core half: the MachineSet, MachineDeployment and overshooting safety controllers, with MCM's flags (Lease machine-controller-manager, port 10258)",
 		manager.ProviderHalf: "MCM's provider half: the Machine controller with the orphan-VM and API-server safety, with MCM's flags (Lease machine-controller, port 10259)",
 	}[h]
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  h.String(),
 		Usage: usage,
 		Description: fmt.Sprintf("Runs what Gardener MCM's %s program runs, accepting every flag it defines (flags machinist does\n"+
@@ -57,7 +58,7 @@ func halfCommand(h manager.Half) *cli.Command {
 		Flags:  halfFlags(h),
 		Before: commandLogging,
 		Action: func(c *cli.Context) error { return runController(c, h) },
-	}
+	}, runRenamed...)
 }
 
 // halfFlags are the flags of `machinist run` (MCM's included, mcmflags.go) with half h's
@@ -66,7 +67,14 @@ func halfCommand(h manager.Half) *cli.Command {
 // has it ($XDG_STATE_HOME/machinist, else ~/.local/state/machinist).
 func halfFlags(h manager.Half) []cli.Flag {
 	d := manager.DefaultOptionsFor(h)
-	flags := runCommand().Flags
+	var flags []cli.Flag
+	for _, f := range runCommand().Flags {
+		// run's deprecated names: withRenamed adds them to the half's command again.
+		if slices.ContainsFunc(runRenamed, func(r renamed) bool { return r.old == f.Names()[0] }) {
+			continue
+		}
+		flags = append(flags, f)
+	}
 	for _, f := range flags {
 		switch f := f.(type) {
 		case *cli.IntFlag:

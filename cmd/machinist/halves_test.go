@@ -84,7 +84,7 @@ func TestGardenerCommandLinesParse(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err, log := runLogged(t, tc.argv...)
-			if err == nil || !strings.Contains(err.Error(), "--control-kubeconfig=inClusterConfig") || !strings.Contains(err.Error(), "in-cluster") {
+			if err == nil || !strings.Contains(err.Error(), "--control-kubeconfig") || !strings.Contains(err.Error(), "inClusterConfig: not running in a pod") {
 				t.Fatalf("error %v, want one about the in-cluster config; log:\n%s", err, log)
 			}
 			if got := ignoredIn(log); !sameSet(got, tc.ignored) {

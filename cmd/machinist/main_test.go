@@ -15,6 +15,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // run runs the CLI in-process and returns stdout and the rendered error ("" when none).
@@ -221,7 +222,7 @@ func TestDriverCreateMakesANode(t *testing.T) {
 	env := testenv.Start(t)
 	state := t.TempDir()
 	class := writeFile(t, "class.yaml", localClass)
-	mustRun(t, "driver", "create", "--class", class, "--machine", "cli-node", "--state-dir", state, "--kubeconfig", env.KubeconfigPath)
+	mustRun(t, "driver", "create", "--class", class, "--machine", "cli-node", "--state-dir", state, "--target-kubeconfig", env.KubeconfigPath)
 	node, err := env.Clientset().CoreV1().Nodes().Get(context.Background(), "cli-node", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +237,17 @@ func TestDriverCreateMakesANode(t *testing.T) {
 	if !ready {
 		t.Fatalf("node not Ready: %+v", node.Status.Conditions)
 	}
-	mustRun(t, "driver", "delete", "--class", class, "--machine", "cli-node", "--state-dir", state, "--kubeconfig", env.KubeconfigPath)
+	mustRun(t, "driver", "delete", "--class", class, "--machine", "cli-node", "--state-dir", state, "--target-kubeconfig", env.KubeconfigPath)
 	if _, err := env.Clientset().CoreV1().Nodes().Get(context.Background(), "cli-node", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("node still there after delete: %v", err)
 	}
+}
+
+func repoPath(t *testing.T, rel string) string {
+	t.Helper()
+	root, err := localcontrolplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, rel)
 }

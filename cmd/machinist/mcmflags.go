@@ -79,7 +79,7 @@ var halfOnlyFlags = map[manager.Half][]string{
 		"machine-safety-orphan-vms-period", "machine-safety-orphan-vms-grace-period", "machine-safety-orphan-vms-max-deletes",
 		"orphan-dry-run", "machine-safety-apiserver-statuscheck-period", "machine-safety-apiserver-statuscheck-timeout",
 		"state-dir", "strict-provider-specs", "driver-endpoint", "driver-exec", "dialin-listen", "prefer-dialin",
-		"cert", "key", "cacert", "insecure"},
+		"driver-cert", "driver-key", "driver-cacert", "driver-insecure"},
 }
 
 // ignoredFlags maps each flag half h accepts without acting on to why.

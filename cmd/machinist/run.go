@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,7 +44,7 @@ func runCommand() *cli.Command {
 	machines := "Machine controller"
 	safe := "Safety"
 	drivers := "Drivers"
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "run",
 		Usage: "run the machine-controller-manager: Machine, MachineSet, MachineDeployment and safety controllers",
 		Description: "Watches the Machine* objects of --namespace in the control cluster and manages their VMs through\n" +
@@ -104,16 +105,22 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
-			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the seed's infra.Infragrpc); empty: no dial-in"},
+			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the 2018 design's infra.Infragrpc); empty: no dial-in"},
 			&cli.StringSliceFlag{Category: drivers, Name: "prefer-dialin", Usage: "NAME: while a provider NAME is dialled in, it serves before --driver-endpoint/--driver-exec and the compiled-in driver of that name; repeatable, * for every provider"},
-			&cli.StringFlag{Category: drivers, Name: "cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
-			&cli.StringFlag{Category: drivers, Name: "key", TakesFile: true, Usage: "key of --cert (PEM)"},
-			&cli.StringFlag{Category: drivers, Name: "cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
-			&cli.BoolFlag{Category: drivers, Name: "insecure", Usage: "plain text to driver endpoints and from dialling-in providers (unix sockets, tests); providers may then register any name"},
+			&cli.StringFlag{Category: drivers, Name: "driver-cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
+			&cli.StringFlag{Category: drivers, Name: "driver-key", TakesFile: true, Usage: "key of --driver-cert (PEM)"},
+			&cli.StringFlag{Category: drivers, Name: "driver-cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
+			&cli.BoolFlag{Category: drivers, Name: "driver-insecure", Usage: "plain text to driver endpoints and from dialling-in providers (unix sockets, tests); providers may then register any name"},
 		}, mcmCompatFlags()...),
 		Before: commandLogging,
 		Action: runAction,
-	}
+	}, runRenamed...)
+}
+
+// runRenamed: --cert, --key, --cacert and --insecure faced the drivers in run but the command's
+// own server or connection elsewhere; in run they are --driver-* now, as in autoscaler.
+var runRenamed = []renamed{
+	{"cert", "driver-cert"}, {"key", "driver-key"}, {"cacert", "driver-cacert"}, {"insecure", "driver-insecure"},
 }
 
 func runAction(c *cli.Context) error { return runController(c, manager.AllInOne) }
@@ -143,7 +150,7 @@ func runController(c *cli.Context, h manager.Half) error {
 		// Registrations arrive once the manager runs, after m is set.
 		shadowedBy := func(provider string) string { return m.Drivers.ShadowedBy(provider) }
 		opts.Remote = func(mgr crmanager.Manager) (registry.Source, error) {
-			return startDialin(mgr, addr, t, c.Bool("insecure"), opts.Namespace, opts.Log, shadowedBy)
+			return startDialin(mgr, addr, t, c.Bool("driver-insecure"), opts.Namespace, opts.Log, shadowedBy)
 		}
 	}
 	m, err = manager.New(opts)
@@ -323,13 +330,16 @@ func dialEndpoints(c *cli.Context) (registry.Source, func(), error) {
 	return src, closeAll, nil
 }
 
-// endpointTransport secures a connection to a driver server: mTLS from --cert/--key/--cacert, or
-// plain text with --insecure.
+// endpointTransport secures a connection to a driver server: mTLS from --driver-cert/-key/-cacert,
+// or plain text with --driver-insecure.
 func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error) {
-	if c.Bool("insecure") {
+	if c.Bool("driver-insecure") {
 		return grpcbridge.Transport{Insecure: true}, nil
 	}
-	files := mtls.Files{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("cacert")}
+	files, err := driverFiles(c)
+	if err != nil {
+		return grpcbridge.Transport{}, fmt.Errorf("run: --driver-endpoint %s: %w", addr, err)
+	}
 	serverName := "localhost"
 	if host, _, err := net.SplitHostPort(addr); err == nil && !strings.HasPrefix(addr, "unix:") {
 		serverName = host
@@ -342,20 +352,34 @@ func endpointTransport(c *cli.Context, addr string) (grpcbridge.Transport, error
 }
 
 // dialinTransport secures the dial-in listener: mTLS requiring client certificates signed by
-// --cacert (a provider may register only the names its certificate authorizes), or plain text
-// with --insecure, which only a loopback address or a unix socket may serve.
+// --driver-cacert (a provider may register only the names its certificate authorizes), or plain text
+// with --driver-insecure, which only a loopback address or a unix socket may serve.
 func dialinTransport(c *cli.Context, addr string) (grpcbridge.Transport, error) {
-	if c.Bool("insecure") {
-		if err := loopbackOnly(addr); err != nil {
-			return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen with --insecure: %w", err)
+	if c.Bool("driver-insecure") {
+		if err := loopbackOnly(addr, true); err != nil {
+			return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen with --driver-insecure: plain text is served only on loopback or a unix socket: %w; or serve mutual TLS with --driver-cert, --driver-key and --driver-cacert", err)
 		}
 		return grpcbridge.Transport{Insecure: true}, nil
 	}
-	cfg, err := mtls.ServerConfig(mtls.Files{Cert: c.String("cert"), Key: c.String("key"), CA: c.String("cacert")})
+	files, err := driverFiles(c)
+	if err != nil {
+		return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen: %w", err)
+	}
+	cfg, err := mtls.ServerConfig(files)
 	if err != nil {
 		return grpcbridge.Transport{}, fmt.Errorf("run: --dialin-listen: %w", err)
 	}
 	return grpcbridge.Transport{TLS: cfg}, nil
+}
+
+// driverFiles returns the --driver-cert, --driver-key and --driver-cacert files (run, autoscaler),
+// or says which flags to give when one is missing.
+func driverFiles(c *cli.Context) (mtls.Files, error) {
+	f := mtls.Files{Cert: c.String("driver-cert"), Key: c.String("driver-key"), CA: c.String("driver-cacert")}
+	if f.Validate() != nil {
+		return f, errors.New("give --driver-cert, --driver-key and --driver-cacert for mutual TLS, or --driver-insecure for plain text (unix sockets, loopback)")
+	}
+	return f, nil
 }
 
 // startDialin adds the dial-in listener to the manager. It runs only while this replica leads:

@@ -25,7 +25,7 @@ func init() { commands = append(commands, serveCommand()) }
 // serveCommand is `machinist serve`: a driver server (dial-out). The controller points
 // --driver-endpoint NAME=ADDR at it; `run --driver-exec` starts it as a child process.
 func serveCommand() *cli.Command {
-	return &cli.Command{
+	return withRenamed(&cli.Command{
 		Name:  "serve",
 		Usage: "serve compiled-in drivers over gRPC for a controller to call (dial-out)",
 		Description: "Listens on --listen (unix:///path.sock or host:port) and serves the driver of each --provider\n" +
@@ -40,8 +40,12 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "parent-pid", Usage: "exit when this process stops being our parent (set by run --driver-exec)"},
 		}, append(driverEnvFlags(), bridgeTLSFlags("clients")...)...),
 		Action: runServe,
-	}
+	}, targetRenamed)
 }
+
+// targetRenamed: --kubeconfig named the target cluster in serve, connect and driver but the
+// control cluster in autoscaler; it is --target-kubeconfig here, as in run.
+var targetRenamed = renamed{"kubeconfig", "target-kubeconfig"}
 
 func runServe(c *cli.Context) error {
 	t, err := bridgeServerTransport(c)
@@ -75,7 +79,7 @@ func runServe(c *cli.Context) error {
 func driverEnvFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
-		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
+		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
 	}
 }
 
@@ -89,7 +93,7 @@ func openDrivers(c *cli.Context) (map[string]driver.Driver, func(), error) {
 		return nil, nil, errors.New("this binary has no compiled-in provider: build it with -tags provider_<name>")
 	}
 	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default()}
-	if path := c.String("kubeconfig"); path != "" {
+	if path := c.String("target-kubeconfig"); path != "" {
 		env.Target = registry.Kubeconfig(path)
 	}
 	if env.StateDir != "" {
@@ -146,7 +150,10 @@ func tlsFiles(c *cli.Context) (mtls.Files, error) {
 		}
 		return f, nil
 	}
-	return f, f.Validate()
+	if f.Validate() != nil {
+		return f, errors.New("give --cert, --key and --cacert for mutual TLS, or --insecure for plain text (unix sockets, loopback)")
+	}
+	return f, nil
 }
 
 // bridgeServerTransport secures a listener from the TLS flags.

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -221,7 +222,7 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 	skip := map[types.UID]bool{}
 	for _, e := range blocked {
 		for _, p := range pods {
-			if containsString(e.Pods, p.Namespace+"/"+p.Name) {
+			if slices.Contains(e.Pods, p.Namespace+"/"+p.Name) {
 				skip[p.UID] = true
 			}
 		}
@@ -395,41 +396,4 @@ func deletionWait(p *corev1.Pod, opts Options) time.Duration {
 		g = opts.Timeout
 	}
 	return g + PodDeletionBuffer
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// sleep waits d or until ctx is done, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// poll calls cond every interval until it reports done, it fails, timeout passes or ctx ends.
-// It reports whether cond was satisfied.
-func poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		done, err := cond(ctx)
-		if err != nil || done {
-			return done, err
-		}
-		if err := sleep(ctx, interval); err != nil {
-			return false, nil
-		}
-	}
 }

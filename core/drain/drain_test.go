@@ -3,6 +3,7 @@ package drain_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 const csiDriver = "mem.csi.machinist.io"
@@ -91,14 +93,14 @@ func TestDrain(t *testing.T) {
 		go func() { done <- d.Drain(ctx, node, opts) }()
 
 		// The free pod goes; the db pods stay while the budget allows no disruption.
-		waitFor(t, 20*time.Second, "free pod evicted", func() bool { return !contains(podNames(t, cs, ns), "free") })
+		eventually.True(t, 20*time.Second, "free pod evicted", func() bool { return !slices.Contains(podNames(t, cs, ns), "free") })
 		for range 10 {
 			select {
 			case err := <-done:
 				t.Fatalf("drain finished while the budget allowed no eviction: %v", err)
 			case <-time.After(100 * time.Millisecond):
 			}
-			if left := podNames(t, cs, ns); !contains(left, "db-0") || !contains(left, "db-1") {
+			if left := podNames(t, cs, ns); !slices.Contains(left, "db-0") || !slices.Contains(left, "db-1") {
 				t.Fatalf("a db pod was removed while the budget allowed no disruption: left %v", left)
 			}
 		}
@@ -234,16 +236,16 @@ func TestDrain(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- d.Drain(ctx, node, fast()) }()
 
-		waitFor(t, 20*time.Second, "sts-0 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-0") })
+		eventually.True(t, 20*time.Second, "sts-0 evicted", func() bool { return !slices.Contains(podNames(t, cs, ns), "sts-0") })
 		// vol-a is still attached: sts-1 must wait.
 		for range 8 {
 			time.Sleep(100 * time.Millisecond)
-			if !contains(podNames(t, cs, ns), "sts-1") {
+			if !slices.Contains(podNames(t, cs, ns), "sts-1") {
 				t.Fatal("sts-1 was evicted while the volume of sts-0 was still attached")
 			}
 		}
 		attachVolumes(t, cs, node, "vol-b") // vol-a detached
-		waitFor(t, 20*time.Second, "sts-1 evicted", func() bool { return !contains(podNames(t, cs, ns), "sts-1") })
+		eventually.True(t, 20*time.Second, "sts-1 evicted", func() bool { return !slices.Contains(podNames(t, cs, ns), "sts-1") })
 		attachVolumes(t, cs, node)
 		select {
 		case err := <-done:
@@ -431,26 +433,6 @@ func podNames(t *testing.T, cs kubernetes.Interface, ns string) []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }

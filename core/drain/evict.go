@@ -14,6 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // evictAndWait evicts p (or deletes it when it has finished) and waits for it to go away.
@@ -72,7 +76,7 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 		if attempts >= opts.MaxEvictRetries {
 			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error()}
 		}
-		if serr := sleep(ctx, opts.EvictRetryInterval); serr != nil {
+		if serr := waitctx.Sleep(ctx, clock.RealClock{}, opts.EvictRetryInterval); serr != nil {
 			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error() + " (the drain ran out of time)"}
 		}
 	}
@@ -95,7 +99,7 @@ func (d *Drainer) deletePod(ctx context.Context, p *corev1.Pod, grace *int64) er
 
 // waitGone waits up to timeout for p to disappear (or be replaced by a pod with another UID).
 func (d *Drainer) waitGone(ctx context.Context, p *corev1.Pod, timeout time.Duration, opts Options) error {
-	done, err := poll(ctx, opts.PollInterval, timeout, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, opts.PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		cur, err := d.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -109,10 +113,7 @@ func (d *Drainer) waitGone(ctx context.Context, p *corev1.Pod, timeout time.Dura
 		}
 		return cur.UID != p.UID, nil
 	})
-	if err != nil {
-		return err
-	}
-	if !done {
+	if err != nil { // the condition returns no errors: the time (or ctx) ran out
 		return fmt.Errorf("drain: pod %s/%s still exists %s after its eviction", p.Namespace, p.Name, timeout)
 	}
 	return nil

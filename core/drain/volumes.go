@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // evictWithVolumes evicts one pod that mounts persistent volumes and waits until its volumes
@@ -27,7 +28,8 @@ func (d *Drainer) evictWithVolumes(ctx context.Context, nodeName string, p *core
 	}
 
 	detachTimeout := gracePeriod(p) + opts.PVDetachTimeout
-	detached, err := poll(ctx, opts.PollInterval, detachTimeout, func(ctx context.Context) (bool, error) {
+	// The conditions return no errors: a wait ends when they hold or the time (or ctx) runs out.
+	err := wait.PollUntilContextTimeout(ctx, opts.PollInterval, detachTimeout, true, func(ctx context.Context) (bool, error) {
 		node, err := d.Client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -39,15 +41,12 @@ func (d *Drainer) evictWithVolumes(ctx context.Context, nodeName string, p *core
 		return !anyAttached(node, volumeIDs), nil
 	})
 	if err != nil {
-		return err
-	}
-	if !detached {
 		log.Warn("drain: volumes still attached after the detach timeout, going on", "volumes", volumeIDs, "timeout", detachTimeout)
 		return nil
 	}
 	log.Debug("drain: volumes detached", "volumes", volumeIDs)
 
-	reattached, _ := poll(ctx, opts.PollInterval, opts.PVReattachTimeout, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, opts.PollInterval, opts.PVReattachTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := d.Client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -65,7 +64,7 @@ func (d *Drainer) evictWithVolumes(ctx context.Context, nodeName string, p *core
 		}
 		return true, nil
 	})
-	if !reattached {
+	if err != nil {
 		// Not an error: the replacement pod may not be scheduled yet.
 		log.Debug("drain: volumes not reattached elsewhere within the reattach timeout", "pvs", pvNames)
 	}

@@ -39,7 +39,8 @@ type Registration struct {
 // Env is what a process offers its drivers.
 type Env struct {
 	// Target is the cluster the machines' nodes join, or nil when there is none: a client-go
-	// *rest.Config (the controller's own cluster) or a Kubeconfig (serve/driver --kubeconfig).
+	// *rest.Config (the controller's own cluster) or a Kubeconfig (serve/connect/driver
+	// --target-kubeconfig).
 	// It is not typed *rest.Config so that the registry, and with it every slim cloud-provider
 	// binary, links no Kubernetes client: only the local provider, which joins nodes, resolves it.
 	Target any
@@ -66,7 +67,8 @@ type UpdateTargets interface {
 	UpdateTarget(ctx context.Context, machine string) (*v1alpha1.MachineClass, error)
 }
 
-// Kubeconfig is the path of a kubeconfig file naming the target cluster: a form of Env.Target.
+// Kubeconfig is a kubeconfig flag's value naming the target cluster, a form of Env.Target: a
+// file, or "inClusterConfig" for the in-cluster config (internal/kubeconfig reads it).
 type Kubeconfig string
 
 // Logger returns Log or the default logger.

@@ -140,7 +140,7 @@ func TestResolverOrder(t *testing.T) {
 	}
 
 	r.Endpoints = nil
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		d, err = r.ForClass(class)
 		if err != nil || from(t, d) != "compiled" {
 			t.Fatalf("compiled-in must come before dialled-in: %v", err)

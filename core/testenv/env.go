@@ -11,14 +11,14 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // Scheme holds the Kubernetes core types, apiextensions v1 and machine.sapcloud.io/v1alpha1.
-var Scheme = controlplane.Scheme
+var Scheme = localcontrolplane.Scheme
 
 // Options configure the control plane of Start.
-type Options = controlplane.Options
+type Options = localcontrolplane.Options
 
 // Env is a control plane owned by one test.
 type Env struct {
@@ -27,7 +27,7 @@ type Env struct {
 	// KubeconfigPath is a kubeconfig file for Config.
 	KubeconfigPath string
 	// ControlPlane is the running control plane.
-	ControlPlane *controlplane.ControlPlane
+	ControlPlane *localcontrolplane.ControlPlane
 
 	t         testing.TB
 	once      sync.Once
@@ -95,7 +95,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cp, err := controlplane.Start(ctx, o)
+	cp, err := localcontrolplane.Start(ctx, o)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // One control plane serves every check below: starting one costs seconds on a busy machine.
@@ -110,7 +110,7 @@ func TestControlPlane(t *testing.T) {
 }
 
 func TestMissingBinariesSayMakeTools(t *testing.T) {
-	_, err := controlplane.Start(context.Background(), controlplane.Options{BinDir: t.TempDir()})
+	_, err := localcontrolplane.Start(context.Background(), localcontrolplane.Options{BinDir: t.TempDir()})
 	if err == nil {
 		t.Fatal("started without binaries")
 	}
@@ -125,7 +125,7 @@ func TestPersistentDir(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	first, err := controlplane.Start(ctx, controlplane.Options{Dir: dir})
+	first, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestPersistentDir(t *testing.T) {
 		t.Fatalf("Stop removed a caller's Dir: %v", err)
 	}
 
-	second, err := controlplane.Start(ctx, controlplane.Options{Dir: dir})
+	second, err := localcontrolplane.Start(ctx, localcontrolplane.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func TestSlug(t *testing.T) {
 	for heading, want := range map[string]string{
 		"Health":            "health",
 		"API-server freeze": "api-server-freeze",
-		"The seed's wire protocol (`infra.Infragrpc`)":               "the-seeds-wire-protocol-infrainfragrpc",
+		"The 2018 design's wire protocol (`infra.Infragrpc`)":        "the-2018-designs-wire-protocol-infrainfragrpc",
 		"Cluster Autoscaler's deletion requests":                     "cluster-autoscalers-deletion-requests",
 		"Provider specs: Gardener's decoding, warnings, strict mode": "provider-specs-gardeners-decoding-warnings-strict-mode",
 		"MCM's metrics":               "mcms-metrics",

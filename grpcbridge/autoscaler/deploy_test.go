@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 )
 
 const deployDir = "../../kubernetes/deploy/autoscaler"
@@ -138,7 +138,7 @@ func flagValue(args []string, name string) string {
 // every core object is validated by a real kube-apiserver (server-side dry run).
 func TestDeployManifestsAgree(t *testing.T) {
 	objs := manifests(t)
-	cfg, err := caclient.ParseCloudConfig([]byte(str(t, get(t, objs, "Secret/cluster-autoscaler-cloud-config"), "stringData", "cloud-config")))
+	cfg, err := clusterautoscaler.ParseCloudConfig([]byte(str(t, get(t, objs, "Secret/cluster-autoscaler-cloud-config"), "stringData", "cloud-config")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestDeployManifestsAgree(t *testing.T) {
 	}
 	dnsNames, _, _ := unstructured.NestedStringSlice(get(t, objs, "Certificate/machinist-autoscaler-server").Object, "spec", "dnsNames")
 	if !slices.Contains(dnsNames, host) {
-		t.Errorf("cloud-config host %q is not a dnsName of the server certificate %v: CA would refuse the server", host, dnsNames)
+		t.Errorf("cloud-config host %q is not a dnsName of the server certificate %v: Cluster Autoscaler would refuse the server", host, dnsNames)
 	}
 	if cfg.Cert == "" || cfg.GRPCTimeout.Duration == 0 {
 		t.Errorf("cloud-config %+v: want cert (TLS) and grpc_timeout", cfg)
@@ -163,7 +163,7 @@ func TestDeployManifestsAgree(t *testing.T) {
 	}
 	cloudConfig := flagValue(caArgs, "--cloud-config")
 	if flagValue(caArgs, "--cloud-provider") != "externalgrpc" || path.Dir(cloudConfig) != caMounts["cluster-autoscaler-cloud-config"] {
-		t.Errorf("CA args %v do not select externalgrpc with the mounted cloud-config", caArgs)
+		t.Errorf("Cluster Autoscaler args %v do not select externalgrpc with the mounted cloud-config", caArgs)
 	}
 
 	mArgs, mMounts := container(t, get(t, objs, "Deployment/machinist-autoscaler"))
@@ -173,8 +173,8 @@ func TestDeployManifestsAgree(t *testing.T) {
 			t.Errorf("machinist %s=%s is not in %s, where %s is mounted", f, flagValue(mArgs, f), mMounts[serverSecret], serverSecret)
 		}
 	}
-	if _, p, _ := net.SplitHostPort(flagValue(mArgs, "--address")); p != port {
-		t.Errorf("machinist listens on %s, cloud-config dials port %s", flagValue(mArgs, "--address"), port)
+	if _, p, _ := net.SplitHostPort(flagValue(mArgs, "--listen")); p != port {
+		t.Errorf("machinist listens on %s, cloud-config dials port %s", flagValue(mArgs, "--listen"), port)
 	}
 	if !strings.HasPrefix(host, "machinist-autoscaler.") && host != "machinist-autoscaler" {
 		t.Errorf("cloud-config host %q is not the machinist-autoscaler Service", host)

@@ -28,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "machinist", Subsystem: "autoscaler", Name: "call_duration_seconds",
 			Help: "Time to answer a call, per RPC.",
-			// From 10µs (in-memory lookups) to 10s (CA's deadline is 5s by default).
+			// From 10µs (in-memory lookups) to 10s (Cluster Autoscaler's deadline is 5s by default).
 			Buckets: prometheus.ExponentialBuckets(0.00001, 4, 11),
 		}, []string{"rpc"}),
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // Annotation keys (on a MachineDeployment) and option keys (in a static group's options map)
-// that override CA's per-group autoscaling options. Each key is a suffix; on a
+// that override Cluster Autoscaler's per-group autoscaling options. Each key is a suffix; on a
 // MachineDeployment it follows OptionsPrefix, or MCM's GardenerOptionsPrefix for the keys MCM's
-// CA provider reads (ours wins when both are set).
+// Cluster Autoscaler provider reads (ours wins when both are set).
 const (
 	OptionScaleDownUtilizationThreshold    = "scale-down-utilization-threshold"
 	OptionScaleDownGpuUtilizationThreshold = "scale-down-gpu-utilization-threshold"
@@ -41,7 +41,7 @@ var gardenerKeys = map[string]bool{
 }
 
 // OptionsFromAnnotations reads a MachineDeployment's option annotations. A value that does not
-// parse is skipped (CA keeps its default) and reported in problems, so one typo never breaks
+// parse is skipped (Cluster Autoscaler keeps its default) and reported in problems, so one typo never breaks
 // the group's scale-down.
 func OptionsFromAnnotations(annotations map[string]string) (Options, []string) {
 	values := map[string]string{}

@@ -8,7 +8,7 @@ const PlaceholderScheme = "requested://"
 
 // Placeholder returns the instance id of a machine that has no providerID yet:
 // requested://<scope>/<name>, where scope is the machine's namespace (MachineDeployment groups)
-// or its group id (static groups). CA passes it back as the name and providerID of a fake node,
+// or its group id (static groups). Cluster Autoscaler passes it back as the name and providerID of a fake node,
 // so ParsePlaceholder must recover the machine from it.
 func Placeholder(scope, name string) string {
 	return PlaceholderScheme + scope + "/" + name

@@ -20,36 +20,36 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	// Provider serves the node groups. Required.
-	Provider Provider
+	// Source serves the node groups. Required.
+	Source NodeGroupSource
 	// GPULabel is the node label that marks GPU nodes (GPULabel RPC); "" reports none.
 	GPULabel string
 	// Log receives one record per failed call at Info; nil means slog.Default().
 	Log *slog.Logger
-	// LogCalls logs every call (method, request, code, duration) at Debug, as CA itself does at
+	// LogCalls logs every call (method, request, code, duration) at Debug, as Cluster Autoscaler itself does at
 	// --v=5.
 	LogCalls bool
 	// Metrics records calls, latency and errors per RPC; nil records nothing.
 	Metrics *Metrics
 }
 
-// Server implements CA's CloudProvider service over a Provider.
+// Server implements Cluster Autoscaler's CloudProvider service over a NodeGroupSource.
 type Server struct {
 	pb.UnimplementedCloudProviderServer
-	provider Provider
+	source   NodeGroupSource
 	gpuLabel string
 	log      *slog.Logger
 	logCalls bool
 	metrics  *Metrics
 }
 
-// NewServer returns the CloudProvider service of cfg.Provider.
+// NewServer returns the CloudProvider service of cfg.Source.
 func NewServer(cfg Config) *Server {
 	log := cfg.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{provider: cfg.Provider, gpuLabel: cfg.GPULabel, log: log, logCalls: cfg.LogCalls, metrics: cfg.Metrics}
+	return &Server{source: cfg.Source, gpuLabel: cfg.GPULabel, log: log, logCalls: cfg.LogCalls, metrics: cfg.Metrics}
 }
 
 // NewGRPCServer returns a gRPC server with s registered and its logging and metrics
@@ -60,7 +60,7 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-// Intercept logs and measures every call and turns provider errors into gRPC statuses.
+// Intercept logs and measures every call and turns the source's errors into gRPC statuses.
 func (s *Server) Intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	rpc := methodName(info.FullMethod)
 	start := time.Now()
@@ -96,7 +96,7 @@ func compact(req any) string {
 	return fmt.Sprint(req)
 }
 
-// toGRPC maps a provider error (a core/driver status; the machine codes 0-16 are gRPC's) to a
+// toGRPC maps a source's error (a core/driver status; the machine codes 0-16 are gRPC's) to a
 // gRPC status error.
 func toGRPC(err error) error {
 	if err == nil {
@@ -123,7 +123,7 @@ func node(n *pb.ExternalGrpcNode) Node {
 
 // NodeGroups lists every group.
 func (s *Server) NodeGroups(context.Context, *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
-	groups := s.provider.NodeGroups()
+	groups := s.source.NodeGroups()
 	resp := &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, 0, len(groups))}
 	for _, g := range groups {
 		resp.NodeGroups = append(resp.NodeGroups, group(g))
@@ -131,7 +131,7 @@ func (s *Server) NodeGroups(context.Context, *pb.NodeGroupsRequest) (*pb.NodeGro
 	return resp, nil
 }
 
-// NodeGroupForNode answers with the whole group (min, max and debug, which CA reads from this
+// NodeGroupForNode answers with the whole group (min, max and debug, which Cluster Autoscaler reads from this
 // answer) or with an empty id for a node no group manages.
 func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeRequest) (*pb.NodeGroupForNodeResponse, error) {
 	if req.GetNode() == nil {
@@ -141,7 +141,7 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 	if n.IsTemplate() {
 		return &pb.NodeGroupForNodeResponse{NodeGroup: &pb.NodeGroup{}}, nil
 	}
-	g, ok, err := s.provider.NodeGroupForNode(n)
+	g, ok, err := s.source.NodeGroupForNode(n)
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +151,12 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 	return &pb.NodeGroupForNodeResponse{NodeGroup: group(g)}, nil
 }
 
-// PricingNodePrice is not offered: CA's price expander is the only user.
+// PricingNodePrice is not offered: Cluster Autoscaler's price expander is the only user.
 func (s *Server) PricingNodePrice(context.Context, *pb.PricingNodePriceRequest) (*pb.PricingNodePriceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "machinist does not offer pricing: use another expander than price")
 }
 
-// PricingPodPrice is not offered: CA's price expander is the only user.
+// PricingPodPrice is not offered: Cluster Autoscaler's price expander is the only user.
 func (s *Server) PricingPodPrice(context.Context, *pb.PricingPodPriceRequest) (*pb.PricingPodPriceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "machinist does not offer pricing: use another expander than price")
 }
@@ -166,9 +166,9 @@ func (s *Server) GPULabel(context.Context, *pb.GPULabelRequest) (*pb.GPULabelRes
 	return &pb.GPULabelResponse{Label: s.gpuLabel}, nil
 }
 
-// GetAvailableGPUTypes reports the GPU types the groups offer; CA uses only the keys.
+// GetAvailableGPUTypes reports the GPU types the groups offer; Cluster Autoscaler uses only the keys.
 func (s *Server) GetAvailableGPUTypes(context.Context, *pb.GetAvailableGPUTypesRequest) (*pb.GetAvailableGPUTypesResponse, error) {
-	types := s.provider.GPUTypes()
+	types := s.source.GPUTypes()
 	resp := &pb.GetAvailableGPUTypesResponse{GpuTypes: make(map[string]*anypb.Any, len(types))}
 	for _, t := range types {
 		resp.GpuTypes[t] = &anypb.Any{}
@@ -176,15 +176,15 @@ func (s *Server) GetAvailableGPUTypes(context.Context, *pb.GetAvailableGPUTypesR
 	return resp, nil
 }
 
-// Cleanup is called once when CA exits. Nothing CA started needs undoing: machines in flight
-// belong to the groups.
+// Cleanup is called once when Cluster Autoscaler exits. Nothing Cluster Autoscaler started needs
+// undoing: machines in flight belong to the groups.
 func (s *Server) Cleanup(context.Context, *pb.CleanupRequest) (*pb.CleanupResponse, error) {
 	return &pb.CleanupResponse{}, nil
 }
 
-// Refresh starts every CA loop.
+// Refresh starts every Cluster Autoscaler loop.
 func (s *Server) Refresh(ctx context.Context, _ *pb.RefreshRequest) (*pb.RefreshResponse, error) {
-	if err := s.provider.Refresh(ctx); err != nil {
+	if err := s.source.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	return &pb.RefreshResponse{}, nil
@@ -192,7 +192,7 @@ func (s *Server) Refresh(ctx context.Context, _ *pb.RefreshRequest) (*pb.Refresh
 
 // NodeGroupTargetSize reports the group's target size.
 func (s *Server) NodeGroupTargetSize(ctx context.Context, req *pb.NodeGroupTargetSizeRequest) (*pb.NodeGroupTargetSizeResponse, error) {
-	size, err := s.provider.TargetSize(ctx, req.GetId())
+	size, err := s.source.TargetSize(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *pb.NodeGroupInc
 	if req.GetDelta() <= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "NodeGroupIncreaseSize %q: delta must be positive, got %d", req.GetId(), req.GetDelta())
 	}
-	if err := s.provider.IncreaseSize(ctx, req.GetId(), int(req.GetDelta())); err != nil {
+	if err := s.source.IncreaseSize(ctx, req.GetId(), int(req.GetDelta())); err != nil {
 		return nil, err
 	}
 	return &pb.NodeGroupIncreaseSizeResponse{}, nil
@@ -216,7 +216,7 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *pb.NodeGroupDele
 	for _, n := range req.GetNodes() {
 		nodes = append(nodes, node(n))
 	}
-	if err := s.provider.DeleteNodes(ctx, req.GetId(), nodes); err != nil {
+	if err := s.source.DeleteNodes(ctx, req.GetId(), nodes); err != nil {
 		return nil, err
 	}
 	return &pb.NodeGroupDeleteNodesResponse{}, nil
@@ -227,16 +227,16 @@ func (s *Server) NodeGroupDecreaseTargetSize(ctx context.Context, req *pb.NodeGr
 	if req.GetDelta() >= 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "NodeGroupDecreaseTargetSize %q: delta must be negative, got %d", req.GetId(), req.GetDelta())
 	}
-	if err := s.provider.DecreaseTargetSize(ctx, req.GetId(), int(req.GetDelta())); err != nil {
+	if err := s.source.DecreaseTargetSize(ctx, req.GetId(), int(req.GetDelta())); err != nil {
 		return nil, err
 	}
 	return &pb.NodeGroupDecreaseTargetSizeResponse{}, nil
 }
 
-// NodeGroupNodes lists every instance with an explicit state: CA drops the error info of an
+// NodeGroupNodes lists every instance with an explicit state: Cluster Autoscaler drops the error info of an
 // instance whose state is unspecified.
 func (s *Server) NodeGroupNodes(ctx context.Context, req *pb.NodeGroupNodesRequest) (*pb.NodeGroupNodesResponse, error) {
-	instances, err := s.provider.Nodes(ctx, req.GetId())
+	instances, err := s.source.Nodes(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -261,9 +261,9 @@ func (s *Server) NodeGroupNodes(ctx context.Context, req *pb.NodeGroupNodesReque
 }
 
 // NodeGroupTemplateNodeInfo returns the template node in both the pre-1.35 (nodeInfo = 1) and
-// the 1.35 (nodeBytes = 2) field. It never answers OK without a node: CA dereferences it.
+// the 1.35 (nodeBytes = 2) field. It never answers OK without a node: Cluster Autoscaler dereferences it.
 func (s *Server) NodeGroupTemplateNodeInfo(ctx context.Context, req *pb.NodeGroupTemplateNodeInfoRequest) (*pb.NodeGroupTemplateNodeInfoResponse, error) {
-	n, err := s.provider.TemplateNode(ctx, req.GetId())
+	n, err := s.source.TemplateNode(ctx, req.GetId())
 	if errors.Is(err, ErrNoTemplate) {
 		return nil, status.Error(codes.Unimplemented, driver.MessageOf(err))
 	}
@@ -271,7 +271,7 @@ func (s *Server) NodeGroupTemplateNodeInfo(ctx context.Context, req *pb.NodeGrou
 		return nil, err
 	}
 	if n == nil {
-		return nil, status.Errorf(codes.Internal, "NodeGroupTemplateNodeInfo %q: provider returned no node", req.GetId())
+		return nil, status.Errorf(codes.Internal, "NodeGroupTemplateNodeInfo %q: the node-group source returned no node", req.GetId())
 	}
 	raw, err := n.Marshal()
 	if err != nil {
@@ -283,12 +283,12 @@ func (s *Server) NodeGroupTemplateNodeInfo(ctx context.Context, req *pb.NodeGrou
 	return &pb.NodeGroupTemplateNodeInfoResponse{NodeInfo: raw, NodeBytes: raw}, nil
 }
 
-// NodeGroupGetOptions answers with no options (CA keeps all its defaults) unless the group
-// overrides some. With overrides it echoes every default CA sent, overridden fields replaced,
-// in both the pre-1.35 and the 1.35 duration fields: CA takes every option from the answer and
+// NodeGroupGetOptions answers with no options (Cluster Autoscaler keeps all its defaults) unless the group
+// overrides some. With overrides it echoes every default Cluster Autoscaler sent, overridden fields replaced,
+// in both the pre-1.35 and the 1.35 duration fields: Cluster Autoscaler takes every option from the answer and
 // older releases dereference the old duration fields without checking.
 func (s *Server) NodeGroupGetOptions(ctx context.Context, req *pb.NodeGroupAutoscalingOptionsRequest) (*pb.NodeGroupAutoscalingOptionsResponse, error) {
-	o, err := s.provider.Options(ctx, req.GetId())
+	o, err := s.source.Options(ctx, req.GetId())
 	if err != nil {
 		return nil, err
 	}
@@ -296,13 +296,13 @@ func (s *Server) NodeGroupGetOptions(ctx context.Context, req *pb.NodeGroupAutos
 		return &pb.NodeGroupAutoscalingOptionsResponse{}, nil
 	}
 	if req.GetDefaults() == nil {
-		s.log.Warn("autoscaler: CA sent no default options, so the group's overrides cannot be applied without zeroing the rest", "group", req.GetId(), "overrides", o.String())
+		s.log.Warn("autoscaler: Cluster Autoscaler sent no default options, so the group's overrides cannot be applied without zeroing the rest", "group", req.GetId(), "overrides", o.String())
 		return &pb.NodeGroupAutoscalingOptionsResponse{}, nil
 	}
 	return &pb.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: MergeOptions(req.GetDefaults(), o)}, nil
 }
 
-// MergeOptions returns CA's defaults with o's overrides applied, every duration written in both
+// MergeOptions returns Cluster Autoscaler's defaults with o's overrides applied, every duration written in both
 // encodings. Defaults are read from the 1.35 fields, falling back to the pre-1.35 ones.
 func MergeOptions(defaults *pb.NodeGroupAutoscalingOptions, o Options) *pb.NodeGroupAutoscalingOptions {
 	out := &pb.NodeGroupAutoscalingOptions{

@@ -18,7 +18,7 @@ const (
 	// DefaultMaxPods is the kubelet's default --max-pods.
 	DefaultMaxPods = 110
 	// DefaultEphemeralStorage is assumed when nodeTemplate.capacity has no ephemeral-storage.
-	// Set the real disk size in the class: CA only scales up for pods whose ephemeral-storage
+	// Set the real disk size in the class: Cluster Autoscaler only scales up for pods whose ephemeral-storage
 	// requests fit this value.
 	DefaultEphemeralStorage = "20Gi"
 	// DefaultArchitecture is assumed when nodeTemplate.architecture is unset.
@@ -29,7 +29,7 @@ const (
 
 // TemplateSpec is what a group's template node is built from.
 type TemplateSpec struct {
-	// GroupID names the node ("template-node-for-<id>"); CA renames it anyway.
+	// GroupID names the node ("template-node-for-<id>"); Cluster Autoscaler renames it anyway.
 	GroupID string
 	// ClassName is reported in errors.
 	ClassName string
@@ -44,7 +44,7 @@ type TemplateSpec struct {
 // BuildTemplateNode returns the node a new machine of a group becomes: capacity and allocatable
 // (cpu, memory, pods, ephemeral-storage, GPUs and virtual capacity), a Ready condition, the
 // arch/os/instance-type/region/zone/hostname labels plus the group's labels, and its taints. A
-// missing template or one without cpu or memory is ErrNoTemplate: CA must not scale up from
+// missing template or one without cpu or memory is ErrNoTemplate: Cluster Autoscaler must not scale up from
 // zero on a guess.
 func BuildTemplateNode(spec TemplateSpec) (*corev1.Node, error) {
 	t := spec.NodeTemplate

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
@@ -104,7 +105,7 @@ func TestMergeOptionsReadsNewThenOld(t *testing.T) {
 		ScaleDownUnneededTime:     &pb.LegacyDuration{Duration: int64(time.Hour)},
 		ScaleDownUnreadyTime:      &pb.LegacyDuration{Duration: int64(2 * time.Hour)},
 	}
-	out := autoscaler.MergeOptions(defaults, autoscaler.Options{ZeroOrMaxNodeScaling: ptr(true)})
+	out := autoscaler.MergeOptions(defaults, autoscaler.Options{ZeroOrMaxNodeScaling: ptr.To(true)})
 	if out.GetScaleDownUnneededDuration().AsDuration() != time.Minute || out.GetScaleDownUnneededTime().GetDuration() != int64(time.Minute) {
 		t.Errorf("unneeded: the 1.35 field wins when both are sent: %v", out)
 	}

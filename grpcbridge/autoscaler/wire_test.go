@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
@@ -20,7 +21,7 @@ import (
 )
 
 // rawCodec sends and receives hand-encoded bytes, so the test speaks the wire exactly as an
-// older CA built from its own proto would.
+// older Cluster Autoscaler built from its own proto would.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
@@ -33,13 +34,13 @@ func (rawCodec) Name() string { return "proto" }
 const service = "/clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider/"
 
 // serveRaw serves p without TLS on loopback and returns a connection that sends raw bytes.
-func serveRaw(t *testing.T, p autoscaler.Provider) *grpc.ClientConn {
+func serveRaw(t *testing.T, p autoscaler.NodeGroupSource) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := autoscaler.NewGRPCServer(autoscaler.NewServer(autoscaler.Config{Provider: p}))
+	g := autoscaler.NewGRPCServer(autoscaler.NewServer(autoscaler.Config{Source: p}))
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -124,11 +125,11 @@ func boolField(b []byte, num protowire.Number, v bool) []byte {
 	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), protowire.EncodeBool(v))
 }
 
-// TestLegacyGetOptions sends NodeGroupGetOptions as CA 1.33 encodes it (defaults with
+// TestLegacyGetOptions sends NodeGroupGetOptions as Cluster Autoscaler 1.33 encodes it (defaults with
 // meta.v1.Duration at fields 3/4/5) and checks that the answer carries the durations at both
-// the old numbers (nanoseconds, which CA 1.33 dereferences unchecked) and the new ones.
+// the old numbers (nanoseconds, which Cluster Autoscaler 1.33 dereferences unchecked) and the new ones.
 func TestLegacyGetOptions(t *testing.T) {
-	conn := serveRaw(t, fakeProvider{options: autoscaler.Options{ScaleDownUnreadyTime: ptr(30 * time.Minute)}})
+	conn := serveRaw(t, fakeSource{options: autoscaler.Options{ScaleDownUnreadyTime: ptr.To(30 * time.Minute)}})
 	var defaults []byte
 	defaults = doubleField(defaults, 1, 0.5)
 	defaults = doubleField(defaults, 2, 0.6)
@@ -161,11 +162,11 @@ func TestLegacyGetOptions(t *testing.T) {
 	}
 }
 
-// TestLegacyTemplateNodeInfo checks that the template node travels in field 1 (read by CA up to
+// TestLegacyTemplateNodeInfo checks that the template node travels in field 1 (read by Cluster Autoscaler up to
 // 1.34.1 as a k8s.io.api.core.v1.Node message) and field 2 (1.34.2+), with identical bytes that
 // decode as a Node.
 func TestLegacyTemplateNodeInfo(t *testing.T) {
-	conn := serveRaw(t, fakeProvider{})
+	conn := serveRaw(t, fakeSource{})
 	resp := fields(t, call(t, conn, "NodeGroupTemplateNodeInfo", bytesField(nil, 1, []byte("g"))))
 	old, current := one(t, resp, 1).([]byte), one(t, resp, 2).([]byte)
 	if string(old) != string(current) || len(old) == 0 {
@@ -214,10 +215,10 @@ func TestLegacyRequestsDecode(t *testing.T) {
 	}
 }
 
-// TestNodeGroupNodesWire checks the instance encoding CA reads: a state always set, error info
+// TestNodeGroupNodesWire checks the instance encoding Cluster Autoscaler reads: a state always set, error info
 // with code, message and class.
 func TestNodeGroupNodesWire(t *testing.T) {
-	conn := serveRaw(t, fakeProvider{})
+	conn := serveRaw(t, fakeSource{})
 	resp := fields(t, call(t, conn, "NodeGroupNodes", bytesField(nil, 1, []byte("g"))))
 	if len(resp[1]) != 2 {
 		t.Fatalf("%d instances, want 2", len(resp[1]))
@@ -236,37 +237,35 @@ func TestNodeGroupNodesWire(t *testing.T) {
 	}
 }
 
-// fakeProvider is one group "g" with two instances and a template.
-type fakeProvider struct {
+// fakeSource is one group "g" with two instances and a template.
+type fakeSource struct {
 	options autoscaler.Options
 }
 
-func (f fakeProvider) NodeGroups() []autoscaler.NodeGroup {
+func (f fakeSource) NodeGroups() []autoscaler.NodeGroup {
 	return []autoscaler.NodeGroup{{ID: "g", MinSize: 0, MaxSize: 3, Debug: "fake"}}
 }
-func (f fakeProvider) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
+func (f fakeSource) NodeGroupForNode(n autoscaler.Node) (autoscaler.NodeGroup, bool, error) {
 	return f.NodeGroups()[0], n.ProviderID == "fake:///m1", nil
 }
-func (f fakeProvider) TargetSize(context.Context, string) (int, error)              { return 2, nil }
-func (f fakeProvider) IncreaseSize(context.Context, string, int) error              { return nil }
-func (f fakeProvider) DeleteNodes(context.Context, string, []autoscaler.Node) error { return nil }
-func (f fakeProvider) DecreaseTargetSize(context.Context, string, int) error        { return nil }
-func (f fakeProvider) Nodes(context.Context, string) ([]autoscaler.Instance, error) {
+func (f fakeSource) TargetSize(context.Context, string) (int, error)              { return 2, nil }
+func (f fakeSource) IncreaseSize(context.Context, string, int) error              { return nil }
+func (f fakeSource) DeleteNodes(context.Context, string, []autoscaler.Node) error { return nil }
+func (f fakeSource) DecreaseTargetSize(context.Context, string, int) error        { return nil }
+func (f fakeSource) Nodes(context.Context, string) ([]autoscaler.Instance, error) {
 	return []autoscaler.Instance{
 		{ID: "fake:///m1", State: autoscaler.StateRunning},
 		{ID: autoscaler.Placeholder("g", "m2"), State: autoscaler.StateCreating, Error: &autoscaler.InstanceError{Code: "ResourceExhausted", Message: "quota", Class: autoscaler.ErrorClassOutOfResources}},
 	}, nil
 }
-func (f fakeProvider) TemplateNode(context.Context, string) (*corev1.Node, error) {
+func (f fakeSource) TemplateNode(context.Context, string) (*corev1.Node, error) {
 	return autoscaler.BuildTemplateNode(autoscaler.TemplateSpec{GroupID: "g", ClassName: "c", NodeTemplate: &v1alpha1.NodeTemplate{
 		Capacity:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")},
 		InstanceType: "t", Region: "r", Zone: "z",
 	}})
 }
-func (f fakeProvider) Options(context.Context, string) (autoscaler.Options, error) {
+func (f fakeSource) Options(context.Context, string) (autoscaler.Options, error) {
 	return f.options, nil
 }
-func (f fakeProvider) GPUTypes() []string            { return nil }
-func (f fakeProvider) Refresh(context.Context) error { return nil }
-
-func ptr[T any](v T) *T { return &v }
+func (f fakeSource) GPUTypes() []string            { return nil }
+func (f fakeSource) Refresh(context.Context) error { return nil }

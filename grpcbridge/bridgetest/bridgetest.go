@@ -87,7 +87,7 @@ func DialIn(t testing.TB, provider string, d driver.Driver) driver.Driver {
 	ctrl := dialin.NewServer(dialin.Options{})
 	ctrl.RegisterService(srv)
 	go func() { _ = srv.Serve(lis) }()
-	p, err := dialin.NewProvider(dialin.ProviderOptions{
+	p, err := dialin.NewConnector(dialin.ConnectorOptions{
 		Controller: lis.Addr().String(),
 		Transport:  grpcbridge.Transport{TLS: providerTLS},
 		Drivers:    map[string]driver.Driver{provider: d},

@@ -306,22 +306,25 @@ func (c *Child) runOnce(first bool) error {
 
 func (c *Child) waitHealthy(ctx context.Context) error {
 	h := healthpb.NewHealthClient(c.conn)
-	for {
+	var last error // why the latest check was not SERVING: what the caller hears when ctx ends
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		resp, err := h.Check(cctx, &healthpb.HealthCheckRequest{})
 		cancel()
-		if err == nil && resp.Status == healthpb.HealthCheckResponse_SERVING {
-			return nil
+		switch {
+		case err != nil:
+			last = err
+		case resp.Status != healthpb.HealthCheckResponse_SERVING:
+			last = fmt.Errorf("health %s", resp.Status)
+		default:
+			return true, nil
 		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("health %s", resp.Status)
-			}
-			return err
-		case <-time.After(20 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil && last != nil {
+		return last
 	}
+	return err
 }
 
 // terminate asks the child to stop, then kills it.

@@ -59,7 +59,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	secret := fixture.Secret()
 
 	var wg sync.WaitGroup
-	for i := 0; i < 30; i++ {
+	for range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -74,7 +74,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A new class version: one more class pull, no secret pull.
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		mustOK(t, status(ctx, remote, "worker-b", secret))
 	}
 	if c, s := ctrl.Calls.Get(pullClass), ctrl.Calls.Get(pullSecret); c != 2 || s != 1 {
@@ -82,7 +82,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	}
 
 	// A secret rendered per machine (userData) is a new version per content.
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		s := secret.DeepCopy()
 		s.Data["userData"] = []byte(fmt.Sprintf("#cloud-config for m-%d", i))
 		mustOK(t, status(ctx, remote, "worker-b", s))
@@ -91,7 +91,7 @@ func TestPullsOncePerVersion(t *testing.T) {
 	if s := ctrl.Calls.Get(pullSecret); s != 4 {
 		t.Fatalf("3 rendered secrets: %d secret pulls in all, want 4", s)
 	}
-	if c, s := p.Provider.Pulls(); c != 2 || s != 4 {
+	if c, s := p.Connector.Pulls(); c != 2 || s != 4 {
 		t.Fatalf("provider counted %d/%d pulls", c, s)
 	}
 	// And the driver got each version right.
@@ -117,7 +117,7 @@ func TestReplicasShareLoad(t *testing.T) {
 	waitFor(t, ctrl.Server, "mem", 3)
 	remote, _ := ctrl.Server.Driver("mem")
 	var wg sync.WaitGroup
-	for i := 0; i < 60; i++ {
+	for range 60 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,15 +154,15 @@ func TestDisconnectFailsInFlightAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	errs := make(chan error, 5)
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		go func() { errs <- status(ctx, remote, "c", fixture.Secret()) }()
 	}
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		<-entered
 	}
 	start := time.Now()
 	p.Stop()
-	for i := 0; i < 5; i++ {
+	for range 5 {
 		err := <-errs
 		if !driver.IsCode(err, driver.Unavailable) || !strings.Contains(driver.MessageOf(err), "disconnected") {
 			t.Fatalf("in-flight operation after disconnect: %v", err)
@@ -305,7 +305,7 @@ func TestUnauthorizedCertificates(t *testing.T) {
 	intruder := clientTransport(t, other.IssueFiles(t, mtlstest.Leaf{CommonName: "intruder", URIs: []string{"machinist://provider/mem"}}, certs.CA.PEM))
 	p := fixture.ConnectProvider(t, ctrl.Addr, intruder, drivers)
 	time.Sleep(300 * time.Millisecond)
-	if _, ok := ctrl.Server.Driver("mem"); ok || p.Provider.Connected() {
+	if _, ok := ctrl.Server.Driver("mem"); ok || p.Connector.Connected() {
 		t.Fatal("a certificate of an unknown CA registered")
 	}
 	p.Stop()
@@ -470,24 +470,47 @@ func TestInsecureOnlyWhenChosen(t *testing.T) {
 	}
 }
 
-// TestCloseEndsStreams: closing the server fails operations in flight and the providers
-// reconnect to nothing (their Run keeps retrying until stopped).
+// TestCloseEndsStreams: closing the server fails operations in flight, and the providers
+// reconnect to nothing: each later registration is refused before a Welcome, so a provider is
+// never told it is connected to a controller that is shutting down (its Run keeps retrying, with
+// a growing backoff, until stopped).
 func TestCloseEndsStreams(t *testing.T) {
+	inDriver := make(chan struct{})
+	var once sync.Once
 	d := &fixture.FuncDriver{Handle: func(ctx context.Context, _ string, _ any) (any, error) {
+		once.Do(func() { close(inDriver) })
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}}
-	remote, ctrl, p := dialled(t, "mem", d)
+	certs := fixture.NewCerts(t)
+	ctrl := fixture.ServeController(t, dialin.Options{}, fixture.ServerTransport(t, certs))
+	logs := &syncbuf.Buffer{}
+	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": d},
+		func(o *dialin.ConnectorOptions) { o.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+	waitFor(t, ctrl.Server, "mem", 1)
+	remote, _ := ctrl.Server.Driver("mem")
 	errc := make(chan error, 1)
 	go func() { errc <- status(t.Context(), remote, "c", nil) }()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-inDriver:
+	case err := <-errc:
+		t.Fatalf("the operation ended before it reached the provider's driver: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the operation never reached the provider's driver")
+	}
 	ctrl.Server.Close()
 	if err := <-errc; !driver.IsCode(err, driver.Unavailable) {
 		t.Fatalf("operation when the controller closed: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if p.Provider.Connected() {
-		t.Fatal("provider still connected to a closed controller")
+	// Three attempts after the stream ended: the first session's end, then two refusals.
+	const retrying, welcomed = `msg="dialin: not connected to the controller; retrying"`, `msg="dialin: connected to the controller"`
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Count(logs.String(), retrying) >= 3, nil
+	}); err != nil {
+		t.Fatalf("the provider did not retry three times:\n%s", logs.String())
+	}
+	if n := strings.Count(logs.String(), welcomed); n != 1 || p.Connector.Connected() {
+		t.Fatalf("the provider was welcomed %d times (want once, before the close) and Connected() = %v:\n%s", n, p.Connector.Connected(), logs.String())
 	}
 }
 
@@ -505,7 +528,7 @@ func TestBackoffStartsOverOnceRegistered(t *testing.T) {
 	b := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 100, Cap: time.Minute}
 	certs := fixture.NewCerts(t)
 	fixture.ConnectProvider(t, addr, fixture.ProviderCerts(t, certs, "mem"), map[string]driver.Driver{"mem": okDriver()},
-		func(o *dialin.ProviderOptions) {
+		func(o *dialin.ConnectorOptions) {
 			o.Backoff = b
 			o.Log = slog.New(delays)
 		})

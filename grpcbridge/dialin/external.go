@@ -11,24 +11,24 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 )
 
-// The seed's provider interface, for providers written against the 2018 "grpc-driver" design.
-// Wrap one with AdaptExternalDriver and serve the result like any driver (ProviderOptions.Drivers).
+// The 2018 design's provider interface, for providers written against the 2018 "grpc-driver" design.
+// Wrap one with AdaptExternalDriver and serve the result like any driver (ConnectorOptions.Drivers).
 
-// MachineClassMeta names one version of a class (the seed's name and revision).
+// MachineClassMeta names one version of a class (the 2018 design's name and revision).
 type MachineClassMeta struct {
 	Name            string
 	Namespace       string
 	ResourceVersion string
 }
 
-// SecretMeta names a secret (the seed's secretName and nameSpace).
+// SecretMeta names a secret (the 2018 design's secretName and nameSpace).
 type SecretMeta struct {
 	SecretName string
 	NameSpace  string
 }
 
-// ExternalDriverProvider is the seed's three-method provider. credentials is always empty, as
-// in the seed: read credentials with MachineClassDataProvider.GetSecret. machineID is the
+// ExternalDriverProvider is the 2018 design's three-method provider. credentials is always empty, as
+// in the 2018 design: read credentials with MachineClassDataProvider.GetSecret. machineID is the
 // ProviderID ("" for a machine not created yet, or to list every VM of the class).
 type ExternalDriverProvider interface {
 	Create(machineclass *MachineClassMeta, credentials, machineID, machineName string) (providerID, nodeName string, err error)
@@ -45,10 +45,10 @@ type MachineClassDataProvider interface {
 	GetSecret(*SecretMeta) (*corev1.Secret, error)
 }
 
-// AdaptExternalDriver turns a seed-style provider into a driver.Driver: CreateMachine,
+// AdaptExternalDriver turns a 2018-style provider into a driver.Driver: CreateMachine,
 // DeleteMachine and ListMachines call Create, Delete and List; the other methods answer
 // Unimplemented. Errors keep a machine code when the provider returns a *driver.Status or MCM's
-// "machine codes error" text, and are Unknown otherwise. The seed's methods take no context: a
+// "machine codes error" text, and are Unknown otherwise. The 2018 design's methods take no context: a
 // call whose context ends returns at once and the provider's call finishes in the background.
 func AdaptExternalDriver(newProvider func(MachineClassDataProvider) ExternalDriverProvider) driver.Driver {
 	a := &externalAdapter{data: &operationData{classes: map[string]*dataEntry{}}}
@@ -148,14 +148,14 @@ func run[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	}()
 	select {
 	case r := <-done:
-		return r.v, seedError(r.err)
+		return r.v, infragrpcError(r.err)
 	case <-ctx.Done():
 		return zero, driver.StatusOf(ctx.Err())
 	}
 }
 
-// seedError keeps the code of a status, or of MCM's status text.
-func seedError(err error) error {
+// infragrpcError keeps the code of a status, or of MCM's status text.
+func infragrpcError(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -208,7 +208,7 @@ func (a *externalAdapter) DeleteMachine(ctx context.Context, req *driver.DeleteM
 	_, err = run(ctx, func() (struct{}, error) {
 		id := req.Machine.Spec.ProviderID
 		if id == "" {
-			// Not created as far as the controller knows: find it by name, as the seed's
+			// Not created as far as the controller knows: find it by name, as the 2018 design's
 			// controller did before deleting.
 			list, err := a.p.List(meta, "", "")
 			if err != nil {
@@ -224,7 +224,7 @@ func (a *externalAdapter) DeleteMachine(ctx context.Context, req *driver.DeleteM
 			}
 		}
 		err := a.p.Delete(meta, "", id)
-		if driver.IsCode(seedError(err), driver.NotFound) {
+		if driver.IsCode(infragrpcError(err), driver.NotFound) {
 			err = nil // already gone
 		}
 		return struct{}{}, err

@@ -17,22 +17,22 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 )
 
-// seedProvider is a provider written against the seed's three-method interface: it reads its
-// class and credentials through the MachineClassDataProvider, as the seed described.
-type seedProvider struct {
-	cloud *seedCloud
+// infragrpcProvider is a provider written against the 2018 design's three-method interface: it reads its
+// class and credentials through the MachineClassDataProvider, as the 2018 design described.
+type infragrpcProvider struct {
+	cloud *infragrpcCloud
 	data  dialin.MachineClassDataProvider
 }
 
-type seedCloud struct {
+type infragrpcCloud struct {
 	mu   sync.Mutex
 	next int
-	vms  map[string]seedVM // by provider ID
+	vms  map[string]infragrpcVM // by provider ID
 }
 
-type seedVM struct{ name, cluster string }
+type infragrpcVM struct{ name, cluster string }
 
-func (c *seedCloud) count(name string) int {
+func (c *infragrpcCloud) count(name string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -44,20 +44,20 @@ func (c *seedCloud) count(name string) int {
 	return n
 }
 
-type seedSpec struct {
+type infragrpcSpec struct {
 	Cluster string `json:"cluster"`
 }
 
 // scope reads the class and checks the credentials of an operation.
-func (p *seedProvider) scope(meta *dialin.MachineClassMeta) (string, error) {
+func (p *infragrpcProvider) scope(meta *dialin.MachineClassMeta) (string, error) {
 	class, err := p.data.GetMachineClass(meta)
 	if err != nil {
 		return "", err
 	}
-	if err := driver.CheckProvider(class, "seed"); err != nil {
+	if err := driver.CheckProvider(class, "infragrpc"); err != nil {
 		return "", err
 	}
-	var spec seedSpec
+	var spec infragrpcSpec
 	if err := driver.DecodeProviderSpec(class, &spec); err != nil {
 		return "", err
 	}
@@ -68,13 +68,13 @@ func (p *seedProvider) scope(meta *dialin.MachineClassMeta) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if driver.SecretValue(secret, "token") != "seed-token" {
+	if driver.SecretValue(secret, "token") != "infragrpc-token" {
 		return "", driver.Error(driver.Unauthenticated, "the token in the class's secret is not valid: fix the secret")
 	}
 	return spec.Cluster, nil
 }
 
-func (p *seedProvider) Create(meta *dialin.MachineClassMeta, _, _, name string) (string, string, error) {
+func (p *infragrpcProvider) Create(meta *dialin.MachineClassMeta, _, _, name string) (string, string, error) {
 	cluster, err := p.scope(meta)
 	if err != nil {
 		return "", "", err
@@ -90,12 +90,12 @@ func (p *seedProvider) Create(meta *dialin.MachineClassMeta, _, _, name string) 
 		}
 	}
 	p.cloud.next++
-	id := fmt.Sprintf("seed:///%s/vm-%d", cluster, p.cloud.next)
-	p.cloud.vms[id] = seedVM{name, cluster}
+	id := fmt.Sprintf("infragrpc:///%s/vm-%d", cluster, p.cloud.next)
+	p.cloud.vms[id] = infragrpcVM{name, cluster}
 	return id, name, nil
 }
 
-func (p *seedProvider) Delete(meta *dialin.MachineClassMeta, _, id string) error {
+func (p *infragrpcProvider) Delete(meta *dialin.MachineClassMeta, _, id string) error {
 	cluster, err := p.scope(meta)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (p *seedProvider) Delete(meta *dialin.MachineClassMeta, _, id string) error
 	return nil
 }
 
-func (p *seedProvider) List(meta *dialin.MachineClassMeta, _, id string) (map[string]string, error) {
+func (p *infragrpcProvider) List(meta *dialin.MachineClassMeta, _, id string) (map[string]string, error) {
 	cluster, err := p.scope(meta)
 	if err != nil {
 		return nil, err
@@ -124,45 +124,45 @@ func (p *seedProvider) List(meta *dialin.MachineClassMeta, _, id string) (map[st
 	return out, nil
 }
 
-func seedClass(name, cluster string) *v1alpha1.MachineClass {
+func infragrpcClass(name, cluster string) *v1alpha1.MachineClass {
 	return &v1alpha1.MachineClass{
 		ObjectMeta:   metav1.ObjectMeta{Name: name, Namespace: "default", ResourceVersion: "7"},
-		Provider:     "seed",
+		Provider:     "infragrpc",
 		ProviderSpec: runtime.RawExtension{Raw: []byte(`{"cluster":"` + cluster + `"}`)},
-		SecretRef:    &corev1.SecretReference{Name: "seed-credentials"},
+		SecretRef:    &corev1.SecretReference{Name: "infragrpc-credentials"},
 	}
 }
 
-// TestExternalDriverProviderConformance: a provider written against the seed's interface passes
+// TestExternalDriverProviderConformance: a provider written against the 2018 design's interface passes
 // the conformance kit through dial-in (its optional methods answer Unimplemented).
 func TestExternalDriverProviderConformance(t *testing.T) {
 	drivertest.Run(t, func(t testing.TB) drivertest.Target {
-		cloud := &seedCloud{vms: map[string]seedVM{}}
+		cloud := &infragrpcCloud{vms: map[string]infragrpcVM{}}
 		d := dialin.AdaptExternalDriver(func(data dialin.MachineClassDataProvider) dialin.ExternalDriverProvider {
-			return &seedProvider{cloud: cloud, data: data}
+			return &infragrpcProvider{cloud: cloud, data: data}
 		})
-		remote, _, _ := dialled(t, "seed", d)
+		remote, _, _ := dialled(t, "infragrpc", d)
 		return drivertest.Target{
 			Driver:     remote,
-			Class:      seedClass("seed-a", "a"),
-			OtherClass: seedClass("seed-b", "b"),
-			Secret:     &corev1.Secret{Data: map[string][]byte{"token": []byte("seed-token")}},
+			Class:      infragrpcClass("infragrpc-a", "a"),
+			OtherClass: infragrpcClass("infragrpc-b", "b"),
+			Secret:     &corev1.Secret{Data: map[string][]byte{"token": []byte("infragrpc-token")}},
 			CountVMs:   func(_ context.Context, name string) (int, error) { return cloud.count(name), nil },
 		}
 	})
 }
 
 func TestExternalDriverAdapter(t *testing.T) {
-	cloud := &seedCloud{vms: map[string]seedVM{}}
+	cloud := &infragrpcCloud{vms: map[string]infragrpcVM{}}
 	d := dialin.AdaptExternalDriver(func(data dialin.MachineClassDataProvider) dialin.ExternalDriverProvider {
-		return &seedProvider{cloud: cloud, data: data}
+		return &infragrpcProvider{cloud: cloud, data: data}
 	})
 	ctx := t.Context()
-	class := seedClass("c", "x")
-	secret := &corev1.Secret{Data: map[string][]byte{"token": []byte("seed-token")}}
+	class := infragrpcClass("c", "x")
+	secret := &corev1.Secret{Data: map[string][]byte{"token": []byte("infragrpc-token")}}
 	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "default"}}
 	resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
-	if err != nil || !strings.HasPrefix(resp.ProviderID, "seed:///x/") || resp.NodeName != "m1" {
+	if err != nil || !strings.HasPrefix(resp.ProviderID, "infragrpc:///x/") || resp.NodeName != "m1" {
 		t.Fatalf("create: %+v %v", resp, err)
 	}
 	// Delete without a ProviderID finds the VM by name.

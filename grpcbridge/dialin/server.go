@@ -1,4 +1,4 @@
-// Package dialin is the seed's design done right: the controller listens (default :5000) and
+// Package dialin is the 2018 grpc-driver design done right: the controller listens (default :5000) and
 // provider processes dial in. A provider holds one Register stream open for its lifetime and
 // names the providers it serves; its client certificate must authorize each name (see
 // mtls.ProviderURI). The controller sends operations down the stream, multiplexed by operation
@@ -11,7 +11,7 @@
 // driver.Driver (Server.Driver), which makes the Server the registry's Remote source. Several
 // replicas of one provider may connect; each operation goes to the one with the fewest
 // operations in flight. When a replica disconnects its operations in flight fail at once with
-// Unavailable. Provider is the provider side: it serves drivers over the stream and reconnects
+// Unavailable. Connector is the provider side: it serves drivers over the stream and reconnects
 // with capped exponential backoff and jitter.
 package dialin
 
@@ -68,11 +68,11 @@ type Options struct {
 type Server struct {
 	dialinv1.UnimplementedControllerServiceServer
 
-	opts    Options
-	log     *slog.Logger
-	classes *store
-	secrets *store
-	seed    *seedRefs
+	opts      Options
+	log       *slog.Logger
+	classes   *store
+	secrets   *store
+	infragrpc *infragrpcRefs
 
 	mu       sync.Mutex
 	sessions map[string][]*session
@@ -92,23 +92,23 @@ func NewServer(o Options) *Server {
 		o.SendQueue = 64
 	}
 	return &Server{
-		opts:     o,
-		log:      o.Log,
-		classes:  newStore(),
-		secrets:  newStore(),
-		seed:     newSeedRefs(),
-		sessions: map[string][]*session{},
-		drivers:  map[string]*remoteDriver{},
-		changed:  make(chan struct{}),
-		shutdown: make(chan struct{}),
+		opts:      o,
+		log:       o.Log,
+		classes:   newStore(),
+		secrets:   newStore(),
+		infragrpc: newInfragrpcRefs(),
+		sessions:  map[string][]*session{},
+		drivers:   map[string]*remoteDriver{},
+		changed:   make(chan struct{}),
+		shutdown:  make(chan struct{}),
 	}
 }
 
-// RegisterService adds the ControllerService and the seed's infra.Infragrpc (see seed.go) to a
+// RegisterService adds the ControllerService and the 2018 design's infra.Infragrpc (see infragrpc.go) to a
 // gRPC server.
 func (s *Server) RegisterService(r grpc.ServiceRegistrar) {
 	dialinv1.RegisterControllerServiceServer(r, s)
-	infra.RegisterInfragrpcServer(r, &seedService{s: s})
+	infra.RegisterInfragrpcServer(r, &infragrpcService{s: s})
 }
 
 // Close ends every provider stream (their operations in flight fail with Unavailable) and makes
@@ -126,12 +126,12 @@ func (s *Server) Close() {
 // session is one connected provider process.
 type session struct {
 	id        string
-	protocol  string // dialinv1's package or the seed's ("infra")
+	protocol  string // dialinv1's package or the 2018 design's ("infra")
 	instance  string
 	peer      string
 	providers []string
 	since     time.Time
-	kind      string // the machine-class kind a seed-protocol provider registered
+	kind      string // the machine-class kind a 2018-protocol provider registered
 
 	sendq     chan *dialinv1.RegisterResponse
 	done      chan struct{}
@@ -186,17 +186,20 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 		return err
 	}
 	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
+	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
+	// Welcome only once the session is in service: a provider takes it as accepted (and starts
+	// its reconnect backoff over), which a controller shutting down must not say. Operations sent
+	// to the session meanwhile wait in its queue, which serve drains after the Welcome.
+	if err := s.connect(ss, log); err != nil {
+		return err
+	}
 	if err := stream.Send(&dialinv1.RegisterResponse{Message: &dialinv1.RegisterResponse_Welcome{
 		Welcome: &dialinv1.Welcome{Session: ss.id, Providers: names, ShadowedBy: s.shadowedOf(names)},
 	}}); err != nil {
+		s.remove(ss, err)
+		log.Info("dialin: provider disconnected", "reason", err.Error())
 		return err
 	}
-	if !s.add(ss) {
-		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
-	}
-	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
-	log.Info("dialin: provider connected")
-	s.warnShadowed(ss, log)
 
 	recvErr := make(chan error, 1)
 	go func() {
@@ -287,6 +290,20 @@ func (s *Server) authorizedFor(ctx context.Context, provider string) bool {
 		return mtls.Authorizes(cert, provider)
 	}
 	return s.opts.Insecure
+}
+
+// connect logs a new session and its shadowed names, then puts it in service. The log comes
+// first: once the session is in service, operations and waiters see it, and an operator reading
+// the log must find the registration (and why it may get no work) before anything that follows
+// from it.
+func (s *Server) connect(ss *session, log *slog.Logger) error {
+	log.Info("dialin: provider connected")
+	s.warnShadowed(ss, log)
+	if !s.add(ss) {
+		log.Info("dialin: provider stream closed: controller shutting down")
+		return status.Error(codes.Unavailable, "dialin: the controller is shutting down")
+	}
+	return nil
 }
 
 func (s *Server) add(ss *session) bool {
@@ -484,7 +501,7 @@ func (s *Server) Providers() map[string]int {
 	return out
 }
 
-// WaitFor blocks until at least replicas replicas of provider are connected or ctx ends.
+// WaitFor blocks until provider has at least the given number of connected replicas, or ctx ends.
 func (s *Server) WaitFor(ctx context.Context, provider string, replicas int) error {
 	name := registry.Normalize(provider)
 	for {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
-	"github.com/machinist-io/machinist/grpcbridge/dialin/seedtest"
+	"github.com/machinist-io/machinist/grpcbridge/dialin/infragrpctest"
 	"github.com/machinist-io/machinist/grpcbridge/internal/fixture"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
@@ -31,9 +31,9 @@ func TestShadowedRegistrationIsReported(t *testing.T) {
 	}, fixture.ServerTransport(t, certs))
 	providerLogs := &syncbuf.Buffer{}
 	p := fixture.ConnectProvider(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "local", "mem"), map[string]driver.Driver{"local": okDriver(), "mem": okDriver()},
-		func(o *dialin.ProviderOptions) { o.Log = slog.New(slog.NewTextHandler(providerLogs, nil)) })
+		func(o *dialin.ConnectorOptions) { o.Log = slog.New(slog.NewTextHandler(providerLogs, nil)) })
 	waitFor(t, ctrl.Server, "local", 1)
-	seedClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "OpenStackMachineClass", &seedtest.AWS{}, 0)
+	infragrpcClient(t, ctrl.Addr, fixture.ProviderCerts(t, certs, "openstack"), "OpenStackMachineClass", &infragrpctest.AWS{}, 0)
 	waitFor(t, ctrl.Server, "openstack", 1)
 
 	got := ctrl.Server.Shadowed()

@@ -70,9 +70,3 @@ func (s *store) get(d []byte) ([]byte, []string, bool) {
 	}
 	return e.raw, names, true
 }
-
-func (s *store) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.entries)
-}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -140,21 +141,19 @@ func (w *Watch) Arm() {
 // that takes longer than 30 s.
 func (w *Watch) ArmWhen(t testing.TB, what string, ready func(Counts) bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var c Counts
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		w.mu.Lock()
-		c := Count(w.machines)
-		if ready(c) {
-			w.armed = true
-			w.observeLocked()
-			w.mu.Unlock()
-			return
+		defer w.mu.Unlock()
+		if c = Count(w.machines); !ready(c) {
+			return false, nil
 		}
-		w.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("the machine watch never showed %s: %+v", what, c)
-		}
-		time.Sleep(50 * time.Millisecond)
+		w.armed = true
+		w.observeLocked()
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the machine watch never showed %s: %+v", what, c)
 	}
 }
 

@@ -32,9 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
@@ -46,7 +47,7 @@ func kubectlPath(t *testing.T) string {
 	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
 		dirs = append(dirs, d)
 	}
-	if root, err := controlplane.RepoRoot(); err == nil {
+	if root, err := localcontrolplane.RepoRoot(); err == nil {
 		dirs = append(dirs, filepath.Join(root, "bin"))
 	}
 	for _, d := range dirs {
@@ -72,7 +73,7 @@ func kubectl(t *testing.T, env *testenv.Env, args ...string) (string, error) {
 
 func here(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,23 +141,10 @@ func TestRBACIsEnough(t *testing.T) {
 	}
 
 	logs := &syncbuf.Buffer{}
-	opts := manager.DefaultOptions()
-	opts.ControlConfig = sa
-	opts.Namespace = ns
-	opts.StateDir = t.TempDir()
-	opts.Port = -1
+	opts := ctrltest.ProductOptions(t, sa, ns)
+	opts.LeaderElection.Enabled = true // the manifests' RBAC must allow the Lease too
 	opts.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := manager.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	ctrltest.RunProduct(t, opts)
 	defer func() {
 		if t.Failed() {
 			t.Logf("controller log:\n%s", tail(logs.String(), 40000))
@@ -189,7 +177,7 @@ func TestRBACIsEnough(t *testing.T) {
 			},
 		},
 	})
-	waitFor(t, 120*time.Second, "2 Running machines", func() (bool, string) {
+	eventually.Explained(t, 120*time.Second, "2 Running machines", func() (bool, string) {
 		var list v1alpha1.MachineList
 		if err := admin.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -215,21 +203,21 @@ func TestRBACIsEnough(t *testing.T) {
 			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}},
 	}
 	mustCreate(pod)
-	waitFor(t, 60*time.Second, "the bound pod Running", func() (bool, string) {
+	eventually.Explained(t, 60*time.Second, "the bound pod Running", func() (bool, string) {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)
 		return err == nil && pod.Status.Phase == corev1.PodRunning, fmt.Sprintf("phase %q %v", pod.Status.Phase, err)
 	})
 	if err := admin.Delete(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the deleted pod removed", func() (bool, string) {
+	eventually.Explained(t, 60*time.Second, "the deleted pod removed", func() (bool, string) {
 		err := admin.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	if err := admin.Delete(ctx, &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 120*time.Second, "machines, nodes and the deployment gone", func() (bool, string) {
+	eventually.Explained(t, 120*time.Second, "machines, nodes and the deployment gone", func() (bool, string) {
 		var ms v1alpha1.MachineList
 		var nodes corev1.NodeList
 		_ = admin.List(ctx, &ms, client.InNamespace(ns))
@@ -293,7 +281,7 @@ func containers(t *testing.T, base string) []machinistContainer {
 // TestImagesFollowVERSION checks that every machinist image the kustomizations reference has the
 // tag `make image` gives it: the Makefile's default VERSION.
 func TestImagesFollowVERSION(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +313,7 @@ func TestImagesFollowVERSION(t *testing.T) {
 // flag placed after the subcommand, a subcommand given to /machine-controller, or a controller
 // subcommand a container should not run fails here instead of in a crash-looping pod.
 func TestContainerArgsParse(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +352,11 @@ func TestContainerArgsParse(t *testing.T) {
 				}
 			}
 			argv = append(append(argv, c.args...), "--help")
+			// Build first: the minute is the command's, not the compile's (a cold build under
+			// load took longer and failed the command).
+			bin := binary(c.image, argv[0])
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			res, err := exec.CommandContext(ctx, binary(c.image, argv[0]), argv[1:]...).CombinedOutput()
+			res, err := exec.CommandContext(ctx, bin, argv[1:]...).CombinedOutput()
 			cancel()
 			if err != nil {
 				t.Errorf("%s: %s/%s (%s): %s: %v\n%s", base, c.deployment, c.name, c.image, strings.Join(argv, " "), err, tail(string(res), 2000))
@@ -379,7 +370,7 @@ func TestContainerArgsParse(t *testing.T) {
 // module build/certmanager pins, never fetched from GitHub): without them, and then without
 // the namespace, kubectl fails with the errors the comments name; with both, every object passes.
 func TestAutoscalerOverlayWithCertManager(t *testing.T) {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,21 +452,6 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func tail(s string, n int) string {

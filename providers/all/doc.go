@@ -5,4 +5,4 @@
 package all
 
 // Providers lists every provider directory known when this package was generated.
-var Providers = []string{"aws", "azure", "local", "openstack"}
+var Providers = []string{"aws", "azure", "gcp", "local", "openstack"}

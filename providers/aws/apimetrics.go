@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 )
 
 // Service labels of mcm_cloud_api_* as MCM's AWS provider names its calls
@@ -60,11 +60,11 @@ func addAPIMetrics(stack *middleware.Stack) error {
 			start := time.Now()
 			out, md, err := next.HandleInitialize(ctx, in)
 			if err != nil {
-				cloudapi.Failed(Name, svc)
+				cloudmetrics.Failed(Name, svc)
 				return out, md, err
 			}
-			cloudapi.Requested(Name, svc)
-			cloudapi.Observe(Name, svc, time.Since(start))
+			cloudmetrics.Requested(Name, svc)
+			cloudmetrics.Observe(Name, svc, time.Since(start))
 			return out, md, err
 		}), middleware.Before)
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/ptr"
 
-	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
@@ -20,7 +20,7 @@ import (
 func awsCounts(t *testing.T) (requests, failed, timed map[string]float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudapiprom.Collector())
+	reg.MustRegister(cloudmetricsprom.Collector())
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -134,8 +134,8 @@ const appID = "machinist"
 func (d *Driver) retryer() aws.Retryer {
 	return retry.NewStandard(func(o *retry.StandardOptions) {
 		o.MaxAttempts = d.opts.MaxAttempts
-		o.MaxBackoff = d.opts.MaxBackoff
-		o.Backoff = retry.NewExponentialJitterBackoff(d.opts.MaxBackoff)
+		o.MaxBackoff = d.opts.MaxRetryWait
+		o.Backoff = retry.NewExponentialJitterBackoff(d.opts.MaxRetryWait)
 		o.RateLimiter = ratelimit.None
 		// EC2 answers capacity errors with HTTP 500; retrying them at once only delays the
 		// capacity fallback.
@@ -148,6 +148,7 @@ func (d *Driver) retryer() aws.Retryer {
 	})
 }
 
+// optional is s, or nil when s is empty: the SDK's "not set" for an endpoint.
 func optional(s string) *string {
 	if s == "" {
 		return nil

@@ -35,8 +35,8 @@ type Options struct {
 	// MaxAttempts is how often the SDK tries a call that fails transiently (throttling, 5xx,
 	// connection errors); default 3, the SDK's.
 	MaxAttempts int
-	// MaxBackoff caps the jittered exponential wait between attempts; default 20s, the SDK's.
-	MaxBackoff time.Duration
+	// MaxRetryWait caps the jittered exponential wait between attempts; default 20s, the SDK's.
+	MaxRetryWait time.Duration
 	// OperationTimeout bounds a call whose context has no deadline; default 10 minutes.
 	OperationTimeout time.Duration
 	// VisibleTimeout is how long a create waits for EC2 to show the instance it launched
@@ -71,8 +71,8 @@ func New(opts Options) *Driver {
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 3
 	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 20 * time.Second
+	if opts.MaxRetryWait <= 0 {
+		opts.MaxRetryWait = 20 * time.Second
 	}
 	if opts.OperationTimeout <= 0 {
 		opts.OperationTimeout = 10 * time.Minute

@@ -84,7 +84,7 @@ func newTestCloud() *fakeaws.Cloud {
 func (e *testEnv) newDriver() *Driver {
 	return New(Options{
 		MaxAttempts:    3,
-		MaxBackoff:     5 * time.Millisecond,
+		MaxRetryWait:   5 * time.Millisecond,
 		PollInterval:   5 * time.Millisecond,
 		VisibleTimeout: 10 * time.Second,
 		CleanupTimeout: 20 * time.Second,

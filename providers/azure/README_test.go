@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -38,9 +39,7 @@ func TestKubernetesSamplesDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
-			docs = append(docs, doc)
-		}
+		docs = append(docs, bytes.Split(raw, []byte("\n---\n"))...)
 	}
 	checkSample(t, docs)
 }
@@ -89,7 +88,7 @@ func checkSample(t *testing.T, docs [][]byte) {
 	if err != nil {
 		t.Fatalf("sample MachineClass: %v", err)
 	}
-	if spec.clusterTag() == "" || !strings.HasPrefix(deref(spec.Properties.StorageProfile.ImageReference.URN), "sap:") {
+	if spec.clusterTag() == "" || !strings.HasPrefix(ptr.Deref(spec.Properties.StorageProfile.ImageReference.URN, ""), "sap:") {
 		t.Errorf("decoded spec = %+v", spec)
 	}
 	if _, err := credentialsFrom(merged); err != nil {

@@ -7,7 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 )
 
 // apiServices names the SDK operations as MCM's Azure provider names its API calls in the
@@ -57,11 +57,11 @@ func (apiMetrics) Do(req *policy.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := req.Next()
 	if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-		cloudapi.Failed(Name, svc)
+		cloudmetrics.Failed(ProviderName, svc)
 		return resp, err
 	}
-	cloudapi.Requested(Name, svc)
-	cloudapi.Observe(Name, svc, time.Since(start))
+	cloudmetrics.Requested(ProviderName, svc)
+	cloudmetrics.Observe(ProviderName, svc, time.Since(start))
 	return resp, err
 }
 

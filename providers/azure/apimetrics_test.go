@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
 )
@@ -20,7 +20,7 @@ import (
 func azureCounts(t *testing.T) (requests, failed, timed map[string]float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudapiprom.Collector())
+	reg.MustRegister(cloudmetricsprom.Collector())
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func azureCounts(t *testing.T) (requests, failed, timed map[string]float64) {
 			if !slices.Equal(names, []string{"provider", "service"}) {
 				t.Errorf("%s has labels %v, MCM's are provider and service", f.GetName(), names)
 			}
-			if labels["provider"] == Name {
+			if labels["provider"] == ProviderName {
 				dst[labels["service"]] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
 			}
 		}

@@ -13,14 +13,14 @@ import (
 )
 
 func TestConformanceThroughTheGRPCBridge(t *testing.T) {
-	bridgetest.Run(t, Name, conformanceTarget, drivertest.WithTimeout(60*time.Second))
+	bridgetest.Run(t, ProviderName, conformanceTarget, drivertest.WithTimeout(60*time.Second))
 }
 
 // TestAzureErrorsCrossTheBridge checks that a capacity failure keeps its code and its ARM details
 // through the bridge, and that the failed create still cleaned up.
 func TestAzureErrorsCrossTheBridge(t *testing.T) {
 	e := newTestEnv(t)
-	remote := bridgetest.DialOut(t, Name, e.drv)
+	remote := bridgetest.DialOut(t, ProviderName, e.drv)
 	e.cloud.FailNextAllocation("ZonalAllocationFailed")
 	_, err := remote.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret})
 	if driver.CodeOf(err) != driver.ResourceExhausted {

@@ -1,9 +1,7 @@
 package azure
 
 import (
-	"container/list"
 	"fmt"
-	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -26,50 +24,6 @@ type clientSet struct {
 	nics      *armnetwork.InterfacesClient
 	subnets   *armnetwork.SubnetsClient
 	resources *armresources.Client
-}
-
-// clientCache keeps the client sets of the most recently used credential sets, keyed by a hash
-// of the credentials (so rotated secrets get fresh clients and old ones age out).
-type clientCache struct {
-	mu      sync.Mutex
-	max     int
-	entries map[string]*list.Element
-	order   *list.List // front = most recently used
-}
-
-type cacheEntry struct {
-	key string
-	set *clientSet
-}
-
-func newClientCache(max int) *clientCache {
-	return &clientCache{max: max, entries: map[string]*list.Element{}, order: list.New()}
-}
-
-func (c *clientCache) get(key string, build func() (*clientSet, error)) (*clientSet, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[key]; ok {
-		c.order.MoveToFront(el)
-		return el.Value.(*cacheEntry).set, nil
-	}
-	set, err := build()
-	if err != nil {
-		return nil, err
-	}
-	c.entries[key] = c.order.PushFront(&cacheEntry{key: key, set: set})
-	for c.order.Len() > c.max {
-		old := c.order.Back()
-		c.order.Remove(old)
-		delete(c.entries, old.Value.(*cacheEntry).key)
-	}
-	return set, nil
-}
-
-func (c *clientCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len()
 }
 
 // cloudConfig resolves the cloud: Options.Cloud, else the custom cloud of the secret, else the
@@ -112,7 +66,7 @@ func (d *Driver) clients(creds credentials, spec *ProviderSpec) (*clientSet, err
 	if err != nil {
 		return nil, err
 	}
-	return d.cache.get(creds.hash(cloudName), func() (*clientSet, error) {
+	return d.cache.Get(creds.hash(cloudName), func() (*clientSet, error) {
 		set, err := d.newClientSet(creds, cfg)
 		if err != nil {
 			return nil, driver.Wrap(driver.InvalidArgument, err, "azure: set up the Azure clients")

@@ -8,13 +8,15 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // maxCustomData is the longest base64 customData Azure accepts.
@@ -57,7 +59,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			return nil, driver.Errorf(driver.AlreadyExists, "azure: VM %q exists in resource group %q without this class's cluster and role tags (%s): it is not this machine's; delete or rename it, or rename the machine",
 				name, spec.ResourceGroup, strings.Join(spec.scopeTags(), ", "))
 		}
-		state := deref(vm.Properties.ProvisioningState)
+		state := ptr.Deref(vm.Properties.ProvisioningState, "")
 		switch {
 		case strings.EqualFold(state, "Failed") && attempt == 0:
 			// A VM that failed to provision is of no use: remove it with its NIC and disks and
@@ -71,7 +73,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			return nil, driver.Errorf(driver.Unavailable, "azure: VM %q is being deleted; retry once it is gone", name)
 		case strings.EqualFold(state, "Creating") || strings.EqualFold(state, "Updating"):
 			// Another call (or an earlier, interrupted one) is still creating it: wait.
-			if err := sleep(ctx, d.opts.PollFrequency); err != nil {
+			if err := waitctx.Sleep(ctx, clock.RealClock{}, d.opts.PollInterval); err != nil {
 				return nil, statusOf("wait for VM "+name, err)
 			}
 			continue
@@ -155,7 +157,7 @@ func (d *Driver) resolveImage(ctx context.Context, cs *clientSet, spec *Provider
 	img := spec.Properties.StorageProfile.ImageReference
 	switch {
 	case img.ID != "":
-		return &armcompute.ImageReference{ID: to(img.ID)}, nil, nil
+		return &armcompute.ImageReference{ID: ptr.To(img.ID)}, nil, nil
 	case img.CommunityGalleryImageID != nil && *img.CommunityGalleryImageID != "":
 		return &armcompute.ImageReference{CommunityGalleryImageID: img.CommunityGalleryImageID}, nil, nil
 	case img.SharedGalleryImageID != nil && *img.SharedGalleryImageID != "":
@@ -167,14 +169,14 @@ func (d *Driver) resolveImage(ctx context.Context, cs *clientSet, spec *Provider
 		return driver.Errorf(driver.InvalidArgument, "azure: marketplace image %s is not available in %s: fix providerSpec.properties.storageProfile.imageReference.urn", *img.URN, spec.Location)
 	}
 	if strings.EqualFold(version, "latest") {
-		list, err := cs.images.List(ctx, spec.Location, publisher, offer, sku, &armcompute.VirtualMachineImagesClientListOptions{Top: to(int32(1)), Orderby: to("name desc")})
+		list, err := cs.images.List(ctx, spec.Location, publisher, offer, sku, &armcompute.VirtualMachineImagesClientListOptions{Top: ptr.To(int32(1)), Orderby: ptr.To("name desc")})
 		if isNotFound(err) || (err == nil && len(list.VirtualMachineImageResourceArray) == 0) {
 			return nil, nil, notFound()
 		}
 		if err != nil {
 			return nil, nil, statusOf("list versions of image "+*img.URN, err)
 		}
-		version = deref(list.VirtualMachineImageResourceArray[0].Name)
+		version = ptr.Deref(list.VirtualMachineImageResourceArray[0].Name, "")
 	}
 	image, err := cs.images.Get(ctx, spec.Location, publisher, offer, sku, version, nil)
 	if isNotFound(err) {
@@ -201,7 +203,7 @@ func (d *Driver) subnetID(ctx context.Context, cs *clientSet, spec *ProviderSpec
 	if err != nil {
 		return "", statusOf(fmt.Sprintf("get subnet %s/%s/%s", rg, vnet, subnet), err)
 	}
-	return deref(s.ID), nil
+	return ptr.Deref(s.ID, ""), nil
 }
 
 // ensureNIC returns the machine's NIC, creating it when absent.
@@ -213,27 +215,27 @@ func (d *Driver) ensureNIC(ctx context.Context, cs *clientSet, spec *ProviderSpe
 		if foreignCluster(spec, nic.Tags) {
 			return "", driver.Errorf(driver.AlreadyExists, "azure: NIC %q exists in resource group %q and belongs to another cluster: delete or rename it", name, spec.ResourceGroup)
 		}
-		if att := nic.Properties.VirtualMachine; att != nil && !strings.EqualFold(lastSegment(deref(att.ID)), vm) {
-			return "", driver.Errorf(driver.AlreadyExists, "azure: NIC %q is attached to VM %s: detach or delete it", name, deref(att.ID))
+		if att := nic.Properties.VirtualMachine; att != nil && !strings.EqualFold(lastSegment(ptr.Deref(att.ID, "")), vm) {
+			return "", driver.Errorf(driver.AlreadyExists, "azure: NIC %q is attached to VM %s: detach or delete it", name, ptr.Deref(att.ID, ""))
 		}
 		m.nic = true // a leftover of an earlier attempt for this machine: ours to clean up
-		return deref(nic.ID), nil
+		return ptr.Deref(nic.ID, ""), nil
 	case !isNotFound(err):
 		return "", statusOf("get NIC "+name, err)
 	}
 	m.nic = true
 	params := armnetwork.Interface{
-		Location: to(spec.Location),
+		Location: ptr.To(spec.Location),
 		Tags:     azureTags(spec.Tags),
 		Properties: &armnetwork.InterfacePropertiesFormat{
 			EnableAcceleratedNetworking: spec.Properties.NetworkProfile.AcceleratedNetworking,
-			EnableIPForwarding:          to(true),
+			EnableIPForwarding:          ptr.To(true),
 			IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{
-				Name: to(name + "-ipconfig"),
+				Name: ptr.To(name + "-ipconfig"),
 				Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{
 					Subnet:                    &armnetwork.Subnet{ID: &subnetID},
-					PrivateIPAllocationMethod: to(armnetwork.IPAllocationMethodDynamic),
-					Primary:                   to(true),
+					PrivateIPAllocationMethod: ptr.To(armnetwork.IPAllocationMethodDynamic),
+					Primary:                   ptr.To(true),
 				},
 			}},
 		},
@@ -246,7 +248,7 @@ func (d *Driver) ensureNIC(ctx context.Context, cs *clientSet, spec *ProviderSpe
 	if err != nil {
 		return "", statusOf("create NIC "+name, err)
 	}
-	return deref(res.ID), nil
+	return ptr.Deref(res.ID, ""), nil
 }
 
 // ensureImageDisks creates the data disks that are made from an image; the VM attaches them.
@@ -263,7 +265,7 @@ func (d *Driver) ensureImageDisks(ctx context.Context, cs *clientSet, spec *Prov
 				return nil, driver.Errorf(driver.AlreadyExists, "azure: disk %q exists and belongs to another cluster: delete or rename it", name)
 			}
 			m.disks = append(m.disks, name)
-			ids[*dd.Lun] = deref(existing.ID)
+			ids[*dd.Lun] = ptr.Deref(existing.ID, "")
 			continue
 		} else if !isNotFound(err) {
 			return nil, statusOf("get disk "+name, err)
@@ -275,19 +277,19 @@ func (d *Driver) ensureImageDisks(ctx context.Context, cs *clientSet, spec *Prov
 		case dd.ImageRef.SharedGalleryImageID != nil && *dd.ImageRef.SharedGalleryImageID != "":
 			source.SharedGalleryImageID = dd.ImageRef.SharedGalleryImageID
 		default:
-			source.ID = to(dd.ImageRef.ID)
+			source.ID = ptr.To(dd.ImageRef.ID)
 		}
 		disk := armcompute.Disk{
-			Location: to(spec.Location),
+			Location: ptr.To(spec.Location),
 			Tags:     azureTags(spec.Tags),
-			SKU:      &armcompute.DiskSKU{Name: to(armcompute.DiskStorageAccountTypes(dd.StorageAccountType))},
+			SKU:      &armcompute.DiskSKU{Name: ptr.To(armcompute.DiskStorageAccountTypes(dd.StorageAccountType))},
 			Properties: &armcompute.DiskProperties{
-				CreationData: &armcompute.CreationData{CreateOption: to(armcompute.DiskCreateOptionFromImage), GalleryImageReference: source},
-				DiskSizeGB:   to(dd.DiskSizeGB),
+				CreationData: &armcompute.CreationData{CreateOption: ptr.To(armcompute.DiskCreateOptionFromImage), GalleryImageReference: source},
+				DiskSizeGB:   ptr.To(dd.DiskSizeGB),
 			},
 		}
 		if z := spec.Properties.Zone; z != nil {
-			disk.Zones = []*string{to(strconv.Itoa(*z))}
+			disk.Zones = []*string{ptr.To(strconv.Itoa(*z))}
 		}
 		m.disks = append(m.disks, name)
 		poller, err := cs.disks.BeginCreateOrUpdate(ctx, spec.ResourceGroup, name, disk, nil)
@@ -298,7 +300,7 @@ func (d *Driver) ensureImageDisks(ctx context.Context, cs *clientSet, spec *Prov
 		if err != nil {
 			return nil, statusOf("create disk "+name, err)
 		}
-		ids[*dd.Lun] = deref(res.ID)
+		ids[*dd.Lun] = ptr.Deref(res.ID, "")
 	}
 	return ids, nil
 }
@@ -308,111 +310,111 @@ func vmParams(spec *ProviderSpec, name, nicID, customData string, image *armcomp
 	props := spec.Properties
 	sp := props.StorageProfile
 	osDisk := &armcompute.OSDisk{
-		Name:         to(osDiskName(name)),
-		CreateOption: to(armcompute.DiskCreateOptionTypesFromImage),
-		DiskSizeGB:   to(sp.OsDisk.DiskSizeGB),
-		DeleteOption: to(armcompute.DiskDeleteOptionTypesDelete),
+		Name:         ptr.To(osDiskName(name)),
+		CreateOption: ptr.To(armcompute.DiskCreateOptionTypesFromImage),
+		DiskSizeGB:   ptr.To(sp.OsDisk.DiskSizeGB),
+		DeleteOption: ptr.To(armcompute.DiskDeleteOptionTypesDelete),
 		ManagedDisk:  &armcompute.ManagedDiskParameters{},
 	}
 	if sp.OsDisk.Caching != "" {
-		osDisk.Caching = to(armcompute.CachingTypes(sp.OsDisk.Caching))
+		osDisk.Caching = ptr.To(armcompute.CachingTypes(sp.OsDisk.Caching))
 	}
 	if t := sp.OsDisk.ManagedDisk.StorageAccountType; t != "" {
-		osDisk.ManagedDisk.StorageAccountType = to(armcompute.StorageAccountTypes(t))
+		osDisk.ManagedDisk.StorageAccountType = ptr.To(armcompute.StorageAccountTypes(t))
 	}
-	if sec := sp.OsDisk.ManagedDisk.SecurityProfile; sec != nil && deref(sec.SecurityEncryptionType) != "" {
-		osDisk.ManagedDisk.SecurityProfile = &armcompute.VMDiskSecurityProfile{SecurityEncryptionType: to(armcompute.SecurityEncryptionTypes(*sec.SecurityEncryptionType))}
+	if sec := sp.OsDisk.ManagedDisk.SecurityProfile; sec != nil && ptr.Deref(sec.SecurityEncryptionType, "") != "" {
+		osDisk.ManagedDisk.SecurityProfile = &armcompute.VMDiskSecurityProfile{SecurityEncryptionType: ptr.To(armcompute.SecurityEncryptionTypes(*sec.SecurityEncryptionType))}
 	}
 	var dataDisks []*armcompute.DataDisk
 	for _, dd := range sp.DataDisks {
 		disk := &armcompute.DataDisk{
-			Name:         to(dataDiskName(name, dd)),
+			Name:         ptr.To(dataDiskName(name, dd)),
 			Lun:          dd.Lun,
-			DiskSizeGB:   to(dd.DiskSizeGB),
-			CreateOption: to(armcompute.DiskCreateOptionTypesEmpty),
-			DeleteOption: to(armcompute.DiskDeleteOptionTypesDelete),
-			ManagedDisk:  &armcompute.ManagedDiskParameters{StorageAccountType: to(armcompute.StorageAccountTypes(dd.StorageAccountType))},
+			DiskSizeGB:   ptr.To(dd.DiskSizeGB),
+			CreateOption: ptr.To(armcompute.DiskCreateOptionTypesEmpty),
+			DeleteOption: ptr.To(armcompute.DiskDeleteOptionTypesDelete),
+			ManagedDisk:  &armcompute.ManagedDiskParameters{StorageAccountType: ptr.To(armcompute.StorageAccountTypes(dd.StorageAccountType))},
 		}
 		if dd.Caching != "" {
-			disk.Caching = to(armcompute.CachingTypes(dd.Caching))
+			disk.Caching = ptr.To(armcompute.CachingTypes(dd.Caching))
 		}
 		if id, ok := imageDisks[*dd.Lun]; ok {
-			disk.CreateOption = to(armcompute.DiskCreateOptionTypesAttach)
+			disk.CreateOption = ptr.To(armcompute.DiskCreateOptionTypesAttach)
 			disk.DiskSizeGB = nil
-			disk.ManagedDisk = &armcompute.ManagedDiskParameters{ID: to(id)}
+			disk.ManagedDisk = &armcompute.ManagedDiskParameters{ID: ptr.To(id)}
 		}
 		dataDisks = append(dataDisks, disk)
 	}
-	linux := &armcompute.LinuxConfiguration{DisablePasswordAuthentication: to(props.OsProfile.LinuxConfiguration.DisablePasswordAuthentication)}
+	linux := &armcompute.LinuxConfiguration{DisablePasswordAuthentication: ptr.To(props.OsProfile.LinuxConfiguration.DisablePasswordAuthentication)}
 	if key := props.OsProfile.LinuxConfiguration.SSH.PublicKeys; key.KeyData != "" {
 		path := key.Path
 		if path == "" {
 			path = "/home/" + props.OsProfile.AdminUsername + "/.ssh/authorized_keys"
 		}
-		linux.SSH = &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: to(path), KeyData: to(key.KeyData)}}}
+		linux.SSH = &armcompute.SSHConfiguration{PublicKeys: []*armcompute.SSHPublicKey{{Path: ptr.To(path), KeyData: ptr.To(key.KeyData)}}}
 	}
 	vm := armcompute.VirtualMachine{
-		Location: to(spec.Location),
+		Location: ptr.To(spec.Location),
 		Tags:     azureTags(spec.Tags),
 		Plan:     plan,
 		Properties: &armcompute.VirtualMachineProperties{
-			HardwareProfile: &armcompute.HardwareProfile{VMSize: to(armcompute.VirtualMachineSizeTypes(props.HardwareProfile.VMSize))},
+			HardwareProfile: &armcompute.HardwareProfile{VMSize: ptr.To(armcompute.VirtualMachineSizeTypes(props.HardwareProfile.VMSize))},
 			StorageProfile: &armcompute.StorageProfile{
 				ImageReference: image,
 				OSDisk:         osDisk,
 				DataDisks:      dataDisks,
 			},
 			OSProfile: &armcompute.OSProfile{
-				ComputerName:       to(name),
-				AdminUsername:      to(props.OsProfile.AdminUsername),
-				CustomData:         to(customData),
+				ComputerName:       ptr.To(name),
+				AdminUsername:      ptr.To(props.OsProfile.AdminUsername),
+				CustomData:         ptr.To(customData),
 				LinuxConfiguration: linux,
 			},
 			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{
-				ID:         to(nicID),
-				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to(true), DeleteOption: to(armcompute.DeleteOptionsDelete)},
+				ID:         ptr.To(nicID),
+				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: ptr.To(true), DeleteOption: ptr.To(armcompute.DeleteOptionsDelete)},
 			}}},
 		},
 	}
 	p := vm.Properties
-	if ct := deref(sp.DiskControllerType); ct != "" {
-		p.StorageProfile.DiskControllerType = to(armcompute.DiskControllerTypes(ct))
+	if ct := ptr.Deref(sp.DiskControllerType, ""); ct != "" {
+		p.StorageProfile.DiskControllerType = ptr.To(armcompute.DiskControllerTypes(ct))
 	}
 	if props.Zone != nil {
-		vm.Zones = []*string{to(strconv.Itoa(*props.Zone))}
+		vm.Zones = []*string{ptr.To(strconv.Itoa(*props.Zone))}
 	}
 	if as := props.AvailabilitySet; as != nil && as.ID != "" {
-		p.AvailabilitySet = &armcompute.SubResource{ID: to(as.ID)}
+		p.AvailabilitySet = &armcompute.SubResource{ID: ptr.To(as.ID)}
 	}
 	if ss := props.VirtualMachineScaleSet; ss != nil && ss.ID != "" {
-		p.VirtualMachineScaleSet = &armcompute.SubResource{ID: to(ss.ID)}
+		p.VirtualMachineScaleSet = &armcompute.SubResource{ID: ptr.To(ss.ID)}
 	}
 	if ms := props.MachineSet; ms != nil && p.AvailabilitySet == nil && p.VirtualMachineScaleSet == nil {
 		if ms.Kind == "vmo" {
-			p.VirtualMachineScaleSet = &armcompute.SubResource{ID: to(ms.ID)}
+			p.VirtualMachineScaleSet = &armcompute.SubResource{ID: ptr.To(ms.ID)}
 		} else {
-			p.AvailabilitySet = &armcompute.SubResource{ID: to(ms.ID)}
+			p.AvailabilitySet = &armcompute.SubResource{ID: ptr.To(ms.ID)}
 		}
 	}
-	if id := deref(props.IdentityID); id != "" {
+	if id := ptr.Deref(props.IdentityID, ""); id != "" {
 		vm.Identity = &armcompute.VirtualMachineIdentity{
-			Type:                   to(armcompute.ResourceIdentityTypeUserAssigned),
+			Type:                   ptr.To(armcompute.ResourceIdentityTypeUserAssigned),
 			UserAssignedIdentities: map[string]*armcompute.UserAssignedIdentitiesValue{id: {}},
 		}
 	}
 	if dp := props.DiagnosticsProfile; dp != nil {
-		p.DiagnosticsProfile = &armcompute.DiagnosticsProfile{BootDiagnostics: &armcompute.BootDiagnostics{Enabled: to(dp.Enabled), StorageURI: dp.StorageURI}}
+		p.DiagnosticsProfile = &armcompute.DiagnosticsProfile{BootDiagnostics: &armcompute.BootDiagnostics{Enabled: ptr.To(dp.Enabled), StorageURI: dp.StorageURI}}
 	}
 	if sec := props.SecurityProfile; sec != nil {
 		p.SecurityProfile = &armcompute.SecurityProfile{}
-		if st := deref(sec.SecurityType); st != "" {
-			p.SecurityProfile.SecurityType = to(armcompute.SecurityTypes(st))
+		if st := ptr.Deref(sec.SecurityType, ""); st != "" {
+			p.SecurityProfile.SecurityType = ptr.To(armcompute.SecurityTypes(st))
 		}
 		if u := sec.UefiSettings; u != nil {
 			p.SecurityProfile.UefiSettings = &armcompute.UefiSettings{VTpmEnabled: u.VTpmEnabled, SecureBootEnabled: u.SecureBootEnabled}
 		}
 	}
-	if cr := props.CapacityReservation; cr != nil && deref(cr.CapacityReservationGroupID) != "" {
+	if cr := props.CapacityReservation; cr != nil && ptr.Deref(cr.CapacityReservationGroupID, "") != "" {
 		p.CapacityReservation = &armcompute.CapacityReservationProfile{CapacityReservationGroup: &armcompute.SubResource{ID: cr.CapacityReservationGroupID}}
 	}
 	return vm
@@ -424,7 +426,7 @@ func (d *Driver) tagDisks(ctx context.Context, cs *clientSet, spec *ProviderSpec
 	if vm.Properties == nil || vm.Properties.StorageProfile == nil {
 		return nil
 	}
-	name := deref(vm.Name)
+	name := ptr.Deref(vm.Name, "")
 	ours := map[string]bool{}
 	for _, n := range diskNames(name, spec) {
 		ours[strings.ToLower(n)] = true
@@ -432,10 +434,10 @@ func (d *Driver) tagDisks(ctx context.Context, cs *clientSet, spec *ProviderSpec
 	var disks []string
 	sp := vm.Properties.StorageProfile
 	if sp.OSDisk != nil {
-		disks = append(disks, deref(sp.OSDisk.Name))
+		disks = append(disks, ptr.Deref(sp.OSDisk.Name, ""))
 	}
 	for _, dd := range sp.DataDisks {
-		disks = append(disks, deref(dd.Name))
+		disks = append(disks, ptr.Deref(dd.Name, ""))
 	}
 	for _, disk := range disks {
 		if !ours[strings.ToLower(disk)] {
@@ -456,7 +458,7 @@ func (d *Driver) tagDisks(ctx context.Context, cs *clientSet, spec *ProviderSpec
 			tags[k] = v
 		}
 		for k, v := range spec.Tags {
-			tags[k] = to(v)
+			tags[k] = ptr.To(v)
 		}
 		poller, err := cs.disks.BeginUpdate(ctx, spec.ResourceGroup, disk, armcompute.DiskUpdate{Tags: tags}, nil)
 		if err != nil {
@@ -526,15 +528,4 @@ func lastSegment(id string) string {
 		return id[i+1:]
 	}
 	return id
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -77,22 +78,22 @@ func (d *Driver) deleteVMAndLeftovers(ctx context.Context, cs *clientSet, spec *
 // being detached).
 func cascadeUpdate(spec *ProviderSpec, vm *armcompute.VirtualMachine) *armcompute.VirtualMachineUpdate {
 	p := vm.Properties
-	if p == nil || strings.EqualFold(deref(p.ProvisioningState), "Failed") {
+	if p == nil || strings.EqualFold(ptr.Deref(p.ProvisioningState, ""), "Failed") {
 		return nil
 	}
-	name := deref(vm.Name)
+	name := ptr.Deref(vm.Name, "")
 	update := &armcompute.VirtualMachineUpdate{Properties: &armcompute.VirtualMachineProperties{}}
 	changed := false
 	if p.NetworkProfile != nil {
 		for _, ref := range p.NetworkProfile.NetworkInterfaces {
-			if !strings.EqualFold(lastSegment(deref(ref.ID)), nicName(name)) {
+			if !strings.EqualFold(lastSegment(ptr.Deref(ref.ID, "")), nicName(name)) {
 				continue
 			}
-			if ref.Properties != nil && deref(ref.Properties.DeleteOption) == armcompute.DeleteOptionsDelete {
+			if ref.Properties != nil && ptr.Deref(ref.Properties.DeleteOption, "") == armcompute.DeleteOptionsDelete {
 				continue
 			}
 			update.Properties.NetworkProfile = &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{
-				ID: ref.ID, Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: to(true), DeleteOption: to(armcompute.DeleteOptionsDelete)},
+				ID: ref.ID, Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: ptr.To(true), DeleteOption: ptr.To(armcompute.DeleteOptionsDelete)},
 			}}}
 			changed = true
 		}
@@ -103,19 +104,19 @@ func cascadeUpdate(spec *ProviderSpec, vm *armcompute.VirtualMachine) *armcomput
 			ours[strings.ToLower(n)] = true
 		}
 		update.Properties.StorageProfile = &armcompute.StorageProfile{}
-		if sp.OSDisk != nil && deref(sp.OSDisk.DeleteOption) != armcompute.DiskDeleteOptionTypesDelete {
-			update.Properties.StorageProfile.OSDisk = &armcompute.OSDisk{Name: sp.OSDisk.Name, DeleteOption: to(armcompute.DiskDeleteOptionTypesDelete)}
+		if sp.OSDisk != nil && ptr.Deref(sp.OSDisk.DeleteOption, "") != armcompute.DiskDeleteOptionTypesDelete {
+			update.Properties.StorageProfile.OSDisk = &armcompute.OSDisk{Name: sp.OSDisk.Name, DeleteOption: ptr.To(armcompute.DiskDeleteOptionTypesDelete)}
 			changed = true
 		}
 		for _, dd := range sp.DataDisks {
-			if deref(dd.ToBeDetached) {
+			if ptr.Deref(dd.ToBeDetached, false) {
 				return nil
 			}
-			if !ours[strings.ToLower(deref(dd.Name))] || deref(dd.DeleteOption) == armcompute.DiskDeleteOptionTypesDelete {
+			if !ours[strings.ToLower(ptr.Deref(dd.Name, ""))] || ptr.Deref(dd.DeleteOption, "") == armcompute.DiskDeleteOptionTypesDelete {
 				continue
 			}
 			update.Properties.StorageProfile.DataDisks = append(update.Properties.StorageProfile.DataDisks, &armcompute.DataDisk{
-				Lun: dd.Lun, Name: dd.Name, CreateOption: dd.CreateOption, DeleteOption: to(armcompute.DiskDeleteOptionTypesDelete),
+				Lun: dd.Lun, Name: dd.Name, CreateOption: dd.CreateOption, DeleteOption: ptr.To(armcompute.DiskDeleteOptionTypesDelete),
 			})
 			changed = true
 		}

@@ -15,13 +15,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 )
 
-// Name is the provider's name; MachineClass.provider "Azure" selects it.
-const Name = "azure"
+// ProviderName is the provider's registry name; MachineClass.provider "Azure" selects it.
+const ProviderName = "azure"
 
 // Options tune the driver. The zero value talks to the real Azure clouds.
 type Options struct {
@@ -31,9 +33,9 @@ type Options struct {
 	// Cloud, when set, replaces the cloud named in the spec (private clouds, tests). Instance
 	// discovery is skipped for it.
 	Cloud *cloud.Configuration
-	// PollFrequency is the wait between polls of a long-running operation when Azure sends no
+	// PollInterval is the wait between polls of a long-running operation when Azure sends no
 	// Retry-After; default 5s. Outside tests the SDK requires at least one second.
-	PollFrequency time.Duration
+	PollInterval time.Duration
 	// OperationTimeout bounds a call whose context has no deadline; default 20 minutes.
 	OperationTimeout time.Duration
 	// CleanupTimeout bounds the removal of what a failed create made, which runs even when the
@@ -57,13 +59,13 @@ type Driver struct {
 
 	opts  Options
 	log   *slog.Logger
-	cache *clientCache
+	cache *clientcache.Cache[*clientSet] // by a hash of the credentials and the cloud
 }
 
 // New returns an Azure driver. It does not contact Azure: credentials arrive with each request.
 func New(opts Options) *Driver {
-	if opts.PollFrequency <= 0 {
-		opts.PollFrequency = 5 * time.Second
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 5 * time.Second
 	}
 	if opts.OperationTimeout <= 0 {
 		opts.OperationTimeout = 20 * time.Minute
@@ -78,7 +80,7 @@ func New(opts Options) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{opts: opts, log: log.With("provider", Name), cache: newClientCache(opts.MaxClientSets)}
+	return &Driver{opts: opts, log: log.With("provider", ProviderName), cache: clientcache.New[*clientSet](opts.MaxClientSets)}
 }
 
 // prepare decodes the class and secret and returns the spec and the credential set's clients.
@@ -107,7 +109,7 @@ func (d *Driver) bound(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 func (d *Driver) pollOptions() *runtime.PollUntilDoneOptions {
-	return &runtime.PollUntilDoneOptions{Frequency: d.opts.PollFrequency}
+	return &runtime.PollUntilDoneOptions{Frequency: d.opts.PollInterval}
 }
 
 // owns reports whether tags carry every cluster and role tag of the spec (with its value).
@@ -148,19 +150,9 @@ func lookupTag(tags map[string]*string, key string) (string, bool) {
 func azureTags(tags map[string]string) map[string]*string {
 	out := make(map[string]*string, len(tags))
 	for k, v := range tags {
-		out[k] = to(v)
+		out[k] = ptr.To(v)
 	}
 	return out
-}
-
-func to[T any](v T) *T { return &v }
-
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 var _ driver.Driver = (*Driver)(nil)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
@@ -25,7 +26,7 @@ func TestNoLeaksWhenAnyStepOfCreateFails(t *testing.T) {
 		// Include a data disk made from an image, so its create and tag steps are exercised.
 		e.class = e.classWith("img", func(s *ProviderSpec) {
 			lun := int32(5)
-			s.Properties.StorageProfile.DataDisks = append(s.Properties.StorageProfile.DataDisks, DataDisk{Name: "cache", Lun: &lun, DiskSizeGB: 32, StorageAccountType: "Premium_LRS", ImageRef: &ImageReference{SharedGalleryImageID: to("/SharedGalleries/s/Images/cache/Versions/1.0.0")}})
+			s.Properties.StorageProfile.DataDisks = append(s.Properties.StorageProfile.DataDisks, DataDisk{Name: "cache", Lun: &lun, DiskSizeGB: 32, StorageAccountType: "Premium_LRS", ImageRef: &ImageReference{SharedGalleryImageID: ptr.To("/SharedGalleries/s/Images/cache/Versions/1.0.0")}})
 		})
 	}
 	base := newTestEnv(t)
@@ -277,14 +278,14 @@ func TestClientSetsAreReusedPerCredentialSet(t *testing.T) {
 	if n := len(e.cloud.RequestsFor(fakeazure.OpToken)); n != 1 {
 		t.Errorf("token requests = %d, want 1: the credential (and its token) is reused", n)
 	}
-	if n := e.drv.cache.len(); n != 1 {
+	if n := e.drv.cache.Len(); n != 1 {
 		t.Errorf("client sets = %d, want 1", n)
 	}
 	// A rotated secret gets its own client set.
 	e.cloud.AddServicePrincipal(testClientID, "rotated-secret-value")
 	e.secret.Data[KeyClientSecret] = []byte("rotated-secret-value")
 	e.mustCreate(t, "m-3")
-	if n := e.drv.cache.len(); n != 2 {
+	if n := e.drv.cache.Len(); n != 2 {
 		t.Errorf("client sets after rotation = %d, want 2", n)
 	}
 }
@@ -298,7 +299,7 @@ func TestLoginOutagesAreUnavailable(t *testing.T) {
 		e := newTestEnv(t)
 		cfg := e.cloud.Configuration()
 		cfg.ActiveDirectoryAuthorityHost = "https://login.unreachable.test/"
-		e.drv = New(Options{Transport: e.cloud.Transport(), Cloud: &cfg, PollFrequency: time.Millisecond,
+		e.drv = New(Options{Transport: e.cloud.Transport(), Cloud: &cfg, PollInterval: time.Millisecond,
 			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}})
 		_, err := e.create(t, "m-1")
 		msg := driver.MessageOf(err)

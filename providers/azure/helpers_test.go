@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
@@ -38,7 +39,8 @@ type testEnv struct {
 	logs   *syncbuf.Buffer
 }
 
-func newTestEnv(t testing.TB) *testEnv {
+// newTestEnv builds the fake and the driver; opts change the driver's options.
+func newTestEnv(t testing.TB, opts ...func(*Options)) *testEnv {
 	t.Helper()
 	c := fakeazure.New()
 	c.AddServicePrincipal(testClientID, testSecret)
@@ -46,17 +48,21 @@ func newTestEnv(t testing.TB) *testEnv {
 	c.AddSubnet(testRG, "shoot--dev--alpha", "shoot--dev--alpha-nodes", "10.250.0.0/16")
 	c.AddImage(testLocation, "sap", "gardenlinux", "greatest", "1443.3.0", nil)
 	c.AddImage(testLocation, "sap", "gardenlinux", "greatest", "1592.1.0", nil)
-	c.AddImage(testLocation, "canonical", "ubuntu-pro", "22_04-lts", "22.4.202401010", &armcompute.PurchasePlan{Name: to("pro-22_04-lts"), Product: to("0001-com-ubuntu-pro-jammy"), Publisher: to("canonical")})
+	c.AddImage(testLocation, "canonical", "ubuntu-pro", "22_04-lts", "22.4.202401010", &armcompute.PurchasePlan{Name: ptr.To("pro-22_04-lts"), Product: ptr.To("0001-com-ubuntu-pro-jammy"), Publisher: ptr.To("canonical")})
 	cfg := c.Configuration()
 	logs := &syncbuf.Buffer{}
-	drv := New(Options{
+	o := Options{
 		Transport:      c.Transport(),
 		Cloud:          &cfg,
-		PollFrequency:  time.Millisecond,
+		PollInterval:   time.Millisecond,
 		CleanupTimeout: 20 * time.Second,
 		Retry:          policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
 		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	drv := New(o)
 	return &testEnv{cloud: c, drv: drv, class: testClass("workers", baseSpec()), secret: testSecretObj(), logs: logs}
 }
 
@@ -75,7 +81,7 @@ func baseSpec() *ProviderSpec {
 		Properties: VirtualMachineProperties{
 			HardwareProfile: HardwareProfile{VMSize: "Standard_D2s_v3"},
 			StorageProfile: StorageProfile{
-				ImageReference: ImageReference{URN: to("sap:gardenlinux:greatest:1592.1.0")},
+				ImageReference: ImageReference{URN: ptr.To("sap:gardenlinux:greatest:1592.1.0")},
 				OsDisk:         OSDisk{Caching: "None", CreateOption: "FromImage", DiskSizeGB: 50, ManagedDisk: ManagedDiskParameters{StorageAccountType: "StandardSSD_LRS"}},
 				DataDisks:      []DataDisk{{Name: "kubelet", Lun: &lun, DiskSizeGB: 100, StorageAccountType: "Premium_LRS"}},
 			},
@@ -83,7 +89,7 @@ func baseSpec() *ProviderSpec {
 				DisablePasswordAuthentication: true,
 				SSH:                           SSHConfiguration{PublicKeys: SSHPublicKey{Path: "/home/core/.ssh/authorized_keys", KeyData: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAItestkey"}},
 			}},
-			NetworkProfile: NetworkProfile{AcceleratedNetworking: to(true)},
+			NetworkProfile: NetworkProfile{AcceleratedNetworking: ptr.To(true)},
 			Zone:           &zone,
 		},
 	}

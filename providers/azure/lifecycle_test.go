@@ -7,6 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
@@ -15,18 +16,18 @@ import (
 func classTags() map[string]*string {
 	out := map[string]*string{}
 	for k, v := range baseSpec().Tags {
-		out[k] = to(v)
+		out[k] = ptr.To(v)
 	}
 	return out
 }
 
 func TestDeleteRemovesLeftoversOfAVanishedVM(t *testing.T) {
 	e := newTestEnv(t)
-	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: to("m-1-nic"), Location: to(testLocation), Tags: classTags()})
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("m-1-os-disk"), Location: to(testLocation)}) // untagged, as Azure makes it
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("m-1-kubelet-0-data-disk"), Location: to(testLocation), Tags: classTags()})
+	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: ptr.To("m-1-nic"), Location: ptr.To(testLocation), Tags: classTags()})
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("m-1-os-disk"), Location: ptr.To(testLocation)}) // untagged, as Azure makes it
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("m-1-kubelet-0-data-disk"), Location: ptr.To(testLocation), Tags: classTags()})
 	// Same name pattern, but another cluster's: never touched.
-	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: to("m-2-nic"), Location: to(testLocation), Tags: map[string]*string{"kubernetes.io-cluster-other": to("1")}})
+	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: ptr.To("m-2-nic"), Location: ptr.To(testLocation), Tags: map[string]*string{"kubernetes.io-cluster-other": ptr.To("1")}})
 	if err := e.delete(t, e.class, "m-1"); err != nil {
 		t.Fatal(err)
 	}
@@ -47,13 +48,13 @@ func TestDeleteSetsCascadeOnAnAdoptedVMAndKeepsForeignVolumes(t *testing.T) {
 	// Make it look like a VM created without cascade delete (e.g. by an older provider), with a
 	// CSI volume attached.
 	vm, _ := e.cloud.VM(testRG, "m-1")
-	vm.Properties.NetworkProfile.NetworkInterfaces[0].Properties.DeleteOption = to(armcompute.DeleteOptionsDetach)
-	vm.Properties.StorageProfile.OSDisk.DeleteOption = to(armcompute.DiskDeleteOptionTypesDetach)
-	vm.Properties.StorageProfile.DataDisks[0].DeleteOption = to(armcompute.DiskDeleteOptionTypesDetach)
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("pvc-1234"), Location: to(testLocation), ManagedBy: vm.ID})
+	vm.Properties.NetworkProfile.NetworkInterfaces[0].Properties.DeleteOption = ptr.To(armcompute.DeleteOptionsDetach)
+	vm.Properties.StorageProfile.OSDisk.DeleteOption = ptr.To(armcompute.DiskDeleteOptionTypesDetach)
+	vm.Properties.StorageProfile.DataDisks[0].DeleteOption = ptr.To(armcompute.DiskDeleteOptionTypesDetach)
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("pvc-1234"), Location: ptr.To(testLocation), ManagedBy: vm.ID})
 	vm.Properties.StorageProfile.DataDisks = append(vm.Properties.StorageProfile.DataDisks, &armcompute.DataDisk{
-		Name: to("pvc-1234"), Lun: to(int32(7)), CreateOption: to(armcompute.DiskCreateOptionTypesAttach),
-		ManagedDisk: &armcompute.ManagedDiskParameters{ID: to("/subscriptions/" + fakeazure.DefaultSubscriptionID + "/resourceGroups/" + testRG + "/providers/Microsoft.Compute/disks/pvc-1234")},
+		Name: ptr.To("pvc-1234"), Lun: ptr.To(int32(7)), CreateOption: ptr.To(armcompute.DiskCreateOptionTypesAttach),
+		ManagedDisk: &armcompute.ManagedDiskParameters{ID: ptr.To("/subscriptions/" + fakeazure.DefaultSubscriptionID + "/resourceGroups/" + testRG + "/providers/Microsoft.Compute/disks/pvc-1234")},
 	})
 	e.cloud.PutVM(testRG, vm)
 	e.cloud.ResetRequests()
@@ -77,8 +78,8 @@ func TestDeleteOfAFailedVMDeletesItAndItsLeftovers(t *testing.T) {
 	e.cloud.SetLROPollsFor(fakeazure.OpCreateVM, 0)
 	e.mustCreate(t, "m-1")
 	vm, _ := e.cloud.VM(testRG, "m-1")
-	vm.Properties.ProvisioningState = to(fakeazure.StateFailed)
-	vm.Properties.NetworkProfile.NetworkInterfaces[0].Properties.DeleteOption = to(armcompute.DeleteOptionsDetach)
+	vm.Properties.ProvisioningState = ptr.To(fakeazure.StateFailed)
+	vm.Properties.NetworkProfile.NetworkInterfaces[0].Properties.DeleteOption = ptr.To(armcompute.DeleteOptionsDetach)
 	e.cloud.PutVM(testRG, vm)
 	e.cloud.ResetRequests()
 	if err := e.delete(t, e.class, "m-1"); err != nil {
@@ -111,7 +112,7 @@ func TestDeleteWhenTheResourceGroupIsGone(t *testing.T) {
 
 func TestDeleteRefusesAnotherClustersVM(t *testing.T) {
 	e := newTestEnv(t)
-	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: to("m-1"), Location: to(testLocation), Tags: map[string]*string{"kubernetes.io-cluster-other": to("1")}})
+	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: ptr.To("m-1"), Location: ptr.To(testLocation), Tags: map[string]*string{"kubernetes.io-cluster-other": ptr.To("1")}})
 	err := e.delete(t, e.class, "m-1")
 	if driver.CodeOf(err) != driver.FailedPrecondition {
 		t.Fatalf("err = %v, want FailedPrecondition", err)
@@ -126,17 +127,17 @@ func TestListMachinesShowsTheClassAndOrphans(t *testing.T) {
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
 	// Leftovers of VMs that are gone.
-	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: to("gone-a-nic"), Location: to(testLocation), Tags: classTags()})
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("gone-b-os-disk"), Location: to(testLocation), Tags: classTags()})
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("gone-c-kubelet-0-data-disk"), Location: to(testLocation), Tags: classTags()})
+	e.cloud.PutNIC(testRG, &armnetwork.Interface{Name: ptr.To("gone-a-nic"), Location: ptr.To(testLocation), Tags: classTags()})
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("gone-b-os-disk"), Location: ptr.To(testLocation), Tags: classTags()})
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("gone-c-kubelet-0-data-disk"), Location: ptr.To(testLocation), Tags: classTags()})
 	// Not ours: another cluster, another role, an unrelated disk of the cluster.
-	other := map[string]*string{"kubernetes.io-cluster-other": to("1"), "kubernetes.io-role-node": to("1")}
-	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: to("foreign"), Location: to(testLocation), Tags: other})
+	other := map[string]*string{"kubernetes.io-cluster-other": ptr.To("1"), "kubernetes.io-role-node": ptr.To("1")}
+	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: ptr.To("foreign"), Location: ptr.To(testLocation), Tags: other})
 	control := classTags()
 	delete(control, "kubernetes.io-role-node")
-	control["kubernetes.io-role-control-plane"] = to("1")
-	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: to("control"), Location: to(testLocation), Tags: control})
-	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: to("etcd-backup"), Location: to(testLocation), Tags: classTags()})
+	control["kubernetes.io-role-control-plane"] = ptr.To("1")
+	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: ptr.To("control"), Location: ptr.To(testLocation), Tags: control})
+	e.cloud.PutDisk(testRG, &armcompute.Disk{Name: ptr.To("etcd-backup"), Location: ptr.To(testLocation), Tags: classTags()})
 
 	resp, err := e.drv.ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: e.class, Secret: e.secret})
 	if err != nil {
@@ -193,8 +194,8 @@ func TestGetVolumeIDs(t *testing.T) {
 func TestStatusOfAVMOfAnotherRoleIsNotFound(t *testing.T) {
 	e := newTestEnv(t)
 	tags := classTags()
-	tags["kubernetes.io-role-node"] = to("0")
-	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: to("m-1"), Location: to(testLocation), Tags: tags})
+	tags["kubernetes.io-role-node"] = ptr.To("0")
+	e.cloud.PutVM(testRG, &armcompute.VirtualMachine{Name: ptr.To("m-1"), Location: ptr.To(testLocation), Tags: tags})
 	_, err := e.drv.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret})
 	if driver.CodeOf(err) != driver.NotFound {
 		t.Errorf("err = %v, want NotFound", err)

@@ -7,7 +7,7 @@ import (
 
 func init() {
 	registry.Register(registry.Registration{
-		Name:        Name,
+		Name:        ProviderName,
 		Description: "Azure VMs with their own NIC and managed disks (Gardener-compatible provider spec)",
 		New: func(env registry.Env) (driver.Driver, error) {
 			return New(Options{Log: env.Logger(), SpecMode: env.SpecMode}), nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -50,7 +51,7 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 				}
 			}
 			vm := vmParams(spec, "m-1", "/nic", "Y2xvdWQtY29uZmln", nil, nil, lun)
-			if deref(vm.Properties.OSProfile.ComputerName) != "m-1" {
+			if ptr.Deref(vm.Properties.OSProfile.ComputerName, "") != "m-1" {
 				t.Error("vmParams did not name the VM")
 			}
 		})
@@ -253,7 +254,7 @@ func publishedSample(t testing.TB) *v1alpha1.MachineClass {
 // json.Unmarshal answers too, for a placeholder that is not a bool.
 func TestGardenerPublishedSample(t *testing.T) {
 	class := publishedSample(t)
-	if err := driver.CheckProvider(class, Name); err != nil {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		t.Fatal(err)
 	}
 	raw := class.ProviderSpec.Raw
@@ -271,9 +272,9 @@ func TestGardenerPublishedSample(t *testing.T) {
 		!strings.Contains(driver.MessageOf(err), "acceleratedNetworking") || strings.Contains(driver.MessageOf(err), "machineSet") {
 		t.Errorf("decode error %v; want only json.Unmarshal's %v", err, stdErr)
 	}
-	if spec.Properties.MachineSet == nil || spec.Properties.MachineSet.Kind != "<string>" || deref(spec.Properties.Zone) != 2 ||
+	if spec.Properties.MachineSet == nil || spec.Properties.MachineSet.Kind != "<string>" || ptr.Deref(spec.Properties.Zone, 0) != 2 ||
 		spec.Location != "westeurope" || spec.Properties.HardwareProfile.VMSize != "Standard_DS2_v2" ||
-		deref(spec.Properties.StorageProfile.ImageReference.URN) != "sap:gardenlinux:greatest:184.0.0" || !reflect.DeepEqual(spec, gardener) {
+		ptr.Deref(spec.Properties.StorageProfile.ImageReference.URN, "") != "sap:gardenlinux:greatest:184.0.0" || !reflect.DeepEqual(spec, gardener) {
 		t.Errorf("decoded %+v\nencoding/json decodes %+v", spec, gardener)
 	}
 	_, err = driver.DecodeSpec(class, &ProviderSpec{}, driver.Strict, driver.FoldedNames)
@@ -294,7 +295,7 @@ func TestGardenerPublishedSample(t *testing.T) {
 		t.Fatalf("filled sample: %v %v", warnings, err)
 	}
 	vm := vmParams(got, "m-1", "/nic", "", nil, nil, nil)
-	if vm.Properties.AvailabilitySet == nil || deref(vm.Properties.AvailabilitySet.ID) != placeholderValues["properties.machineSet.id"] {
+	if vm.Properties.AvailabilitySet == nil || ptr.Deref(vm.Properties.AvailabilitySet.ID, "") != placeholderValues["properties.machineSet.id"] {
 		t.Errorf("machineSet did not place the VM in the availability set: %+v", vm.Properties.AvailabilitySet)
 	}
 	if _, _, err := decodeSpec(class, driver.Strict); !strings.Contains(driver.MessageOf(err), "machineSet.Kind") {

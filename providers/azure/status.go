@@ -6,6 +6,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -68,7 +69,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 			if r.Tags != nil && !owns(spec, r.Tags) {
 				continue
 			}
-			vm, ok := vmNameOf(deref(r.Type), deref(r.Name), spec)
+			vm, ok := vmNameOf(ptr.Deref(r.Type, ""), ptr.Deref(r.Name, ""), spec)
 			if !ok {
 				continue
 			}

@@ -3,6 +3,7 @@ package azure
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,7 +19,7 @@ import (
 // ignored). The warnings name what was ignored or matched loosely; an invalid spec's error notes
 // them too.
 func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	if err := driver.CheckProvider(class, Name); err != nil {
+	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		return nil, nil, err
 	}
 	spec := &ProviderSpec{}
@@ -67,7 +68,7 @@ func validateSpec(s *ProviderSpec) field.ErrorList {
 	errs = append(errs, validateTags(s.Tags, p.Child("tags"))...)
 	if cc := s.CloudConfiguration; cc != nil {
 		known := []string{CloudAzurePublic, CloudAzureChina, CloudAzureGovernment}
-		if !contains(known, cc.Name) {
+		if !slices.Contains(known, cc.Name) {
 			errs = append(errs, field.NotSupported(p.Child("cloudConfiguration", "name"), cc.Name, known))
 		}
 	}
@@ -96,13 +97,13 @@ func validateProperties(props *VirtualMachineProperties, p *field.Path) field.Er
 	errs = append(errs, validateStorageType(os.ManagedDisk.StorageAccountType, osp.Child("managedDisk", "storageAccountType"), false)...)
 	if sec := os.ManagedDisk.SecurityProfile; sec != nil && sec.SecurityEncryptionType != nil && *sec.SecurityEncryptionType != "" {
 		valid := enumStrings(armcompute.PossibleSecurityEncryptionTypesValues())
-		if !contains(valid, *sec.SecurityEncryptionType) {
+		if !slices.Contains(valid, *sec.SecurityEncryptionType) {
 			errs = append(errs, field.NotSupported(osp.Child("managedDisk", "securityProfile", "securityEncryptionType"), *sec.SecurityEncryptionType, valid))
 		}
 	}
 	if ct := props.StorageProfile.DiskControllerType; ct != nil && *ct != "" {
 		valid := enumStrings(armcompute.PossibleDiskControllerTypesValues())
-		if !contains(valid, *ct) {
+		if !slices.Contains(valid, *ct) {
 			errs = append(errs, field.NotSupported(sp.Child("diskControllerType"), *ct, valid))
 		}
 	}
@@ -133,7 +134,7 @@ func validateProperties(props *VirtualMachineProperties, p *field.Path) field.Er
 	}
 	if ms := props.MachineSet; ms != nil {
 		kinds := []string{"availabilityset", "vmo"}
-		if !contains(kinds, ms.Kind) {
+		if !slices.Contains(kinds, ms.Kind) {
 			errs = append(errs, field.NotSupported(p.Child("machineSet", "kind"), ms.Kind, kinds))
 		}
 		errs = append(errs, validateResourceID(ms.ID, p.Child("machineSet", "id"))...)
@@ -149,7 +150,7 @@ func validateProperties(props *VirtualMachineProperties, p *field.Path) field.Er
 	}
 	if sec := props.SecurityProfile; sec != nil && sec.SecurityType != nil && *sec.SecurityType != "" {
 		valid := enumStrings(armcompute.PossibleSecurityTypesValues())
-		if !contains(valid, *sec.SecurityType) {
+		if !slices.Contains(valid, *sec.SecurityType) {
 			errs = append(errs, field.NotSupported(p.Child("securityProfile", "securityType"), *sec.SecurityType, valid))
 		}
 	}
@@ -260,7 +261,7 @@ func validateCaching(v string, p *field.Path) field.ErrorList {
 		return nil
 	}
 	valid := enumStrings(armcompute.PossibleCachingTypesValues())
-	if !contains(valid, v) {
+	if !slices.Contains(valid, v) {
 		return field.ErrorList{field.NotSupported(p, v, valid)}
 	}
 	return nil
@@ -274,7 +275,7 @@ func validateStorageType(v string, p *field.Path, required bool) field.ErrorList
 		return nil
 	}
 	valid := enumStrings(armcompute.PossibleStorageAccountTypesValues())
-	if !contains(valid, v) {
+	if !slices.Contains(valid, v) {
 		return field.ErrorList{field.NotSupported(p, v, valid)}
 	}
 	return nil
@@ -306,15 +307,6 @@ func enumStrings[T ~string](values []T) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
-			return true
-		}
-	}
-	return false
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,14 @@ type agent struct {
 	unknown    bool   // the emulated lifecycle marked the node Unknown
 	taints     string // lifecycle state the node's taints were last set for ("" = not yet)
 	failing    bool   // the last beat failed (log once per outage)
+	// restored is set for an agent restarted from the state dir until it has registered: its
+	// node and Lease most likely exist, so it reads them instead of trying to create them.
+	restored bool
+	// leaseFirst is set for a restored agent until its first beat has renewed its Lease alone:
+	// after a restart of the provider every node's Lease is renewed before any node registers
+	// (one request each), so none gets older than a node lifecycle controller's grace period
+	// while thousands of registrations queue behind one client's rate limit.
+	leaseFirst bool
 	// forgotten reports whether the machine's record is gone (deleted by another process), so
 	// a node deleted with it is not registered again.
 	forgotten func() bool
@@ -140,6 +149,20 @@ func (a *agent) beat(ctx context.Context, now time.Time) time.Time {
 		}
 		if a.forgotten != nil && a.forgotten() {
 			return now.Add(time.Hour) // the driver's sync removes the agent
+		}
+		if a.leaseFirst && !a.stopped.Load() {
+			err := a.patchLease(ctx, now)
+			switch {
+			case err == nil:
+				a.leaseFirst = false
+				a.lastBeat = now
+				// Register within the next interval, spread like the restored heartbeats.
+				return now.Add(rand.N(interval) + 1)
+			case !apierrors.IsNotFound(err):
+				a.fail("renew lease", err)
+				return retryAt
+			}
+			a.leaseFirst = false // no Lease (or node) any more: register creates them
 		}
 		if err := a.register(ctx, now); err != nil {
 			a.fail("register node", err)
@@ -222,13 +245,26 @@ func (a *agent) recovered() {
 }
 
 // register creates the node (or adopts an existing one after a restart) and, unless the
-// heartbeat is stopped, reports its status and renews its Lease.
+// heartbeat is stopped, reports its status and renews its Lease. An agent restored from the
+// state dir starts from reading its node and Lease: after a provider restart thousands of agents
+// register at once, and each create that finds its object there already is a wasted request.
 func (a *agent) register(ctx context.Context, now time.Time) error {
 	nodes := a.cluster.core.Nodes()
-	node, err := nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
-	created := err == nil
-	if apierrors.IsAlreadyExists(err) {
+	var node *corev1.Node
+	var err error
+	created := false
+	if a.restored {
 		node, err = nodes.Get(ctx, a.rec.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			node, err = nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
+			created = err == nil
+		}
+	} else {
+		node, err = nodes.Create(ctx, a.newNode(now), metav1.CreateOptions{})
+		created = err == nil
+		if apierrors.IsAlreadyExists(err) {
+			node, err = nodes.Get(ctx, a.rec.Name, metav1.GetOptions{})
+		}
 	}
 	if err != nil {
 		return err
@@ -250,14 +286,11 @@ func (a *agent) register(ctx context.Context, now time.Time) error {
 		a.silent = true
 		return nil
 	}
+	known := node // the node as created, read or written: the first taint update needs no GET
 	if !created {
-		if err := a.postStatus(ctx, now); err != nil {
+		if known, err = a.postStatusFrom(ctx, now, node); err != nil {
 			return err
 		}
-	}
-	known := node // the node as created or read: the first taint update needs no GET
-	if !created {
-		known = nil // postStatus wrote it since
 	}
 	if err := a.syncTaintsOf(ctx, now, known); err != nil {
 		return err
@@ -266,6 +299,7 @@ func (a *agent) register(ctx context.Context, now time.Time) error {
 		return err
 	}
 	a.registered = true
+	a.restored = false
 	a.silent = false
 	return nil
 }
@@ -297,22 +331,37 @@ func (a *agent) heartbeat(ctx context.Context, now time.Time) error {
 
 // postStatus reports kubelet's conditions: Ready (or NotReady before readyAt) and no pressure.
 func (a *agent) postStatus(ctx context.Context, now time.Time) error {
+	_, err := a.postStatusFrom(ctx, now, nil)
+	return err
+}
+
+// postStatusFrom is postStatus starting from node when the agent has just read it (nil: read
+// it); a conflict reads it again. It returns the node as written.
+func (a *agent) postStatusFrom(ctx context.Context, now time.Time, node *corev1.Node) (*corev1.Node, error) {
 	ready := a.readyStatus(now)
+	var written *corev1.Node
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
+		cur := node
+		node = nil
+		if cur == nil {
+			var err error
+			if cur, err = a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		} else {
+			cur = cur.DeepCopy()
 		}
-		node.Status.Conditions = a.conditions(now, ready, node.Status.Conditions)
-		_, err = a.cluster.core.Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		cur.Status.Conditions = a.conditions(now, ready, cur.Status.Conditions)
+		var err error
+		written, err = a.cluster.core.Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a.reported = ready
 	a.unknown = false
-	return nil
+	return written, nil
 }
 
 // syncTaints sets the lifecycle taints for the reported state, where the agents emulate the
@@ -436,7 +485,7 @@ func equalTaints(a, b []corev1.Taint) bool {
 func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID) error {
 	leases := a.cluster.coord.Leases(corev1.NamespaceNodeLease)
 	renew := metav1.NewMicroTime(now)
-	if a.lease == nil && nodeUID != "" {
+	if a.lease == nil && nodeUID != "" && !a.restored {
 		created, err := leases.Create(ctx, a.newLease(nodeUID, renew), metav1.CreateOptions{})
 		if err == nil {
 			a.lease = created
@@ -479,6 +528,22 @@ func (a *agent) renewLease(ctx context.Context, now time.Time, nodeUID types.UID
 	}
 	a.lease, err = leases.Create(ctx, a.newLease(nodeUID, renew), metav1.CreateOptions{})
 	return err
+}
+
+// patchLease renews the node's Lease with one merge patch of its renew time, reading nothing
+// first; the agent keeps the patched Lease for its next renewal.
+func (a *agent) patchLease(ctx context.Context, now time.Time) error {
+	renew, err := metav1.NewMicroTime(now).MarshalJSON()
+	if err != nil {
+		return err
+	}
+	patch := append(append([]byte(`{"spec":{"renewTime":`), renew...), `}}`...)
+	l, err := a.cluster.coord.Leases(corev1.NamespaceNodeLease).Patch(ctx, a.rec.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return err
+	}
+	a.lease = l
+	return nil
 }
 
 // newLease is the node's Lease as kubelet creates it.

@@ -30,6 +30,8 @@ const (
 // group), the pod tracker that plays kubelet for the pods bound
 // to their nodes, and whether a node lifecycle controller runs there.
 type cluster struct {
+	// limit is the client's rate limit, growing with the agents of the cluster.
+	limit *agentLimiter
 	core  *kubeclient.CoreV1
 	coord *kubeclient.CoordinationV1
 	log   *slog.Logger
@@ -45,11 +47,14 @@ type cluster struct {
 }
 
 func newCluster(cfg *rest.Config, log *slog.Logger, lookup func(node string) *agent) (*cluster, error) {
+	limit := newAgentLimiter()
+	cfg = rest.CopyConfig(cfg)
+	cfg.RateLimiter = limit
 	cs, err := kubeclient.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("local: target client: %w", err)
 	}
-	c := &cluster{core: cs.CoreV1(), coord: cs.CoordinationV1(), log: log}
+	c := &cluster{limit: limit, core: cs.CoreV1(), coord: cs.CoordinationV1(), log: log}
 	c.pods = newPodTracker(c, lookup, log)
 	return c, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
 const (
@@ -39,6 +40,8 @@ const (
 // Tunables; tests shorten them through options.
 const (
 	defaultWorkers      = 16
+	agentsPerWorker     = 25  // beyond 16 × 25 agents, one more worker per 25
+	maxWorkers          = 256 // requests in flight at most
 	defaultSyncInterval = time.Second
 	nodeDeleteTimeout   = 10 * time.Second
 	minClientQPS        = 500
@@ -183,24 +186,40 @@ func (d *Driver) syncLoop() {
 }
 
 // sync becomes host when the lock is free and, as host, aligns the agents with the state dir.
+// A process without a target cluster leaves the lock to one with a target that waits for it
+// (handover.go).
 func (d *Driver) sync() {
 	d.mu.Lock()
 	host := d.host
 	d.mu.Unlock()
 	if !host {
+		if d.target == nil && d.hostWanted() {
+			return
+		}
 		ok, err := d.lock.tryLock()
 		if err != nil {
 			d.log.Warn("local: cannot take the host lock; node agents run elsewhere or not at all", "error", err)
 			return
 		}
 		if !ok {
+			if d.target != nil {
+				d.wantHost()
+			}
 			return
 		}
 		d.mu.Lock()
 		d.host = true
 		d.mu.Unlock()
+		if d.target != nil {
+			d.dropWant()
+		}
 		d.log.Debug("local: hosting the node agents of the state dir", "dir", d.stateDir)
 	}
+	defer func() {
+		if d.target == nil && d.hostWanted() && d.cannotServe() {
+			d.stepDown()
+		}
+	}()
 	names, err := d.store.names()
 	if err != nil {
 		d.log.Warn("local: sync state dir", "error", err)
@@ -288,6 +307,7 @@ func (d *Driver) adopt(name string) {
 	if a == nil || !isNew {
 		return
 	}
+	a.restored, a.leaseFirst = true, true
 	// Spread restored heartbeats over one interval; a machine created moments ago boots now.
 	due := time.Now().Add(rand.N(rec.Spec.HeartbeatInterval))
 	if time.Since(rec.CreatedAt) < rec.Spec.HeartbeatInterval {
@@ -342,10 +362,13 @@ func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
 	}
 	d.mu.Lock()
 	d.agents[rec.Name] = a
+	agents := len(d.agents)
 	d.mu.Unlock()
 	if c == nil {
 		return nil, false
 	}
+	c.limit.add(1)
+	d.sched.grow(min(maxWorkers, agents/agentsPerWorker))
 	c.pods.start()
 	c.watchUpdates(d.nodeReadyForUpdate)
 	return a, true
@@ -369,13 +392,17 @@ func (d *Driver) removeAgentLocked(name string) *agent {
 		return nil
 	}
 	d.sched.unschedule(a)
+	if a.cluster != nil {
+		a.cluster.limit.add(-1)
+	}
 	return a
 }
 
 // cluster returns the cluster of a target: "" is the process's target (nil when it has none),
 // anything else a kubeconfig kept from a class secret.
 // targetConfig resolves registry.Env.Target: the cluster of every class without a kubeconfig of
-// its own. A kubeconfig file is read once, at open, so a wrong --kubeconfig fails at start.
+// its own. A kubeconfig is read once, at open (internal/kubeconfig's rules: a file or
+// inClusterConfig), so a wrong --target-kubeconfig fails at start.
 func targetConfig(target any) (*rest.Config, error) {
 	switch t := target.(type) {
 	case nil:
@@ -383,9 +410,9 @@ func targetConfig(target any) (*rest.Config, error) {
 	case *rest.Config:
 		return t, nil
 	case registry.Kubeconfig:
-		cfg, err := clientcmd.BuildConfigFromFlags("", string(t))
+		cfg, err := kubeconfig.Load(string(t))
 		if err != nil {
-			return nil, fmt.Errorf("local: kubeconfig %s of the target cluster: %w", string(t), err)
+			return nil, fmt.Errorf("local: the target cluster (--target-kubeconfig): %w", err)
 		}
 		return cfg, nil
 	default:
@@ -415,13 +442,8 @@ func (d *Driver) cluster(target string) (*cluster, error) {
 			return nil, fmt.Errorf("local: target kubeconfig %s: %w", target, err)
 		}
 	}
-	// One client carries the heartbeats of every node: give it room.
-	if cfg.QPS < minClientQPS {
-		cfg.QPS = minClientQPS
-	}
-	if cfg.Burst < minClientBurst {
-		cfg.Burst = minClientBurst
-	}
+	// One client carries the heartbeats of every node: its rate limit grows with them
+	// (ratelimit.go).
 	cfg.UserAgent = "machinist-local-node-agent"
 	// Protobuf, as kubelet talks to the API server (--kube-api-content-type): the heartbeats of
 	// thousands of nodes are cheaper to encode and decode than JSON, on both sides.

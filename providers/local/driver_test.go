@@ -13,6 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // In lenient mode (the default) unknown and mis-cased fields are ignored and reported as
@@ -237,7 +238,7 @@ func TestStateDirPersistsAndIsShared(t *testing.T) {
 	if _, err := first.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: machine("m1"), MachineClass: c}); err != nil {
 		t.Fatalf("host does not see the guest's machine: %v", err)
 	}
-	eventually(t, 5*time.Second, "host adopts the guest's machine", func() (bool, string) {
+	eventually.Explained(t, 5*time.Second, "host adopts the guest's machine", func() (bool, string) {
 		first.mu.Lock()
 		defer first.mu.Unlock()
 		_, ok := first.agents["m1"]
@@ -249,7 +250,7 @@ func TestStateDirPersistsAndIsShared(t *testing.T) {
 	}
 	// Closing the host hands hosting over.
 	first.Close()
-	eventually(t, 5*time.Second, "the second driver becomes host", func() (bool, string) { return second.IsHost(), "not host" })
+	eventually.Explained(t, 5*time.Second, "the second driver becomes host", func() (bool, string) { return second.IsHost(), "not host" })
 	// A new process sees the machine after a restart.
 	second.Close()
 	third := open(t, registry.Env{StateDir: dir})

@@ -49,19 +49,3 @@ func open(t testing.TB, env registry.Env) *Driver {
 	t.Cleanup(func() { d.Close() })
 	return d
 }
-
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

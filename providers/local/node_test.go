@@ -3,9 +3,11 @@ package local
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -22,6 +25,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // fast is a class whose nodes beat every 100ms and go Unknown after 2s of silence.
@@ -57,7 +61,7 @@ func hasTaint(n *corev1.Node, key string) bool {
 func waitReady(t *testing.T, cs kubernetes.Interface, name string, want corev1.ConditionStatus, timeout time.Duration) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	eventually(t, timeout, fmt.Sprintf("node %s Ready=%s", name, want), func() (bool, string) {
+	eventually.Explained(t, timeout, fmt.Sprintf("node %s Ready=%s", name, want), func() (bool, string) {
 		n, status, state := nodeState(cs, name)
 		node = n
 		ok := status == want
@@ -88,11 +92,10 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// bootDelay 0: registered before CreateMachine returned.
-		node, err := cs.CoreV1().Nodes().Get(ctx, "ready-1", metav1.GetOptions{})
-		if err != nil {
+		if _, err := cs.CoreV1().Nodes().Get(ctx, "ready-1", metav1.GetOptions{}); err != nil {
 			t.Fatalf("no node when CreateMachine returned: %v", err)
 		}
-		node = waitReady(t, cs, "ready-1", corev1.ConditionTrue, 10*time.Second)
+		node := waitReady(t, cs, "ready-1", corev1.ConditionTrue, 10*time.Second)
 		if node.Spec.ProviderID != resp.ProviderID || resp.ProviderID != "local:///ready-1" {
 			t.Fatalf("providerID node %q response %q", node.Spec.ProviderID, resp.ProviderID)
 		}
@@ -114,7 +117,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := lease.Spec.RenewTime.Time
-		eventually(t, 10*time.Second, "lease renewed", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "lease renewed", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "ready-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -213,8 +216,24 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		// The process is gone: the lease goes stale.
 		time.Sleep(300 * time.Millisecond)
 		stale, _ := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
-		d2 := open(t, registry.Env{Target: env.Config, StateDir: dir})
-		eventually(t, 10*time.Second, "restored agent renews the lease", func() (bool, string) {
+		// The restored agent renews its Lease first, with one patch, then reads its node and
+		// Lease: no create that would find them there.
+		var creates atomic.Int32
+		var first atomic.Value
+		cfg := rest.CopyConfig(env.Config)
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/nodes") || strings.HasSuffix(r.URL.Path, "/leases")) {
+					creates.Add(1)
+				}
+				if strings.HasSuffix(r.URL.Path, "/restart-1") {
+					first.CompareAndSwap(nil, r.Method+" "+r.URL.Path)
+				}
+				return rt.RoundTrip(r)
+			})
+		}
+		d2 := open(t, registry.Env{Target: cfg, StateDir: dir})
+		eventually.Explained(t, 10*time.Second, "restored agent renews the lease", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "restart-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -225,11 +244,17 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if after.UID != before.UID {
 			t.Fatal("the restored agent registered a new node instead of adopting its own")
 		}
+		if n := creates.Load(); n != 0 {
+			t.Fatalf("the restored agent sent %d creates of its existing node or Lease", n)
+		}
+		if got, want := first.Load(), "PATCH /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/restart-1"; got != want {
+			t.Fatalf("the restored agent's first request was %v, want %s", got, want)
+		}
 		// A node deleted behind the agent's back registers again while the machine exists.
 		if err := cs.CoreV1().Nodes().Delete(ctx, "restart-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "node registered again", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "node registered again", func() (bool, string) {
 			n, err := cs.CoreV1().Nodes().Get(ctx, "restart-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -257,10 +282,61 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if _, err := guest.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine("guest-1"), MachineClass: c}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "host deletes the node of a machine deleted elsewhere", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "host deletes the node of a machine deleted elsewhere", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(ctx, "guest-1", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
+	})
+
+	t.Run("restart while a process without a target holds the state dir", func(t *testing.T) {
+		// The provider (a process with a target cluster) dies while another process without one
+		// has the state dir open — a lister, a `machinist driver` from a shell — and takes the
+		// free host lock. The restarted provider gets the node agents back, and every machine
+		// keeps its agent until its VM is deleted.
+		dir := t.TempDir()
+		c := class(t, "small", fast(t, nil))
+		d1 := open(t, registry.Env{Target: env.Config, StateDir: dir})
+		names := []string{"handover-1", "handover-2", "handover-3"}
+		for _, name := range names {
+			if _, err := d1.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine(name), MachineClass: c}); err != nil {
+				t.Fatal(err)
+			}
+			waitReady(t, cs, name, corev1.ConditionTrue, 10*time.Second)
+		}
+		lister := open(t, registry.Env{StateDir: dir})
+		d1.Close()
+		eventually.Explained(t, 10*time.Second, "the lister takes the free host lock", func() (bool, string) {
+			return lister.IsHost(), "not host"
+		})
+		d2 := open(t, registry.Env{Target: env.Config, StateDir: dir})
+		eventually.Explained(t, 10*time.Second, "the restarted provider hosts again", func() (bool, string) {
+			return d2.IsHost() && !lister.IsHost(), fmt.Sprintf("provider host %v, lister host %v", d2.IsHost(), lister.IsHost())
+		})
+		renewed := func(names []string, after time.Time) {
+			t.Helper()
+			for _, name := range names {
+				eventually.Explained(t, 10*time.Second, "node "+name+" renews its lease", func() (bool, string) {
+					l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+					if err != nil {
+						return false, err.Error()
+					}
+					return l.Spec.RenewTime.After(after), l.Spec.RenewTime.String()
+				})
+				waitReady(t, cs, name, corev1.ConditionTrue, 10*time.Second)
+			}
+		}
+		renewed(names, time.Now())
+		for i, name := range names {
+			if _, err := d2.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine(name), MachineClass: c}); err != nil {
+				t.Fatal(err)
+			}
+			assertGone(t, cs, name)
+			renewed(names[i+1:], time.Now())
+		}
+		l, err := lister.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: c})
+		if err != nil || len(l.MachineList) != 0 {
+			t.Fatalf("VMs left: %v, %v", l, err)
+		}
 	})
 
 	t.Run("kubeconfig in the secret", func(t *testing.T) {
@@ -399,7 +475,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "never-ready node renews its lease", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "never-ready node renews its lease", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "never-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -426,7 +502,7 @@ func TestNodesOnRealAPIServer(t *testing.T) {
 		time.Sleep(500 * time.Millisecond) // beats fail meanwhile
 		env.StartAPIServer()
 		stamp := time.Now()
-		eventually(t, 30*time.Second, "heartbeats resume after the outage", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "heartbeats resume after the outage", func() (bool, string) {
 			l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "outage-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -490,7 +566,7 @@ func TestLifecycleLeftToControllerManager(t *testing.T) {
 	}
 	// Wait until the lease is older than the 2s grace period by a margin, as seen by the API.
 	var stale time.Time
-	eventually(t, 30*time.Second, "the node's lease goes stale", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "the node's lease goes stale", func() (bool, string) {
 		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "kcm-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -506,7 +582,7 @@ func TestLifecycleLeftToControllerManager(t *testing.T) {
 	if err := d.SetHeartbeat(ctx, "kcm-1", true); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "status reported after the resume", func() (bool, string) {
+	eventually.Explained(t, 10*time.Second, "status reported after the resume", func() (bool, string) {
 		n, _, state := nodeState(cs, "kcm-1")
 		if n == nil {
 			return false, state
@@ -525,3 +601,7 @@ func assertGone(t *testing.T, cs kubernetes.Interface, name string) {
 		t.Fatalf("lease %s still there after delete: %v", name, err)
 	}
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

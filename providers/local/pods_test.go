@@ -16,6 +16,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // bindPod creates a pod already bound to node (as the scheduler would bind it).
@@ -57,7 +58,7 @@ func describePod(p *corev1.Pod, err error) string {
 func waitPod(t *testing.T, cs kubernetes.Interface, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	var got *corev1.Pod
-	eventually(t, 20*time.Second, "pod "+name+" "+what, func() (bool, string) {
+	eventually.Explained(t, 20*time.Second, "pod "+name+" "+what, func() (bool, string) {
 		p, err := getPod(cs, name)
 		got = p
 		return err == nil && cond(p), describePod(p, err)
@@ -67,7 +68,7 @@ func waitPod(t *testing.T, cs kubernetes.Interface, name, what string, cond func
 
 func waitPodGone(t *testing.T, cs kubernetes.Interface, name string) time.Time {
 	t.Helper()
-	eventually(t, 20*time.Second, "pod "+name+" deleted", func() (bool, string) {
+	eventually.Explained(t, 20*time.Second, "pod "+name+" deleted", func() (bool, string) {
 		p, err := getPod(cs, name)
 		return apierrors.IsNotFound(err), describePod(p, err)
 	})
@@ -139,7 +140,7 @@ func TestPodsOnRealAPIServer(t *testing.T) {
 		rv := p.ResourceVersion
 		beats := 0
 		var last time.Time
-		eventually(t, 60*time.Second, "three node status reports", func() (bool, string) {
+		eventually.Explained(t, 60*time.Second, "three node status reports", func() (bool, string) {
 			n, _, state := nodeState(cs, "pods-1")
 			if hb := findCondition(n.Status.Conditions, corev1.NodeReady).LastHeartbeatTime.Time; hb.After(last) {
 				last = hb

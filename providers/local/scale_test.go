@@ -22,6 +22,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestScale proves one process holds many machines on the real API server: all nodes become
@@ -86,7 +87,7 @@ func TestScale(t *testing.T) {
 		t.FailNow()
 	}
 	created := time.Since(start)
-	eventually(t, 5*time.Minute, fmt.Sprintf("%d Ready nodes", n), func() (bool, string) {
+	eventually.Explained(t, 5*time.Minute, fmt.Sprintf("%d Ready nodes", n), func() (bool, string) {
 		ready := readyNodes(t, cs)
 		return ready == n, fmt.Sprintf("%d Ready", ready)
 	})
@@ -120,7 +121,7 @@ func TestScale(t *testing.T) {
 	if failed.Load() > 0 {
 		t.FailNow()
 	}
-	eventually(t, 5*time.Minute, fmt.Sprintf("%d Running pods", n*podsPerNode), func() (bool, string) {
+	eventually.Explained(t, 5*time.Minute, fmt.Sprintf("%d Running pods", n*podsPerNode), func() (bool, string) {
 		running := runningPods(t, cs)
 		return running == n*podsPerNode, fmt.Sprintf("%d Running", running)
 	})

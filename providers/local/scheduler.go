@@ -7,20 +7,23 @@ import (
 	"time"
 )
 
-// scheduler runs the heartbeats of every node agent of a driver with a fixed pool of workers:
-// one timer and a heap ordered by due time, not a goroutine per machine, so a thousand machines
+// scheduler runs the heartbeats of every node agent of a driver with a pool of workers: one
+// timer and a heap ordered by due time, not a goroutine per machine, so a thousand machines
 // cost a thousand heap entries. An agent is in the heap or being run by one worker, never both,
-// so its beats never overlap.
+// so its beats never overlap. A beat waits for the API server, so the workers bound the requests
+// in flight: the driver grows the pool with its agents (grow), or thousands of heartbeats would
+// queue behind a few slow answers on a loaded API server.
 type scheduler struct {
-	beat    func(ctx context.Context, a *agent) time.Time // runs one beat, returns the next due time
-	workers int
+	beat func(ctx context.Context, a *agent) time.Time // runs one beat, returns the next due time
 
 	mu      sync.Mutex
+	workers int
 	queue   agentHeap
 	wake    chan struct{}
 	work    chan *agent
 	stopped bool
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -36,10 +39,31 @@ func newScheduler(workers int, beat func(context.Context, *agent) time.Time) *sc
 
 func (s *scheduler) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.wg.Add(1 + s.workers)
+	s.mu.Lock()
+	s.ctx, s.cancel = ctx, cancel
+	workers := s.workers
+	s.wg.Add(1 + workers)
+	s.mu.Unlock()
 	go s.dispatch(ctx)
-	for range s.workers {
+	for range workers {
+		go s.worker(ctx)
+	}
+}
+
+// grow raises the number of workers to n; it never lowers it (an idle worker is one parked
+// goroutine).
+func (s *scheduler) grow(n int) {
+	s.mu.Lock()
+	if s.stopped || s.ctx == nil || n <= s.workers {
+		s.mu.Unlock()
+		return
+	}
+	add := n - s.workers
+	s.workers = n
+	s.wg.Add(add)
+	ctx := s.ctx
+	s.mu.Unlock()
+	for range add {
 		go s.worker(ctx)
 	}
 }
@@ -48,9 +72,10 @@ func (s *scheduler) start() {
 func (s *scheduler) stop() {
 	s.mu.Lock()
 	s.stopped = true
+	cancel := s.cancel
 	s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
+	if cancel != nil {
+		cancel()
 	}
 	s.wg.Wait()
 }
@@ -90,7 +115,7 @@ func (s *scheduler) unschedule(a *agent) {
 		heap.Remove(&s.queue, a.index)
 	}
 	s.mu.Unlock()
-	a.mu.Lock() // wait for a running beat
+	a.mu.Lock() //nolint:staticcheck // an empty critical section on purpose: it waits for a running beat
 	a.mu.Unlock()
 }
 

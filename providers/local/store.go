@@ -88,6 +88,7 @@ func targetID(kubeconfig []byte) string {
 //	podcidrs/<index>            a claimed pod CIDR: holds the machine's name
 //	tmp/                        files being written, linked or renamed into place when complete
 //	host.lock                   held by the process that runs the node agents
+//	host.wanted                 kept fresh by a process with a target waiting for host.lock
 type dirStore struct {
 	dir string
 	// nextCIDR is where the search for a free pod CIDR starts (claims are exclusive file
@@ -309,7 +310,7 @@ func (s *dirStore) writeAtomic(path string, data []byte, exclusive bool) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err == nil {
+	if _, err = tmp.Write(data); err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {

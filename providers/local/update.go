@@ -15,11 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // The node agent as the in-place update agent (the part of gardener-node-agent that GEP-31 adds):
@@ -183,12 +186,8 @@ func (d *Driver) updateNode(ctx context.Context, a *agent) {
 		plan = &updatePlan{failWith: refused.reason}
 	}
 	a.log.Info("local: updating node in place", "class", plan.class, "delay", plan.delay)
-	if plan.delay > 0 {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(plan.delay):
-		}
+	if waitctx.Sleep(ctx, clock.RealClock{}, plan.delay) != nil {
+		return
 	}
 	// The node may have moved on meanwhile (its machine deleted, the labels removed by hand).
 	if node, err = nodes.Get(ctx, name, metav1.GetOptions{}); err != nil || !readyForUpdate(node) || a.removed.Load() {
@@ -390,32 +389,30 @@ func (d *Driver) reportUpdate(ctx context.Context, a *agent, failWith string) er
 // node (the update labels are gone; it puts the critical-components-not-ready taint on) and
 // removes the taint once the node is Ready: the node's critical components run again.
 func (d *Driver) clearCriticalTaint(ctx context.Context, a *agent) {
-	deadline := time.Now().Add(criticalTaintWait)
 	a.mu.Lock()
 	interval := a.rec.Spec.HeartbeatInterval
 	a.mu.Unlock()
-	for time.Now().Before(deadline) && !a.removed.Load() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(interval):
+	critical := func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintCriticalComponentsNotReady }
+	// Each look ends the wait (true) or waits another heartbeat (false); none fails it.
+	_ = wait.PollUntilContextTimeout(ctx, interval, criticalTaintWait, false, func(ctx context.Context) (bool, error) {
+		if a.removed.Load() {
+			return true, nil
 		}
 		node, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if err != nil {
-			continue
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, nil
 		}
 		if _, selected := node.Labels[v1alpha1.LabelNodeSelectedForUpdate]; selected {
-			continue
+			return false, nil
 		}
-		critical := func(t corev1.Taint) bool { return t.Key == v1alpha1.TaintCriticalComponentsNotReady }
 		if !slices.ContainsFunc(node.Spec.Taints, critical) {
-			return
+			return true, nil
 		}
 		if c := findCondition(node.Status.Conditions, corev1.NodeReady); c == nil || c.Status != corev1.ConditionTrue {
-			continue
+			return false, nil
 		}
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			n, err := a.cluster.core.Nodes().Get(ctx, a.rec.Name, metav1.GetOptions{})
@@ -428,7 +425,8 @@ func (d *Driver) clearCriticalTaint(ctx context.Context, a *agent) {
 		})
 		if err == nil || apierrors.IsNotFound(err) {
 			a.log.Info("local: critical components ready after the in-place update: taint removed", "taint", v1alpha1.TaintCriticalComponentsNotReady)
-			return
+			return true, nil
 		}
-	}
+		return false, nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // targets is a registry.UpdateTargets answering from a map, as the controllers answer from
@@ -62,7 +63,7 @@ func readyForUpdateNode(t *testing.T, cs kubernetes.Interface, name string) {
 func waitResult(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	eventually(t, 15*time.Second, "node "+name+" labelled update-result", func() (bool, string) {
+	eventually.Explained(t, 15*time.Second, "node "+name+" labelled update-result", func() (bool, string) {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -135,7 +136,7 @@ func TestInPlaceUpdateAgent(t *testing.T) {
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, "up-1", types.MergePatchType, []byte(finish), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "taint lifted", func() (bool, string) {
+		eventually.Explained(t, 10*time.Second, "taint lifted", func() (bool, string) {
 			n, err := cs.CoreV1().Nodes().Get(ctx, "up-1", metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 )
 
 // Services as MCM's OpenStack provider names them in mcm_cloud_api_requests_total
@@ -57,9 +57,9 @@ func (c *apiCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	svc := c.serviceOf(req.URL.String())
 	resp, err := c.base.RoundTrip(req)
 	if svc != "" {
-		cloudapi.Requested(ProviderName, svc)
+		cloudmetrics.Requested(ProviderName, svc)
 		if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-			cloudapi.Failed(ProviderName, svc)
+			cloudmetrics.Failed(ProviderName, svc)
 		}
 	}
 	return resp, err

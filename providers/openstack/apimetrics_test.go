@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
@@ -17,7 +17,7 @@ import (
 func cloudAPICounts(t *testing.T) (requests, failed map[string]float64) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudapiprom.Collector())
+	reg.MustRegister(cloudmetricsprom.Collector())
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/security/groups"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -349,6 +351,11 @@ func (c *creation) ensurePort(ctx context.Context, subnets []string) error {
 		AllowedAddressPairs: addressPairs(c.spec.podCIDRs()),
 	}
 	p, err := ports.Create(ctx, c.s.network, opts).Extract()
+	if isNotFound(err) {
+		// Neutron answers 404 (SubnetNotFound, NetworkNotFound) for a subnet or network that does
+		// not exist: a mistake in the class, not a missing machine.
+		return driver.Errorf(driver.InvalidArgument, "%s: check providerSpec.spec.networkID and subnetIDs", driver.MessageOf(apiError(fmt.Sprintf("create port %q", c.name), err)))
+	}
 	if err != nil {
 		return apiError(fmt.Sprintf("create port %q", c.name), err)
 	}
@@ -370,7 +377,7 @@ func addressPairs(cidrs []string) []ports.AddressPair {
 
 func hasTags(have []string, want []string) bool {
 	for _, w := range want {
-		if !contains(have, w) {
+		if !slices.Contains(have, w) {
 			return false
 		}
 	}
@@ -419,21 +426,27 @@ func (c *creation) ensureVolume(ctx context.Context, imageID string) error {
 	}
 	c.volumeID = v.ID
 	c.d.log.Info("openstack: root volume created", "machine", c.name, "volume", v.ID)
-	for {
+	status, failed := "", error(nil)
+	err = wait.PollUntilContextCancel(ctx, c.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 		v, err := volumes.Get(ctx, c.s.volume, c.volumeID).Extract()
 		if err != nil {
-			return apiError(fmt.Sprintf("read root volume %s", c.volumeID), err)
+			failed = apiError(fmt.Sprintf("read root volume %s", c.volumeID), err)
+			return false, failed
 		}
+		status = v.Status
 		switch v.Status {
 		case "available":
-			return nil
+			return true, nil
 		case "error":
-			return driver.Errorf(driver.Internal, "openstack: Cinder could not create root volume %s of machine %q (type %q, %d GB): check the volume type and the backend", c.volumeID, c.name, v.VolumeType, v.Size)
+			failed = driver.Errorf(driver.Internal, "openstack: Cinder could not create root volume %s of machine %q (type %q, %d GB): check the volume type and the backend", c.volumeID, c.name, v.VolumeType, v.Size)
+			return false, failed
 		}
-		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
-			return driver.Wrap(codeOfContext(err), err, fmt.Sprintf("openstack: root volume %s of machine %q is still %s", c.volumeID, c.name, v.Status))
-		}
+		return false, nil
+	})
+	if err != nil && failed == nil { // ctx ended between two reads
+		return driver.Wrap(codeOfContext(err), err, fmt.Sprintf("openstack: root volume %s of machine %q is still %s", c.volumeID, c.name, status))
 	}
+	return failed
 }
 
 // waitActive polls the server until it is ACTIVE, fails, or ctx is done.
@@ -443,33 +456,47 @@ func (c *creation) waitActive(ctx context.Context) (*servers.Server, error) {
 		return driver.Errorf(codeOfContext(cause), "openstack: server %s of machine %q is still building after %s: %v",
 			c.serverID, c.name, time.Since(start).Round(time.Millisecond), cause)
 	}
-	for {
+	var (
+		built  *servers.Server
+		failed error
+	)
+	err := wait.PollUntilContextCancel(ctx, c.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 		srv, err := servers.Get(ctx, c.s.compute, c.serverID).Extract()
 		switch {
 		case ctx.Err() != nil:
-			return nil, stillBuilding(ctx.Err())
+			failed = stillBuilding(ctx.Err())
 		case isNotFound(err):
-			return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q disappeared while it was being built", c.serverID, c.name)
+			failed = driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q disappeared while it was being built", c.serverID, c.name)
 		case err != nil && driver.CodeOf(apiError("", err)) == driver.Unavailable:
 			// A transient read error does not fail the create: keep polling.
 			c.d.log.Info("openstack: reading server failed; polling again", "machine", c.name, "error", err)
+			return false, nil
 		case err != nil:
-			return nil, apiError(fmt.Sprintf("read server %s", c.serverID), err)
+			failed = apiError(fmt.Sprintf("read server %s", c.serverID), err)
 		case srv.Status == "ACTIVE":
-			return srv, nil
+			built = srv
+			return true, nil
 		case srv.Status == "ERROR":
 			c.broken = true
-			return nil, c.faultError(srv)
+			failed = c.faultError(srv)
 		case srv.Status != "BUILD":
 			// The server exists in another state (SHUTOFF, REBOOT, ...): it is the machine's VM;
 			// the controller's health check decides what becomes of it.
 			c.d.log.Info("openstack: server exists but is not ACTIVE", "machine", c.name, "server", srv.ID, "status", srv.Status)
-			return srv, nil
+			built = srv
+			return true, nil
+		default:
+			return false, nil
 		}
-		if err := sleep(ctx, c.d.opts.PollInterval); err != nil {
-			return nil, stillBuilding(err)
-		}
+		return false, failed
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err != nil: // ctx ended between two reads
+		return nil, stillBuilding(err)
 	}
+	return built, nil
 }
 
 // faultError reports a server in ERROR with Nova's fault.
@@ -546,6 +573,7 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 	defer cancel()
 	var errs []error
 	var gone []string
+	unanswered := false
 	// Delete the server this call booted, or an adopted one that failed to build; an adopted
 	// server that is fine (or still building) stays for the next attempt.
 	if c.serverID != "" && !c.owned && !c.broken {
@@ -565,6 +593,9 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 			for _, s := range found {
 				ids = append(ids, s.ID)
 			}
+			// Nova may not have got to the request yet (it answered nothing before the
+			// timeout): a server can still appear after this search.
+			unanswered = len(found) == 0 && c.createReqID == ""
 		}
 		if len(ids) > 0 {
 			if err := c.deleteServers(cctx, ids); err != nil {
@@ -592,6 +623,11 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 		}
 	}
 	what := "nothing was left behind"
+	if unanswered {
+		// Seen on a real Nova under load: the boot timed out on the client, no server of the
+		// machine existed right after, and Nova created it a minute later.
+		what = "Nova did not answer the boot request and may still create the server: the next create of the machine adopts it, and the orphan collector deletes it if the machine is gone"
+	}
 	if len(errs) > 0 {
 		what = "cleanup failed, the orphan collector will retry: " + errors.Join(errs...).Error()
 		c.d.log.Error("openstack: rollback after a failed create did not finish", "machine", c.name, "error", errors.Join(errs...))

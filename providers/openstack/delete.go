@@ -11,6 +11,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -76,17 +77,23 @@ func (o *op) deleteServers(ctx context.Context, ids []string) error {
 	}
 	start := time.Now()
 	for _, id := range ids {
-		for {
+		var failed error
+		err := wait.PollUntilContextCancel(ctx, o.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 			_, err := servers.Get(ctx, o.s.compute, id).Extract()
 			if isNotFound(err) {
-				break
+				return true, nil
 			}
 			if err != nil && driver.CodeOf(apiError("", err)) != driver.Unavailable {
-				return apiError(fmt.Sprintf("read server %s", id), err)
+				failed = apiError(fmt.Sprintf("read server %s", id), err)
+				return false, failed
 			}
-			if err := sleep(ctx, o.d.opts.PollInterval); err != nil {
-				return driver.Errorf(codeOfContext(err), "openstack: server %s is still being deleted after %s: %v", id, time.Since(start).Round(time.Millisecond), err)
-			}
+			return false, nil
+		})
+		switch {
+		case failed != nil:
+			return failed
+		case err != nil: // ctx ended between two reads
+			return driver.Errorf(codeOfContext(err), "openstack: server %s is still being deleted after %s: %v", id, time.Since(start).Round(time.Millisecond), err)
 		}
 	}
 	return nil
@@ -153,34 +160,43 @@ func (o *op) deletePort(ctx context.Context, id string) error {
 // deleteVolume deletes a volume once it is detached, waiting (bounded by ctx) while Cinder
 // finishes a detach; a missing volume is fine.
 func (o *op) deleteVolume(ctx context.Context, id string) error {
-	for {
+	status, failed := "", error(nil)
+	err := wait.PollUntilContextCancel(ctx, o.d.opts.PollInterval, true, func(ctx context.Context) (bool, error) {
 		v, err := volumes.Get(ctx, o.s.volume, id).Extract()
 		if isNotFound(err) {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return apiError(fmt.Sprintf("read volume %s", id), err)
+			failed = apiError(fmt.Sprintf("read volume %s", id), err)
+			return false, failed
 		}
+		status = v.Status
 		switch v.Status {
 		case "deleting":
-			return nil
+			return true, nil
 		case "available", "error", "error_restoring", "error_extending":
 			err := volumes.Delete(ctx, o.s.volume, id, volumes.DeleteOpts{}).ExtractErr()
 			switch {
 			case err == nil:
 				o.d.log.Info("openstack: volume deleted", "volume", id)
-				return nil
+				return true, nil
 			case isNotFound(err):
-				return nil
+				return true, nil
 			case !gophercloud.ResponseCodeIs(err, http.StatusBadRequest):
-				return apiError(fmt.Sprintf("delete volume %s", id), err)
+				failed = apiError(fmt.Sprintf("delete volume %s", id), err)
+				return false, failed
 			}
 			// 400: the status changed under us (e.g. still detaching); look again.
 		}
-		if err := sleep(ctx, o.d.opts.PollInterval); err != nil {
-			return driver.Errorf(codeOfContext(err), "openstack: volume %s is still %s and cannot be deleted yet: %v", id, v.Status, err)
-		}
+		return false, nil
+	})
+	switch {
+	case failed != nil:
+		return failed
+	case err != nil: // ctx ended between two reads
+		return driver.Errorf(codeOfContext(err), "openstack: volume %s is still %s and cannot be deleted yet: %v", id, status, err)
 	}
+	return nil
 }
 
 // volumesNamed lists the volumes named name that carry the class's cluster and role keys.

@@ -42,13 +42,14 @@ type Options struct {
 	TokenRenewBefore time.Duration
 	// HTTPTimeout bounds one HTTP request; default 60s.
 	HTTPTimeout time.Duration
-	// MaxBackoff caps one wait asked for by Retry-After; default 30s.
-	MaxBackoff time.Duration
+	// MaxRetryWait caps one wait before a retry: what a 429 asks for with Retry-After, and the
+	// pause before retrying a gateway error; default 30s.
+	MaxRetryWait time.Duration
 	// Retries of a throttled (429) request, or of an idempotent one that hit a gateway error;
 	// default 3.
 	Retries int
-	// MaxSessions is the number of credential sets whose clients are cached; default 64.
-	MaxSessions int
+	// MaxClientSets is the number of credential sets whose clients are cached; default 64.
+	MaxClientSets int
 	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
 	// does, or driver.Strict.
 	SpecMode driver.SpecMode
@@ -70,14 +71,14 @@ func (o Options) withDefaults() Options {
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 60 * time.Second
 	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 30 * time.Second
+	if o.MaxRetryWait <= 0 {
+		o.MaxRetryWait = 30 * time.Second
 	}
 	if o.Retries <= 0 {
 		o.Retries = 3
 	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = 64
+	if o.MaxClientSets <= 0 {
+		o.MaxClientSets = 64
 	}
 	return o
 }

@@ -3,6 +3,7 @@ package openstack
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,7 +287,7 @@ func TestDuplicateServersAreOutOfRangeAndDeletedByProviderID(t *testing.T) {
 	for _, s := range cloud.Servers() {
 		left = append(left, s.ID)
 	}
-	if len(left) != 2 || !contains(left, first) || !contains(left, foreign) {
+	if len(left) != 2 || !slices.Contains(left, first) || !slices.Contains(left, foreign) {
 		t.Fatalf("servers left %v; want %s and the foreign %s", left, first, foreign)
 	}
 	// A foreign server named by provider ID is not ours: OK without touching it.
@@ -349,7 +350,7 @@ func TestListMachinesReportsLeftoversThatDeleteRemoves(t *testing.T) {
 	for _, p := range cloud.Ports() {
 		portsLeft = append(portsLeft, p.ID)
 	}
-	if contains(portsLeft, stale) || !contains(portsLeft, foreignPort) || len(cloud.Servers()) != 1 {
+	if slices.Contains(portsLeft, stale) || !slices.Contains(portsLeft, foreignPort) || len(cloud.Servers()) != 1 {
 		t.Errorf("ports left %v, servers %d: want the stale port gone, the foreign port and the live server kept", portsLeft, len(cloud.Servers()))
 	}
 	if _, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: live, MachineClass: class, Secret: secret}); err != nil {

@@ -97,7 +97,8 @@ func responseError(op string, resp gophercloud.ErrUnexpectedResponseCode) error 
 
 // serviceMessage extracts the kind and message of an OpenStack error body: Nova and Cinder
 // {"<kind>": {"message": ...}}, Neutron {"NeutronError": {"type", "message"}}, Keystone
-// {"error": {"title", "message"}}, or Glance's plain text.
+// {"error": {"title", "message"}}, Glance's {"message", "code", "title"} (webob's JSON, whose
+// message carries HTML line breaks), or plain text.
 func serviceMessage(body []byte) (kind, msg string) {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) == nil {
@@ -138,7 +139,8 @@ func serviceMessage(body []byte) (kind, msg string) {
 
 func clip(s string) string {
 	const max = 512
-	s = strings.TrimSpace(s)
+	// webob (Glance) ends messages with "<br /><br />" and newlines.
+	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "<br />", " ")), " ")
 	if len(s) > max {
 		return s[:max] + "..."
 	}

@@ -285,3 +285,60 @@ func TestAuthenticationErrors(t *testing.T) {
 		t.Fatalf("%d servers after rejected creates", n)
 	}
 }
+
+// A real Nova under load answered a boot after the client's HTTP timeout: the rollback's search
+// found no server, and the server appeared a minute later (test/openstack-real, docs/openstack-real.md).
+// The create must not claim that nothing was left behind, and the next create adopts the server.
+func TestCreateBootAnsweredAfterTimeoutIsAdoptedNext(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	d, _ := testDriver(t, func(o *Options) { o.HTTPTimeout = 200 * time.Millisecond })
+	class, secret, m := testClass(t), passwordSecret(cloud), machine("late-boot")
+	cloud.Inject(fakeopenstack.Fault{Service: "compute", Method: http.MethodPost, Path: "/servers", Times: 1, ActsLate: true})
+
+	_, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	if err == nil {
+		t.Fatal("CreateMachine succeeded although Nova never answered the boot")
+	}
+	if strings.Contains(err.Error(), "nothing was left behind") || !strings.Contains(err.Error(), "may still create the server") {
+		t.Errorf("error %q: want it to say Nova may still create the server, not that nothing was left behind", err)
+	}
+	if n := cloud.ActLate(); n != 1 {
+		t.Fatalf("the fake held %d boot requests, want 1", n)
+	}
+	if left := leftovers(cloud, m.Name); len(left) != 1 {
+		t.Fatalf("after Nova carried the boot out the cloud holds %v, want the one server", left)
+	}
+	resp, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	if err != nil {
+		t.Fatalf("the next CreateMachine: %v", err)
+	}
+	if servers := cloud.Servers(); len(servers) != 1 || resp.ProviderID != "openstack:///"+fakeopenstack.DefaultRegion+"/"+servers[0].ID {
+		t.Errorf("the next create returned %s with servers %+v: want the late server adopted, not a second one", resp.ProviderID, servers)
+	}
+}
+
+// Real Neutron answers a port on a subnet that does not exist with 404 SubnetNotFound (the fake
+// said 400 InvalidInput): the driver reports the class's mistake, not NotFound.
+func TestCreateOnMissingSubnetIsInvalidArgument(t *testing.T) {
+	cloud := fakeopenstack.Start(t)
+	d, _ := testDriver(t)
+	class := testClass(t, func(s *MachineProviderConfigSpec) { s.SubnetIDs = []string{"00000000-0000-4000-8000-000000000005"} })
+	m := machine("missing-subnet")
+	_, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: passwordSecret(cloud)})
+	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "Subnet 00000000-0000-4000-8000-000000000005 could not be found") ||
+		!strings.Contains(err.Error(), "providerSpec.spec.networkID and subnetIDs") {
+		t.Errorf("CreateMachine on a missing subnet: %v; want InvalidArgument with Neutron's message, naming the fields", err)
+	}
+	if left := leftovers(cloud, m.Name); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// Real Glance answers errors as webob JSON whose message ends in HTML line breaks; the driver
+// quotes the message without them.
+func TestGlanceMessageWithoutHTML(t *testing.T) {
+	_, msg := serviceMessage([]byte("{\"message\": \"No image found with ID 00000000-0000-4000-8000-000000000002<br /><br />\\n\\n\\n\", \"code\": \"404 Not Found\", \"title\": \"Not Found\"}"))
+	if msg != "No image found with ID 00000000-0000-4000-8000-000000000002" {
+		t.Errorf("message %q, want Glance's text without <br /> and newlines", msg)
+	}
+}

@@ -31,7 +31,7 @@ func testDriver(t testing.TB, tune ...func(*Options)) (*Driver, *syncbuf.Buffer)
 		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		PollInterval:   5 * time.Millisecond,
 		CleanupTimeout: 10 * time.Second,
-		MaxBackoff:     20 * time.Millisecond,
+		MaxRetryWait:   20 * time.Millisecond,
 		HTTPTimeout:    10 * time.Second,
 	}
 	for _, f := range tune {

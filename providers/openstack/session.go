@@ -13,9 +13,12 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 	"github.com/machinist-io/machinist/internal/version"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // session is one authenticated client per credential set and region: the Keystone token and the
@@ -27,88 +30,51 @@ type session struct {
 	volume   *gophercloud.ServiceClient
 	image    *gophercloud.ServiceClient
 
-	// Guarded by the pool entry's mutex.
+	// mu makes one caller renew the token while the others wait for it; it guards the fields
+	// below.
+	mu       sync.Mutex
 	tokenID  string
 	obtained time.Time
 	expires  time.Time
 }
 
-// pool caches sessions by a hash of their credentials (never the credentials themselves) and
-// keeps at most max of them, dropping the least recently used.
+// pool caches sessions by a hash of their credentials and region (never the credentials
+// themselves) and keeps at most MaxClientSets of them, dropping the least recently used.
 type pool struct {
-	opts Options
-	log  *slog.Logger
-
-	mu      sync.Mutex
-	entries map[string]*poolEntry
-}
-
-type poolEntry struct {
-	mu       sync.Mutex
-	s        *session
-	lastUsed time.Time
+	opts     Options
+	log      *slog.Logger
+	sessions *clientcache.Cache[*session]
 }
 
 func newPool(opts Options, log *slog.Logger) *pool {
-	return &pool{opts: opts, log: log, entries: map[string]*poolEntry{}}
+	return &pool{opts: opts, log: log, sessions: clientcache.New[*session](opts.MaxClientSets)}
 }
 
 // get returns the session of the credentials in region, authenticating once, and renews its
 // token before it expires.
 func (p *pool) get(ctx context.Context, c *credentials, region string) (*session, error) {
 	key := c.key() + "/" + region
-	p.mu.Lock()
-	e, ok := p.entries[key]
-	if !ok {
-		e = &poolEntry{}
-		p.entries[key] = e
-		p.evictLocked(key)
-	}
-	e.lastUsed = time.Now()
-	p.mu.Unlock()
-
-	// One caller per credential set authenticates or renews; the others wait and share the result.
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.s == nil {
+	// One caller per credential set authenticates; the others wait and share the result.
+	s, err := p.sessions.Get(key, func() (*session, error) {
 		s, err := p.open(ctx, c, region)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			p.log.Debug("openstack: authenticated", "session", key[:12], "region", region)
 		}
-		e.s = s
-		p.log.Debug("openstack: authenticated", "session", key[:12], "region", region)
-	}
-	if err := p.keepFresh(ctx, e.s); err != nil {
+		return s, err
+	})
+	if err != nil {
 		return nil, err
 	}
-	return e.s, nil
-}
-
-// evictLocked drops the least recently used sessions beyond the limit. Callers hold p.mu.
-func (p *pool) evictLocked(keep string) {
-	for len(p.entries) > p.opts.MaxSessions {
-		oldest, at := "", time.Time{}
-		for k, e := range p.entries {
-			if k == keep {
-				continue
-			}
-			if oldest == "" || e.lastUsed.Before(at) {
-				oldest, at = k, e.lastUsed
-			}
-		}
-		if oldest == "" {
-			return
-		}
-		delete(p.entries, oldest)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := p.keepFresh(ctx, s); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // size returns the number of cached sessions.
-func (p *pool) size() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.entries)
-}
+func (p *pool) size() int { return p.sessions.Len() }
 
 // open authenticates against Keystone v3 and builds the service clients of region.
 func (p *pool) open(ctx context.Context, c *credentials, region string) (*session, error) {
@@ -162,7 +128,7 @@ func (p *pool) open(ctx context.Context, c *credentials, region string) (*sessio
 	return s, nil
 }
 
-// observeToken records the current token and its expiry. Callers hold the entry's mutex.
+// observeToken records the current token and its expiry. Callers hold s.mu.
 func (s *session) observeToken() {
 	tok := s.provider.Token()
 	if tok == s.tokenID {
@@ -200,7 +166,7 @@ func (p *pool) keepFresh(ctx context.Context, s *session) error {
 	return nil
 }
 
-// backoff waits as a 429 answer asks (Retry-After), capped by MaxBackoff and bounded by ctx.
+// backoff waits as a 429 answer asks (Retry-After), capped by MaxRetryWait and bounded by ctx.
 func (p *pool) backoff(ctx context.Context, resp *gophercloud.ErrUnexpectedResponseCode, _ error, retries uint) error {
 	wait := time.Duration(retries) * time.Second
 	if resp != nil {
@@ -212,7 +178,7 @@ func (p *pool) backoff(ctx context.Context, resp *gophercloud.ErrUnexpectedRespo
 			}
 		}
 	}
-	return sleep(ctx, min(wait, p.opts.MaxBackoff))
+	return waitctx.Sleep(ctx, clock.RealClock{}, min(wait, p.opts.MaxRetryWait))
 }
 
 // retry retries idempotent requests that failed with a gateway error or a broken connection, a
@@ -238,22 +204,8 @@ func (p *pool) retry(ctx context.Context, method, _ string, _ *gophercloud.Reque
 	default:
 		return err
 	}
-	if serr := sleep(ctx, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxBackoff)); serr != nil {
+	if serr := waitctx.Sleep(ctx, clock.RealClock{}, min(time.Duration(failCount)*p.opts.PollInterval/4+10*time.Millisecond, p.opts.MaxRetryWait)); serr != nil {
 		return err
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

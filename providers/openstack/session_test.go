@@ -21,18 +21,18 @@ func TestOneTokenAcross100Operations(t *testing.T) {
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
 	ops := 0
-	for i := 0; i < 10; i++ {
+	for i := range 10 {
 		m := machine(fmt.Sprintf("worker-tok-%d", i))
 		resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret.DeepCopy()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j := 0; j < 3; j++ {
+		for range 3 {
 			if _, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret.DeepCopy()}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for j := 0; j < 3; j++ {
+		for range 3 {
 			if _, err := d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: secret.DeepCopy()}); err != nil {
 				t.Fatal(err)
 			}
@@ -118,7 +118,7 @@ func TestExpiredTokenRenewedOn401(t *testing.T) {
 // first uses authenticate once, and the cache is bounded.
 func TestSessionsPerCredentialSet(t *testing.T) {
 	cloud := fakeopenstack.Start(t)
-	d, logs := testDriver(t, func(o *Options) { o.MaxSessions = 2 })
+	d, logs := testDriver(t, func(o *Options) { o.MaxClientSets = 2 })
 	ctx := ctxT(t)
 	class := testClass(t)
 	byName := passwordSecret(cloud)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -265,7 +266,7 @@ func sortedKeys(m map[string]string) []string {
 // subnets returns SubnetIDs plus the deprecated SubnetID, without duplicates.
 func (s *MachineProviderConfigSpec) subnets() []string {
 	out := append([]string(nil), s.SubnetIDs...)
-	if s.SubnetID != nil && *s.SubnetID != "" && !contains(out, *s.SubnetID) {
+	if s.SubnetID != nil && *s.SubnetID != "" && !slices.Contains(out, *s.SubnetID) {
 		out = append(out, *s.SubnetID)
 	}
 	return out
@@ -274,7 +275,7 @@ func (s *MachineProviderConfigSpec) subnets() []string {
 // podCIDRs returns PodNetworkCIDRs plus the deprecated PodNetworkCidr, without duplicates.
 func (s *MachineProviderConfigSpec) podCIDRs() []string {
 	out := append([]string(nil), s.PodNetworkCIDRs...)
-	if s.PodNetworkCidr != "" && !contains(out, s.PodNetworkCidr) {
+	if s.PodNetworkCidr != "" && !slices.Contains(out, s.PodNetworkCidr) {
 		out = append(out, s.PodNetworkCidr)
 	}
 	return out
@@ -284,13 +285,4 @@ func (s *MachineProviderConfigSpec) podCIDRs() []string {
 func (s *MachineProviderConfigSpec) scope() []string {
 	cluster, role := scopeKeys(s.Tags)
 	return append(cluster, role...)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

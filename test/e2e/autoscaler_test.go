@@ -14,24 +14,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 )
 
 // autoscaler is Cluster Autoscaler's main loop, reduced to what these flows need, driving
-// `machinist autoscaler` through the CA-like client:
+// `machinist autoscaler` through the Cluster Autoscaler-like client:
 //
 //   - scale-up: pods the scheduler found unschedulable are first fitted onto the registered
 //     nodes (by their real labels, taints and free capacity; a node that is still starting is
-//     counted, as CA does) and onto the group's upcoming nodes (target size minus registered
+//     counted, as Cluster Autoscaler does) and onto the group's upcoming nodes (target size minus registered
 //     nodes, as template nodes); pods that fit nowhere make the first group whose template fits
-//     them grow. A node registered without the labels its group's template promises makes CA
+//     them grow. A node registered without the labels its group's template promises makes Cluster Autoscaler
 //     scale up a second time — which is what the flows check never happens;
 //   - scale-down: a node whose only pods are DaemonSet pods or pods being deleted is unneeded;
 //     after two loops in a row it is deleted (DeleteNodes), down to the group's minimum.
 type autoscaler struct {
-	t  *testing.T
-	ca *caclient.Client
-	cs kubernetes.Interface
+	t      *testing.T
+	scaler *clusterautoscaler.Client
+	cs     kubernetes.Interface
 
 	mu        sync.Mutex
 	increases map[string]int // nodes asked for, per group
@@ -41,12 +41,12 @@ type autoscaler struct {
 	wake      chan struct{}  // runs the next loop at once
 }
 
-func newAutoscaler(t *testing.T, ca *caclient.Client, cs kubernetes.Interface) *autoscaler {
-	return &autoscaler{t: t, ca: ca, cs: cs, increases: map[string]int{}, unneeded: map[string]int{}, wake: make(chan struct{}, 1)}
+func newAutoscaler(t *testing.T, scaler *clusterautoscaler.Client, cs kubernetes.Interface) *autoscaler {
+	return &autoscaler{t: t, scaler: scaler, cs: cs, increases: map[string]int{}, unneeded: map[string]int{}, wake: make(chan struct{}, 1)}
 }
 
 // run loops every interval until stop is closed; failures of a loop are logged and retried,
-// as CA does.
+// as Cluster Autoscaler does.
 func (a *autoscaler) run(interval time.Duration, stop <-chan struct{}) (done <-chan struct{}) {
 	ch := make(chan struct{})
 	go func() {
@@ -127,10 +127,10 @@ type simNode struct {
 
 func (a *autoscaler) runOnce() error {
 	ctx := a.t.Context()
-	if err := a.ca.Refresh(); err != nil {
+	if err := a.scaler.Refresh(); err != nil {
 		return err
 	}
-	groups, err := a.ca.NodeGroups()
+	groups, err := a.scaler.NodeGroups()
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (a *autoscaler) runOnce() error {
 	var sim []*simNode
 	groupNodes := map[string][]corev1.Node{}
 	for _, n := range nodes.Items {
-		g, err := a.ca.NodeGroupForNode(&n)
+		g, err := a.scaler.NodeGroupForNode(&n)
 		if err != nil {
 			return err
 		}
@@ -181,12 +181,12 @@ func (a *autoscaler) runOnce() error {
 	targets := map[string]int{}
 	templates := map[string]*corev1.Node{}
 	for _, g := range groups {
-		target, err := a.ca.TargetSize(g.GetId())
+		target, err := a.scaler.TargetSize(g.GetId())
 		if err != nil {
 			return err
 		}
 		targets[g.GetId()] = target
-		tmpl, err := a.ca.TemplateNodeInfo(g.GetId())
+		tmpl, err := a.scaler.TemplateNodeInfo(g.GetId())
 		if err != nil {
 			continue // no template: the group cannot grow from the simulation
 		}
@@ -219,7 +219,7 @@ func (a *autoscaler) runOnce() error {
 		}
 	}
 	for id, delta := range added {
-		if err := a.ca.IncreaseSize(id, delta); err != nil {
+		if err := a.scaler.IncreaseSize(id, delta); err != nil {
 			return fmt.Errorf("increase %s by %d: %w", id, delta, err)
 		}
 		a.mu.Lock()
@@ -245,7 +245,7 @@ func (a *autoscaler) runOnce() error {
 			if a.unneeded[n.Name] < 2 || targets[id] <= int(g.GetMinSize()) {
 				continue
 			}
-			if err := a.ca.DeleteNodes(id, &n); err != nil {
+			if err := a.scaler.DeleteNodes(id, &n); err != nil {
 				return fmt.Errorf("delete node %s of %s: %w", n.Name, id, err)
 			}
 			targets[id]--

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -74,7 +75,7 @@ func TestAutoscalerScalesTheLocalCluster(t *testing.T) {
 	if err := w.cs.AppsV1().Deployments(ns).Delete(w.ctx, "work", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(3*time.Minute, "the idle nodes scaled down", func() (bool, string) {
+	eventually.Explained(w.t, 3*time.Minute, "the idle nodes scaled down", func() (bool, string) {
 		ms := w.machines("workers")
 		return len(ms) == 0 && len(a.deletedNodes()) == 3, fmt.Sprintf("%d machines; deleted nodes %v", len(ms), a.deletedNodes())
 	})
@@ -131,7 +132,7 @@ func TestRollingUpdateKeepsTheBudget(t *testing.T) {
 	for _, m := range old {
 		oldNames[m.Name] = true
 	}
-	w.eventually(5*time.Minute, "the rollout replaced every machine", func() (bool, string) {
+	eventually.Explained(w.t, 5*time.Minute, "the rollout replaced every machine", func() (bool, string) {
 		ms := w.machines("pool")
 		var states []string
 		fresh := 0
@@ -188,7 +189,7 @@ func TestDeadNodeIsReplaced(t *testing.T) {
 	if err := local.SetHeartbeat(w.stateDir, dead, false); err != nil {
 		t.Fatal(err)
 	}
-	w.eventually(3*time.Minute, "the pods rescheduled off the dead node "+dead, func() (bool, string) {
+	eventually.Explained(w.t, 3*time.Minute, "the pods rescheduled off the dead node "+dead, func() (bool, string) {
 		var states []string
 		ready := 0
 		for _, p := range w.pods(sel) {
@@ -199,7 +200,7 @@ func TestDeadNodeIsReplaced(t *testing.T) {
 		}
 		return ready == 2, strings.Join(states, " ")
 	})
-	w.eventually(4*time.Minute, "the dead machine replaced", func() (bool, string) {
+	eventually.Explained(w.t, 4*time.Minute, "the dead machine replaced", func() (bool, string) {
 		var states []string
 		running := 0
 		for _, m := range w.machines("pool") {

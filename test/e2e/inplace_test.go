@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // The InPlaceUpdate strategy end to end: `machinist run` orchestrates as MCM does, the local
@@ -116,7 +117,7 @@ func TestInPlaceUpdateManual(t *testing.T) {
 
 	w.updateMachineDeployment("manual", func(md *v1alpha1.MachineDeployment) { md.Spec.Template.Spec.Class.Name = "v2" })
 	// Every node becomes a candidate, and stays just that.
-	w.eventually(time.Minute, "every node a candidate", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "every node a candidate", func() (bool, string) {
 		var states []string
 		ok := true
 		for _, n := range w.poolNodes("manual") {
@@ -139,7 +140,7 @@ func TestInPlaceUpdateManual(t *testing.T) {
 	// The user picks one node.
 	first := before[0].Labels[v1alpha1.LabelNode]
 	w.labelNode(first, v1alpha1.LabelNodeSelectedForUpdate, "true")
-	w.eventually(2*time.Minute, "the selected node updated and its machine moved", func() (bool, string) {
+	eventually.Explained(w.t, 2*time.Minute, "the selected node updated and its machine moved", func() (bool, string) {
 		newSet, oldSets := w.inPlaceSets("manual")
 		n := w.node(first)
 		return newSet.Spec.Replicas == 1 && len(oldSets) == 1 && oldSets[0].Spec.Replicas == 1 && n.Labels["version"] == "2" && updateLabelsGone(n),
@@ -176,7 +177,7 @@ func TestInPlaceUpdateFailure(t *testing.T) {
 
 	w.updateMachineDeployment("fail", func(md *v1alpha1.MachineDeployment) { md.Spec.Template.Spec.Class.Name = "broken" })
 	var failed v1alpha1.Machine
-	w.eventually(2*time.Minute, "a machine InPlaceUpdateFailed", func() (bool, string) {
+	eventually.Explained(w.t, 2*time.Minute, "a machine InPlaceUpdateFailed", func() (bool, string) {
 		var states []string
 		for _, m := range w.machines("fail") {
 			states = append(states, m.Name+":"+string(m.Status.CurrentStatus.Phase))
@@ -194,7 +195,7 @@ func TestInPlaceUpdateFailure(t *testing.T) {
 	if node.Labels[v1alpha1.LabelNodeUpdateResult] != v1alpha1.LabelValueNodeUpdateFailed || node.Annotations[v1alpha1.AnnotationUpdateFailedReason] != "disk full" {
 		t.Errorf("node %s: labels %v annotations %v, want update-result=failed and update-failed-reason=disk full", node.Name, node.Labels, node.Annotations)
 	}
-	w.eventually(30*time.Second, "condition UpdateFailed and the deployment's failedMachines", func() (bool, string) {
+	eventually.Explained(w.t, 30*time.Second, "condition UpdateFailed and the deployment's failedMachines", func() (bool, string) {
 		node = w.node(node.Name)
 		c := nodeCondition(&node, v1alpha1.NodeConditionInPlaceUpdate)
 		md := &v1alpha1.MachineDeployment{}
@@ -217,7 +218,7 @@ func TestInPlaceUpdateFailure(t *testing.T) {
 
 	// After the health timeout the machine is replaced by a fresh machine of the new set, and
 	// the next node is selected.
-	w.eventually(3*time.Minute, "the failed machine replaced in the new set, the next node selected", func() (bool, string) {
+	eventually.Explained(w.t, 3*time.Minute, "the failed machine replaced in the new set, the next node selected", func() (bool, string) {
 		newSet, _ := w.inPlaceSets("fail")
 		var states []string
 		gone := true
@@ -312,7 +313,7 @@ func keys[V any](m map[string]V) []string {
 // and available, and their nodes carry version=<version> and no trace of the update.
 func (w *world) waitInPlaceDone(pool string, n int32, version string, timeout time.Duration) {
 	w.t.Helper()
-	w.eventually(timeout, "the in-place update of "+pool+" complete", func() (bool, string) {
+	eventually.Explained(w.t, timeout, "the in-place update of "+pool+" complete", func() (bool, string) {
 		md := &v1alpha1.MachineDeployment{}
 		if err := w.c.Get(w.ctx, clientKey(pool), md); err != nil {
 			return false, err.Error()
@@ -508,7 +509,7 @@ func (u *updatingWatch) stop() (int, []string) {
 func (w *world) createCalls() int {
 	w.t.Helper()
 	var total int
-	w.eventually(30*time.Second, "the metrics of machinist run", func() (bool, string) {
+	eventually.Explained(w.t, 30*time.Second, "the metrics of machinist run", func() (bool, string) {
 		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(w.metricsPort) + "/metrics")
 		if err != nil {
 			return false, err.Error()

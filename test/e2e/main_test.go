@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,10 +29,12 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
+	"github.com/machinist-io/machinist/test/internal/machinistbin"
 )
 
 // machinistBin is bin/machinist built once for the package by TestMain.
@@ -50,16 +53,8 @@ func TestMain(m *testing.M) {
 	}
 	code := func() int {
 		defer os.RemoveAll(dir)
-		root, err := controlplane.RepoRoot()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		machinistBin = filepath.Join(dir, "machinist")
-		build := exec.Command("go", "build", "-o", machinistBin, "./cmd/machinist")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: build machinist: %v\n%s", err, out)
+		if machinistBin, err = machinistbin.Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
 			return 1
 		}
 		return m.Run()
@@ -72,7 +67,7 @@ const ns = "default"
 
 // world is one test's cluster: the full local control plane, `machinist run` (the controllers
 // with the local provider, whose machines become the cluster's nodes) and, on request,
-// `machinist autoscaler` with a CA-like client.
+// `machinist autoscaler` with a Cluster Autoscaler-like client.
 type world struct {
 	t   *testing.T
 	ctx context.Context
@@ -135,29 +130,29 @@ func (w *world) start(args ...string) {
 
 // startAutoscaler runs `machinist autoscaler` over mutual TLS with certificates made as
 // `machinist dev` makes them, and returns a client that behaves like Cluster Autoscaler's.
-func (w *world) startAutoscaler() *caclient.Client {
+func (w *world) startAutoscaler() *clusterautoscaler.Client {
 	w.t.Helper()
-	files, err := controlplane.LocalMTLS(w.t.TempDir(), "machinist-autoscaler", "cluster-autoscaler")
+	files, err := localcontrolplane.LocalMTLS(w.t.TempDir(), "machinist-autoscaler", "cluster-autoscaler")
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	port := freePort(w.t)
-	w.start("autoscaler", "--kubeconfig", w.env.KubeconfigPath, "--namespace", ns,
-		"--address", "127.0.0.1:"+strconv.Itoa(port), "--http-address", "127.0.0.1:"+strconv.Itoa(freePort(w.t)),
+	w.start("autoscaler", "--control-kubeconfig", w.env.KubeconfigPath, "--namespace", ns,
+		"--listen", "127.0.0.1:"+strconv.Itoa(port), "--http-address", "127.0.0.1:"+strconv.Itoa(freePort(w.t)),
 		"--cert", files.ServerCert, "--key", files.ServerKey, "--cacert", files.CA)
-	ca, err := caclient.Dial(caclient.CloudConfig{
+	scaler, err := clusterautoscaler.Dial(clusterautoscaler.CloudConfig{
 		Address: "localhost:" + strconv.Itoa(port), Cert: files.ClientCert, Key: files.ClientKey, CACert: files.CA,
 		GRPCTimeout: metav1.Duration{Duration: 10 * time.Second},
-	}, caclient.Current)
+	}, clusterautoscaler.Current)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { ca.Close() })
-	w.eventually(time.Minute, "the autoscaler server answers", func() (bool, string) {
-		_, err := ca.NodeGroups()
+	w.t.Cleanup(func() { scaler.Close() })
+	eventually.Explained(w.t, time.Minute, "the autoscaler server answers", func() (bool, string) {
+		_, err := scaler.NodeGroups()
 		return err == nil, fmt.Sprint(err)
 	})
-	return ca
+	return scaler
 }
 
 func freePort(t *testing.T) int {
@@ -168,22 +163,6 @@ func freePort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// eventually polls cond every 200ms until it holds; it fails the test after timeout.
-func (w *world) eventually(timeout time.Duration, what string, cond func() (bool, string)) {
-	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("after %s: %s; last state: %s", timeout, what, state)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func (w *world) create(obj client.Object) {
@@ -324,7 +303,7 @@ func podReady(p *corev1.Pod) bool {
 func (w *world) waitPodsReady(selector string, n int, timeout time.Duration) []corev1.Pod {
 	w.t.Helper()
 	var ready []corev1.Pod
-	w.eventually(timeout, fmt.Sprintf("%d Ready pods %s", n, selector), func() (bool, string) {
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d Ready pods %s", n, selector), func() (bool, string) {
 		ready = ready[:0]
 		var states []string
 		for _, p := range w.pods(selector) {
@@ -352,7 +331,7 @@ func (w *world) machines(pool string) []v1alpha1.Machine {
 func (w *world) waitMachinesRunning(pool string, n int, timeout time.Duration) []v1alpha1.Machine {
 	w.t.Helper()
 	var ms []v1alpha1.Machine
-	w.eventually(timeout, fmt.Sprintf("%d Running machines in pool %s", n, pool), func() (bool, string) {
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d Running machines in pool %s", n, pool), func() (bool, string) {
 		ms = w.machines(pool)
 		running := 0
 		var states []string
@@ -386,23 +365,14 @@ func (w *world) assertDrainedGracefully(machines []string) {
 	w.t.Helper()
 	for _, m := range machines {
 		var reasons []string
-		w.eventually(30*time.Second, "drain event of "+m, func() (bool, string) {
+		eventually.Explained(w.t, 30*time.Second, "drain event of "+m, func() (bool, string) {
 			reasons = w.machineEvents(m)
-			return contains(reasons, "Drained") || contains(reasons, "ForceDrain"), strings.Join(reasons, ",")
+			return slices.Contains(reasons, "Drained") || slices.Contains(reasons, "ForceDrain"), strings.Join(reasons, ",")
 		})
-		if contains(reasons, "ForceDrain") || contains(reasons, "ForceDrainIncomplete") || !contains(reasons, "Drained") {
+		if slices.Contains(reasons, "ForceDrain") || slices.Contains(reasons, "ForceDrainIncomplete") || !slices.Contains(reasons, "Drained") {
 			w.t.Errorf("machine %s was not drained gracefully: events %v", m, reasons)
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

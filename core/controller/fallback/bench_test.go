@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -88,18 +89,17 @@ func timeToRunning(b *testing.B, withFallback bool) time.Duration {
 	w.startWith(fallback.DefaultTTL, drivers)
 
 	var first time.Time
-	for first.IsZero() {
+	eventually.True(b, time.Minute, "the first create", func() bool {
 		first = fe.first()
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !first.IsZero()
+	})
 	class := "zone-1"
 	if withFallback {
 		class = "zone-2"
 	}
-	for {
-		if on, live, _ := w.running(class); on == 5 && live == 5 {
-			return time.Since(first)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.Explained(b, 5*time.Minute, "5 machines Running on "+class, func() (bool, string) {
+		on, live, desc := w.running(class)
+		return on == 5 && live == 5, desc
+	})
+	return time.Since(first)
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
 
@@ -39,7 +41,7 @@ type classKey struct{ namespace, name string }
 // again from the marks it published on the classes.
 type Cache struct {
 	ttl   time.Duration
-	now   func() time.Time
+	clock clock.PassiveClock
 	mu    sync.Mutex
 	marks map[classKey]Mark
 }
@@ -49,12 +51,13 @@ func NewCache(ttl time.Duration) *Cache {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Cache{ttl: ttl, now: time.Now, marks: map[classKey]Mark{}}
+	return &Cache{ttl: ttl, clock: clock.RealClock{}, marks: map[classKey]Mark{}}
 }
 
-// WithClock replaces the clock (tests).
-func (c *Cache) WithClock(now func() time.Time) *Cache {
-	c.now = now
+// WithClock makes the marks last ttl by clk instead of the real clock (the controllers' clock,
+// a fake one in tests).
+func (c *Cache) WithClock(clk clock.PassiveClock) *Cache {
+	c.clock = clk
 	return c
 }
 
@@ -64,7 +67,7 @@ func (c *Cache) TTL() time.Duration { return c.ttl }
 // Mark marks a class exhausted for the TTL from now (a later mark extends it) and counts it in
 // machinist_fallback_exhausted_marks_total.
 func (c *Cache) Mark(namespace, class, message string) Mark {
-	m := Mark{Until: c.now().Add(c.ttl), Message: truncate(message)}
+	m := Mark{Until: c.clock.Now().Add(c.ttl), Message: truncate(message)}
 	c.mu.Lock()
 	c.marks[classKey{namespace, class}] = m
 	c.mu.Unlock()
@@ -81,7 +84,7 @@ func (c *Cache) Exhausted(namespace, class string) (Mark, bool) {
 	if !ok {
 		return Mark{}, false
 	}
-	if !c.now().Before(m.Until) {
+	if !c.clock.Now().Before(m.Until) {
 		delete(c.marks, k)
 		return Mark{}, false
 	}
@@ -101,7 +104,7 @@ func (c *Cache) Clear(namespace, class string) bool {
 // Adopt takes over a mark published on a class (by this controller before a restart, or by
 // another replica) unless the cache knows a later one. Expired marks are ignored.
 func (c *Cache) Adopt(class *v1alpha1.MachineClass) {
-	pm, ok := PublishedMark(class, c.now())
+	pm, ok := PublishedMark(class, c.clock.Now())
 	if !ok {
 		return
 	}

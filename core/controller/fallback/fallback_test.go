@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -56,7 +57,8 @@ func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestCacheMarksExpireAndClear(t *testing.T) {
 	now := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	c := NewCache(time.Minute).WithClock(func() time.Time { return now })
+	clk := testclock.NewFakePassiveClock(now)
+	c := NewCache(time.Minute).WithClock(clk)
 	if _, ok := c.Exhausted("ns", "a"); ok {
 		t.Fatal("an unmarked class is exhausted")
 	}
@@ -67,11 +69,11 @@ func TestCacheMarksExpireAndClear(t *testing.T) {
 	if _, ok := c.Exhausted("other", "a"); ok {
 		t.Fatal("a mark crossed namespaces")
 	}
-	now = now.Add(59 * time.Second)
+	clk.SetTime(now.Add(59 * time.Second))
 	if _, ok := c.Exhausted("ns", "a"); !ok {
 		t.Fatal("mark gone before its TTL")
 	}
-	now = now.Add(time.Second)
+	clk.SetTime(now.Add(time.Minute))
 	if _, ok := c.Exhausted("ns", "a"); ok {
 		t.Fatal("mark outlived its TTL")
 	}
@@ -104,7 +106,7 @@ func TestPublishedMarkRoundTripAndAdopt(t *testing.T) {
 		t.Fatal("an unreadable annotation counts as a mark")
 	}
 
-	c := NewCache(time.Minute).WithClock(func() time.Time { return now })
+	c := NewCache(time.Minute).WithClock(testclock.NewFakePassiveClock(now))
 	class.Annotations[AnnotationExhausted] = Mark{Until: now.Add(30 * time.Second), Message: "old"}.Encode()
 	c.Adopt(class)
 	if got, ok := c.Exhausted("ns", "a"); !ok || got.Message != "old" {
@@ -119,7 +121,7 @@ func TestPublishedMarkRoundTripAndAdopt(t *testing.T) {
 
 func TestPickAndDescribe(t *testing.T) {
 	now := time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC)
-	c := NewCache(time.Minute).WithClock(func() time.Time { return now })
+	c := NewCache(time.Minute).WithClock(testclock.NewFakePassiveClock(now))
 	chain := Chain{Namespace: "ns", Classes: []string{"a", "b", "c"}}
 	if got, _, ok := Pick(chain, c, nil); !ok || got != "a" {
 		t.Fatalf("Pick = %q, %v; want the primary", got, ok)

@@ -15,23 +15,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // crdsWithoutFallbackField copies machinist's CRDs with status.fallbackReplicas (and its
 // column) taken out of the MachineDeployment CRD, as Gardener MCM's CRD is.
 func crdsWithoutFallbackField(t *testing.T) string {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,22 +141,14 @@ func TestPrunedFallbackFieldIsNotWrittenAgain(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrltest.ManagerOptions(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := machineset.Setup(mgr, machineset.Options{Fallback: marks}); err != nil {
-		t.Fatal(err)
-	}
-	if err := machinedeployment.Setup(mgr, machinedeployment.Options{Log: ctrltest.Logger()}); err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	defer func() { cancel(); <-done }()
+	ctrltest.RunManager(t, cfg, ns, func(mgr crmanager.Manager) error {
+		if err := machineset.Setup(mgr, machineset.Options{Fallback: marks}); err != nil {
+			return err
+		}
+		return machinedeployment.Setup(mgr, machinedeployment.Options{Log: ctrltest.Logger()})
+	})
 
-	ctrltest.Eventually(t, time.Minute, "2 machines on b and the deployment's status counting them", func() bool {
+	eventually.True(t, time.Minute, "2 machines on b and the deployment's status counting them", func() bool {
 		var list v1alpha1.MachineList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 2 {
 			return false

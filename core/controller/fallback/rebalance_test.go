@@ -1,19 +1,22 @@
 package fallback_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/apimachinery/pkg/types"
+	testclock "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestRebalanceWaitsForAReadyProbe: the MachineSet controller alone, machine phases played by
@@ -39,27 +42,25 @@ func TestRebalanceWaitsForAReadyProbe(t *testing.T) {
 			},
 		},
 	})
-	marks := fallback.NewCache(3 * time.Second)
+	clk := testclock.NewFakeClock(time.Now())
+	marks := fallback.NewCache(3 * time.Minute).WithClock(clk)
 	marks.Mark(w.ns, "a", "stock-out")
-	mgr, err := ctrl.NewManager(w.cfg, ctrltest.ManagerOptions(w.ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := machineset.Setup(mgr, machineset.Options{Fallback: marks}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	ctrltest.RunManager(t, w.cfg, w.ns, func(mgr crmanager.Manager) error {
+		return machineset.Setup(mgr, machineset.Options{Fallback: marks, Clock: clk})
+	})
 
 	w.waitRunningOn("b", 2, 30*time.Second)
 	fallbackMachines := map[string]bool{}
 	for _, m := range w.machines() {
 		fallbackMachines[m.Name] = true
+		if m.Spec.Class.Name == "a" {
+			t.Fatalf("machine %s made on the primary while it is marked", m.Name)
+		}
 	}
+	clk.Step(4 * time.Minute) // the primary's mark expires
+	touchSet(t, w, "p")
 	var probe string
-	ctrltest.Eventually(t, 30*time.Second, "a Pending surge machine on a", func() bool {
+	eventually.True(t, 30*time.Second, "a Pending surge machine on a", func() bool {
 		for _, m := range w.machines() {
 			if fallback.IsSurge(&m) && m.Spec.Class.Name == "a" && m.Status.CurrentStatus.Phase == v1alpha1.MachinePending {
 				probe = m.Name
@@ -68,7 +69,11 @@ func TestRebalanceWaitsForAReadyProbe(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(time.Second) // the set reconciles on the probe's events
+	// The set reconciles on the probe's events: its status counts the probe.
+	eventually.True(t, 30*time.Second, "the set's status counting the probe", func() bool {
+		ms := &v1alpha1.MachineSet{}
+		return w.c.Get(w.ctx, w.key("p"), ms) == nil && ms.Status.Replicas == 3
+	})
 	live := 0
 	for _, m := range w.machines() {
 		switch {
@@ -81,5 +86,16 @@ func TestRebalanceWaitsForAReadyProbe(t *testing.T) {
 	}
 	if live != 3 {
 		t.Errorf("%d machines, want the 2 on b and the probe", live)
+	}
+}
+
+// touchSet changes an annotation of a MachineSet, so its controller reconciles it now (after a
+// test stepped the controller's clock).
+func touchSet(t *testing.T, w *world, name string) {
+	t.Helper()
+	ms := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	patch := []byte(`{"metadata":{"annotations":{"test.machinist.io/touch":"` + time.Now().String() + `"}}}`)
+	if err := w.c.Patch(w.ctx, ms, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
 	}
 }

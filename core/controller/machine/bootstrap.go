@@ -49,17 +49,21 @@ func bootstrapTokenSecretName(machineName string) string {
 	return bootstrapTokenPrefix + bootstrapTokenID(machineName)
 }
 
-// userDataFor returns a copy of secret whose userData has the placeholders replaced: the
+// bootstrapTokens makes, hands out and deletes the machines' bootstrap tokens in the target
+// cluster.
+type bootstrapTokens struct{ *deps }
+
+// userData returns a copy of secret whose userData has the placeholders replaced: the
 // machine's bootstrap token (created in the target cluster when userData asks for one) and its
 // name, each in plain and URL-encoded form (Ignition embeds userData URL-encoded).
-func (r *reconciler) userDataFor(ctx context.Context, m *v1alpha1.Machine, secret *corev1.Secret) (*corev1.Secret, error) {
+func (r *bootstrapTokens) userData(ctx context.Context, m *v1alpha1.Machine, secret *corev1.Secret) (*corev1.Secret, error) {
 	out := secret.DeepCopy()
 	ud, ok := out.Data[classsecret.UserDataKey]
 	if !ok {
 		return out, nil
 	}
 	if r.target != nil && containsPlaceholder(ud, v1alpha1.UserDataBootstrapTokenPlaceholder) {
-		token, err := r.ensureBootstrapToken(ctx, m)
+		token, err := r.ensure(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -79,16 +83,16 @@ func replacePlaceholder(data []byte, ph, value string) []byte {
 	return bytes.ReplaceAll(data, []byte(url.QueryEscape(ph)), []byte(url.QueryEscape(value)))
 }
 
-// ensureBootstrapToken gets or creates the machine's bootstrap token in the target cluster. It
+// ensure gets or creates the machine's bootstrap token in the target cluster. It
 // expires with the machine's effective creation timeout (counted from the machine's creation,
 // so a retried creation reuses the same token): a node that has not joined by then is Failed
 // anyway, and a long creation timeout gets a long-lived token.
-func (r *reconciler) ensureBootstrapToken(ctx context.Context, m *v1alpha1.Machine) (string, error) {
+func (r *bootstrapTokens) ensure(ctx context.Context, m *v1alpha1.Machine) (string, error) {
 	name := bootstrapTokenSecretName(m.Name)
 	secrets := r.targetCS.CoreV1().Secrets(bootstrapTokenNamespace)
-	expiration := m.CreationTimestamp.Add(r.effectiveCreationTimeout(m))
+	expiration := m.CreationTimestamp.Add(r.opts.creationTimeout(m))
 	if m.CreationTimestamp.IsZero() {
-		expiration = r.now().Add(r.effectiveCreationTimeout(m))
+		expiration = r.now().Add(r.opts.creationTimeout(m))
 	}
 	existing, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -139,9 +143,9 @@ func (r *reconciler) ensureBootstrapToken(ctx context.Context, m *v1alpha1.Machi
 	return id + "." + tokenSecret, nil
 }
 
-// deleteBootstrapToken removes the machine's token once its node joined (or the machine goes).
-func (r *reconciler) deleteBootstrapToken(ctx context.Context, m *v1alpha1.Machine) error {
-	if r.targetCS == nil || !r.mayHaveBootstrapToken(ctx, m) {
+// delete removes the machine's token once its node joined (or the machine goes).
+func (r *bootstrapTokens) delete(ctx context.Context, m *v1alpha1.Machine) error {
+	if r.targetCS == nil || !r.mayHave(ctx, m) {
 		return nil
 	}
 	name := bootstrapTokenSecretName(m.Name)
@@ -164,10 +168,10 @@ func (r *reconciler) deleteBootstrapToken(ctx context.Context, m *v1alpha1.Machi
 	return nil
 }
 
-// mayHaveBootstrapToken reports whether the machine's userData asks for a token (read from the
+// mayHave reports whether the machine's userData asks for a token (read from the
 // cache), so machines without one cost no API call at join and deletion. When the class or its
 // secret cannot be read it answers true.
-func (r *reconciler) mayHaveBootstrapToken(ctx context.Context, m *v1alpha1.Machine) bool {
+func (r *bootstrapTokens) mayHave(ctx context.Context, m *v1alpha1.Machine) bool {
 	class := &v1alpha1.MachineClass{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.Class.Name}, class); err != nil {
 		return true

@@ -26,9 +26,16 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 )
 
-// setupClassController keeps the finalizer on MachineClasses while machines use them, so a
-// class (and the credentials its VMs need to be deleted) cannot disappear before its machines.
-func (r *reconciler) setupClassController(mgr manager.Manager) error {
+// classReconciler is the MachineClass controller: it keeps the finalizer on MachineClasses while
+// machines use them, so a class (and the credentials its VMs need to be deleted) cannot
+// disappear before its machines, and records the offline check of each class's providerSpec.
+type classReconciler struct {
+	*deps
+	// status is where ProviderSpecValid conditions go (the class's status, when the CRD has it).
+	status *classStatusStore
+}
+
+func (r *classReconciler) setup(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("machineclass").
 		For(&v1alpha1.MachineClass{}).
@@ -45,11 +52,12 @@ func (r *reconciler) setupClassController(mgr manager.Manager) error {
 			n, okNew := e.ObjectNew.(*v1alpha1.Machine)
 			return !okOld || !okNew || !slices.Equal(classesOf(o), classesOf(n))
 		}})).
-		WithOptions(r.controllerOptions()).
-		Complete(reconcile.Func(r.reconcileClass))
+		WithOptions(r.opts.controllerOptions()).
+		Complete(r)
 }
 
-func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile keeps a class's finalizer and ProviderSpecValid condition.
+func (r *classReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	class := &v1alpha1.MachineClass{}
 	if err := r.client.Get(ctx, req.NamespacedName, class); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -108,13 +116,13 @@ func (r *reconciler) reconcileClass(ctx context.Context, req reconcile.Request) 
 // Gardener MCM's MachineClass CRD has no status subresource: the API server refuses the write
 // (404). The controller then says so once, stops writing conditions and keeps the last one in
 // memory, so the Event is still emitted once per change (once more after a restart).
-func (r *reconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.MachineClass) error {
+func (r *classReconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.MachineClass) error {
 	cond := specCondition(class, r.drivers.CheckSpec(class))
-	if old := r.classStatus.current(class); old != nil && old.Status == cond.Status &&
+	if old := r.status.current(class); old != nil && old.Status == cond.Status &&
 		old.Reason == cond.Reason && old.Message == cond.Message && old.ObservedGeneration == cond.ObservedGeneration {
 		return nil
 	}
-	if !r.classStatus.field.Dropped() {
+	if !r.status.field.Dropped() {
 		orig := class.DeepCopy()
 		meta.SetStatusCondition(&class.Status.Conditions, cond)
 		err := r.client.Status().Patch(ctx, class, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
@@ -122,7 +130,7 @@ func (r *reconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.Machin
 			return err
 		}
 	}
-	r.classStatus.remember(class, cond)
+	r.status.remember(class, cond)
 	if cond.Reason == v1alpha1.ReasonProviderSpecFieldWarnings || cond.Reason == v1alpha1.ReasonProviderSpecInvalid {
 		r.recorder.Eventf(class, nil, corev1.EventTypeWarning, cond.Reason, "CheckProviderSpec", "%s", truncate(cond.Message, maxEventNote))
 	}
@@ -131,15 +139,15 @@ func (r *reconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.Machin
 
 // noStatusSubresource tells a status write refused because the CRD has no status subresource
 // (the class itself exists) from other errors, and logs the first such refusal.
-func (r *reconciler) noStatusSubresource(ctx context.Context, class *v1alpha1.MachineClass, err error) bool {
+func (r *classReconciler) noStatusSubresource(ctx context.Context, class *v1alpha1.MachineClass, err error) bool {
 	if !apierrors.IsNotFound(err) {
 		return false
 	}
 	if gerr := r.apiReader.Get(ctx, client.ObjectKeyFromObject(class), &v1alpha1.MachineClass{}); gerr != nil {
 		return false // gone, or unknown: the class's next reconcile sees
 	}
-	if r.classStatus.field.Observe(true, false) {
-		r.opts.Log.Info(r.classStatus.field.Message())
+	if r.status.field.Observe(true, false) {
+		r.opts.Log.Info(r.status.field.Message())
 	}
 	return true
 }
@@ -203,20 +211,11 @@ func specCondition(class *v1alpha1.MachineClass, check registry.SpecCheck) metav
 	return cond
 }
 
-func (r *reconciler) removeFinalizer(ctx context.Context, o client.Object, finalizer string) (reconcile.Result, error) {
-	orig := o.DeepCopyObject().(client.Object)
-	if !controllerutil.RemoveFinalizer(o, finalizer) {
-		return reconcile.Result{}, nil
-	}
-	if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return requeueOnConflict(err)
-	}
-	return reconcile.Result{}, nil
-}
-
-// setupSecretController keeps a finalizer on Secrets referenced by a MachineClass (secretRef or
+// secretReconciler keeps a finalizer on Secrets referenced by a MachineClass (secretRef or
 // credentialsSecretRef), so credentials cannot be deleted while a class points at them.
-func (r *reconciler) setupSecretController(mgr manager.Manager) error {
+type secretReconciler struct{ *deps }
+
+func (r *secretReconciler) setup(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("machineclass-secret").
 		For(&corev1.Secret{}).
@@ -228,11 +227,12 @@ func (r *reconciler) setupSecretController(mgr manager.Manager) error {
 			}
 			return out
 		})).
-		WithOptions(r.controllerOptions()).
-		Complete(reconcile.Func(r.reconcileSecret))
+		WithOptions(r.opts.controllerOptions()).
+		Complete(r)
 }
 
-func (r *reconciler) reconcileSecret(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile adds or removes a secret's finalizer.
+func (r *secretReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	secret := &corev1.Secret{}
 	if err := r.client.Get(ctx, req.NamespacedName, secret); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -253,3 +253,8 @@ func (r *reconciler) reconcileSecret(ctx context.Context, req reconcile.Request)
 	}
 	return r.removeFinalizer(ctx, secret, v1alpha1.FinalizerSecret)
 }
+
+var (
+	_ reconcile.Reconciler = (*classReconciler)(nil)
+	_ reconcile.Reconciler = (*secretReconciler)(nil)
+)

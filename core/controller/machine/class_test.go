@@ -14,10 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // specCheckProvider is compiled in (registered) and checks its specs offline, as the OpenStack,
@@ -56,7 +57,7 @@ func specCondition(t *testing.T, e *ctrltest.Env, name string) (*v1alpha1.Machin
 func waitSpecCondition(t *testing.T, e *ctrltest.Env, name, reason string, generation int64) *metav1.Condition {
 	t.Helper()
 	var cond *metav1.Condition
-	ctrltest.Eventually(t, 30*time.Second, "condition "+reason, func() bool {
+	eventually.True(t, 30*time.Second, "condition "+reason, func() bool {
 		_, cond = specCondition(t, e, name)
 		return cond != nil && cond.Reason == reason && cond.ObservedGeneration == generation
 	})
@@ -102,7 +103,7 @@ func TestClassProviderSpecCondition(t *testing.T) {
 		!strings.Contains(cond.Message, "providerSpec.password: unknown field: ignored") {
 		t.Fatalf("condition %+v", cond)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "ProviderSpecFieldWarnings event", func() bool {
+	eventually.True(t, 10*time.Second, "ProviderSpecFieldWarnings event", func() bool {
 		return countReason(e.EventReasons("warn"), v1alpha1.ReasonProviderSpecFieldWarnings) == 1
 	})
 	list, err := e.CS.EventsV1().Events(e.NS).List(ctx, metav1.ListOptions{})
@@ -134,7 +135,7 @@ func TestClassProviderSpecCondition(t *testing.T) {
 		if restart {
 			e.StartControllers(ctrltest.FastOptions(), false, nil)
 		}
-		ctrltest.Eventually(t, 30*time.Second, "class reconciled (finalizer)", func() bool {
+		eventually.True(t, 30*time.Second, "class reconciled (finalizer)", func() bool {
 			c, _ := specCondition(t, e, "warn")
 			return controllerutil.ContainsFinalizer(c, v1alpha1.FinalizerMachineControllerManager)
 		})
@@ -156,7 +157,7 @@ func TestClassProviderSpecCondition(t *testing.T) {
 	if cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "providerSpec.cluster: Required value") {
 		t.Fatalf("condition %+v", cond)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "ProviderSpecInvalid event", func() bool {
+	eventually.True(t, 10*time.Second, "ProviderSpecInvalid event", func() bool {
 		return countReason(e.EventReasons("warn"), v1alpha1.ReasonProviderSpecInvalid) == 1
 	})
 	if n := countReason(e.EventReasons("warn"), v1alpha1.ReasonProviderSpecFieldWarnings); n != 1 {

@@ -36,12 +36,23 @@ type created struct {
 	uninitialized  bool
 }
 
+// creator creates the VM of a machine that has none yet
+// (docs/compatibility/mcm-controllers.md#creation-flow), with the capacity fallback's choice of
+// class (fallback.go) and the bootstrap token (bootstrap.go), and hands the machine to the health
+// check (health.go) in the same status write.
+type creator struct {
+	*deps
+	tokens   *bootstrapTokens
+	fallback *capacityFallback
+	health   *healthChecker
+}
+
 // create runs the creation flow (docs/compatibility/mcm-controllers.md#creation-flow):
 // GetMachineStatus first so an existing VM is adopted, CreateMachine only when there is none,
 // InitializeMachine when needed, then the machine gets its node label, providerID and priority and
 // goes Pending (Available without a target cluster).
-func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
-	key := r.key(m)
+func (r *creator) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
+	key := keyOf(m)
 	if _, busy := r.creating.LoadOrStore(key, struct{}{}); busy {
 		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 	}
@@ -55,12 +66,12 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	secret, err = r.userDataFor(ctx, m, secret)
+	secret, err = r.tokens.userData(ctx, m, secret)
 	if err != nil {
 		r.log(m).Warn("bootstrap token", "err", err)
 		return reconcile.Result{RequeueAfter: r.backoff.next(key, driver.Unavailable, r.opts)}, nil
 	}
-	callCtx, cancel := context.WithTimeout(ctx, r.effectiveCreationTimeout(m))
+	callCtx, cancel := context.WithTimeout(ctx, r.opts.creationTimeout(m))
 	defer cancel()
 
 	c, err := r.findOrCreateVM(callCtx, drv, m, class, secret)
@@ -70,7 +81,7 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 	}
 	if err != nil {
-		if res, handled, ferr := r.afterCreateFailed(ctx, m, class, err); handled {
+		if res, handled, ferr := r.fallback.afterCreateFailed(ctx, m, class, err); handled {
 			return res, ferr
 		}
 		var lks string
@@ -118,7 +129,7 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 
 	r.backoff.forget(key)
 	if c.fresh {
-		r.createdOn(ctx, class)
+		r.fallback.createdOn(ctx, class)
 	}
 	st := m.Status.DeepCopy()
 	st.LastKnownState = c.lastKnownState
@@ -150,14 +161,14 @@ func (r *reconciler) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	// Look at the node now, before Pending is written: it may have registered already (during
 	// CreateMachine, or long before for an adopted VM) and then sends no more events, and when it
 	// is healthy one status write takes the machine from creation to Running. A node still to
-	// come brings the machine back with its events; reconcileHealth's Pending recheck is the
+	// come brings the machine back with its events; the health check's Pending recheck is the
 	// backstop.
-	return r.reconcileHealthFrom(ctx, m, *st, announce)
+	return r.health.reconcileFrom(ctx, m, *st, announce)
 }
 
 // findOrCreateVM asks GetMachineStatus first and calls CreateMachine only when the driver has
 // no VM (or cannot tell) and the machine has no providerID yet.
-func (r *reconciler) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) (*created, error) {
+func (r *creator) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) (*created, error) {
 	st, err := drv.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
 	switch code := driver.CodeOf(err); code {
 	case driver.OK:
@@ -199,7 +210,7 @@ func (r *reconciler) findOrCreateVM(ctx context.Context, drv driver.Driver, m *v
 
 // staleNode reports whether a node with the new VM's node name already exists for another VM
 // (a cloud reusing node names): the new VM's kubelet would take over the old node object.
-func (r *reconciler) staleNode(ctx context.Context, c *created) (bool, error) {
+func (r *creator) staleNode(ctx context.Context, c *created) (bool, error) {
 	node := &corev1.Node{}
 	// The cache suffices: a stale node is one that existed long before this VM.
 	if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: c.nodeName}, node); err != nil {
@@ -208,16 +219,16 @@ func (r *reconciler) staleNode(ctx context.Context, c *created) (bool, error) {
 		}
 		return false, fmt.Errorf("machine: check for a stale node %s: %w", c.nodeName, err)
 	}
-	return node.Spec.ProviderID != "" && node.Spec.ProviderID != c.providerID, nil
+	return node.Spec.ProviderID != "" && !driver.SameProviderID(node.Spec.ProviderID, c.providerID), nil
 }
 
 // rejectStaleNode deletes the VM just made and fails the machine: its node name belongs to a
 // node of another VM. The MachineSet replaces the machine.
-func (r *reconciler) rejectStaleNode(callCtx, ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, c *created) (reconcile.Result, error) {
+func (r *creator) rejectStaleNode(callCtx, ctx context.Context, drv driver.Driver, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, c *created) (reconcile.Result, error) {
 	probe := m.DeepCopy()
 	probe.Spec.ProviderID = c.providerID
 	if _, err := drv.DeleteMachine(callCtx, &driver.DeleteMachineRequest{Machine: probe, MachineClass: class, Secret: secret}); err != nil && !driver.IsCode(err, driver.NotFound) {
-		return reconcile.Result{RequeueAfter: r.backoff.next(r.key(m), driver.CodeOf(err), r.opts)}, nil
+		return reconcile.Result{RequeueAfter: r.backoff.next(keyOf(m), driver.CodeOf(err), r.opts)}, nil
 	}
 	st := m.Status.DeepCopy()
 	st.CurrentStatus.Phase = v1alpha1.MachineFailed
@@ -235,7 +246,7 @@ func (r *reconciler) rejectStaleNode(callCtx, ctx context.Context, drv driver.Dr
 
 // recordVM stores the VM on the machine: spec.providerID, the node label (with a target
 // cluster) and the default scale-down priority.
-func (r *reconciler) recordVM(ctx context.Context, m *v1alpha1.Machine, c *created) error {
+func (r *creator) recordVM(ctx context.Context, m *v1alpha1.Machine, c *created) error {
 	orig := m.DeepCopy()
 	changed := false
 	if m.Spec.ProviderID != c.providerID {
@@ -280,21 +291,21 @@ func (r *reconciler) recordVM(ctx context.Context, m *v1alpha1.Machine, c *creat
 // creation timeout has passed (never for a provider no source serves: its machines wait for a
 // driver instead of being replaced in a loop), with the driver's code and message, and retries
 // with backoff by code.
-func (r *reconciler) createFailed(ctx context.Context, m *v1alpha1.Machine, err error, lastKnownState, suffix string) (reconcile.Result, error) {
+func (r *creator) createFailed(ctx context.Context, m *v1alpha1.Machine, err error, lastKnownState, suffix string) (reconcile.Result, error) {
 	if ctx.Err() != nil {
 		return reconcile.Result{}, ctx.Err()
 	}
 	s := driver.StatusOf(err)
 	code := s.Code()
 	unresolvable := errors.Is(err, registry.ErrUnknownProvider)
-	delay := r.backoff.next(r.key(m), code, r.opts)
+	delay := r.backoff.next(keyOf(m), code, r.opts)
 	if unresolvable {
 		// A driver may appear any moment (a provider dialling in): look again soon.
 		delay = min(delay, time.Minute)
 	}
 
 	st := m.Status.DeepCopy()
-	timedOut := r.now().Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m)
+	timedOut := r.now().Sub(m.CreationTimestamp.Time) > r.opts.creationTimeout(m)
 	if timedOut && !unresolvable {
 		st.CurrentStatus.Phase = v1alpha1.MachineFailed
 		st.CurrentStatus.TimeoutActive = false
@@ -328,18 +339,13 @@ func (r *reconciler) createFailed(ctx context.Context, m *v1alpha1.Machine, err 
 	}
 	r.event(m, corev1.EventTypeWarning, reason, "Create", fmt.Sprintf("%s (%s); retrying in %s", desc, code, delay.Round(time.Second)))
 	if st.CurrentStatus.Phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
-		r.event(m, corev1.EventTypeWarning, "Failed", "Create", fmt.Sprintf("creation did not succeed within %s", r.effectiveCreationTimeout(m)))
+		r.event(m, corev1.EventTypeWarning, "Failed", "Create", fmt.Sprintf("creation did not succeed within %s", r.opts.creationTimeout(m)))
 	}
 	r.log(m).Info("machine creation failed", "code", code.String(), "message", s.Message(), "retryIn", delay.Round(time.Millisecond), "phase", st.CurrentStatus.Phase)
 	if werr := r.writeStatus(ctx, m, *st); werr != nil {
 		return requeueOnConflict(werr)
 	}
 	return reconcile.Result{RequeueAfter: delay}, nil
-}
-
-func (r *reconciler) untilCreationTimeout(m *v1alpha1.Machine) time.Duration {
-	left := m.CreationTimestamp.Add(r.effectiveCreationTimeout(m)).Sub(r.now())
-	return clampRequeue(left+time.Second, r.opts.LongRetry)
 }
 
 // clampRequeue keeps a requeue delay between a second and ceiling.

@@ -12,8 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -83,14 +87,33 @@ func mcmStep(m *v1alpha1.Machine) (step, bool) {
 	return "", false
 }
 
-// reconcileTermination runs the deletion sequence of a machine. Its start is recorded (phase
+// terminationReconciler is the termination controller: it runs the deletion sequence of machines
+// being deleted, on a queue of its own so deletions are not starved by creations (MCM's
+// machinetermination queue).
+type terminationReconciler struct {
+	*deps
+	tokens   *bootstrapTokens
+	fallback *capacityFallback // deletes the VM a moved machine may have left on its old class
+}
+
+// setup watches machines being deleted.
+func (r *terminationReconciler) setup(mgr manager.Manager) error {
+	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !notDeleting(o) })
+	return builder.ControllerManagedBy(mgr).
+		Named("machine-termination").
+		For(&v1alpha1.Machine{}, builder.WithPredicates(deleting, specOrMetaChanged())).
+		WithOptions(r.opts.controllerOptions()).
+		Complete(r)
+}
+
+// Reconcile runs the deletion sequence of a machine. Its start is recorded (phase
 // Terminating, the marker with the phase it came from); after that a step is recorded (the
 // marker and MCM's lastOperation text) when it may take a while — a drain with pods to move, a
 // VM deletion the driver has not finished within slowStepAfter — and when it waits or fails. A
 // step that is done at once is not: a smooth deletion costs two writes and the finalizer's
 // removal instead of two writes per step. Every step is idempotent, so after a restart (or a
 // crash mid-step) the sequence resumes at the last recorded step and runs the quick ones again.
-func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *terminationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -107,7 +130,7 @@ func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Req
 	if m.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMachineControllerManager) {
 		return reconcile.Result{}, nil
 	}
-	if _, busy := r.creating.Load(r.key(m)); busy {
+	if _, busy := r.creating.Load(keyOf(m)); busy {
 		// A CreateMachine for it is in flight: let it return, then delete what it made.
 		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 	}
@@ -142,7 +165,7 @@ func (r *reconciler) reconcileTermination(ctx context.Context, req reconcile.Req
 }
 
 // recordStep records s unless the marker names it already.
-func (r *reconciler) recordStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+func (r *terminationReconciler) recordStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
 	if cur, ok := deletionStateOf(m); ok && cur.Step == s.Step {
 		return nil
 	}
@@ -155,16 +178,16 @@ const slowStepAfter = 2 * time.Second
 
 // recordIfSlow runs call (which must not touch m) and records s from another goroutine if call
 // takes longer than slowStepAfter; m then holds the recorded machine.
-func (r *reconciler) recordIfSlow(ctx context.Context, m *v1alpha1.Machine, s deletionState, call func()) {
+func (r *terminationReconciler) recordIfSlow(ctx context.Context, m *v1alpha1.Machine, s deletionState, call func()) {
 	done := make(chan struct{})
 	recorded := make(chan *v1alpha1.Machine, 1)
 	go func() {
-		t := time.NewTimer(slowStepAfter)
+		t := r.clock.NewTimer(slowStepAfter)
 		defer t.Stop()
 		select {
 		case <-done:
 			recorded <- nil
-		case <-t.C:
+		case <-t.C():
 			c := m.DeepCopy() // reading m while call reads it too
 			if err := r.recordStep(ctx, c, s); err != nil {
 				r.log(m).Debug("record a slow deletion step", "step", s.Step, "err", err)
@@ -181,7 +204,7 @@ func (r *reconciler) recordIfSlow(ctx context.Context, m *v1alpha1.Machine, s de
 
 // enterStep records the step: the marker first (the controller's state), then the status
 // (phase Terminating, MCM's text).
-func (r *reconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+func (r *terminationReconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
 	if err := r.markStep(ctx, m, s); err != nil {
 		return err
 	}
@@ -194,7 +217,7 @@ func (r *reconciler) enterStep(ctx context.Context, m *v1alpha1.Machine, s delet
 }
 
 // markStep writes the marker of s (the controller's state) unless it names s already.
-func (r *reconciler) markStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
+func (r *terminationReconciler) markStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) error {
 	if cur, ok := deletionStateOf(m); ok && cur.Step == s.Step {
 		return nil
 	}
@@ -216,11 +239,11 @@ func (r *reconciler) markStep(ctx context.Context, m *v1alpha1.Machine, s deleti
 
 // stepFailed keeps the machine in its step, shows why in lastOperation (MCM's text last, so
 // MCM would resume the same step) and retries with backoff by code.
-func (r *reconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s deletionState, err error, code driver.Code) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s deletionState, err error, code driver.Code) (step, reconcile.Result, error) {
 	if ctx.Err() != nil {
 		return "", reconcile.Result{}, ctx.Err()
 	}
-	delay := r.backoff.next(r.key(m), code, r.opts)
+	delay := r.backoff.next(keyOf(m), code, r.opts)
 	if err := r.markStep(ctx, m, s); err != nil {
 		res, rerr := requeueOnConflict(err)
 		return "", res, rerr
@@ -243,7 +266,7 @@ func (r *reconciler) stepFailed(ctx context.Context, m *v1alpha1.Machine, s dele
 }
 
 // runStep runs one step and returns the step to go to (the same step to wait, "" to stop).
-func (r *reconciler) runStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+func (r *terminationReconciler) runStep(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	switch s.Step {
 	case stepGetVMStatus:
 		return r.stepGetVMStatus(ctx, m, s)
@@ -263,7 +286,7 @@ func (r *reconciler) runStep(ctx context.Context, m *v1alpha1.Machine, s deletio
 
 // stepGetVMStatus makes sure the machine knows its node: from its label, a node labelled with
 // the machine's name, or the driver's GetMachineStatus.
-func (r *reconciler) stepGetVMStatus(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepGetVMStatus(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	if r.target == nil {
 		return stepVMDeletion, reconcile.Result{}, nil
 	}
@@ -327,7 +350,7 @@ func (r *reconciler) stepGetVMStatus(ctx context.Context, m *v1alpha1.Machine, s
 // drained. The drain turns forceful after the drain timeout (counted from the deletion request,
 // which never moves), with the force-deletion label, or when the node has been NotReady for
 // long; a forced drain then waits for volume attachments to go.
-func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	nodeName := m.Labels[v1alpha1.LabelNode]
 	if nodeName == "" || r.target == nil {
 		return stepVMDeletion, reconcile.Result{}, nil
@@ -346,7 +369,7 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 		return "", reconcile.Result{}, err
 	}
 
-	drainTimeout := r.effectiveDrainTimeout(m)
+	drainTimeout := r.opts.drainTimeout(m)
 	elapsed := r.now().Sub(m.DeletionTimestamp.Time)
 	force, why := false, ""
 	switch {
@@ -364,17 +387,12 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 	if s.FromPhase == v1alpha1.MachineFailed {
 		reason = v1alpha1.NodeTerminationReasonUnhealthy
 	}
-	if err := r.setNodeTerminating(ctx, node, reason); err != nil && !force {
+	if err := setNodeTerminating(ctx, r.target.GetClient(), node, reason, r.now()); err != nil && !force {
 		return r.stepFailed(ctx, m, s, fmt.Errorf("set node condition Terminating: %w", err), driver.OK)
 	}
 
-	opts := drain.Options{
-		Force:              force,
-		EvictRetryInterval: r.opts.EvictRetryInterval,
-		PollInterval:       r.opts.DrainPollInterval,
-		PVDetachTimeout:    r.opts.PVDetachTimeout,
-		PVReattachTimeout:  r.opts.PVReattachTimeout,
-	}
+	opts := r.opts.drainOptions()
+	opts.Force = force
 	// A drain with pods to move may take a while: record it before the first goes.
 	opts.OnPods = func(int) {
 		if err := r.recordStep(ctx, m, s); err != nil {
@@ -386,8 +404,7 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 		opts.MaxEvictRetries = 1
 		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+nodeName+" forcefully: "+why)
 	} else {
-		opts.Timeout = drainTimeout - elapsed
-		opts.MaxEvictRetries = min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval)))
+		opts.Timeout, opts.MaxEvictRetries = drainTimeout-elapsed, r.opts.evictRetries(m, drainTimeout)
 		deadline := m.DeletionTimestamp.Add(drainTimeout).UTC().Format(time.RFC3339)
 		opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem, true) }
 		opts.OnBlocked = func(problem error) {
@@ -395,9 +412,8 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 		}
 	}
 
-	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
 	began := r.now()
-	err = d.Drain(ctx, nodeName, opts)
+	err = r.drainer(ctx, m).Drain(ctx, nodeName, opts)
 	switch {
 	case err == nil && !force:
 		mcmmetrics.MachineDrained(m, r.now().Sub(began))
@@ -422,7 +438,7 @@ func (r *reconciler) stepDrain(ctx context.Context, m *v1alpha1.Machine, s delet
 // reportDrainProblem shows in the machine's lastOperation what a running drain waits for: a
 // problem that needs a human (a misconfigured budget: Failed, FailedPrecondition) or a budget
 // that refuses an eviction for now (Processing).
-func (r *reconciler) reportDrainProblem(ctx context.Context, ns, name string, problem error, needsHuman bool) {
+func (r *terminationReconciler) reportDrainProblem(ctx context.Context, ns, name string, problem error, needsHuman bool) {
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
 		return
@@ -449,29 +465,6 @@ func (r *reconciler) reportDrainProblem(ctx context.Context, ns, name string, pr
 	r.event(m, eventType, reason, "Drain", problem.Error())
 }
 
-// volumeIDs returns the drain's volume mapper: the driver's GetVolumeIDs for the machine's
-// class. A driver without it means volumes are not waited for.
-func (r *reconciler) volumeIDs(ctx context.Context, m *v1alpha1.Machine) drain.VolumeIDsFunc {
-	class, err := r.machineClass(ctx, m)
-	if err != nil {
-		return nil
-	}
-	drv, err := r.driverFor(class)
-	if err != nil {
-		return nil
-	}
-	return func(ctx context.Context, specs []*corev1.PersistentVolumeSpec) ([]string, error) {
-		resp, err := drv.GetVolumeIDs(ctx, &driver.GetVolumeIDsRequest{PVSpecs: specs})
-		if driver.IsCode(err, driver.Unimplemented) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return resp.VolumeIDs, nil
-	}
-}
-
 func notReadyFor(node *corev1.Node, now time.Time) time.Duration {
 	for _, c := range node.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -486,14 +479,14 @@ func notReadyFor(node *corev1.Node, now time.Time) time.Duration {
 
 // setNodeTerminating sets the node condition Terminating (reason Unhealthy or ScaleDown), so
 // node-local agents know the node is going.
-func (r *reconciler) setNodeTerminating(ctx context.Context, node *corev1.Node, reason string) error {
+func setNodeTerminating(ctx context.Context, c client.Client, node *corev1.Node, reason string, at time.Time) error {
 	for _, c := range node.Status.Conditions {
 		if c.Type == v1alpha1.NodeConditionTerminating && c.Status == corev1.ConditionTrue {
 			return nil
 		}
 	}
 	n := node.DeepCopy()
-	now := metav1.NewTime(r.now())
+	now := metav1.NewTime(at)
 	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
 		Type: v1alpha1.NodeConditionTerminating, Status: corev1.ConditionTrue, Reason: reason,
 		Message: "The machine of this node is being deleted", LastTransitionTime: now, LastHeartbeatTime: now,
@@ -503,13 +496,13 @@ func (r *reconciler) setNodeTerminating(ctx context.Context, node *corev1.Node, 
 	if err != nil {
 		return err
 	}
-	return r.target.GetClient().Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, patch))
+	return c.Status().Patch(ctx, n, client.RawPatch(types.StrategicMergePatchType, patch))
 }
 
 // stepVolumeAttachments deletes the node's VolumeAttachments after a forced drain and waits
 // (bounded by the PV detach timeout) until the node has none left, so volumes are free before
 // the VM goes.
-func (r *reconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	nodeName := m.Labels[v1alpha1.LabelNode]
 	if nodeName == "" || r.targetCS == nil {
 		return stepVMDeletion, reconcile.Result{}, nil
@@ -547,10 +540,10 @@ func (r *reconciler) stepVolumeAttachments(ctx context.Context, m *v1alpha1.Mach
 
 // stepVMDeletion calls DeleteMachine, even when the VM seems gone, so partial creations (NICs,
 // disks) are cleaned up. NotFound counts as done.
-func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
 	if old := m.Annotations[fallback.AnnotationVacate]; old != "" && old != m.Spec.Class.Name {
 		// A capacity fallback moved the machine before the class it left was checked.
-		if gone, err := r.deleteOnClass(ctx, m, old); err != nil || !gone {
+		if gone, err := r.fallback.deleteOnClass(ctx, m, old); err != nil || !gone {
 			if err == nil {
 				return s.Step, reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 			}
@@ -563,7 +556,7 @@ func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s 
 		// No class (a typo, or never created): no driver was ever called for this machine, since
 		// a class keeps its finalizer while machines use it, so there is no VM to delete.
 		r.event(m, corev1.EventTypeNormal, "NoVM", "Delete", "No VM to delete: "+ce.msg)
-		return r.afterVMDeletion()
+		return stepAfterVMDeletion(r.target)
 	}
 	if err != nil {
 		if errors.As(err, &ce) {
@@ -590,14 +583,15 @@ func (r *reconciler) stepVMDeletion(ctx context.Context, m *v1alpha1.Machine, s 
 		}
 		return r.stepFailed(ctx, m, s, fmt.Errorf("%s%s", descProviderPrefix, driver.MessageOf(err)), code)
 	}
-	r.backoff.forget(r.key(m))
+	r.backoff.forget(keyOf(m))
 	mcmmetrics.MachineDeleted(m, r.now().Sub(m.DeletionTimestamp.Time))
 	r.event(m, corev1.EventTypeNormal, "VMDeleted", "Delete", "Deleted VM "+m.Spec.ProviderID)
-	return r.afterVMDeletion()
+	return stepAfterVMDeletion(r.target)
 }
 
-func (r *reconciler) afterVMDeletion() (step, reconcile.Result, error) {
-	if r.target == nil {
+// stepAfterVMDeletion: the node goes next, unless there is no target cluster.
+func stepAfterVMDeletion(target cluster.Cluster) (step, reconcile.Result, error) {
+	if target == nil {
 		return stepFinalizerRemoval, reconcile.Result{}, nil
 	}
 	return stepNodeDeletion, reconcile.Result{}, nil
@@ -605,8 +599,8 @@ func (r *reconciler) afterVMDeletion() (step, reconcile.Result, error) {
 
 // stepNodeDeletion removes the node finalizer and deletes the Node (a missing node is fine), and
 // removes a bootstrap token the node never used.
-func (r *reconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
-	if err := r.deleteBootstrapToken(ctx, m); err != nil {
+func (r *terminationReconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, s deletionState) (step, reconcile.Result, error) {
+	if err := r.tokens.delete(ctx, m); err != nil {
 		return r.stepFailed(ctx, m, s, err, driver.OK)
 	}
 	nodeName := m.Labels[v1alpha1.LabelNode]
@@ -646,18 +640,20 @@ func (r *reconciler) stepNodeDeletion(ctx context.Context, m *v1alpha1.Machine, 
 }
 
 // stepFinalizerRemoval lets the machine go.
-func (r *reconciler) stepFinalizerRemoval(ctx context.Context, m *v1alpha1.Machine) (step, reconcile.Result, error) {
+func (r *terminationReconciler) stepFinalizerRemoval(ctx context.Context, m *v1alpha1.Machine) (step, reconcile.Result, error) {
 	last := m.ResourceVersion
 	if res, err := r.removeFinalizer(ctx, m, v1alpha1.FinalizerMachineControllerManager); err != nil || res.RequeueAfter > 0 {
 		return "", res, err
 	}
 	// The machine is gone, but the cache may show it at its last version a moment longer: a
 	// reconcile of that must not remove the finalizer again.
-	r.writes.record(r.key(m), last)
-	r.backoff.forget(r.key(m))
+	r.writes.record(keyOf(m), last)
+	r.backoff.forget(keyOf(m))
 	if n := m.Labels[v1alpha1.LabelNode]; n != "" {
 		r.recordedNodes.Delete(n)
 	}
 	r.log(m).Info("machine deleted")
 	return "", reconcile.Result{}, nil
 }
+
+var _ reconcile.Reconciler = (*terminationReconciler)(nil)

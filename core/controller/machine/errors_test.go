@@ -9,18 +9,20 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestCreateErrorCodes: every code CreateMachine can fail with leaves the machine in
 // CrashLoopBackOff with the code's name and the driver's message in lastOperation, and is
 // retried at the pace of its class: transient codes fast (ShortRetry, doubling), codes that need
 // a fix slowly (MediumRetry), ResourceExhausted slowest (ResourceExhaustedRetry). Paces are
-// compared by call counts in a window, not by timing single calls.
+// compared by the gaps between attempts.
 func TestCreateErrorCodes(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
@@ -70,27 +72,36 @@ func TestCreateErrorCodes(t *testing.T) {
 		})
 	}
 
-	// Pace: attempts (each starts with GetMachineStatus) over a 1.5s window after the failures.
-	// The fast codes retry at least twice in it; the others never sooner than their base wait
-	// allows (−20 % jitter): gaps, not counts in a window, whose start is unrelated to when each
-	// machine failed.
-	before := map[driver.Code]int{}
-	for _, tc := range cases {
-		before[tc.code] = len(counting.statusCalls(e.Name(strings.ToLower(tc.code.String()))))
+	// Pace: the gaps between attempts (each starts with GetMachineStatus), once every code has
+	// been retried (fast codes twice). The others never come back sooner than their base wait
+	// allows (−20 % jitter); the fast codes come back sooner than any of the others did — a
+	// comparison within one run, since on a loaded machine each attempt also waits for a core.
+	calls := func(code driver.Code) []time.Time {
+		return counting.statusCalls(e.Name(strings.ToLower(code.String())))
 	}
-	time.Sleep(1500 * time.Millisecond)
-	for _, tc := range cases {
-		calls := counting.statusCalls(e.Name(strings.ToLower(tc.code.String())))
-		gap := time.Duration(1 << 62)
-		for i := 1; i < len(calls); i++ {
-			gap = min(gap, calls[i].Sub(calls[i-1]))
+	eventually.True(t, time.Minute, "every code retried", func() bool {
+		for _, tc := range cases {
+			if want := map[pace]int{fast: 3, slow: 2, slowest: 2}[tc.pace]; len(calls(tc.code)) < want {
+				return false
+			}
 		}
+		return true
+	})
+	minGap := func(at []time.Time) time.Duration {
+		gap := time.Duration(1 << 62)
+		for i := 1; i < len(at); i++ {
+			gap = min(gap, at[i].Sub(at[i-1]))
+		}
+		return gap
+	}
+	fastGap, slowGap := time.Duration(1<<62), time.Duration(1<<62)
+	for _, tc := range cases {
+		gap := minGap(calls(tc.code))
 		switch tc.pace {
 		case fast:
-			if n := len(calls) - before[tc.code]; n < 2 {
-				t.Errorf("%s: %d retries in 1.5s, want ≥ 2 (ShortRetry 100ms, doubling)", tc.code, n)
-			}
+			fastGap = min(fastGap, gap)
 		case slow:
+			slowGap = min(slowGap, gap)
 			if gap < opts.MediumRetry*8/10 {
 				t.Errorf("%s: attempts %s apart, want ≥ %s (MediumRetry %s − 20 %%)", tc.code, gap, opts.MediumRetry*8/10, opts.MediumRetry)
 			}
@@ -99,6 +110,9 @@ func TestCreateErrorCodes(t *testing.T) {
 				t.Errorf("%s: attempts %s apart, want ≥ %s (ResourceExhaustedRetry %s − 20 %%)", tc.code, gap, opts.ResourceExhaustedRetry*8/10, opts.ResourceExhaustedRetry)
 			}
 		}
+	}
+	if fastGap >= slowGap {
+		t.Errorf("the transient codes were retried %s apart at the soonest, no sooner than the codes that need a fix (%s)", fastGap, slowGap)
 	}
 
 	// Once the cloud recovers, every machine is created.
@@ -135,28 +149,55 @@ func (d *countingDriver) statusCalls(name string) []time.Time {
 	return slices.Clone(d.calls[name])
 }
 
+// TestCreationTimeoutFails: a creation that keeps failing leaves the machine in CrashLoopBackOff
+// until the effective creation timeout (the annotation copied from the deployment) has passed on
+// the controller's clock; then it is Failed, and Failed is final.
 func TestCreationTimeoutFails(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
 	e.Class("mem", "mem", memSpec(e), "")
-	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	clk := testclock.NewFakeClock(time.Now())
+	opts := ctrltest.FastOptions()
+	opts.Clock = clk
+	e.StartControllers(opts, false, nil)
 	name := e.Name("late")
 	cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Code: driver.Unavailable, Machine: name})
 	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
-		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "2s"}
+		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "10m"}
 	})
+	created := e.WaitPhase(name, v1alpha1.MachineCrashLoopBackOff, 30*time.Second).CreationTimestamp.Time
+
+	clk.SetTime(created.Add(9 * time.Minute))
+	afterAttempts(t, "two creations after 9 of 10 minutes", func() int { return cloud.Calls(memdriver.MethodCreate) })
+	if m := e.Get(name); m.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff {
+		t.Fatalf("failed before its creation timeout: %s", ctrltest.Describe(m))
+	}
+
+	clk.SetTime(created.Add(11 * time.Minute))
+	e.Touch(name)
 	m := e.WaitPhase(name, v1alpha1.MachineFailed, 30*time.Second)
 	if m.Status.LastOperation.ErrorCode != "Unavailable" {
 		t.Fatalf("failed machine: %s", ctrltest.Describe(m))
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Failed event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Failed") })
+	eventually.True(t, 10*time.Second, "Failed event", func() bool { return slices.Contains(e.EventReasons(name), "Failed") })
 	// Failed is final: nothing is created for it any more.
 	cloud.ClearFaults()
+	e.Touch(name)
 	time.Sleep(time.Second)
 	if cloud.Count(name) != 0 || e.Get(name).Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
 		t.Fatalf("a Failed machine got a VM: %s", ctrltest.Describe(e.Get(name)))
 	}
+}
+
+// afterAttempts waits until attempts, a count of the controller's attempts on one machine, has
+// grown by two: the first of them began after the caller's change (a step of the clock), and
+// the reconcile that made it has ended, writes included, once the second began (a machine's
+// reconciles never overlap).
+func afterAttempts(t *testing.T, what string, attempts func() int) {
+	t.Helper()
+	before := attempts()
+	eventually.True(t, 30*time.Second, what, func() bool { return attempts() >= before+2 })
 }
 
 func TestStatusAndInitializeCodes(t *testing.T) {
@@ -186,7 +227,7 @@ func TestStatusAndInitializeCodes(t *testing.T) {
 		cloud.Inject(memdriver.MethodInitialize, memdriver.Fault{Code: driver.Internal, Machine: name, Times: 1, Message: "agent not ready"})
 		e.Machine(name, "mem")
 		// The failed initialization is reported (event with MCM's text) and retried.
-		ctrltest.Eventually(t, 30*time.Second, "initialize failure event", func() bool {
+		eventually.True(t, 30*time.Second, "initialize failure event", func() bool {
 			list, err := e.CS.EventsV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
 			if err != nil {
 				return false
@@ -274,10 +315,13 @@ func TestUnresolvableProviderRecovers(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	e.Class("mem", "mem", memSpec(e), "")
-	e.StartControllers(ctrltest.FastOptions(), false, nil)
+	clk := testclock.NewFakeClock(time.Now())
+	opts := ctrltest.FastOptions()
+	opts.Clock = clk
+	e.StartControllers(opts, false, nil)
 	name := e.Name("waiting")
 	e.Machine(name, "mem", func(m *v1alpha1.Machine) {
-		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "1s"}
+		m.Annotations = map[string]string{v1alpha1.AnnotationEffectiveCreationTimeout: "1m"}
 	})
 	m := e.WaitMachine(name, 30*time.Second, "no-driver report", func(m *v1alpha1.Machine) bool {
 		return m != nil && m.Status.LastOperation.ErrorCode == "FailedPrecondition"
@@ -287,8 +331,10 @@ func TestUnresolvableProviderRecovers(t *testing.T) {
 		!strings.Contains(lo.Description, "-tags provider_mem") {
 		t.Fatalf("unresolvable provider: %s", ctrltest.Describe(m))
 	}
-	ctrltest.Eventually(t, 10*time.Second, "DriverUnavailable event", func() bool { return ctrltest.Contains(e.EventReasons(name), "DriverUnavailable") })
-	time.Sleep(1500 * time.Millisecond) // past the creation timeout
+	eventually.True(t, 10*time.Second, "DriverUnavailable event", func() bool { return slices.Contains(e.EventReasons(name), "DriverUnavailable") })
+	clk.SetTime(time.Now().Add(2 * time.Minute)) // past the creation timeout
+	e.Touch(name)
+	afterAttempts(t, "two lookups of the provider past the creation timeout", func() int { return e.Drivers.Lookups(memdriver.ProviderName) })
 	if p := e.Get(name).Status.CurrentStatus.Phase; p == v1alpha1.MachineFailed {
 		t.Fatal("a machine waiting for a driver was failed by the creation timeout")
 	}
@@ -316,7 +362,7 @@ func TestNoDuplicateVMsAcrossRestartsAndLostResponses(t *testing.T) {
 	e.Machine(slow, "mem")
 
 	// Stop while the slow create is in flight, then start again.
-	ctrltest.Eventually(t, 30*time.Second, "slow create in flight", func() bool { return cloud.Calls(memdriver.MethodCreate) >= 2 })
+	eventually.True(t, 30*time.Second, "slow create in flight", func() bool { return cloud.Calls(memdriver.MethodCreate) >= 2 })
 	e.StopControllers()
 	e.StartControllers(ctrltest.FastOptions(), false, nil)
 

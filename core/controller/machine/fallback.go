@@ -28,6 +28,14 @@ import (
 // replica with two VMs: every step is recorded on the Machine before the next one starts, and
 // each is safe to repeat.
 
+// capacityFallback is the create path's part of the capacity fallback: which class a machine
+// without a VM is created on, the exhausted marks a failed create leaves, and the cleanup of the
+// class a machine moved away from.
+type capacityFallback struct {
+	*deps
+	creator *creator // records the failed create when every class is marked
+}
+
 // fallbackPlan is what the capacity fallback knows about a machine about to be created.
 type fallbackPlan struct {
 	chain fallback.Chain
@@ -37,7 +45,7 @@ type fallbackPlan struct {
 
 // planFor returns the plan of a machine that takes part in the capacity fallback, nil for every
 // other machine (which is created exactly as without the feature).
-func (r *reconciler) planFor(ctx context.Context, m *v1alpha1.Machine) (*fallbackPlan, error) {
+func (r *capacityFallback) planFor(ctx context.Context, m *v1alpha1.Machine) (*fallbackPlan, error) {
 	if m.Spec.ProviderID != "" || fallback.IsSurge(m) {
 		return nil, nil
 	}
@@ -68,7 +76,7 @@ func (r *reconciler) planFor(ctx context.Context, m *v1alpha1.Machine) (*fallbac
 
 // usableClass reports whether a class of the chain exists and is not being deleted, adopting
 // the mark it may carry from before a restart.
-func (r *reconciler) usableClass(ctx context.Context, namespace string) func(string) bool {
+func (r *capacityFallback) usableClass(ctx context.Context, namespace string) func(string) bool {
 	return func(name string) bool {
 		class := &v1alpha1.MachineClass{}
 		if err := r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, class); err != nil {
@@ -79,10 +87,10 @@ func (r *reconciler) usableClass(ctx context.Context, namespace string) func(str
 	}
 }
 
-// capacityFallback runs before a machine without a VM is created: it finishes a move to another
+// beforeCreate runs before a machine without a VM is created: it finishes a move to another
 // class (vacate), and moves the machine when its class is marked exhausted. done reports that
 // this reconcile ends here with res.
-func (r *reconciler) capacityFallback(ctx context.Context, m *v1alpha1.Machine) (res reconcile.Result, done bool, err error) {
+func (r *capacityFallback) beforeCreate(ctx context.Context, m *v1alpha1.Machine) (res reconcile.Result, done bool, err error) {
 	if m.Spec.ProviderID != "" {
 		return reconcile.Result{}, false, nil
 	}
@@ -121,7 +129,7 @@ func (r *reconciler) capacityFallback(ctx context.Context, m *v1alpha1.Machine) 
 // afterCreateFailed handles a failed create of a machine that takes part in the fallback: a
 // ResourceExhausted marks the class (for every machine that uses it) and moves the machine to the
 // next class at once. handled is false when the usual failure path applies.
-func (r *reconciler) afterCreateFailed(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, cause error) (res reconcile.Result, handled bool, err error) {
+func (r *capacityFallback) afterCreateFailed(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, cause error) (res reconcile.Result, handled bool, err error) {
 	if driver.CodeOf(cause) != driver.ResourceExhausted || ctx.Err() != nil {
 		return reconcile.Result{}, false, nil
 	}
@@ -143,7 +151,7 @@ func (r *reconciler) afterCreateFailed(ctx context.Context, m *v1alpha1.Machine,
 
 // markExhausted marks a class in the cache and publishes the mark on the class for the Cluster
 // Autoscaler server (best effort: the in-memory mark is what the controllers use).
-func (r *reconciler) markExhausted(ctx context.Context, class *v1alpha1.MachineClass, msg string) fallback.Mark {
+func (r *capacityFallback) markExhausted(ctx context.Context, class *v1alpha1.MachineClass, msg string) fallback.Mark {
 	mark := r.opts.Fallback.Mark(class.Namespace, class.Name, msg)
 	r.opts.Log.Info("machine class marked exhausted", "class", class.Namespace+"/"+class.Name, "until", mark.Until.Format(time.RFC3339), "message", mark.Message)
 	if pub, ok := fallback.PublishedMark(class, r.now()); ok && pub.Until.Sub(r.now()) > r.opts.Fallback.TTL()/2 {
@@ -155,7 +163,7 @@ func (r *reconciler) markExhausted(ctx context.Context, class *v1alpha1.MachineC
 }
 
 // createdOn lifts the mark of a class a create just succeeded on: it has capacity again.
-func (r *reconciler) createdOn(ctx context.Context, class *v1alpha1.MachineClass) {
+func (r *capacityFallback) createdOn(ctx context.Context, class *v1alpha1.MachineClass) {
 	cleared := r.opts.Fallback.Clear(class.Namespace, class.Name)
 	if _, published := class.Annotations[fallback.AnnotationExhausted]; published {
 		r.publishMark(ctx, class, "")
@@ -165,7 +173,7 @@ func (r *reconciler) createdOn(ctx context.Context, class *v1alpha1.MachineClass
 }
 
 // publishMark sets (value != "") or removes the class's exhausted annotation.
-func (r *reconciler) publishMark(ctx context.Context, class *v1alpha1.MachineClass, value string) {
+func (r *capacityFallback) publishMark(ctx context.Context, class *v1alpha1.MachineClass, value string) {
 	var v any
 	if value != "" {
 		v = value
@@ -181,7 +189,7 @@ func (r *reconciler) publishMark(ctx context.Context, class *v1alpha1.MachineCla
 
 // switchClass moves a machine without a VM from class from to class to: one update of
 // spec.class and the vacate annotation, so a restart at any point resumes the move.
-func (r *reconciler) switchClass(ctx context.Context, m *v1alpha1.Machine, plan *fallbackPlan, from, to, why string) (reconcile.Result, error) {
+func (r *capacityFallback) switchClass(ctx context.Context, m *v1alpha1.Machine, plan *fallbackPlan, from, to, why string) (reconcile.Result, error) {
 	orig := m.DeepCopy()
 	m.Spec.Class.Name = to
 	if m.Annotations == nil {
@@ -219,26 +227,26 @@ func (r *reconciler) switchClass(ctx context.Context, m *v1alpha1.Machine, plan 
 // allExhausted records that every class of the machine is marked: no cloud call is made; the
 // machine waits with the ResourceExhausted backoff, and its failed create (code
 // ResourceExhausted) tells Cluster Autoscaler at once that the group is out of resources.
-func (r *reconciler) allExhausted(ctx context.Context, m *v1alpha1.Machine, plan *fallbackPlan, marks map[string]fallback.Mark) (reconcile.Result, error) {
+func (r *capacityFallback) allExhausted(ctx context.Context, m *v1alpha1.Machine, plan *fallbackPlan, marks map[string]fallback.Mark) (reconcile.Result, error) {
 	msg := "every class of the machine is out of capacity: " + fallback.Describe(plan.chain.Classes, marks)
 	if m.Status.LastOperation.ErrorCode != driver.ResourceExhausted.String() {
 		r.event(m, corev1.EventTypeWarning, fallback.ReasonAllClassesExhausted, "Create", msg)
 		r.recorder.Eventf(plan.owner, m, corev1.EventTypeWarning, fallback.ReasonAllClassesExhausted, "Create", "%s", truncate("Machine "+m.Name+": "+msg, 1000))
 	}
-	return r.createFailed(ctx, m, driver.Error(driver.ResourceExhausted, msg), "", "")
+	return r.creator.createFailed(ctx, m, driver.Error(driver.ResourceExhausted, msg), "", "")
 }
 
 // vacate makes sure class old holds no VM of the machine: it asks the class's driver and deletes
 // a VM it finds, then drops the vacate annotation. vacated is false while that is not certain
 // (the reconcile ends with res: a retry, or a wait for the deletion).
-func (r *reconciler) vacate(ctx context.Context, m *v1alpha1.Machine, old string) (res reconcile.Result, vacated bool, err error) {
+func (r *capacityFallback) vacate(ctx context.Context, m *v1alpha1.Machine, old string) (res reconcile.Result, vacated bool, err error) {
 	if old != m.Spec.Class.Name {
 		gone, err := r.deleteOnClass(ctx, m, old)
 		if err != nil {
 			code := driver.CodeOf(err)
 			r.event(m, corev1.EventTypeWarning, "FallbackCleanupFailed", "Create",
 				fmt.Sprintf("Cannot make sure class %s holds no VM of this machine before creating it on %s: %v (%s); retrying", old, m.Spec.Class.Name, driver.MessageOf(err), code))
-			return reconcile.Result{RequeueAfter: r.backoff.next(r.key(m), code, r.opts)}, false, nil
+			return reconcile.Result{RequeueAfter: r.backoff.next(keyOf(m), code, r.opts)}, false, nil
 		}
 		if !gone {
 			return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, false, nil
@@ -257,7 +265,7 @@ func (r *reconciler) vacate(ctx context.Context, m *v1alpha1.Machine, old string
 // deleteOnClass deletes the VM the named class may hold for the machine. gone is true once the
 // driver says there is none; a VM it found is deleted and gone stays false until a later look
 // confirms it. A class that no longer exists holds nothing this controller can reach.
-func (r *reconciler) deleteOnClass(ctx context.Context, m *v1alpha1.Machine, name string) (gone bool, err error) {
+func (r *capacityFallback) deleteOnClass(ctx context.Context, m *v1alpha1.Machine, name string) (gone bool, err error) {
 	class := &v1alpha1.MachineClass{}
 	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, class); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // zoned is a fake cloud for the capacity fallback: one VM store per zone (a class's
@@ -318,9 +320,11 @@ func TestFallbackMovesMachineAndSkipsMarkedClass(t *testing.T) {
 func TestFallbackAllClassesExhausted(t *testing.T) {
 	f := newFallbackEnv(t)
 	f.cloud.set(func(z *zoned) { z.full["a"], z.full["b"] = true, true })
+	clk := testclock.NewFakeClock(time.Now())
 	opts := ctrltest.FastOptions()
 	opts.ResourceExhaustedRetry = 2 * time.Second
-	opts.Fallback = fallback.NewCache(time.Second)
+	opts.Clock = clk
+	opts.Fallback = fallback.NewCache(time.Minute).WithClock(clk)
 	f.StartControllers(opts, false, nil)
 
 	name := f.Name("waits")
@@ -334,6 +338,8 @@ func TestFallbackAllClassesExhausted(t *testing.T) {
 		t.Fatalf("machine with every class exhausted: %s, VMs in %v", ctrltest.Describe(m), f.cloud.where(name))
 	}
 	f.cloud.set(func(z *zoned) { z.full["a"] = false })
+	clk.Step(2 * time.Minute) // the marks expire
+	f.Touch(name)
 	f.waitOn(name, "zone-a", "a")
 }
 
@@ -389,7 +395,7 @@ func TestFallbackWaitsForADeadProvider(t *testing.T) {
 	// Moved to zone-b, zone-a not checked yet (as the controller leaves it after the move).
 	f.machine(name, "zone-b", func(m *v1alpha1.Machine) { m.Annotations = map[string]string{fallback.AnnotationVacate: "zone-a"} })
 	f.StartControllers(ctrltest.FastOptions(), false, nil)
-	ctrltest.Eventually(t, 30*time.Second, "vacate retried", func() bool { return f.cloud.count("Status", "a") >= 3 })
+	eventually.True(t, 30*time.Second, "vacate retried", func() bool { return f.cloud.count("Status", "a") >= 3 })
 	if n := f.cloud.count("Create", "b"); n != 0 {
 		t.Fatalf("%d creates in zone b while zone a could not be checked", n)
 	}
@@ -446,7 +452,7 @@ func TestFallbackResumesFromStoredState(t *testing.T) {
 func waitEvent(t *testing.T, e *ctrltest.Env, name, reason string) string {
 	t.Helper()
 	var note string
-	ctrltest.Eventually(t, 30*time.Second, "event "+reason+" on "+name, func() bool {
+	eventually.True(t, 30*time.Second, "event "+reason+" on "+name, func() bool {
 		list, err := e.CS.EventsV1().Events(e.NS).List(context.Background(), metav1.ListOptions{})
 		if err != nil {
 			return false

@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -16,225 +15,393 @@ import (
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
-// reconcileHealth follows the node of a machine whose VM exists
-// (docs/compatibility/mcm-controllers.md#health): it syncs the node, copies its conditions, moves
-// Pending → Running once the node is healthy, Running → Unknown when it is not (or vanished), and
-// Unknown or Pending → Failed after the health or creation timeout (Unknown → Failed rate-limited
-// per MachineDeployment). A preserved Failed machine goes back to Running when its node recovers.
-// Then it manages the machine's preservation (preserve.go).
-func (r *reconciler) reconcileHealth(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
-	if r.target == nil {
-		return r.withPreservation(ctx, m, nil, false, reconcile.Result{RequeueAfter: r.opts.LongRetry})
-	}
-	return r.reconcileHealthFrom(ctx, m, m.Status, nil)
+// healthChecker follows the node of a machine whose VM exists
+// (docs/compatibility/mcm-controllers.md#health): it syncs the node, copies its conditions and
+// moves the machine's phase by the health table below, then runs the in-place update's node steps
+// (inplace.go) and the machine's preservation (preserve.go).
+type healthChecker struct {
+	*deps
+	tokens    *bootstrapTokens
+	inPlace   *inPlaceUpdater
+	preserver *preserver
 }
 
-// reconcileHealthFrom is reconcileHealth starting from base, a status not written yet (the
-// creation's Pending; written is then non-nil): one write carries both, so a machine whose node
-// is healthy already goes from creation to Running in one status update. written runs once base
-// or what follows from it is written, before the transition's event; a reconcile that stops
-// early still writes base.
-func (r *reconciler) reconcileHealthFrom(ctx context.Context, m *v1alpha1.Machine, base v1alpha1.MachineStatus, written func()) (reconcile.Result, error) {
-	longRetry := reconcile.Result{RequeueAfter: r.opts.LongRetry}
-	writeBase := func() {
-		if written != nil && r.writeStatus(ctx, m, base) == nil {
-			written()
+// nodeHealth is what the machine's node says, as the health table reads it. The values are
+// bits, so a rule names a set of them.
+type nodeHealth uint8
+
+const (
+	// nodeGone: there is no Node object (not registered yet, or gone).
+	nodeGone nodeHealth = 1 << iota
+	// nodeUnhealthy: the node is not Ready, or one of the problem conditions (--node-conditions,
+	// spec.nodeConditions) is not False.
+	nodeUnhealthy
+	// nodeStarting: healthy, but still tainted node.gardener.cloud/critical-components-not-ready.
+	nodeStarting
+	// nodeHealthy: healthy and ready for workloads.
+	nodeHealthy
+
+	nodeDown    = nodeGone | nodeUnhealthy
+	nodeUp      = nodeStarting | nodeHealthy
+	anyNodeSays = nodeDown | nodeUp
+)
+
+// timer is the state of the timeout that applies to the machine's phase: the creation timeout
+// (annotation, spec, flag) while it has not joined, the health timeout while it is Unknown.
+// Bits, like nodeHealth.
+type timer uint8
+
+const (
+	// timerRunning: the timeout has not passed yet.
+	timerRunning timer = 1 << iota
+	// timerElapsed: it has.
+	timerElapsed
+	// timerOff: the phase has no timeout, or spec.disableHealthTimeout is set.
+	timerOff
+
+	anyTimer = timerRunning | timerElapsed | timerOff
+)
+
+// verdict is what a health rule does besides setting the phase: the lastOperation it writes,
+// the event it records and when the machine is looked at again.
+type verdict uint8
+
+const (
+	// stay: nothing changes; look again after LongRetry.
+	stay verdict = iota
+	// waitJoin: not joined yet; look again at the creation timeout, at the latest after
+	// PendingRecheck.
+	waitJoin
+	// joined: the node is healthy and ready; event Joined.
+	joined
+	// failedToJoin: the creation timeout passed before the node was healthy and ready; event
+	// Failed.
+	failedToJoin
+	// unhealthy: the health timeout starts; event Unhealthy.
+	unhealthy
+	// waitHealthy: still unhealthy; look again when the health timeout passes.
+	waitHealthy
+	// healthTimedOut: the health timeout passed; event Failed. Guarded: the machine is re-read
+	// from the API server (still Unknown since the same time, else a stale cache is waited out)
+	// and a failure must fit the MachineDeployment's replacement limit (else the machine stays
+	// Unknown, with lastOperation saying why).
+	healthTimedOut
+	// recovered: the node is healthy again; event Recovered.
+	recovered
+	// rejoined: the node is healthy after an in-place update; event Rejoined.
+	rejoined
+)
+
+// healthRule is one row of the health table: a machine in one of the phases from, whose node
+// says one of node and whose timeout is in one of timer, goes to phase to ("" keeps the phase),
+// recording event (a reason, "" none) and doing what its verdict says.
+type healthRule struct {
+	from    []v1alpha1.MachinePhase
+	node    nodeHealth
+	timer   timer
+	to      v1alpha1.MachinePhase
+	event   string
+	verdict verdict
+}
+
+// notJoined are the phases of a machine whose VM exists and whose node has not joined yet:
+// Pending, Available (there was no target cluster when it was created) and none yet (an adopted
+// VM).
+var notJoined = []v1alpha1.MachinePhase{"", v1alpha1.MachinePending, v1alpha1.MachineAvailable}
+
+// healthTable is the health check as data (documented in docs/machine-controller.md, checked for
+// completeness by TestHealthTableIsComplete). Exactly one rule matches each phase the check runs
+// on, each state of the node and each state of the timer. A Failed machine gets here only
+// while it is preserved (others wait for their MachineSet), the in-place update phases follow
+// the agent on the node instead (inplace.go).
+var healthTable = []healthRule{
+	{notJoined, nodeHealthy, anyTimer, v1alpha1.MachineRunning, "Joined", joined},
+	{notJoined, nodeDown | nodeStarting, timerRunning | timerOff, "", "", waitJoin},
+	{notJoined, nodeDown | nodeStarting, timerElapsed, v1alpha1.MachineFailed, "Failed", failedToJoin},
+
+	{onlyPhase(v1alpha1.MachineRunning), nodeUp, anyTimer, "", "", stay},
+	{onlyPhase(v1alpha1.MachineRunning), nodeDown, anyTimer, v1alpha1.MachineUnknown, "Unhealthy", unhealthy},
+
+	{onlyPhase(v1alpha1.MachineUnknown), nodeUp, anyTimer, v1alpha1.MachineRunning, "Recovered", recovered},
+	{onlyPhase(v1alpha1.MachineUnknown), nodeDown, timerRunning, "", "", waitHealthy},
+	{onlyPhase(v1alpha1.MachineUnknown), nodeDown, timerOff, "", "", stay},
+	{onlyPhase(v1alpha1.MachineUnknown), nodeDown, timerElapsed, v1alpha1.MachineFailed, "Failed", healthTimedOut},
+
+	{onlyPhase(v1alpha1.MachineInPlaceUpdateSuccessful), nodeUp, anyTimer, v1alpha1.MachineRunning, "Rejoined", rejoined},
+	{onlyPhase(v1alpha1.MachineInPlaceUpdateSuccessful), nodeDown, anyTimer, "", "", stay},
+
+	// MCM moves any non-Running machine with a healthy node to Running; a preserved Failed
+	// machine's VM is kept, so its node may recover.
+	{onlyPhase(v1alpha1.MachineFailed), nodeUp, anyTimer, v1alpha1.MachineRunning, "Recovered", recovered},
+	{onlyPhase(v1alpha1.MachineFailed), nodeDown, anyTimer, "", "", stay},
+}
+
+func onlyPhase(p ...v1alpha1.MachinePhase) []v1alpha1.MachinePhase { return p }
+
+// healthRuleFor returns the rule for a machine in phase whose node says node and whose timeout
+// is in state t. A phase the table does not know (none reaches it) stays as it is.
+func healthRuleFor(phase v1alpha1.MachinePhase, node nodeHealth, t timer) healthRule {
+	for _, r := range healthTable {
+		if r.node&node != 0 && r.timer&t != 0 && phaseIn(phase, r.from) {
+			return r
 		}
 	}
-	phase := base.CurrentStatus.Phase
-	switch {
-	case phase == v1alpha1.MachineFailed && base.CurrentStatus.PreserveExpiryTime == nil:
+	return healthRule{verdict: stay}
+}
+
+func phaseIn(p v1alpha1.MachinePhase, list []v1alpha1.MachinePhase) bool {
+	for _, q := range list {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile runs the health check of a machine whose VM exists.
+func (h *healthChecker) reconcile(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
+	longRetry := reconcile.Result{RequeueAfter: h.opts.LongRetry}
+	switch phase := m.Status.CurrentStatus.Phase; {
+	case h.target == nil:
+		return h.preserver.after(ctx, m, nil, false, longRetry)
+	case phase == v1alpha1.MachineFailed && m.Status.CurrentStatus.PreserveExpiryTime == nil:
 		// Failed machines wait for their MachineSet (unless preserved).
-		writeBase()
-		return r.withPreservation(ctx, m, nil, false, longRetry)
+		return h.preserver.after(ctx, m, nil, false, longRetry)
 	case phase == v1alpha1.MachineInPlaceUpdating, phase == v1alpha1.MachineInPlaceUpdateFailed:
 		// Health is undefined during an in-place update (inplace.go).
-		writeBase()
-		res, err := r.reconcileInPlacePhase(ctx, m)
+		res, err := h.inPlace.reconcilePhase(ctx, m)
 		if err != nil {
 			return res, err
 		}
-		return r.withPreservation(ctx, m, nil, false, res)
+		return h.preserver.after(ctx, m, nil, false, res)
 	}
+	return h.reconcileFrom(ctx, m, m.Status, nil)
+}
 
-	var node *corev1.Node
-	if name := m.Labels[v1alpha1.LabelNode]; name != "" {
-		n := &corev1.Node{}
-		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
-			node = n
-		} else if !apierrors.IsNotFound(err) {
-			writeBase()
-			return reconcile.Result{}, err
-		}
-	}
-	if node != nil {
-		if node.DeletionTimestamp != nil {
-			// Deleting a Node deletes its machine (the node controller does it too).
-			writeBase()
-			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
-		}
-		if err := r.syncNode(ctx, m, node); err != nil {
-			writeBase()
-			return requeueOnConflict(err)
-		}
-	}
+// healthPass is what one pass of the health check decided, before anything is written.
+type healthPass struct {
+	status v1alpha1.MachineStatus
+	rule   healthRule
+	node   *corev1.Node
+	res    reconcile.Result
+	// done: the pass stopped early (with err, or with res alone); it ends once status, then the
+	// base it started from, is written.
+	done bool
+	err  error
+}
 
-	now := r.now()
-	st := base.DeepCopy()
-	if node != nil && !equality.Semantic.DeepEqual(withoutHeartbeats(node.Status.Conditions), withoutHeartbeats(st.Conditions)) {
-		st.Conditions = node.Status.Conditions
-	}
-	healthy := node != nil && isHealthy(node.Status.Conditions, r.effectiveNodeConditions(m))
-	requeue := r.opts.LongRetry
-	// The event of a transition is recorded once its status is written: a reconcile of a stale
-	// machine fails the write and must not report the transition a second time.
-	var announce healthEvent
-
-	switch phase {
-	case v1alpha1.MachinePending, v1alpha1.MachineAvailable, "":
-		switch {
-		case healthy && !hasTaint(node, v1alpha1.TaintCriticalComponentsNotReady):
-			joined := now.Sub(m.CreationTimestamp.Time).Round(time.Second)
-			st.CurrentStatus.Phase = v1alpha1.MachineRunning
-			st.CurrentStatus.TimeoutActive = false
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
-				Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, joined),
-			}
-			// First the optimistic write: a reconcile of a stale machine (already Running) stops
-			// at its conflict, before any other request or a second Joined event.
-			if err := r.setJoinDuration(ctx, m, joined); err != nil {
-				writeBase()
-				return requeueOnConflict(err)
-			}
-			if err := r.deleteBootstrapToken(ctx, m); err != nil {
-				writeBase()
-				return reconcile.Result{}, err
-			}
-			announce = healthEvent{corev1.EventTypeNormal, "Joined"}
-		case now.Sub(m.CreationTimestamp.Time) > r.effectiveCreationTimeout(m):
-			st.CurrentStatus.Phase = v1alpha1.MachineFailed
-			st.CurrentStatus.TimeoutActive = false
-			mcmmetrics.MachineFailedToJoin(m)
-			why := "its node did not become healthy"
-			if node == nil {
-				why = "its node did not register"
-			} else if healthy {
-				why = "its node kept the " + v1alpha1.TaintCriticalComponentsNotReady + " taint"
-			}
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
-				Description: fmt.Sprintf("Machine %s failed to join the cluster in %s: %s", m.Name, r.effectiveCreationTimeout(m), why),
-			}
-			announce = healthEvent{corev1.EventTypeWarning, "Failed"}
-		default:
-			requeue = min(r.untilCreationTimeout(m), r.opts.PendingRecheck)
+// reconcileFrom runs the health check starting from base, the machine's status or the
+// creation's Pending not written yet (written is then non-nil): so a machine whose node is
+// healthy already goes from creation to Running in one status update. The status is written
+// once, after the pass, whatever the pass decided — when it stopped early (the node could not
+// be read or synced), base is written. written runs once that write succeeded, before the
+// transition's event: a reconcile of a stale machine fails the write and must not report the
+// transition a second time.
+func (h *healthChecker) reconcileFrom(ctx context.Context, m *v1alpha1.Machine, base v1alpha1.MachineStatus, written func()) (reconcile.Result, error) {
+	p := h.check(ctx, m, base)
+	if err := h.writeStatus(ctx, m, p.status); err != nil {
+		h.limiter.unmark(m)
+		if p.err != nil {
+			return reconcile.Result{}, p.err
 		}
-
-	case v1alpha1.MachineRunning:
-		if !healthy {
-			st.CurrentStatus.Phase = v1alpha1.MachineUnknown
-			st.CurrentStatus.TimeoutActive = true
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
-				Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(node, r.effectiveNodeConditions(m))),
-			}
-			announce = healthEvent{corev1.EventTypeWarning, "Unhealthy"}
-			requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
-		}
-
-	case v1alpha1.MachineInPlaceUpdateSuccessful:
-		if healthy {
-			announce = backToRunning(st, fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), "Rejoined")
-		}
-
-	case v1alpha1.MachineUnknown:
-		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
-		switch {
-		case healthy:
-			announce = backToRunning(st, fmt.Sprintf("Machine %s has re-joined the cluster", m.Name), "Recovered")
-		case healthTimeoutDisabled(m):
-		case unknownFor > r.effectiveHealthTimeout(m) && !r.stillUnknownSince(ctx, m):
-			// The cache was stale (e.g. the safety controller just reset the machine); the
-			// update brings it back.
-			requeue = r.opts.ShortRetry
-		case unknownFor > r.effectiveHealthTimeout(m):
-			ok, why, err := r.limiter.mayFail(ctx, r, m)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			if !ok {
-				st.LastOperation = v1alpha1.LastOperation{
-					Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
-					Description: fmt.Sprintf("Machine %s health checks failing since %s; it couldn't be marked FAILED, other machines are getting replaced (%s)", m.Name, unknownFor.Round(time.Second), why),
-				}
-				requeue = r.opts.ShortRetry
-				break
-			}
-			st.CurrentStatus.Phase = v1alpha1.MachineFailed
-			st.CurrentStatus.TimeoutActive = false
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
-				Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor.Round(time.Second), r.effectiveHealthTimeout(m), unhealthyReason(node, r.effectiveNodeConditions(m))),
-			}
-			announce = healthEvent{corev1.EventTypeWarning, "Failed"}
-		default:
-			requeue = clampRequeue(r.effectiveHealthTimeout(m)-unknownFor+time.Second, r.opts.LongRetry)
-		}
-
-	case v1alpha1.MachineFailed:
-		// Only a preserved Failed machine gets here: its VM is kept, and a node that recovers
-		// brings it back to Running (MCM moves any non-Running machine with a healthy node to
-		// Running).
-		if healthy {
-			announce = backToRunning(st, fmt.Sprintf("Machine %s has re-joined the cluster", m.Name), "Recovered")
-		}
-	}
-
-	if err := r.writeStatus(ctx, m, *st); err != nil {
-		r.limiter.unmark(m)
 		return requeueOnConflict(err)
 	}
 	if written != nil {
 		written()
 	}
-	if announce.reason != "" {
-		r.event(m, announce.eventType, announce.reason, "HealthCheck", st.LastOperation.Description)
+	if p.done {
+		return p.res, p.err
 	}
-	res := reconcile.Result{RequeueAfter: requeue}
-	if node != nil && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+	if p.rule.event != "" {
+		eventType := corev1.EventTypeNormal
+		if p.rule.to == v1alpha1.MachineFailed || p.rule.to == v1alpha1.MachineUnknown {
+			eventType = corev1.EventTypeWarning
+		}
+		if p.rule.verdict == failedToJoin {
+			mcmmetrics.MachineFailedToJoin(m)
+		}
+		h.event(m, eventType, p.rule.event, "HealthCheck", p.status.LastOperation.Description)
+	}
+	res := p.res
+	if p.node != nil && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
 		var err error
-		if res, err = r.stepInPlace(ctx, m, node, res); err != nil {
+		if res, err = h.inPlace.step(ctx, m, p.node, res); err != nil {
 			return res, err
 		}
 	}
-	return r.withPreservation(ctx, m, node, true, res)
+	return h.preserver.after(ctx, m, p.node, true, res)
 }
 
-// healthEvent is the event a health transition records.
-type healthEvent struct{ eventType, reason string }
-
-// backToRunning moves a machine whose node is healthy again (after Unknown, a preserved
-// failure or an in-place update) to Running, and returns the event the transition records.
-func backToRunning(st *v1alpha1.MachineStatus, description, reason string) healthEvent {
-	st.CurrentStatus.Phase = v1alpha1.MachineRunning
-	st.CurrentStatus.TimeoutActive = false
-	st.LastOperation = v1alpha1.LastOperation{
-		Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful, Description: description,
+// check reads and syncs the node, finds the rule of the health table that applies and prepares
+// the status it leads to. It writes no status.
+func (h *healthChecker) check(ctx context.Context, m *v1alpha1.Machine, base v1alpha1.MachineStatus) healthPass {
+	stop := func(res reconcile.Result, err error) healthPass {
+		return healthPass{status: base, res: res, err: err, done: true}
 	}
-	return healthEvent{corev1.EventTypeNormal, reason}
+	node, err := h.nodeOf(ctx, m)
+	if err != nil {
+		return stop(reconcile.Result{}, err)
+	}
+	if node != nil {
+		if node.DeletionTimestamp != nil {
+			// Deleting a Node deletes its machine (the node controller does it too).
+			return stop(reconcile.Result{}, h.deleteMachineOfNode(ctx, m, node))
+		}
+		if err := syncNode(ctx, h.target.GetClient(), m, node); err != nil {
+			return stop(requeueOnConflict(err))
+		}
+	}
+
+	now := h.now()
+	st := base.DeepCopy()
+	if node != nil && !equality.Semantic.DeepEqual(withoutHeartbeats(node.Status.Conditions), withoutHeartbeats(st.Conditions)) {
+		st.Conditions = node.Status.Conditions
+	}
+	problems := h.opts.nodeConditions(m)
+	health := healthOf(node, problems)
+	t, left := h.timerOf(m, base.CurrentStatus.Phase, now)
+	rule := healthRuleFor(base.CurrentStatus.Phase, health, t)
+	p := healthPass{rule: rule, node: node, res: reconcile.Result{RequeueAfter: h.opts.LongRetry}}
+
+	switch rule.verdict {
+	case waitJoin:
+		p.res.RequeueAfter = min(clampRequeue(left+time.Second, h.opts.LongRetry), h.opts.PendingRecheck)
+	case joined:
+		took := now.Sub(m.CreationTimestamp.Time).Round(time.Second)
+		// First the optimistic write: a reconcile of a stale machine (already Running) stops
+		// at its conflict, before any other request or a second Joined event.
+		if err := h.setJoinDuration(ctx, m, took); err != nil {
+			return stop(requeueOnConflict(err))
+		}
+		if err := h.tokens.delete(ctx, m); err != nil {
+			return stop(reconcile.Result{}, err)
+		}
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
+			Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, took),
+		}
+	case failedToJoin:
+		why := "its node did not become healthy"
+		if node == nil {
+			why = "its node did not register"
+		} else if health == nodeStarting {
+			why = "its node kept the " + v1alpha1.TaintCriticalComponentsNotReady + " taint"
+		}
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateFailed,
+			Description: fmt.Sprintf("Machine %s failed to join the cluster in %s: %s", m.Name, h.opts.creationTimeout(m), why),
+		}
+	case unhealthy:
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
+			Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(node, problems)),
+		}
+		p.res.RequeueAfter = clampRequeue(h.opts.healthTimeout(m)+time.Second, h.opts.LongRetry)
+	case waitHealthy:
+		p.res.RequeueAfter = clampRequeue(left+time.Second, h.opts.LongRetry)
+	case healthTimedOut:
+		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime).Round(time.Second)
+		if !h.stillUnknownSince(ctx, m) {
+			// The cache was stale (e.g. the safety controller just reset the machine); the
+			// update brings it back.
+			p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
+			break
+		}
+		ok, why, err := h.limiter.mayFail(ctx, h.client, m, h.opts.MaxReplacements, now)
+		if err != nil {
+			return stop(reconcile.Result{}, err)
+		}
+		if !ok {
+			st.LastOperation = v1alpha1.LastOperation{
+				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
+				Description: fmt.Sprintf("Machine %s health checks failing since %s; it couldn't be marked FAILED, other machines are getting replaced (%s)", m.Name, unknownFor, why),
+			}
+			p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
+			break
+		}
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
+			Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor, h.opts.healthTimeout(m), unhealthyReason(node, problems)),
+		}
+	case recovered:
+		st.LastOperation = healthy(fmt.Sprintf("Machine %s has re-joined the cluster", m.Name))
+	case rejoined:
+		st.LastOperation = healthy(fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name))
+	}
+	if to := p.rule.to; to != "" {
+		st.CurrentStatus.Phase = to
+		st.CurrentStatus.TimeoutActive = to == v1alpha1.MachineUnknown
+	}
+	p.status = *st
+	return p
+}
+
+// timerOf is the state of the machine's timeout in phase, and the time left until it passes.
+func (h *healthChecker) timerOf(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, now time.Time) (timer, time.Duration) {
+	var left time.Duration
+	switch {
+	case phaseIn(phase, notJoined):
+		left = m.CreationTimestamp.Add(h.opts.creationTimeout(m)).Sub(now)
+	case phase == v1alpha1.MachineUnknown && !healthTimeoutDisabled(m):
+		left = h.opts.healthTimeout(m) - since(now, m.Status.CurrentStatus.LastUpdateTime)
+	default:
+		return timerOff, 0
+	}
+	if left < 0 {
+		return timerElapsed, 0
+	}
+	return timerRunning, left
+}
+
+// healthOf is what the node says: gone, unhealthy (MCM's rule, isHealthy), or healthy and
+// still starting or ready.
+func healthOf(node *corev1.Node, problemTypes []string) nodeHealth {
+	switch {
+	case node == nil:
+		return nodeGone
+	case !isHealthy(node.Status.Conditions, problemTypes):
+		return nodeUnhealthy
+	case hasTaint(node, v1alpha1.TaintCriticalComponentsNotReady):
+		return nodeStarting
+	}
+	return nodeHealthy
+}
+
+// healthy is the lastOperation of a machine whose node is healthy again (after Unknown, a
+// preserved failure or an in-place update).
+func healthy(description string) v1alpha1.LastOperation {
+	return v1alpha1.LastOperation{Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateSuccessful, Description: description}
 }
 
 // stillUnknownSince confirms with the API server, right before the irreversible Unknown →
 // Failed, that the machine is still Unknown since the same time: a machine the safety controller
 // reset after an API-server outage must not be failed from a stale cache.
-func (r *reconciler) stillUnknownSince(ctx context.Context, m *v1alpha1.Machine) bool {
+func (h *healthChecker) stillUnknownSince(ctx context.Context, m *v1alpha1.Machine) bool {
 	live := &v1alpha1.Machine{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(m), live); err != nil {
+	if err := h.apiReader.Get(ctx, client.ObjectKeyFromObject(m), live); err != nil {
 		return false
 	}
 	return live.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown &&
 		live.Status.CurrentStatus.LastUpdateTime.Equal(&m.Status.CurrentStatus.LastUpdateTime)
+}
+
+// setJoinDuration records how long the machine took to join, with an optimistic lock: it is the
+// first write of the Pending → Running transition, so a stale cached machine fails here.
+func (h *healthChecker) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d time.Duration) error {
+	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] != "" {
+		return nil
+	}
+	orig := m.DeepCopy()
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[v1alpha1.AnnotationMachineJoinDuration] = d.String()
+	if err := h.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		*m = *orig
+		return err
+	}
+	mcmmetrics.MachineJoined(m, d)
+	return nil
 }
 
 // isHealthy is MCM's rule: the node reports conditions, Ready is True, and none of the
@@ -301,38 +468,4 @@ func hasTaint(node *corev1.Node, key string) bool {
 		}
 	}
 	return false
-}
-
-// setJoinDuration records how long the machine took to join, with an optimistic lock: it is the
-// first write of the Pending → Running transition, so a stale cached machine fails here.
-func (r *reconciler) setJoinDuration(ctx context.Context, m *v1alpha1.Machine, d time.Duration) error {
-	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] != "" {
-		return nil
-	}
-	orig := m.DeepCopy()
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	m.Annotations[v1alpha1.AnnotationMachineJoinDuration] = d.String()
-	if err := r.client.Patch(ctx, m, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		*m = *orig
-		return err
-	}
-	mcmmetrics.MachineJoined(m, d)
-	return nil
-}
-
-// deleteMachineOfNode deletes the machine of a node someone deleted (MCM #1055): the user asked
-// for the node to go, so its VM goes too and the MachineSet replaces it.
-func (r *reconciler) deleteMachineOfNode(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
-	if m.DeletionTimestamp != nil {
-		return nil
-	}
-	uid := m.UID
-	if err := r.client.Delete(ctx, m, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("machine: delete machine of deleted node %s: %w", node.Name, err)
-	}
-	r.event(m, corev1.EventTypeNormal, "NodeDeleted", "Delete", fmt.Sprintf("Node %s is being deleted: deleting its machine", node.Name))
-	r.log(m).Info("node deleted: deleting its machine", "node", node.Name)
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
-	"github.com/machinist-io/machinist/core/drain"
 )
 
 // The node side of an in-place update (MCM's updateNodeConditionBasedOnLabel, inPlaceUpdate and
@@ -54,31 +52,23 @@ const labelForceDrain = "force-drain"
 // readonlyFilesystem is the node condition that, true for long, forces a drain.
 const readonlyFilesystem corev1.NodeConditionType = "ReadonlyFilesystem"
 
-func (r *reconciler) effectiveInPlaceUpdateTimeout(m *v1alpha1.Machine) time.Duration {
-	if c := m.Spec.MachineConfiguration; c != nil && c.MachineInPlaceUpdateTimeout != nil && c.MachineInPlaceUpdateTimeout.Duration > 0 {
-		return c.MachineInPlaceUpdateTimeout.Duration
-	}
-	return r.opts.InPlaceUpdateTimeout
-}
+// inPlaceUpdater runs the machine's side of an in-place update: the phases while its node is
+// updated, and the node's InPlaceUpdate condition after the health check.
+type inPlaceUpdater struct{ *deps }
 
-// reconcileInPlacePhase follows a machine whose node is being updated in place (phase
+// reconcilePhase follows a machine whose node is being updated in place (phase
 // InPlaceUpdating) or failed to be (InPlaceUpdateFailed): health is undefined then, so the
 // phase follows the agent's update-result label and the timeouts instead.
-func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
-	var node *corev1.Node
-	if name := m.Labels[v1alpha1.LabelNode]; name != "" {
-		n := &corev1.Node{}
-		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: name}, n); err == nil {
-			node = n
-		} else if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, err
-		}
+func (r *inPlaceUpdater) reconcilePhase(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
+	node, err := r.nodeOf(ctx, m)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	if node != nil {
 		if node.DeletionTimestamp != nil {
 			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
 		}
-		if err := r.syncNode(ctx, m, node); err != nil {
+		if err := syncNode(ctx, r.target.GetClient(), m, node); err != nil {
 			return requeueOnConflict(err)
 		}
 	}
@@ -94,7 +84,7 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 		result = node.Labels[v1alpha1.LabelNodeUpdateResult]
 	}
 	requeue := r.opts.LongRetry
-	var announce healthEvent
+	var announce phaseEvent
 	switch {
 	case result == v1alpha1.LabelValueNodeUpdateSuccessful:
 		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateSuccessful
@@ -102,7 +92,7 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateSuccessful,
 			Description: fmt.Sprintf("Machine %s successfully updated dependencies", m.Name),
 		}
-		announce = healthEvent{corev1.EventTypeNormal, "InPlaceUpdateSuccessful"}
+		announce = phaseEvent{corev1.EventTypeNormal, "InPlaceUpdateSuccessful"}
 		requeue = r.opts.ShortRetry
 	case result == v1alpha1.LabelValueNodeUpdateFailed && phase != v1alpha1.MachineInPlaceUpdateFailed:
 		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
@@ -110,10 +100,10 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
 			Description: fmt.Sprintf("Machine %s failed to update dependencies: %s", m.Name, node.Annotations[v1alpha1.AnnotationUpdateFailedReason]),
 		}
-		announce = healthEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
-		requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
+		announce = phaseEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
+		requeue = clampRequeue(r.opts.healthTimeout(m)+time.Second, r.opts.LongRetry)
 	case phase == v1alpha1.MachineInPlaceUpdating:
-		timeout := r.effectiveInPlaceUpdateTimeout(m)
+		timeout := r.opts.inPlaceUpdateTimeout(m)
 		elapsed := since(now, m.Status.CurrentStatus.LastUpdateTime)
 		if elapsed <= timeout {
 			requeue = clampRequeue(timeout-elapsed+time.Second, r.opts.LongRetry)
@@ -124,17 +114,17 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
 			Description: fmt.Sprintf("Machine %s failed to in-place update in %s minutes.", m.Name, timeout),
 		}
-		announce = healthEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
-		requeue = clampRequeue(r.effectiveHealthTimeout(m)+time.Second, r.opts.LongRetry)
+		announce = phaseEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
+		requeue = clampRequeue(r.opts.healthTimeout(m)+time.Second, r.opts.LongRetry)
 	case phase == v1alpha1.MachineInPlaceUpdateFailed && !healthTimeoutDisabled(m):
 		// Failed to update: how bad is unknown, so after the health timeout the machine is
 		// replaced like an unhealthy one (rate-limited per MachineDeployment).
 		failedFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
-		if failedFor <= r.effectiveHealthTimeout(m) {
-			requeue = clampRequeue(r.effectiveHealthTimeout(m)-failedFor+time.Second, r.opts.LongRetry)
+		if failedFor <= r.opts.healthTimeout(m) {
+			requeue = clampRequeue(r.opts.healthTimeout(m)-failedFor+time.Second, r.opts.LongRetry)
 			break
 		}
-		ok, why, err := r.limiter.mayFail(ctx, r, m)
+		ok, why, err := r.limiter.mayFail(ctx, r.client, m, r.opts.MaxReplacements, now)
 		if err != nil {
 			return reconcile.Result{}, err
 		}
@@ -147,9 +137,9 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 		st.CurrentStatus.TimeoutActive = false
 		st.LastOperation = v1alpha1.LastOperation{
 			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
-			Description: fmt.Sprintf("Machine %s failed its in-place update %s ago (health timeout %s). Changing status to Failed.", m.Name, failedFor.Round(time.Second), r.effectiveHealthTimeout(m)),
+			Description: fmt.Sprintf("Machine %s failed its in-place update %s ago (health timeout %s). Changing status to Failed.", m.Name, failedFor.Round(time.Second), r.opts.healthTimeout(m)),
 		}
-		announce = healthEvent{corev1.EventTypeWarning, "Failed"}
+		announce = phaseEvent{corev1.EventTypeWarning, "Failed"}
 	}
 	if err := r.writeStatus(ctx, m, *st); err != nil {
 		r.limiter.unmark(m)
@@ -162,8 +152,11 @@ func (r *reconciler) reconcileInPlacePhase(ctx context.Context, m *v1alpha1.Mach
 	if node == nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 		return res, nil
 	}
-	return r.stepInPlace(ctx, m, node, res)
+	return r.step(ctx, m, node, res)
 }
+
+// phaseEvent is the event a phase transition records.
+type phaseEvent struct{ eventType, reason string }
 
 // conditionsEqual compares node conditions without their heartbeats.
 func conditionsEqual(a, b []corev1.NodeCondition) bool {
@@ -180,9 +173,9 @@ func conditionsEqual(a, b []corev1.NodeCondition) bool {
 	return true
 }
 
-// stepInPlace moves a node through the in-place update after the machine's health pass; res
+// step moves a node through the in-place update after the machine's health pass; res
 // is that pass's result (the earlier requeue wins).
-func (r *reconciler) stepInPlace(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, res reconcile.Result) (reconcile.Result, error) {
+func (r *inPlaceUpdater) step(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, res reconcile.Result) (reconcile.Result, error) {
 	cond, err := r.syncInPlaceCondition(ctx, node)
 	if err != nil {
 		return requeueOnConflict(err)
@@ -225,7 +218,7 @@ func earlier(res reconcile.Result, d time.Duration) reconcile.Result {
 // updateNodeConditionBasedOnLabel) and returns it: nil on a node that is no candidate and never
 // was. A node is a candidate again after an earlier successful update once the update-result
 // label is gone; a failed update is not forgotten by relabelling.
-func (r *reconciler) syncInPlaceCondition(ctx context.Context, node *corev1.Node) (*corev1.NodeCondition, error) {
+func (r *inPlaceUpdater) syncInPlaceCondition(ctx context.Context, node *corev1.Node) (*corev1.NodeCondition, error) {
 	cond := findNodeCondition(node.Status.Conditions, v1alpha1.NodeConditionInPlaceUpdate)
 	if _, ok := node.Labels[v1alpha1.LabelNodeCandidateForUpdate]; !ok {
 		return cond, nil
@@ -266,7 +259,7 @@ func findNodeCondition(conds []corev1.NodeCondition, t corev1.NodeConditionType)
 // merge patch of that one condition, leaving the kubelet's conditions alone; node holds the
 // patched node afterwards. The patch carries the node's resourceVersion: a decision taken on a
 // cached node older than the last write conflicts instead of undoing it.
-func (r *reconciler) setInPlaceCondition(ctx context.Context, node *corev1.Node, reason, msg string) error {
+func (r *inPlaceUpdater) setInPlaceCondition(ctx context.Context, node *corev1.Node, reason, msg string) error {
 	now := metav1.NewTime(r.now())
 	c := corev1.NodeCondition{
 		Type: v1alpha1.NodeConditionInPlaceUpdate, Status: corev1.ConditionTrue, Reason: reason, Message: msg,
@@ -290,17 +283,11 @@ func (r *reconciler) setInPlaceCondition(ctx context.Context, node *corev1.Node,
 // is forceful with the machine's force-drain label, once the drain timeout has passed since
 // the node was selected (then bounded by a minute), or when the node has been NotReady or
 // read-only for long.
-func (r *reconciler) drainForInPlace(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, selected *corev1.NodeCondition) (reconcile.Result, error) {
+func (r *inPlaceUpdater) drainForInPlace(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, selected *corev1.NodeCondition) (reconcile.Result, error) {
 	now := r.now()
-	drainTimeout := r.effectiveDrainTimeout(m)
-	opts := drain.Options{
-		EvictRetryInterval: r.opts.EvictRetryInterval,
-		PollInterval:       r.opts.DrainPollInterval,
-		PVDetachTimeout:    r.opts.PVDetachTimeout,
-		PVReattachTimeout:  r.opts.PVReattachTimeout,
-		Timeout:            drainTimeout,
-		MaxEvictRetries:    min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval))),
-	}
+	drainTimeout := r.opts.drainTimeout(m)
+	opts := r.opts.drainOptions()
+	opts.Timeout, opts.MaxEvictRetries = drainTimeout, r.opts.evictRetries(m, drainTimeout)
 	why := ""
 	switch {
 	case m.Labels[labelForceDrain] == "True":
@@ -317,9 +304,8 @@ func (r *reconciler) drainForInPlace(ctx context.Context, m *v1alpha1.Machine, n
 	if opts.Force {
 		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+node.Name+" forcefully for an in-place update: "+why)
 	}
-	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
 	began := r.now()
-	if err := d.Drain(ctx, node.Name, opts); err != nil {
+	if err := r.drainer(ctx, m).Drain(ctx, node.Name, opts); err != nil {
 		st := m.Status.DeepCopy()
 		st.LastOperation = v1alpha1.LastOperation{
 			Type: v1alpha1.MachineOperationDrainNode, State: v1alpha1.MachineStateProcessing,

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,10 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 // TestCredentialsSecretOverlay: the driver gets the class's secretRef data overlaid by its
@@ -62,8 +64,16 @@ func TestPendingUntilCriticalComponentsReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.ReadyNode(name, m.Spec.ProviderID, corev1.ConditionTrue)
-	time.Sleep(time.Second)
-	if p := e.Get(name).Status.CurrentStatus.Phase; p != v1alpha1.MachinePending {
+	// The health check copies the node's conditions in the same write that would move the phase.
+	m = e.WaitMachine(name, 30*time.Second, "the node's Ready condition copied", func(m *v1alpha1.Machine) bool {
+		for _, c := range m.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+	if p := m.Status.CurrentStatus.Phase; p != v1alpha1.MachinePending {
 		t.Fatalf("phase %s with the critical-components taint on the node", p)
 	}
 	patchNode(t, e, name, func(n *corev1.Node) {
@@ -93,7 +103,8 @@ func TestNeverJoinedIsNotDrained(t *testing.T) {
 	if cloud.Count(name) != 0 {
 		t.Fatal("VM left behind")
 	}
-	if r := e.EventReasons(name); ctrltest.Contains(r, "Drained") || ctrltest.Contains(r, "ForceDrain") || !ctrltest.Contains(r, "VMDeleted") {
+	// VMDeleted is the deletion's last event: a drain would have come before it.
+	if r := e.WaitEventReasons(name, 30*time.Second, "VMDeleted"); slices.Contains(r, "Drained") || slices.Contains(r, "ForceDrain") {
 		t.Fatalf("events of a machine that never joined: %v", r)
 	}
 }
@@ -104,8 +115,12 @@ func TestNotReadyNodeDrainedForcefully(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	drv := localProvider(t, e)
+	clk := testclock.NewFakeClock(time.Now())
 	opts := ctrltest.FastOptions()
-	opts.ForceDrainNotReadyAfter = time.Second
+	opts.Clock = clk
+	opts.ForceDrainNotReadyAfter = 5 * time.Minute
+	// Neither the drain timeout nor the health timeout may end the wait first.
+	opts.DrainTimeout, opts.HealthTimeout = time.Hour, time.Hour
 	e.StartControllers(opts, true, nil)
 	name := e.Name("dead")
 	e.Machine(name, "local")
@@ -116,13 +131,11 @@ func TestNotReadyNodeDrainedForcefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitPhase(name, v1alpha1.MachineUnknown, 30*time.Second)
-	time.Sleep(1500 * time.Millisecond) // NotReady for longer than 1s
+	clk.SetTime(time.Now().Add(6 * time.Minute)) // NotReady for longer than 5m
 	e.DeleteMachine(name)
 	e.WaitGone(name, 60*time.Second)
-	if r := e.EventReasons(name); !ctrltest.Contains(r, "ForceDrain") {
-		t.Fatalf("no forced drain: %v", r)
-	}
-	if ctrltest.Contains(podNames(t, e), "db-0") {
+	e.WaitEventReasons(name, 30*time.Second, "ForceDrain")
+	if slices.Contains(podNames(t, e), "db-0") {
 		t.Fatal("pod left on a deleted node")
 	}
 	for _, ev := range eventNotes(t, e, name, "ForceDrain") {

@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,12 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	testclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -64,8 +67,10 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
 	drv := localProvider(t, e)
+	clk := testclock.NewFakeClock(time.Now())
 	opts := ctrltest.FastOptions()
-	opts.HealthTimeout = 2 * time.Second
+	opts.HealthTimeout = 10 * time.Minute
+	opts.Clock = clk
 	e.StartControllers(opts, true, nil)
 
 	names := []string{e.Name("a"), e.Name("b"), e.Name("c")}
@@ -114,19 +119,18 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 	for _, n := range names {
 		e.WaitPhase(n, v1alpha1.MachineUnknown, 30*time.Second)
 	}
+	clk.Step(11 * time.Minute) // past the health timeout of all three
+	for _, n := range names {
+		e.Touch(n)
+	}
 	first := waitOneFailed(t, e, names, 30*time.Second)
-	time.Sleep(2 * time.Second) // two more health timeouts: the others must stay Unknown
 	var others []string
 	for _, n := range names {
-		if n == first {
-			continue
-		}
-		others = append(others, n)
-		m := e.Get(n)
-		if m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown || !strings.Contains(m.Status.LastOperation.Description, "other machines are getting replaced") {
-			t.Fatalf("while %s is replaced, %s: %s", first, n, ctrltest.Describe(m))
+		if n != first {
+			others = append(others, n)
 		}
 	}
+	waitHeldBack(t, e, first, others)
 
 	// The MachineSet would delete the Failed machine; once it is gone, the next may fail.
 	e.DeleteMachine(first)
@@ -154,10 +158,24 @@ func TestUnhealthyMachinesReplacedOneAtATime(t *testing.T) {
 	}
 }
 
+// waitHeldBack waits until each of others, past its health timeout like first, reports that it
+// stays Unknown while other machines of its deployment are replaced.
+func waitHeldBack(t *testing.T, e *ctrltest.Env, first string, others []string) {
+	t.Helper()
+	for _, n := range others {
+		m := e.WaitMachine(n, 30*time.Second, "held back while "+first+" is replaced", func(m *v1alpha1.Machine) bool {
+			return m != nil && (m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown || strings.Contains(m.Status.LastOperation.Description, "other machines are getting replaced"))
+		})
+		if m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown {
+			t.Fatalf("while %s is replaced, %s: %s", first, n, ctrltest.Describe(m))
+		}
+	}
+}
+
 func waitOneFailed(t *testing.T, e *ctrltest.Env, names []string, timeout time.Duration) string {
 	t.Helper()
 	var failed string
-	ctrltest.Eventually(t, timeout, "a Failed machine", func() bool {
+	eventually.True(t, timeout, "a Failed machine", func() bool {
 		for _, n := range names {
 			if m := e.Get(n); m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 				failed = n
@@ -200,9 +218,11 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 		return m != nil && strings.Contains(m.Annotations["machinist.io/deletion"], `"step":"InitiateDrain"`)
 	})
 	stepBefore := m.Annotations["machinist.io/deletion"]
-	ctrltest.Eventually(t, 20*time.Second, "web evicted", func() bool { return !ctrltest.Contains(podNames(t, e), "web") })
-	time.Sleep(time.Second)
-	if left := podNames(t, e); !ctrltest.Contains(left, "db-0") || !ctrltest.Contains(left, "db-1") || !ctrltest.Contains(left, "agent") {
+	eventually.True(t, 20*time.Second, "web evicted", func() bool { return !slices.Contains(podNames(t, e), "web") })
+	e.WaitMachine(name, 30*time.Second, "the drain reporting the budget", func(m *v1alpha1.Machine) bool {
+		return m != nil && strings.Contains(m.Status.LastOperation.Description, "Drain waiting - eviction of pod "+e.NS+"/db-")
+	})
+	if left := podNames(t, e); !slices.Contains(left, "db-0") || !slices.Contains(left, "db-1") || !slices.Contains(left, "agent") {
 		t.Fatalf("pods left while the budget allows nothing: %v", left)
 	}
 	if !vmExists(t, e, drv, name) {
@@ -233,13 +253,11 @@ func TestDeletionDrainRespectsPDBAndResumesAfterRestart(t *testing.T) {
 	if left := podNames(t, e); len(left) != 1 || left[0] != "agent" {
 		t.Fatalf("pods left after the drain: %v (only the DaemonSet pod may stay)", left)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "node deleted", func() bool {
+	eventually.True(t, 10*time.Second, "node deleted", func() bool {
 		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	if !ctrltest.Contains(e.EventReasons(name), "Drained") {
-		t.Fatalf("no Drained event: %v", e.EventReasons(name))
-	}
+	e.WaitEventReasons(name, 30*time.Second, "Drained")
 }
 
 // TestMisconfiguredPDBReportedThenForced: a budget that can never allow an eviction shows up in
@@ -279,7 +297,7 @@ func TestMisconfiguredPDBReportedThenForced(t *testing.T) {
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
-	if ctrltest.Contains(podNames(t, e), "db-0") {
+	if slices.Contains(podNames(t, e), "db-0") {
 		t.Fatal("force drain left the pod")
 	}
 }
@@ -299,7 +317,7 @@ func TestDeletingNodeDeletesMachine(t *testing.T) {
 	if vmExists(t, e, drv, name) {
 		t.Fatal("VM left behind")
 	}
-	ctrltest.Eventually(t, 10*time.Second, "node gone", func() bool {
+	eventually.True(t, 10*time.Second, "node gone", func() bool {
 		_, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})

@@ -3,22 +3,23 @@ package machine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
-	"github.com/machinist-io/machinist/core/controller/internal/drivercall"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 )
 
 // conflictRetry is the wait after an optimistic-lock conflict: the newer object is already in
@@ -29,9 +30,34 @@ const conflictRetry = 200 * time.Millisecond
 // the machine is looked at again soon after the freeze ends.
 const frozenRetry = 30 * time.Second
 
-// reconcileMachine drives a machine that is not being deleted: it creates the VM when there is
-// none yet and then follows the node's health.
-func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// machineReconciler is the Machine controller: it drives machines that are not being deleted,
+// creating the VM when there is none yet (create.go, with the capacity fallback of fallback.go)
+// and then following the node's health (health.go).
+type machineReconciler struct {
+	*deps
+	fallback *capacityFallback
+	creator  *creator
+	health   *healthChecker
+}
+
+// setup watches machines that are not being deleted, their classes and (with a target cluster)
+// their nodes.
+func (r *machineReconciler) setup(mgr manager.Manager) error {
+	b := builder.ControllerManagedBy(mgr).
+		Named("machine").
+		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting), specOrMetaChanged())).
+		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines), builder.WithPredicates(notOnlyMarkChanged())).
+		WithOptions(r.opts.controllerOptions())
+	if r.target != nil {
+		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.nodeToMachines), nodeChanged()))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile drives a machine that is not being deleted: it creates the VM when there is none
+// yet and then follows the node's health.
+func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	key := req.String()
 	m := &v1alpha1.Machine{}
 	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
@@ -52,13 +78,13 @@ func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request
 	if !controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMachineControllerManager) {
 		return r.addFinalizer(ctx, m, v1alpha1.FinalizerMachineControllerManager)
 	}
-	if r.frozen() {
+	if r.opts.Freeze != nil && r.opts.Freeze.Frozen() {
 		r.log(m).Debug("machine controller frozen: an API server is unreachable")
 		return reconcile.Result{RequeueAfter: min(frozenRetry, r.opts.LongRetry, max(r.opts.ShortRetry, time.Second))}, nil
 	}
 
 	if needsCreation(m) {
-		if res, done, err := r.capacityFallback(ctx, m); done || err != nil {
+		if res, done, err := r.fallback.beforeCreate(ctx, m); done || err != nil {
 			return res, err
 		}
 	}
@@ -67,12 +93,10 @@ func (r *reconciler) reconcileMachine(ctx context.Context, req reconcile.Request
 		return r.classProblem(ctx, m, err)
 	}
 	if needsCreation(m) {
-		return r.create(ctx, m, class)
+		return r.creator.create(ctx, m, class)
 	}
-	return r.reconcileHealth(ctx, m)
+	return r.health.reconcile(ctx, m)
 }
-
-func (r *reconciler) frozen() bool { return r.opts.Freeze != nil && r.opts.Freeze.Frozen() }
 
 // needsCreation: the VM may not exist yet. Failed machines are left for their MachineSet to
 // replace; nothing is created for them.
@@ -86,63 +110,15 @@ func needsCreation(m *v1alpha1.Machine) bool {
 	return m.Spec.ProviderID == ""
 }
 
-func (r *reconciler) addFinalizer(ctx context.Context, o client.Object, finalizer string) (reconcile.Result, error) {
-	orig := o.DeepCopyObject().(client.Object)
-	controllerutil.AddFinalizer(o, finalizer)
-	if err := r.client.Patch(ctx, o, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return requeueOnConflict(err)
-	}
-	// The update event brings the machine back.
-	return reconcile.Result{}, nil
-}
-
-func requeueOnConflict(err error) (reconcile.Result, error) {
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
-	}
-	return reconcile.Result{}, err
-}
-
-// errClass marks problems with the machine's class (missing, unreadable secret); they are the
-// user's to fix and are reported like a failed creation without an error code.
-type errClass struct{ msg string }
-
-func (e *errClass) Error() string { return e.msg }
-
-// machineClass returns the machine's class and makes sure it carries the finalizer, so the class
-// cannot go away while a VM made from it exists.
-func (r *reconciler) machineClass(ctx context.Context, m *v1alpha1.Machine) (*v1alpha1.MachineClass, error) {
-	name := m.Spec.Class.Name
-	if name == "" {
-		return nil, &errClass{"spec.class.name is empty: set it to the name of a MachineClass in namespace " + m.Namespace}
-	}
-	if k := m.Spec.Class.Kind; k != "" && k != "MachineClass" {
-		return nil, &errClass{fmt.Sprintf("spec.class.kind %q is not supported: use kind MachineClass (provider-specific class kinds were removed from MCM)", k)}
-	}
-	class := &v1alpha1.MachineClass{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, class); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, &errClass{fmt.Sprintf("MachineClass %s/%s not found: create it or fix spec.class.name", m.Namespace, name)}
-		}
-		return nil, err
-	}
-	if class.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager) {
-		if _, err := r.addFinalizer(ctx, class, v1alpha1.FinalizerMachineControllerManager); err != nil {
-			return nil, err
-		}
-	}
-	return class, nil
-}
-
 // classProblem records a class problem on a machine that has no VM yet (or logs it for one that
 // has) and retries with backoff; the class watch brings the machine back sooner when the class
 // appears.
-func (r *reconciler) classProblem(ctx context.Context, m *v1alpha1.Machine, err error) (reconcile.Result, error) {
+func (r *machineReconciler) classProblem(ctx context.Context, m *v1alpha1.Machine, err error) (reconcile.Result, error) {
 	var ce *errClass
 	if !errors.As(err, &ce) {
 		return reconcile.Result{}, err
 	}
-	delay := r.backoff.next(r.key(m), driver.FailedPrecondition, r.opts)
+	delay := r.backoff.next(keyOf(m), driver.FailedPrecondition, r.opts)
 	if needsCreation(m) {
 		st := m.Status.DeepCopy()
 		st.CurrentStatus.Phase = v1alpha1.MachineCrashLoopBackOff
@@ -161,77 +137,60 @@ func (r *reconciler) classProblem(ctx context.Context, m *v1alpha1.Machine, err 
 	return reconcile.Result{RequeueAfter: delay}, nil
 }
 
-// driverFor resolves the driver of class and instruments it.
-func (r *reconciler) driverFor(class *v1alpha1.MachineClass) (driver.Driver, error) {
-	d, err := r.drivers.ForClass(class)
-	if err != nil {
-		return nil, err
+// classToMachines enqueues the machines of a class, so a class that appears or changes lets
+// waiting machines proceed.
+func (r *machineReconciler) classToMachines(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.MachineList
+	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexMachineClassName: o.GetName()}); err != nil {
+		return nil
 	}
-	return drivercall.Instrument(registry.Normalize(class.Provider), d), nil
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	return out
 }
 
-// secretFor builds the secret the driver receives for class.
-func (r *reconciler) secretFor(ctx context.Context, class *v1alpha1.MachineClass) (*corev1.Secret, error) {
-	return classsecret.Get(ctx, r.client, class)
-}
-
-func secretRefs(class *v1alpha1.MachineClass) []string { return classsecret.Refs(class) }
-
-func (r *reconciler) key(m *v1alpha1.Machine) string {
-	return m.Namespace + "/" + m.Name
-}
-
-// effectiveCreationTimeout: the effective-creation-timeout annotation (copied from the
-// MachineDeployment), then spec.creationTimeout, then the flag.
-func (r *reconciler) effectiveCreationTimeout(m *v1alpha1.Machine) time.Duration {
-	if v := m.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout]; v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			return d
+// nodeToMachines maps a node to the machine(s) whose node label names it.
+func (r *machineReconciler) nodeToMachines(ctx context.Context, n *corev1.Node) []reconcile.Request {
+	var list v1alpha1.MachineList
+	opts := []client.ListOption{client.MatchingFields{IndexMachineNode: n.Name}}
+	if r.opts.Namespace != "" {
+		opts = append(opts, client.InNamespace(r.opts.Namespace))
+	}
+	if err := r.client.List(ctx, &list, opts...); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, m := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	if len(out) == 0 && r.opts.Namespace != "" {
+		// The node may register before its machine records the node label (most drivers name
+		// the node after the machine): try the machine-name label, else the node's name.
+		name := n.Labels[v1alpha1.LabelNodeMachineName]
+		if name == "" {
+			name = n.Name
 		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.opts.Namespace, Name: name}})
 	}
-	if c := m.Spec.MachineConfiguration; c != nil && c.MachineCreationTimeout != nil && c.MachineCreationTimeout.Duration > 0 {
-		return c.MachineCreationTimeout.Duration
-	}
-	return r.opts.CreationTimeout
+	return out
 }
 
-func (r *reconciler) effectiveHealthTimeout(m *v1alpha1.Machine) time.Duration {
-	if c := m.Spec.MachineConfiguration; c != nil && c.MachineHealthTimeout != nil && c.MachineHealthTimeout.Duration > 0 {
-		return c.MachineHealthTimeout.Duration
+func requeueOnConflict(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
-	return r.opts.HealthTimeout
+	return reconcile.Result{}, err
 }
 
-func (r *reconciler) effectiveDrainTimeout(m *v1alpha1.Machine) time.Duration {
-	if c := m.Spec.MachineConfiguration; c != nil && c.MachineDrainTimeout != nil && c.MachineDrainTimeout.Duration > 0 {
-		return c.MachineDrainTimeout.Duration
-	}
-	return r.opts.DrainTimeout
-}
+// errClass marks problems with the machine's class (missing, unreadable secret); they are the
+// user's to fix and are reported like a failed creation without an error code.
+type errClass struct{ msg string }
 
-func (r *reconciler) effectiveMaxEvictRetries(m *v1alpha1.Machine) int32 {
-	if c := m.Spec.MachineConfiguration; c != nil && c.MaxEvictRetries != nil && *c.MaxEvictRetries > 0 {
-		return *c.MaxEvictRetries
-	}
-	return r.opts.MaxEvictRetries
-}
+func (e *errClass) Error() string { return e.msg }
 
-func (r *reconciler) effectiveNodeConditions(m *v1alpha1.Machine) []string {
-	if c := m.Spec.MachineConfiguration; c != nil && c.NodeConditions != nil {
-		return ParseNodeConditions(*c.NodeConditions)
-	}
-	return r.opts.NodeConditions
-}
-
-func healthTimeoutDisabled(m *v1alpha1.Machine) bool {
-	c := m.Spec.MachineConfiguration
-	return c != nil && c.DisableHealthTimeout != nil && *c.DisableHealthTimeout
-}
-
-// event records an event on the machine (events.k8s.io API).
-func (r *reconciler) event(m *v1alpha1.Machine, eventType, reason, action, note string) {
-	r.recorder.Eventf(m, nil, eventType, reason, action, "%s", truncate(note, 1000))
-}
+func keyOf(m *v1alpha1.Machine) string { return m.Namespace + "/" + m.Name }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -248,3 +207,5 @@ func since(now time.Time, t metav1.Time) time.Duration {
 	}
 	return now.Sub(t.Time)
 }
+
+var _ reconcile.Reconciler = (*machineReconciler)(nil)

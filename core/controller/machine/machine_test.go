@@ -2,6 +2,8 @@ package machine_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 func memSpec(e *ctrltest.Env) map[string]string {
@@ -63,7 +66,7 @@ func TestCreateAndAdoptWithoutTarget(t *testing.T) {
 	if lo.Type != v1alpha1.MachineOperationCreate || lo.State != v1alpha1.MachineStateSuccessful || lo.ErrorCode != "" {
 		t.Fatalf("lastOperation = %+v", lo)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Created event", func() bool { return ctrltest.Contains(e.EventReasons(name), "Created") })
+	eventually.True(t, 10*time.Second, "Created event", func() bool { return slices.Contains(e.EventReasons(name), "Created") })
 
 	// A VM that exists already (a lost create response, a restarted controller) is adopted.
 	adopt := e.Name("m2")
@@ -77,7 +80,7 @@ func TestCreateAndAdoptWithoutTarget(t *testing.T) {
 	if cloud.Count(adopt) != 1 || cloud.Calls(memdriver.MethodCreate) != creates {
 		t.Fatalf("adopting made a VM: %d VMs, %d creates (was %d)", cloud.Count(adopt), cloud.Calls(memdriver.MethodCreate), creates)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "Adopted event", func() bool { return ctrltest.Contains(e.EventReasons(adopt), "Adopted") })
+	eventually.True(t, 10*time.Second, "Adopted event", func() bool { return slices.Contains(e.EventReasons(adopt), "Adopted") })
 
 	e.DeleteMachine(name)
 	e.WaitGone(name, 30*time.Second)
@@ -142,7 +145,7 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 	if m.Annotations[v1alpha1.AnnotationMachineJoinDuration] == "" {
 		t.Fatalf("no join duration annotation: %v", m.Annotations)
 	}
-	ctrltest.Eventually(t, 10*time.Second, "token deleted", func() bool {
+	eventually.True(t, 10*time.Second, "token deleted", func() bool {
 		_, err := e.CS.CoreV1().Secrets("kube-system").Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -172,7 +175,7 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 	if cloud.Count(name) != 0 {
 		t.Fatal("VM left behind")
 	}
-	ctrltest.Eventually(t, 10*time.Second, "node deleted", func() bool {
+	eventually.True(t, 10*time.Second, "node deleted", func() bool {
 		_, err := e.CS.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
@@ -192,7 +195,7 @@ func TestClassAndSecretFinalizers(t *testing.T) {
 
 	class := &v1alpha1.MachineClass{}
 	key := client.ObjectKey{Namespace: e.NS, Name: "mem"}
-	ctrltest.Eventually(t, 10*time.Second, "class and secret finalizers", func() bool {
+	eventually.True(t, 10*time.Second, "class and secret finalizers", func() bool {
 		s := &corev1.Secret{}
 		return e.C.Get(ctx, key, class) == nil && controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerMachineControllerManager) &&
 			e.C.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "creds"}, s) == nil && controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
@@ -207,8 +210,8 @@ func TestClassAndSecretFinalizers(t *testing.T) {
 	}
 	e.DeleteMachine(name)
 	e.WaitGone(name, 30*time.Second)
-	ctrltest.Eventually(t, 10*time.Second, "class gone", func() bool { return apierrors.IsNotFound(e.C.Get(ctx, key, class)) })
-	ctrltest.Eventually(t, 10*time.Second, "secret finalizer removed", func() bool {
+	eventually.True(t, 10*time.Second, "class gone", func() bool { return apierrors.IsNotFound(e.C.Get(ctx, key, class)) })
+	eventually.True(t, 10*time.Second, "secret finalizer removed", func() bool {
 		s := &corev1.Secret{}
 		return e.C.Get(ctx, client.ObjectKey{Namespace: e.NS, Name: "creds"}, s) == nil && !controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerSecret)
 	})
@@ -236,19 +239,14 @@ func keys(m map[string][]byte) []string {
 func waitNode(t *testing.T, e *ctrltest.Env, name string, cond func(*corev1.Node) bool) *corev1.Node {
 	t.Helper()
 	var n *corev1.Node
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.Explained(t, 20*time.Second, "node "+name+" in the expected state", func() (bool, string) {
 		var err error
 		n, err = e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && cond(n) {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for node %s in the expected state; it has labels %v, annotations %v, taints %v, finalizers %v (err %v)",
-				name, n.Labels, n.Annotations, n.Spec.Taints, n.Finalizers, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return cond(n), fmt.Sprintf("labels %v, annotations %v, taints %v, finalizers %v", n.Labels, n.Annotations, n.Spec.Taints, n.Finalizers)
+	})
 	return n
 }
 

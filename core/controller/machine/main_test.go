@@ -3,7 +3,7 @@ package machine_test
 import (
 	"testing"
 
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 func TestMain(m *testing.M) { ctrltest.Main(m) }

@@ -91,7 +91,7 @@ func appliedRecord(m *v1alpha1.Machine) string {
 // and finalizers it sets or removes, which merges with what others wrote meanwhile (a kubelet
 // lifting its not-ready taint right after registering would otherwise make most first syncs
 // conflict), and with an optimistic lock when the taints change (the list is replaced whole).
-func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
+func syncNode(ctx context.Context, c client.Client, m *v1alpha1.Machine, node *corev1.Node) error {
 	want := appliedTemplate{
 		Labels:      m.Spec.NodeTemplateSpec.Labels,
 		Annotations: m.Spec.NodeTemplateSpec.Annotations,
@@ -139,7 +139,7 @@ func (r *reconciler) syncNode(ctx context.Context, m *v1alpha1.Machine, node *co
 	if !equality.Semantic.DeepEqual(n.Spec.Taints, node.Spec.Taints) {
 		patch = client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})
 	}
-	if err := r.target.GetClient().Patch(ctx, n, patch); err != nil {
+	if err := c.Patch(ctx, n, patch); err != nil {
 		return fmt.Errorf("machine: sync node %s: %w", node.Name, err)
 	}
 	return nil
@@ -205,18 +205,22 @@ func nodeChanged() predicate.TypedPredicate[*corev1.Node] {
 // API server instead.
 const recordedNodeGrace = 5 * time.Second
 
-// setupNodeController watches the target cluster's nodes: a node someone deletes takes its
+// nodeReconciler is the Node controller of the target cluster: a node someone deletes takes its
 // machine along; a node whose machine is gone loses the finalizer; a node no machine owns (and
 // older than the creation timeout) is annotated not-managed-by-mcm.
-func (r *reconciler) setupNodeController(mgr manager.Manager) error {
+type nodeReconciler struct{ *deps }
+
+func (r *nodeReconciler) setup(mgr manager.Manager) error {
 	return builder.TypedControllerManagedBy[reconcile.Request](mgr).
 		Named("machine-node").
 		WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{}, &handler.TypedEnqueueRequestForObject[*corev1.Node]{}, nodeChanged())).
-		WithOptions(r.controllerOptions()).
-		Complete(reconcile.Func(r.reconcileNode))
+		WithOptions(r.opts.controllerOptions()).
+		Complete(r)
 }
 
-func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile keeps a node's finalizer and not-managed annotation, and deletes the machine of a
+// node being deleted.
+func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	node := &corev1.Node{}
 	if err := r.target.GetClient().Get(ctx, req.NamespacedName, node); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -282,7 +286,7 @@ func (r *reconciler) reconcileNode(ctx context.Context, req reconcile.Request) (
 
 // machinesOfNode returns the machines whose node label names the node.
 // cached reads the manager's cache (through the index), otherwise the API server.
-func (r *reconciler) machinesOfNode(ctx context.Context, cached bool, nodeName string) ([]v1alpha1.Machine, error) {
+func (r *nodeReconciler) machinesOfNode(ctx context.Context, cached bool, nodeName string) ([]v1alpha1.Machine, error) {
 	var list v1alpha1.MachineList
 	var c client.Reader = r.apiReader
 	opts := []client.ListOption{client.MatchingLabels{v1alpha1.LabelNode: nodeName}}
@@ -301,3 +305,5 @@ func (r *reconciler) machinesOfNode(ctx context.Context, cached bool, nodeName s
 	}
 	return list.Items, nil
 }
+
+var _ reconcile.Reconciler = (*nodeReconciler)(nil)

@@ -7,8 +7,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/drain"
 )
 
 // Defaults of the flags of `machinist run` that configure the Machine controller. They are
@@ -128,6 +132,13 @@ type Options struct {
 	Freeze FreezeGate
 	// Log is the controller's logger; nil means slog.Default().
 	Log *slog.Logger
+	// Clock is the time of every timeout, backoff and expiry the controller measures (creation,
+	// health, drain, in-place update and preservation timeouts, the replacement limiter, the
+	// exhausted-class marks of its own fallback cache); nil means the real clock. Tests pass a
+	// fake clock (k8s.io/utils/clock/testing) and step it instead of waiting. The work queues
+	// keep real time: a requeue computed from the clock comes after at most LongRetry, and an
+	// update of the machine or its node reconciles it at once.
+	Clock clock.Clock
 }
 
 // DefaultOptions returns the defaults of every option.
@@ -193,8 +204,11 @@ func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.Fallback == nil {
-		o.Fallback = fallback.NewCache(fallback.DefaultTTL)
+		o.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(o.Clock)
 	}
 	return o
 }
@@ -224,4 +238,88 @@ func ParseNodeConditions(s string) []string {
 		}
 	}
 	return out
+}
+
+// The per-machine overrides: a machine's spec.machineConfiguration wins over the flags.
+
+// creationTimeout: the effective-creation-timeout annotation (copied from the
+// MachineDeployment), then spec.creationTimeout, then the flag.
+func (o Options) creationTimeout(m *v1alpha1.Machine) time.Duration {
+	if v := m.Annotations[v1alpha1.AnnotationEffectiveCreationTimeout]; v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachineCreationTimeout != nil && c.MachineCreationTimeout.Duration > 0 {
+		return c.MachineCreationTimeout.Duration
+	}
+	return o.CreationTimeout
+}
+
+func (o Options) healthTimeout(m *v1alpha1.Machine) time.Duration {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachineHealthTimeout != nil && c.MachineHealthTimeout.Duration > 0 {
+		return c.MachineHealthTimeout.Duration
+	}
+	return o.HealthTimeout
+}
+
+func healthTimeoutDisabled(m *v1alpha1.Machine) bool {
+	c := m.Spec.MachineConfiguration
+	return c != nil && c.DisableHealthTimeout != nil && *c.DisableHealthTimeout
+}
+
+func (o Options) drainTimeout(m *v1alpha1.Machine) time.Duration {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachineDrainTimeout != nil && c.MachineDrainTimeout.Duration > 0 {
+		return c.MachineDrainTimeout.Duration
+	}
+	return o.DrainTimeout
+}
+
+func (o Options) maxEvictRetries(m *v1alpha1.Machine) int32 {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MaxEvictRetries != nil && *c.MaxEvictRetries > 0 {
+		return *c.MaxEvictRetries
+	}
+	return o.MaxEvictRetries
+}
+
+// evictRetries bounds a graceful drain's eviction retries by what fits into its drain timeout.
+func (o Options) evictRetries(m *v1alpha1.Machine, drainTimeout time.Duration) int32 {
+	return min(o.maxEvictRetries(m), max(1, int32(drainTimeout/o.EvictRetryInterval)))
+}
+
+func (o Options) nodeConditions(m *v1alpha1.Machine) []string {
+	if c := m.Spec.MachineConfiguration; c != nil && c.NodeConditions != nil {
+		return ParseNodeConditions(*c.NodeConditions)
+	}
+	return o.NodeConditions
+}
+
+// preserveTimeout: spec.machinePreserveTimeout, then the flag.
+func (o Options) preserveTimeout(m *v1alpha1.Machine) time.Duration {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachinePreserveTimeout != nil && c.MachinePreserveTimeout.Duration > 0 {
+		return c.MachinePreserveTimeout.Duration
+	}
+	return o.PreserveTimeout
+}
+
+func (o Options) inPlaceUpdateTimeout(m *v1alpha1.Machine) time.Duration {
+	if c := m.Spec.MachineConfiguration; c != nil && c.MachineInPlaceUpdateTimeout != nil && c.MachineInPlaceUpdateTimeout.Duration > 0 {
+		return c.MachineInPlaceUpdateTimeout.Duration
+	}
+	return o.InPlaceUpdateTimeout
+}
+
+func (o Options) controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: o.ConcurrentSyncs}
+}
+
+// drainOptions are the settings every drain of the controller shares; the caller sets the
+// timeout, the retries and whether it is forceful.
+func (o Options) drainOptions() drain.Options {
+	return drain.Options{
+		EvictRetryInterval: o.EvictRetryInterval,
+		PollInterval:       o.DrainPollInterval,
+		PVDetachTimeout:    o.PVDetachTimeout,
+		PVReattachTimeout:  o.PVReattachTimeout,
+	}
 }

@@ -1,15 +1,15 @@
 package machine_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 // ownedBy creates a MachineDeployment and a MachineSet it controls, as MCM writes them (no
@@ -49,8 +49,10 @@ func ownedBy(t *testing.T, e *ctrltest.Env, deployment string, replicas int32) f
 func TestReplacementLimitFindsDeploymentThroughOwners(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	drv := localProvider(t, e)
+	clk := testclock.NewFakeClock(time.Now())
 	opts := ctrltest.FastOptions()
-	opts.HealthTimeout = 2 * time.Second
+	opts.HealthTimeout = 10 * time.Minute
+	opts.Clock = clk
 	e.StartControllers(opts, true, nil)
 
 	ofA, ofB := ownedBy(t, e, e.Name("a"), 2), ownedBy(t, e, e.Name("b"), 1)
@@ -71,16 +73,18 @@ func TestReplacementLimitFindsDeploymentThroughOwners(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, n := range append(a, b) {
+		e.WaitPhase(n, v1alpha1.MachineUnknown, 30*time.Second)
+	}
+	clk.Step(11 * time.Minute) // past the health timeout of all three
+	for _, n := range append(a, b) {
+		e.Touch(n)
+	}
 	e.WaitPhase(b, v1alpha1.MachineFailed, 30*time.Second)
 	first := waitOneFailed(t, e, a, 30*time.Second)
-	time.Sleep(2 * time.Second) // two more health timeouts: the other of a must stay Unknown
 	for _, n := range a {
-		if n == first {
-			continue
-		}
-		m := e.Get(n)
-		if m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown || !strings.Contains(m.Status.LastOperation.Description, "other machines are getting replaced") {
-			t.Fatalf("while %s is replaced, %s of the same deployment: %s", first, n, ctrltest.Describe(m))
+		if n != first {
+			waitHeldBack(t, e, first, []string{n})
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,18 +15,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -73,7 +73,7 @@ func vmWithReadyNode(t *testing.T, e *ctrltest.Env, drv driver.Driver, class *v1
 
 func waitNodeReady(t *testing.T, e *ctrltest.Env, name string) {
 	t.Helper()
-	ctrltest.Eventually(t, promptly, "node "+name+" Ready", func() bool {
+	eventually.True(t, promptly, "node "+name+" Ready", func() bool {
 		n, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return false
@@ -145,10 +145,7 @@ func TestRetriedCreationWithReadyNodeRunsWithoutRecheck(t *testing.T) {
 	if drv.failures.Load() > 0 {
 		t.Fatal("InitializeMachine was never called: the test did not exercise a retried creation")
 	}
-	reasons := e.EventReasons(name)
-	if !ctrltest.Contains(reasons, "CreateFailed") {
-		t.Fatalf("events %v: want the failed first attempt's CreateFailed", reasons)
-	}
+	e.WaitEventReasons(name, 30*time.Second, "CreateFailed") // the failed first attempt's
 }
 
 // TestFreshMachinesRunWithoutRecheck: machines created together, each node registering Ready
@@ -172,11 +169,11 @@ func TestFreshMachinesRunWithoutRecheck(t *testing.T) {
 	}
 	for _, n := range names {
 		var reasons []string
-		ctrltest.Eventually(t, 10*time.Second, "events Created and Joined of "+n, func() bool {
+		eventually.True(t, 10*time.Second, "events Created and Joined of "+n, func() bool {
 			reasons = e.EventReasons(n)
-			return ctrltest.Contains(reasons, "Created") && ctrltest.Contains(reasons, "Joined")
+			return slices.Contains(reasons, "Created") && slices.Contains(reasons, "Joined")
 		})
-		if ctrltest.Contains(reasons, "Adopted") {
+		if slices.Contains(reasons, "Adopted") {
 			t.Errorf("machine %s: events %v: the controller reported adopting the VM it created", n, reasons)
 		}
 	}
@@ -218,40 +215,15 @@ func (c *laggingCache) serveStale(key client.ObjectKey, snapshot *v1alpha1.Machi
 // the test's config.
 func startWithLaggingCache(t *testing.T, e *ctrltest.Env, opts machine.Options, cfg *rest.Config) *laggingCache {
 	t.Helper()
-	if cfg == nil {
-		cfg = e.Config
-	}
 	lc := &laggingCache{stale: map[client.ObjectKey]*v1alpha1.Machine{}}
-	mopts := ctrltest.ManagerOptions(e.NS)
-	mopts.NewCache = func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
-		c, err := cache.New(cfg, o)
-		lc.Cache = c
-		return lc, err
-	}
-	mgr, err := ctrl.NewManager(cfg, mopts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = testenv.Scheme })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mgr.Add(target); err != nil {
-		t.Fatal(err)
-	}
-	opts.Namespace = e.NS
-	if err := machine.Setup(mgr, target, &registry.Resolver{Endpoints: e.Drivers}, opts); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
+	e.ControllerConfig = cfg
+	e.StartControllers(opts, true, nil, func(o *crmanager.Options) {
+		o.NewCache = func(cfg *rest.Config, o cache.Options) (cache.Cache, error) {
+			c, err := cache.New(cfg, o)
+			lc.Cache = c
+			return lc, err
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	})
 	return lc
 }
 
@@ -290,7 +262,7 @@ func TestStaleMachineReadWritesNothing(t *testing.T) {
 	name := e.Name("stale")
 	first := e.Machine(name, "local") // its resourceVersion is a genuine older version
 	e.WaitPhase(name, v1alpha1.MachineRunning, promptly)
-	ctrltest.Eventually(t, 10*time.Second, "events Created and Joined", func() bool {
+	eventually.True(t, 10*time.Second, "events Created and Joined", func() bool {
 		return eventCount(t, e, name, "Created") > 0 && eventCount(t, e, name, "Joined") > 0
 	})
 	if c, a, j := eventCount(t, e, name, "Created"), eventCount(t, e, name, "Adopted"), eventCount(t, e, name, "Joined"); c != 1 || a != 0 || j != 1 {
@@ -333,7 +305,7 @@ func TestStaleMachineReadWritesNothing(t *testing.T) {
 			}
 			// Two stale reads: the first reconcile is over and was retried. One that acted on
 			// the stale read instead wrote the machine or reported something.
-			ctrltest.Eventually(t, promptly, "a retried stale reconcile, a write or an event", func() bool {
+			eventually.True(t, promptly, "a retried stale reconcile, a write or an event", func() bool {
 				return lc.served.Load() >= 2 || e.Get(name).ResourceVersion != cur.ResourceVersion ||
 					eventCount(t, e, name, "Adopted") > 0 || eventCount(t, e, name, "Joined") > 1
 			})
@@ -397,6 +369,13 @@ func (c *requestCounter) get(m map[string]int, what string) int {
 	return m[what]
 }
 
+// String renders the counts so far; the controllers may still be counting.
+func (c *requestCounter) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("requests: %v; conflicts: %v", c.counts, c.conflicts)
+}
+
 // requestResource names the resource (and subresource) of an API path:
 // /apis/machine.sapcloud.io/v1alpha1/namespaces/ns/machines/m/status → machines/status.
 func requestResource(u *url.URL) string {
@@ -448,7 +427,7 @@ func TestNewMachinesCostNoExtraRequests(t *testing.T) {
 	time.Sleep(time.Second)
 
 	wentPending := pending()
-	t.Logf("requests: %v; conflicts: %v; machines that were Pending: %d of %d", rc.counts, rc.conflicts, wentPending, n)
+	t.Logf("%s; machines that were Pending: %d of %d", rc, wentPending, n)
 	if got := rc.get(rc.counts, "PATCH machines"); got != 3*n {
 		t.Errorf("%d machine PATCHes, want %d", got, 3*n)
 	}
@@ -550,7 +529,7 @@ func TestDeletionsCostNoExtraRequests(t *testing.T) {
 	mu.Lock()
 	recorded := len(slow)
 	mu.Unlock()
-	t.Logf("requests: %v; conflicts: %v; slow VM deletions recorded: %d", rc.counts, rc.conflicts, recorded)
+	t.Logf("%s; slow VM deletions recorded: %d", rc, recorded)
 	if got := rc.get(rc.counts, "PATCH machines") - patches; got != 2*n+recorded {
 		t.Errorf("%d machine PATCHes for %d deletions, want %d", got, n, 2*n+recorded)
 	}

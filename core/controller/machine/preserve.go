@@ -18,7 +18,6 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/preservation"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
-	"github.com/machinist-io/machinist/core/drain"
 )
 
 // Machine preservation, as Gardener MCM implements it (docs/usage/machine-preservation.md and
@@ -42,11 +41,14 @@ type errPreservedDrain struct{ err error }
 func (e *errPreservedDrain) Error() string { return e.err.Error() }
 func (e *errPreservedDrain) Unwrap() error { return e.err }
 
-// withPreservation runs the preservation step after the health step (MCM runs it right after
+// preserver keeps, completes and ends the preservation of machines.
+type preserver struct{ *deps }
+
+// after runs the preservation step after the health step (MCM runs it right after
 // reconcileMachineHealth) and folds its requeue into res. node is the machine's node when the
 // caller read it (nodeRead), so it is not read twice.
-func (r *reconciler) withPreservation(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, nodeRead bool, res reconcile.Result) (reconcile.Result, error) {
-	after, err := r.reconcilePreservation(ctx, m, node, nodeRead)
+func (r *preserver) after(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, nodeRead bool, res reconcile.Result) (reconcile.Result, error) {
+	after, err := r.reconcile(ctx, m, node, nodeRead)
 	var drainErr *errPreservedDrain
 	switch {
 	case errors.As(err, &drainErr):
@@ -60,20 +62,19 @@ func (r *reconciler) withPreservation(ctx context.Context, m *v1alpha1.Machine, 
 	return res, nil
 }
 
-// reconcilePreservation starts, keeps up or stops the machine's preservation, and returns when
+// reconcile starts, keeps up or stops the machine's preservation, and returns when
 // to look again (at the expiry at the latest).
-func (r *reconciler) reconcilePreservation(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, nodeRead bool) (time.Duration, error) {
+func (r *preserver) reconcile(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, nodeRead bool) (time.Duration, error) {
 	nodeName := m.Labels[v1alpha1.LabelNode]
 	if r.target == nil {
 		nodeName, node = "", nil
 	}
 	if nodeName != "" && !nodeRead {
-		n := &corev1.Node{}
-		if err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: nodeName}, n); err == nil {
-			node = n
-		} else if !apierrors.IsNotFound(err) {
+		n, err := r.nodeOf(ctx, m)
+		if err != nil {
 			return 0, err
 		}
+		node = n
 	}
 	s := preservation.Of(m, node, nodeName != "" && node == nil)
 	if s.MachineAnnotated && !v1alpha1.ValidPreserveValue(s.MachineValue) {
@@ -147,20 +148,12 @@ func stopReason(value string) string {
 	return "annotation " + v1alpha1.AnnotationPreserve + " removed"
 }
 
-// effectivePreserveTimeout: spec.machinePreserveTimeout, then the flag.
-func (r *reconciler) effectivePreserveTimeout(m *v1alpha1.Machine) time.Duration {
-	if c := m.Spec.MachineConfiguration; c != nil && c.MachinePreserveTimeout != nil && c.MachinePreserveTimeout.Duration > 0 {
-		return c.MachinePreserveTimeout.Duration
-	}
-	return r.opts.PreserveTimeout
-}
-
 // preserve starts or completes preservation (MCM's preserveMachine): the expiry time first, then
 // the node's Cluster Autoscaler annotations, for a Failed machine the taint and the drain, and
 // last the Preserved condition that records how far it got.
-func (r *reconciler) preserve(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, value string) error {
+func (r *preserver) preserve(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, value string) error {
 	if m.Status.CurrentStatus.PreserveExpiryTime == nil {
-		exp := metav1.NewTime(r.now().Add(r.effectivePreserveTimeout(m)).Truncate(time.Second))
+		exp := metav1.NewTime(r.now().Add(r.opts.preserveTimeout(m)).Truncate(time.Second))
 		st := m.Status.DeepCopy()
 		st.CurrentStatus.PreserveExpiryTime = &exp
 		if err := r.writeStatus(ctx, m, *st); err != nil {
@@ -246,11 +239,11 @@ func preservedCondition(m *v1alpha1.Machine, value string, drainErr error, exist
 // new pods away) and leaves DaemonSet pods. As in MCM the drain turns forceful with the
 // force-drain label, once the drain timeout has passed since the machine failed, or when the
 // node has been NotReady for long.
-func (r *reconciler) drainPreserved(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
+func (r *preserver) drainPreserved(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
 	if r.targetCS == nil {
 		return nil
 	}
-	drainTimeout := r.effectiveDrainTimeout(m)
+	drainTimeout := r.opts.drainTimeout(m)
 	elapsed := since(r.now(), m.Status.CurrentStatus.LastUpdateTime)
 	force, why := false, ""
 	switch {
@@ -263,24 +256,16 @@ func (r *reconciler) drainPreserved(ctx context.Context, m *v1alpha1.Machine, no
 			force, why = true, fmt.Sprintf("node not ready for %s", d.Round(time.Second))
 		}
 	}
-	opts := drain.Options{
-		SkipCordon:         true,
-		Force:              force,
-		EvictRetryInterval: r.opts.EvictRetryInterval,
-		PollInterval:       r.opts.DrainPollInterval,
-		PVDetachTimeout:    r.opts.PVDetachTimeout,
-		PVReattachTimeout:  r.opts.PVReattachTimeout,
-	}
+	opts := r.opts.drainOptions()
+	opts.SkipCordon, opts.Force = true, force
 	if force {
 		opts.Timeout, opts.MaxEvictRetries = time.Minute, 1
 		r.log(m).Info("draining preserved node forcefully", "node", node.Name, "why", why)
 	} else {
-		opts.Timeout = drainTimeout - elapsed
-		opts.MaxEvictRetries = min(r.effectiveMaxEvictRetries(m), max(1, int32(drainTimeout/r.opts.EvictRetryInterval)))
+		opts.Timeout, opts.MaxEvictRetries = drainTimeout-elapsed, r.opts.evictRetries(m, drainTimeout)
 	}
-	d := &drain.Drainer{Client: r.targetCS, VolumeIDs: r.volumeIDs(ctx, m), Log: r.log(m)}
 	began := r.now()
-	if err := d.Drain(ctx, node.Name, opts); err != nil {
+	if err := r.drainer(ctx, m).Drain(ctx, node.Name, opts); err != nil {
 		return err
 	}
 	mcmmetrics.MachineDrained(m, r.now().Sub(began))
@@ -291,7 +276,7 @@ func (r *reconciler) drainPreserved(ctx context.Context, m *v1alpha1.Machine, no
 // Preserved turns False, the Cluster Autoscaler annotations this controller set and the
 // preserved taint go, with removeAnnotations the preserve annotations of node and machine too,
 // and last the expiry time, so an interrupted stop is finished by the next reconcile.
-func (r *reconciler) stopPreservation(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, removeAnnotations bool, why string) error {
+func (r *preserver) stopPreservation(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, removeAnnotations bool, why string) error {
 	if m.Status.CurrentStatus.PreserveExpiryTime == nil {
 		return nil
 	}
@@ -331,7 +316,7 @@ func ownedBySet(m *v1alpha1.Machine) bool {
 // to the MachineSet, which can tell such a machine from a fresh failure only for a moment (it
 // would auto-preserve it again); the deletion clears the expiry time. A machine without a
 // MachineSet has its preservation stopped and stays Failed, like any Failed machine.
-func (r *reconciler) deleteExpiredFailed(ctx context.Context, m *v1alpha1.Machine) error {
+func (r *preserver) deleteExpiredFailed(ctx context.Context, m *v1alpha1.Machine) error {
 	ref := metav1.GetControllerOf(m)
 	uid := m.UID
 	if err := r.client.Delete(ctx, m, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
@@ -344,7 +329,7 @@ func (r *reconciler) deleteExpiredFailed(ctx context.Context, m *v1alpha1.Machin
 // applyNodeValue moves the node's preserve value onto the machine: the machine's own annotation
 // goes and last-applied-node-preserve-value records the node's (MCM's
 // updatePreserveAnnotationOnMachine).
-func (r *reconciler) applyNodeValue(ctx context.Context, m *v1alpha1.Machine, nodeValue string) error {
+func (r *preserver) applyNodeValue(ctx context.Context, m *v1alpha1.Machine, nodeValue string) error {
 	orig := m.DeepCopy()
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
@@ -359,7 +344,7 @@ func (r *reconciler) applyNodeValue(ctx context.Context, m *v1alpha1.Machine, no
 }
 
 // removePreserveAnnotations removes the machine's preserve and last-applied annotations.
-func (r *reconciler) removePreserveAnnotations(ctx context.Context, m *v1alpha1.Machine) error {
+func (r *preserver) removePreserveAnnotations(ctx context.Context, m *v1alpha1.Machine) error {
 	_, a := m.Annotations[v1alpha1.AnnotationPreserve]
 	_, b := m.Annotations[v1alpha1.AnnotationLastAppliedNodePreserveValue]
 	if !a && !b {
@@ -389,7 +374,7 @@ type nodeMarks struct {
 
 // setNodeMarks applies marks to node in one patch, writing only when something changes; node is
 // updated to what was written.
-func (r *reconciler) setNodeMarks(ctx context.Context, node *corev1.Node, marks nodeMarks) error {
+func (r *preserver) setNodeMarks(ctx context.Context, node *corev1.Node, marks nodeMarks) error {
 	n := node.DeepCopy()
 	if n.Annotations == nil {
 		n.Annotations = map[string]string{}
@@ -449,7 +434,7 @@ func equalStringMaps(a, b map[string]string) bool {
 // setNodeCondition sets one condition of the node's status (strategic merge by type, so the
 // kubelet's conditions are left alone), unless the node already has it with the same status,
 // reason and message.
-func (r *reconciler) setNodeCondition(ctx context.Context, node *corev1.Node, c corev1.NodeCondition) error {
+func (r *preserver) setNodeCondition(ctx context.Context, node *corev1.Node, c corev1.NodeCondition) error {
 	if cur := nodeCondition(node, c.Type); cur != nil && cur.Status == c.Status && cur.Reason == c.Reason && cur.Message == c.Message {
 		return nil
 	}

@@ -1,12 +1,15 @@
 package machine_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
+	testclock "k8s.io/utils/clock/testing"
+
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 // TestPreserveWithoutTarget: without a target cluster (no node) preservation is the expiry time
@@ -17,8 +20,10 @@ func TestPreserveWithoutTarget(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	e.Drivers.Set(memdriver.ProviderName, memdriver.New(memdriver.NewCloud()))
 	e.Class("mem", "mem", memSpec(e), "")
+	clk := testclock.NewFakeClock(time.Now())
 	opts := ctrltest.FastOptions()
-	opts.PreserveTimeout = 3 * time.Second
+	opts.PreserveTimeout = time.Hour
+	opts.Clock = clk
 	e.StartControllers(opts, false, nil)
 
 	kept, bad := e.Name("kept"), e.Name("bad")
@@ -31,21 +36,19 @@ func TestPreserveWithoutTarget(t *testing.T) {
 	m := e.WaitMachine(kept, 30*time.Second, "preserved", func(m *v1alpha1.Machine) bool {
 		return m != nil && m.Status.CurrentStatus.PreserveExpiryTime != nil
 	})
-	if d := m.Status.CurrentStatus.PreserveExpiryTime.Sub(m.CreationTimestamp.Time); d > 30*time.Second {
-		t.Fatalf("preserved for %s from creation, want about the 3s preserve timeout", d)
+	if d := m.Status.CurrentStatus.PreserveExpiryTime.Sub(clk.Now()); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("preserved for %s from now, want the 1h preserve timeout", d)
 	}
+	clk.Step(2 * time.Hour)
+	e.Touch(kept)
 	e.WaitMachine(kept, 30*time.Second, "preservation expired, annotation removed", func(m *v1alpha1.Machine) bool {
 		_, has := m.Annotations[v1alpha1.AnnotationPreserve]
 		return m.Status.CurrentStatus.PreserveExpiryTime == nil && !has && m.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
 	})
-	for _, reason := range []string{"Preserved", "PreservationStopped"} {
-		if !ctrltest.Contains(e.EventReasons(kept), reason) {
-			t.Errorf("no %s event on %s: %v", reason, kept, e.EventReasons(kept))
-		}
-	}
+	e.WaitEventReasons(kept, 30*time.Second, "Preserved", "PreservationStopped")
 
 	e.WaitMachine(bad, 30*time.Second, "invalid value reported", func(m *v1alpha1.Machine) bool {
-		return ctrltest.Contains(e.EventReasons(bad), "InvalidPreserveAnnotation")
+		return slices.Contains(e.EventReasons(bad), "InvalidPreserveAnnotation")
 	})
 	if m := e.Get(bad); m.Status.CurrentStatus.PreserveExpiryTime != nil || m.Annotations[v1alpha1.AnnotationPreserve] != "yes" {
 		t.Fatalf("invalid value acted on: %+v, annotations %v", m.Status.CurrentStatus, m.Annotations)

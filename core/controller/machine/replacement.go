@@ -45,14 +45,13 @@ func newReplacementLimiter() *replacementLimiter {
 
 // mayFail decides whether m may be marked Failed now and, if so, counts it as being replaced.
 // When it may not, it says why.
-func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1alpha1.Machine) (bool, string, error) {
+func (l *replacementLimiter) mayFail(ctx context.Context, c client.Reader, m *v1alpha1.Machine, maxReplacing intstr.IntOrString, now time.Time) (bool, string, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	group, members, err := deploymentOf(ctx, r.client, m)
+	group, members, err := deploymentOf(ctx, c, m)
 	if err != nil || group == "" {
 		return err == nil, "", err
 	}
-	now := r.now()
 	present := map[string]bool{}
 	inFlight := 0
 	for _, o := range members {
@@ -87,7 +86,7 @@ func (l *replacementLimiter) mayFail(ctx context.Context, r *reconciler, m *v1al
 			delete(l.marked, key)
 		}
 	}
-	limit := maxReplacements(r.opts.MaxReplacements, len(members))
+	limit := maxReplacements(maxReplacing, len(members))
 	if inFlight >= limit {
 		return false, fmt.Sprintf("%d machines of MachineDeployment %s are being replaced, at most %d at a time", inFlight, group, limit), nil
 	}

@@ -16,27 +16,20 @@ package machine
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
 
@@ -54,36 +47,12 @@ const (
 	IndexClassSecret = "machinist.secretRefs"
 )
 
-// reconciler holds what the Machine, termination, class, secret and node controllers share.
-type reconciler struct {
-	client    client.Client // control cluster, cached reads
-	apiReader client.Reader // control cluster, uncached
-	target    cluster.Cluster
-	targetCS  kubernetes.Interface
-	drivers   *registry.Resolver
-	opts      Options
-	recorder  events.EventRecorder
-	backoff   *backoff
-	limiter   *replacementLimiter
-	now       func() time.Time
-
-	// creating holds the keys of machines whose creation is in flight, so the termination
-	// controller never starts deleting a machine while a CreateMachine for it may still return.
-	creating sync.Map
-	// writes holds the machine versions our own writes replaced (client records them).
-	writes *ownWrites
-	// recordedNodes maps the node names recorded on machines to when, until the node controller
-	// finds the machine in its cache: a node whose machine is that new is not asked about.
-	recordedNodes sync.Map
-	// classStatus is where ProviderSpecValid conditions go (the class's status, when the CRD has it).
-	classStatus *classStatusStore
-}
-
-// Setup adds the Machine controller (creation, health, deletion), the MachineClass and Secret
-// finalizer controllers and the Node controller to mgr. target is the cluster the nodes join;
-// nil runs without a target cluster (machines become Available once their VM exists). The
-// caller adds target to mgr (mgr.Add(target)) so its cache starts with the manager. The
-// manager's scheme must hold the core Kubernetes types and machine.sapcloud.io/v1alpha1.
+// Setup adds the Machine controller (creation, health), the termination controller (deletion),
+// the MachineClass and Secret finalizer controllers and the Node controller to mgr. target is
+// the cluster the nodes join; nil runs without a target cluster (machines become Available once
+// their VM exists). The caller adds target to mgr (mgr.Add(target)) so its cache starts with the
+// manager. The manager's scheme must hold the core Kubernetes types and
+// machine.sapcloud.io/v1alpha1.
 func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolver, opts Options) error {
 	if drivers == nil {
 		return fmt.Errorf("machine: setup: no driver resolver given")
@@ -92,45 +61,39 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 	if err := opts.validate(); err != nil {
 		return err
 	}
-	writes := newOwnWrites()
-	r := &reconciler{
-		client:    trackingClient{Client: mgr.GetClient(), writes: writes},
-		writes:    writes,
-		apiReader: mgr.GetAPIReader(),
-		target:    target,
-		drivers:   drivers,
-		opts:      opts,
-		recorder:  mgr.GetEventRecorder("machine-controller"),
-		backoff:   newBackoff(),
-		limiter:   newReplacementLimiter(),
-		now:       time.Now,
-
-		classStatus: newClassStatusStore(),
-	}
+	d := newDeps(mgr.GetClient(), mgr.GetAPIReader(), target, drivers, opts, eventnote.For(mgr, "machine-controller"))
 	if target != nil {
 		cs, err := kubernetes.NewForConfig(target.GetConfig())
 		if err != nil {
 			return fmt.Errorf("machine: setup: target clientset: %w", err)
 		}
-		r.targetCS = cs
+		d.targetCS = cs
 	}
-	if err := r.addIndexes(mgr); err != nil {
+	if err := addIndexes(mgr); err != nil {
 		return err
 	}
-	if err := r.setupMachineController(mgr); err != nil {
+	tokens := &bootstrapTokens{deps: d}
+	creator := &creator{deps: d, tokens: tokens}
+	capacity := &capacityFallback{deps: d, creator: creator}
+	creator.fallback = capacity
+	preserver := &preserver{deps: d}
+	health := &healthChecker{deps: d, tokens: tokens, inPlace: &inPlaceUpdater{deps: d}, preserver: preserver}
+	creator.health = health
+
+	if err := (&machineReconciler{deps: d, fallback: capacity, creator: creator, health: health}).setup(mgr); err != nil {
 		return err
 	}
-	if err := r.setupTerminationController(mgr); err != nil {
+	if err := (&terminationReconciler{deps: d, tokens: tokens, fallback: capacity}).setup(mgr); err != nil {
 		return err
 	}
-	if err := r.setupClassController(mgr); err != nil {
+	if err := (&classReconciler{deps: d, status: newClassStatusStore()}).setup(mgr); err != nil {
 		return err
 	}
-	if err := r.setupSecretController(mgr); err != nil {
+	if err := (&secretReconciler{deps: d}).setup(mgr); err != nil {
 		return err
 	}
 	if target != nil {
-		if err := r.setupNodeController(mgr); err != nil {
+		if err := (&nodeReconciler{deps: d}).setup(mgr); err != nil {
 			return err
 		}
 	}
@@ -140,7 +103,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 	return registerPhaseMetrics(mgr)
 }
 
-func (r *reconciler) addIndexes(mgr manager.Manager) error {
+func addIndexes(mgr manager.Manager) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.Machine{}, IndexMachineClassName, func(o client.Object) []string {
@@ -218,72 +181,4 @@ func specOrMetaChanged() predicate.Predicate {
 	)
 }
 
-func (r *reconciler) controllerOptions() controller.Options {
-	return controller.Options{MaxConcurrentReconciles: r.opts.ConcurrentSyncs}
-}
-
-// setupMachineController watches machines that are not being deleted, their classes and (with
-// a target cluster) their nodes.
-func (r *reconciler) setupMachineController(mgr manager.Manager) error {
-	b := builder.ControllerManagedBy(mgr).
-		Named("machine").
-		For(&v1alpha1.Machine{}, builder.WithPredicates(predicate.NewPredicateFuncs(notDeleting), specOrMetaChanged())).
-		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.classToMachines), builder.WithPredicates(notOnlyMarkChanged())).
-		WithOptions(r.controllerOptions())
-	if r.target != nil {
-		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
-			handler.TypedEnqueueRequestsFromMapFunc(r.nodeToMachines), nodeChanged()))
-	}
-	return b.Complete(reconcile.Func(r.reconcileMachine))
-}
-
-// setupTerminationController watches machines being deleted, on a queue of their own so
-// deletions are not starved by creations (MCM's machinetermination queue).
-func (r *reconciler) setupTerminationController(mgr manager.Manager) error {
-	deleting := predicate.NewPredicateFuncs(func(o client.Object) bool { return !notDeleting(o) })
-	return builder.ControllerManagedBy(mgr).
-		Named("machine-termination").
-		For(&v1alpha1.Machine{}, builder.WithPredicates(deleting, specOrMetaChanged())).
-		WithOptions(r.controllerOptions()).
-		Complete(reconcile.Func(r.reconcileTermination))
-}
-
-// classToMachines enqueues the machines of a class, so a class that appears or changes lets
-// waiting machines proceed.
-func (r *reconciler) classToMachines(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexMachineClassName: o.GetName()}); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, m := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
-	}
-	return out
-}
-
-// nodeToMachines maps a node to the machine(s) whose node label names it.
-func (r *reconciler) nodeToMachines(ctx context.Context, n *corev1.Node) []reconcile.Request {
-	var list v1alpha1.MachineList
-	opts := []client.ListOption{client.MatchingFields{IndexMachineNode: n.Name}}
-	if r.opts.Namespace != "" {
-		opts = append(opts, client.InNamespace(r.opts.Namespace))
-	}
-	if err := r.client.List(ctx, &list, opts...); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for _, m := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
-	}
-	if len(out) == 0 && r.opts.Namespace != "" {
-		// The node may register before its machine records the node label (most drivers name
-		// the node after the machine): try the machine-name label, else the node's name.
-		name := n.Labels[v1alpha1.LabelNodeMachineName]
-		if name == "" {
-			name = n.Name
-		}
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.opts.Namespace, Name: name}})
-	}
-	return out
-}
+func secretRefs(class *v1alpha1.MachineClass) []string { return classsecret.Refs(class) }

@@ -16,7 +16,7 @@ import (
 // is older than this, so a long-standing error still shows that it is current.
 const refreshAfter = 30 * time.Minute
 
-func (r *reconciler) log(m *v1alpha1.Machine) *slog.Logger {
+func (r *deps) log(m *v1alpha1.Machine) *slog.Logger {
 	return r.opts.Log.With("machine", m.Namespace+"/"+m.Name)
 }
 
@@ -25,7 +25,7 @@ func (r *reconciler) log(m *v1alpha1.Machine) *slog.Logger {
 // with the phase (the health timeout counts from it); lastOperation's only when the operation
 // changed — descriptions that differ only in request IDs, UUIDs or numbers count as unchanged.
 // On success m holds the written object.
-func (r *reconciler) writeStatus(ctx context.Context, m *v1alpha1.Machine, st v1alpha1.MachineStatus) error {
+func (r *deps) writeStatus(ctx context.Context, m *v1alpha1.Machine, st v1alpha1.MachineStatus) error {
 	now := metav1.NewTime(r.now())
 	old := m.Status
 	if st.CurrentStatus.Phase != old.CurrentStatus.Phase || st.CurrentStatus.LastUpdateTime.IsZero() {

@@ -24,7 +24,7 @@ func (e *errSurplus) Error() string { return e.why }
 // a quota slot and be drained and deleted moments later. A capacity fallback's surge machine is
 // one more than replicas on purpose: it is neither surplus nor counted. The cache is read; when
 // it cannot be, the machine is created as it would be without this check.
-func (r *reconciler) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) string {
+func (r *creator) aboutToBeDeleted(ctx context.Context, m *v1alpha1.Machine) string {
 	if m.DeletionTimestamp != nil {
 		return "the machine is being deleted"
 	}

@@ -11,10 +11,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -30,7 +33,7 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 	const replicas, surge, unavailable = 5, 2, 1
 	d := e.deployment("roll", replicas, "class-a", surge, unavailable)
 	e.create(d)
-	e.eventually(30*time.Second, "5 Running machines of class-a", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "5 Running machines of class-a", func() (bool, string) {
 		all, run := running(e.machines(), "class-a")
 		return all == replicas && run == replicas, fmt.Sprintf("%d machines, %d Running", all, run)
 	})
@@ -48,7 +51,7 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "class-b" })
 
-	e.eventually(60*time.Second, "every machine replaced by a Running class-b machine", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "every machine replaced by a Running class-b machine", func() (bool, string) {
 		ms := e.machines()
 		allA, _ := running(ms, "class-a")
 		allB, runB := running(ms, "class-b")
@@ -63,7 +66,7 @@ func TestRollingUpdateStaysWithinBounds(t *testing.T) {
 		t.Errorf("the rollout never surged (max %d machines): the watch saw nothing of it", r.MaxAll)
 	}
 
-	e.eventually(20*time.Second, "a complete status", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "a complete status", func() (bool, string) {
 		got := &v1alpha1.MachineDeployment{}
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
 			return false, err.Error()
@@ -119,7 +122,7 @@ func TestScaleHonoursPriority(t *testing.T) {
 	d := e.deployment("scale", 3, "c", 1, 0)
 	e.create(d)
 	wantRunning := func(n int) {
-		e.eventually(30*time.Second, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
+		eventually.Explained(e.t, 30*time.Second, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
 			all, run := running(e.machines(), "")
 			return all == n && run == n, fmt.Sprintf("%d machines, %d Running", all, run)
 		})
@@ -188,7 +191,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 	e.startControllers()
 	d := e.deployment("ca", 5, "c", 1, 0)
 	e.create(d)
-	e.eventually(30*time.Second, "5 Running machines", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "5 Running machines", func() (bool, string) {
 		all, run := running(e.machines(), "")
 		return all == 5 && run == 5, fmt.Sprintf("%d machines, %d Running", all, run)
 	})
@@ -221,7 +224,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 		d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] = ms[1].Name + "~" + now + "," + ms[3].Name + "~" + now
 		d.Spec.Replicas = 3
 	})
-	e.eventually(30*time.Second, "the named machines gone", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "the named machines gone", func() (bool, string) {
 		cur := e.machines()
 		var names []string
 		for _, m := range cur {
@@ -232,7 +235,7 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 		}
 		return len(cur) == 3, "machines: " + strings.Join(names, ",")
 	})
-	e.eventually(10*time.Second, "the annotation pruned", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "the annotation pruned", func() (bool, string) {
 		got := &v1alpha1.MachineDeployment{}
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
 			return false, err.Error()
@@ -255,7 +258,7 @@ func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
 	d := e.deployment("re", 3, "a", 0, 0)
 	d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RecreateMachineDeploymentStrategyType}
 	e.create(d)
-	e.eventually(30*time.Second, "3 Running", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "3 Running", func() (bool, string) {
 		all, run := running(e.machines(), "a")
 		return all == 3 && run == 3, fmt.Sprintf("%d/%d", all, run)
 	})
@@ -275,7 +278,7 @@ func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {
 	})
 	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
-	e.eventually(30*time.Second, "3 Running of class b", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "3 Running of class b", func() (bool, string) {
 		ms := e.machines()
 		allA, _ := running(ms, "a")
 		allB, runB := running(ms, "b")
@@ -296,28 +299,28 @@ func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
 	life.Stuck("stuck")
 	e.startControllers()
 	d := e.deployment("p", 4, "a", 2, 0)
-	d.Spec.RevisionHistoryLimit = ptr(int32(1))
+	d.Spec.RevisionHistoryLimit = ptr.To(int32(1))
 	e.create(d)
-	e.eventually(30*time.Second, "4 Running", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "4 Running", func() (bool, string) {
 		all, run := running(e.machines(), "a")
 		return all == 4 && run == 4, fmt.Sprintf("%d/%d", all, run)
 	})
 
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = true; d.Spec.Template.Spec.Class.Name = "b" })
-	e.eventually(10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
 		got := &v1alpha1.MachineDeployment{}
 		_ = e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got)
 		c := condition(got, v1alpha1.MachineDeploymentProgressing)
 		return c != nil && c.Reason == "DeploymentPaused", fmt.Sprintf("%+v", c)
 	})
-	time.Sleep(time.Second)
+	// The reconcile that wrote the condition is the one that would have created the new set.
 	if n := len(e.sets()); n != 1 {
 		t.Fatalf("a paused deployment rolled out: %d sets", n)
 	}
 
 	// b then stuck: two rollouts, the first completes, the second cannot.
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = false })
-	e.eventually(30*time.Second, "4 Running of class b", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "4 Running of class b", func() (bool, string) {
 		all, run := running(e.machines(), "b")
 		allA, _ := running(e.machines(), "a")
 		return all == 4 && run == 4 && allA == 0, fmt.Sprintf("b %d/%d, a %d", all, run, allA)
@@ -331,23 +334,23 @@ func TestPauseRevisionHistoryAndProportionalScaling(t *testing.T) {
 		}
 		return nil
 	}
-	e.eventually(20*time.Second, "the stuck set at maxSurge", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the stuck set at maxSurge", func() (bool, string) {
 		s := setOf("stuck")
 		return s != nil && s.Spec.Replicas == 2, fmt.Sprintf("%v", s != nil)
 	})
-	e.eventually(20*time.Second, "the class-a set pruned by revisionHistoryLimit 1", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the class-a set pruned by revisionHistoryLimit 1", func() (bool, string) {
 		return setOf("a") == nil, fmt.Sprintf("%d sets", len(e.sets()))
 	})
 
 	// Scale up during the rollout: the new (stuck) set takes all additions.
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 8 })
-	e.eventually(20*time.Second, "stuck set 6, b set 4", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "stuck set 6, b set 4", func() (bool, string) {
 		s, b := setOf("stuck"), setOf("b")
 		return s != nil && b != nil && s.Spec.Replicas == 6 && b.Spec.Replicas == 4, fmt.Sprintf("stuck %d, b %d", s.Spec.Replicas, b.Spec.Replicas)
 	})
 	// Scale down: proportional over both sets, to replicas+maxSurge = 4+2 in total.
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
-	e.eventually(20*time.Second, "sets shrunk proportionally", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "sets shrunk proportionally", func() (bool, string) {
 		s, b := setOf("stuck"), setOf("b")
 		ok := s.Spec.Replicas+b.Spec.Replicas == 6 && s.Spec.Replicas >= 3 && b.Spec.Replicas >= 2
 		return ok, fmt.Sprintf("stuck %d, b %d", s.Spec.Replicas, b.Spec.Replicas)
@@ -373,12 +376,12 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 	const surge = 2
 	d := e.deployment("ps", 4, "a", surge, 0)
 	e.create(d)
-	e.eventually(30*time.Second, "4 Running of class a", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "4 Running of class a", func() (bool, string) {
 		all, run := running(e.machines(), "a")
 		return all == 4 && run == 4, fmt.Sprintf("%d/%d", all, run)
 	})
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
-	e.eventually(30*time.Second, "4 Running of class b, none of a", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "4 Running of class b, none of a", func() (bool, string) {
 		ms := e.machines()
 		allA, _ := running(ms, "a")
 		allB, runB := running(ms, "b")
@@ -392,7 +395,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 		return out
 	}
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "stuck" })
-	e.eventually(20*time.Second, "the stuck rollout at maxSurge: stuck 2 (machines created), b 4, a 0", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the stuck rollout at maxSurge: stuck 2 (machines created), b 4, a 0", func() (bool, string) {
 		r := replicasOf()
 		all, _ := running(e.machines(), "stuck")
 		return len(r) == 3 && r["stuck"] == 2 && r["b"] == 4 && r["a"] == 0 && all == 2, fmt.Sprintf("sets %v, %d stuck machines", r, all)
@@ -416,7 +419,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 	w.Arm()
 	paused.Store(true)
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = true; d.Spec.Template.Spec.Class.Name = "a" })
-	e.eventually(10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "Progressing=Unknown DeploymentPaused", func() (bool, string) {
 		got := &v1alpha1.MachineDeployment{}
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
 			return false, err.Error()
@@ -430,7 +433,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 
 	limit.Store(8 + surge)
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 8 })
-	e.eventually(20*time.Second, "b 7 and stuck 3 with their machines, a 0", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "b 7 and stuck 3 with their machines, a 0", func() (bool, string) {
 		r := replicasOf()
 		ms := e.machines()
 		allB, runB := running(ms, "b")
@@ -456,7 +459,7 @@ func TestScalingAPausedRolloutGrowsTheActiveSets(t *testing.T) {
 
 	paused.Store(false)
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = false })
-	e.eventually(60*time.Second, "the rollback complete: 8 Running of class a, nothing else", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "the rollback complete: 8 Running of class a, nothing else", func() (bool, string) {
 		ms := e.machines()
 		allA, runA := running(ms, "a")
 		allB, _ := running(ms, "b")
@@ -487,12 +490,18 @@ func TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced(t *testing.T) {
 		},
 	}
 	e.create(ms)
-	time.Sleep(2 * time.Second)
+	eventually.Explained(e.t, 20*time.Second, "the frozen set reconciled", func() (bool, string) {
+		cur := &v1alpha1.MachineSet{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(ms), cur); err != nil {
+			return false, err.Error()
+		}
+		return cur.Status.ObservedGeneration == cur.Generation, fmt.Sprintf("observed generation %d of %d", cur.Status.ObservedGeneration, cur.Generation)
+	})
 	if n := len(e.machines()); n != 0 {
 		t.Fatalf("a frozen set created %d machines", n)
 	}
 	update(e, ms, func(ms *v1alpha1.MachineSet) { delete(ms.Labels, v1alpha1.LabelFreeze) })
-	e.eventually(20*time.Second, "3 Running", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "3 Running", func() (bool, string) {
 		all, run := running(e.machines(), "")
 		return all == 3 && run == 3, fmt.Sprintf("%d/%d", all, run)
 	})
@@ -511,7 +520,7 @@ func TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced(t *testing.T) {
 	if err := e.c.Status().Update(context.Background(), &failed); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(20*time.Second, "the failed machine replaced", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the failed machine replaced", func() (bool, string) {
 		ms := e.machines()
 		for _, m := range ms {
 			if m.Name == failed.Name {
@@ -526,7 +535,7 @@ func TestFrozenSetCreatesNothingAndFailedMachinesAreReplaced(t *testing.T) {
 	if err := e.c.Delete(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
-	e.eventually(20*time.Second, "set and machines gone", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "set and machines gone", func() (bool, string) {
 		err := e.c.Get(context.Background(), client.ObjectKeyFromObject(ms), &v1alpha1.MachineSet{})
 		return apierrors.IsNotFound(err) && len(e.machines()) == 0, fmt.Sprintf("%d machines, get: %v", len(e.machines()), err)
 	})
@@ -542,7 +551,7 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 	const replicas, surge = 6, 2
 	d := e.deployment("restart", replicas, "a", surge, 0)
 	e.create(d)
-	e.eventually(30*time.Second, "6 Running", func() (bool, string) {
+	eventually.Explained(e.t, 30*time.Second, "6 Running", func() (bool, string) {
 		all, run := running(e.machines(), "a")
 		return all == replicas && run == replicas, fmt.Sprintf("%d/%d", all, run)
 	})
@@ -554,14 +563,13 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 	})
 	w.Arm()
 	update(e, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
-	e.eventually(20*time.Second, "rollout under way", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "rollout under way", func() (bool, string) {
 		allB, _ := running(e.machines(), "b")
 		return allB >= 1, fmt.Sprintf("%d b machines", allB)
 	})
 	stop()
-	time.Sleep(500 * time.Millisecond)
 	e.startControllers()
-	e.eventually(60*time.Second, "rollout finished", func() (bool, string) {
+	eventually.Explained(e.t, 60*time.Second, "rollout finished", func() (bool, string) {
 		ms := e.machines()
 		allA, _ := running(ms, "a")
 		allB, runB := running(ms, "b")
@@ -572,13 +580,16 @@ func TestRestartMidRolloutCreatesNoDuplicates(t *testing.T) {
 	}
 }
 
-// TestConditions: a rollout that cannot finish reports ProgressDeadlineExceeded after
-// progressDeadlineSeconds, a frozen set makes the deployment Frozen, and an invalid spec is
-// reported as ReplicaFailure=InvalidSpec naming the field, with nothing created.
+// TestConditions: a rollout that cannot finish reports ProgressDeadlineExceeded once
+// progressDeadlineSeconds have passed on the controller's clock (not before), a frozen set makes
+// the deployment Frozen, and an invalid spec is reported as ReplicaFailure=InvalidSpec naming
+// the field, with nothing created.
 func TestConditions(t *testing.T) {
 	e := newEnv(t)
 	life := machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 50*time.Millisecond)
 	life.Stuck("stuck")
+	clk := testclock.NewFakeClock(time.Now())
+	e.clock = clk
 	e.startControllers()
 	get := func(name string) *v1alpha1.MachineDeployment {
 		d := &v1alpha1.MachineDeployment{}
@@ -589,9 +600,39 @@ func TestConditions(t *testing.T) {
 	}
 
 	d := e.deployment("deadline", 2, "stuck", 1, 0)
-	d.Spec.ProgressDeadlineSeconds = ptr(int32(2))
+	d.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	e.create(d)
-	e.eventually(30*time.Second, "ProgressDeadlineExceeded", func() (bool, string) {
+	// The rollout settles: both machines made and counted, nothing left to progress.
+	var since time.Time
+	eventually.Explained(e.t, 30*time.Second, "Progressing, with both machines that never boot counted", func() (bool, string) {
+		got := get("deadline")
+		c := condition(got, v1alpha1.MachineDeploymentProgressing)
+		if c != nil {
+			since = c.LastUpdateTime.Time
+		}
+		return c != nil && c.Status == v1alpha1.ConditionTrue && got.Status.Replicas == 2 && got.Status.UpdatedReplicas == 2 &&
+			got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("%+v, status %+v", c, got.Status)
+	})
+	// A spec change that changes nothing of the rollout reconciles the deployment, and its
+	// observedGeneration shows that the reconcile has written its status.
+	touch := func() {
+		update(e, d, func(d *v1alpha1.MachineDeployment) {
+			d.Spec.RevisionHistoryLimit = ptr.To(ptr.Deref(d.Spec.RevisionHistoryLimit, 100) + 1)
+		})
+		eventually.Explained(e.t, 30*time.Second, "the touch reconciled", func() (bool, string) {
+			got := get("deadline")
+			return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observed generation %d of %d", got.Status.ObservedGeneration, got.Generation)
+		})
+	}
+	clk.SetTime(since.Add(9 * time.Minute))
+	touch()
+	c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)
+	if c == nil || c.Status != v1alpha1.ConditionTrue {
+		t.Fatalf("Progressing after 9 of the 10 minutes: %+v", c)
+	}
+	clk.SetTime(c.LastUpdateTime.Add(11 * time.Minute))
+	touch()
+	eventually.Explained(e.t, 30*time.Second, "ProgressDeadlineExceeded", func() (bool, string) {
 		c := condition(get("deadline"), v1alpha1.MachineDeploymentProgressing)
 		return c != nil && c.Status == v1alpha1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded", fmt.Sprintf("%+v", c)
 	})
@@ -605,7 +646,7 @@ func TestConditions(t *testing.T) {
 	}
 	// Freeze the set as the safety controller does, through the status subresource (retrying
 	// until the write wins over the MachineSet controller's own status writes).
-	e.eventually(10*time.Second, "set frozen", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "set frozen", func() (bool, string) {
 		cur := &v1alpha1.MachineSet{}
 		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(&set), cur); err != nil {
 			return false, err.Error()
@@ -622,7 +663,7 @@ func TestConditions(t *testing.T) {
 		err := e.c.Status().Update(context.Background(), cur)
 		return false, fmt.Sprintf("status update: %v", err)
 	})
-	e.eventually(10*time.Second, "deployment Frozen", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "deployment Frozen", func() (bool, string) {
 		c := condition(get("deadline"), v1alpha1.MachineDeploymentFrozen)
 		return c != nil && c.Status == v1alpha1.ConditionTrue && c.Reason == "OverShootingReplicaCount", fmt.Sprintf("%+v", c)
 	})
@@ -630,7 +671,7 @@ func TestConditions(t *testing.T) {
 	bad := e.deployment("bad", 2, "c", 1, 0)
 	bad.Spec.Template.Labels = map[string]string{"pool": "other"}
 	e.create(bad)
-	e.eventually(10*time.Second, "InvalidSpec", func() (bool, string) {
+	eventually.Explained(e.t, 10*time.Second, "InvalidSpec", func() (bool, string) {
 		c := condition(get("bad"), v1alpha1.MachineDeploymentReplicaFailure)
 		return c != nil && c.Reason == "InvalidSpec" && strings.Contains(c.Message, "spec.template.metadata.labels"), fmt.Sprintf("%+v", c)
 	})
@@ -665,7 +706,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 		},
 	}
 	e.create(ms)
-	e.eventually(20*time.Second, "the orphan adopted and one machine added", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the orphan adopted and one machine added", func() (bool, string) {
 		all := e.machines()
 		owned := 0
 		for _, m := range all {
@@ -676,7 +717,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 		return len(all) == 2 && owned == 2, fmt.Sprintf("%d machines, %d owned", len(all), owned)
 	})
 	update(e, orphan, func(m *v1alpha1.Machine) { m.Labels["set"] = "elsewhere" })
-	e.eventually(20*time.Second, "the relabelled machine released and replaced", func() (bool, string) {
+	eventually.Explained(e.t, 20*time.Second, "the relabelled machine released and replaced", func() (bool, string) {
 		all := e.machines()
 		owned := 0
 		var released bool

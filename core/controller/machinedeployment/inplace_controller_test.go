@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestInPlaceUpdateSpecProblems: an InPlaceUpdate deployment whose strategy is incomplete, or
@@ -25,7 +27,7 @@ func TestInPlaceUpdateSpecProblems(t *testing.T) {
 		d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.InPlaceUpdateMachineDeploymentStrategyType, InPlaceUpdate: ip}
 		e.create(d)
 	}
-	one := ptr(intstr.FromInt32(1))
+	one := ptr.To(intstr.FromInt32(1))
 	inPlace("no-orchestration", &v1alpha1.InPlaceUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: one, MaxUnavailable: one}})
 	inPlace("no-bounds", &v1alpha1.InPlaceUpdateMachineDeployment{OrchestrationType: v1alpha1.OrchestrationTypeAuto})
 	inPlace("no-target", &v1alpha1.InPlaceUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: one, MaxUnavailable: one}, OrchestrationType: v1alpha1.OrchestrationTypeManual})
@@ -35,7 +37,7 @@ func TestInPlaceUpdateSpecProblems(t *testing.T) {
 		"no-bounds":        "spec.strategy.inPlaceUpdate.maxSurge is required",
 		"no-target":        "needs the target cluster's nodes",
 	} {
-		e.eventually(10*time.Second, name+" InvalidSpec", func() (bool, string) {
+		eventually.Explained(e.t, 10*time.Second, name+" InvalidSpec", func() (bool, string) {
 			d := &v1alpha1.MachineDeployment{}
 			if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, d); err != nil {
 				return false, err.Error()

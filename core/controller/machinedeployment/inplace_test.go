@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -23,14 +24,14 @@ func inPlace(replicas int32, surge, unavail *intstr.IntOrString, orchestration v
 }
 
 func TestValidateInPlaceNamesTheField(t *testing.T) {
-	one := ios(intstr.FromInt32(1))
+	one := ptr.To(intstr.FromInt32(1))
 	for _, tc := range []struct {
 		name string
 		d    *v1alpha1.MachineDeployment
 		want []string // substrings of the error; none: valid
 	}{
 		{"valid auto", inPlace(3, one, one, v1alpha1.OrchestrationTypeAuto), nil},
-		{"valid manual, percentages", inPlace(3, ios(intstr.FromString("0%")), ios(intstr.FromString("50%")), v1alpha1.OrchestrationTypeManual), nil},
+		{"valid manual, percentages", inPlace(3, ptr.To(intstr.FromString("0%")), ptr.To(intstr.FromString("50%")), v1alpha1.OrchestrationTypeManual), nil},
 		{"block missing", func() *v1alpha1.MachineDeployment {
 			d := inPlace(3, one, one, v1alpha1.OrchestrationTypeAuto)
 			d.Spec.Strategy.InPlaceUpdate = nil
@@ -39,8 +40,8 @@ func TestValidateInPlaceNamesTheField(t *testing.T) {
 		{"orchestration missing", inPlace(3, one, one, ""), []string{`spec.strategy.inPlaceUpdate.orchestrationType "" is invalid: use Auto`}},
 		{"orchestration misspelt", inPlace(3, one, one, "auto"), []string{`orchestrationType "auto" is invalid`}},
 		{"bounds missing", inPlace(3, nil, nil, v1alpha1.OrchestrationTypeAuto), []string{"spec.strategy.inPlaceUpdate.maxSurge is required", "spec.strategy.inPlaceUpdate.maxUnavailable is required"}},
-		{"bound malformed", inPlace(3, one, ios(intstr.FromString("half")), v1alpha1.OrchestrationTypeAuto), []string{`spec.strategy.inPlaceUpdate.maxUnavailable "half"`}},
-		{"bound negative", inPlace(3, ios(intstr.FromInt32(-1)), one, v1alpha1.OrchestrationTypeAuto), []string{`spec.strategy.inPlaceUpdate.maxSurge "-1" must not be negative`}},
+		{"bound malformed", inPlace(3, one, ptr.To(intstr.FromString("half")), v1alpha1.OrchestrationTypeAuto), []string{`spec.strategy.inPlaceUpdate.maxUnavailable "half"`}},
+		{"bound negative", inPlace(3, ptr.To(intstr.FromInt32(-1)), one, v1alpha1.OrchestrationTypeAuto), []string{`spec.strategy.inPlaceUpdate.maxSurge "-1" must not be negative`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := validateInPlace(tc.d)
@@ -68,10 +69,10 @@ func TestInPlaceFenceposts(t *testing.T) {
 		d                   *v1alpha1.MachineDeployment
 		wantSurge, wantUnav int32
 	}{
-		{"surge up, unavailable down", inPlace(10, ios(intstr.FromString("25%")), ios(intstr.FromString("25%")), v1alpha1.OrchestrationTypeAuto), 3, 2},
-		{"both 0: one unavailable", inPlace(3, ios(intstr.FromInt32(0)), ios(intstr.FromInt32(0)), v1alpha1.OrchestrationTypeAuto), 0, 1},
-		{"manual forces surge 0", inPlace(3, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)), v1alpha1.OrchestrationTypeManual), 0, 1},
-		{"manual keeps maxUnavailable", inPlace(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(2)), v1alpha1.OrchestrationTypeManual), 0, 2},
+		{"surge up, unavailable down", inPlace(10, ptr.To(intstr.FromString("25%")), ptr.To(intstr.FromString("25%")), v1alpha1.OrchestrationTypeAuto), 3, 2},
+		{"both 0: one unavailable", inPlace(3, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(0)), v1alpha1.OrchestrationTypeAuto), 0, 1},
+		{"manual forces surge 0", inPlace(3, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(0)), v1alpha1.OrchestrationTypeManual), 0, 1},
+		{"manual keeps maxUnavailable", inPlace(4, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(2)), v1alpha1.OrchestrationTypeManual), 0, 2},
 	} {
 		s, u := inPlaceFenceposts(tc.d)
 		if s != tc.wantSurge || u != tc.wantUnav {
@@ -80,7 +81,7 @@ func TestInPlaceFenceposts(t *testing.T) {
 	}
 	// Availability counts maxUnavailable of the in-place strategy; maxSurge of the replica
 	// annotations stays 0 for it, as MCM's MaxSurge does.
-	d := inPlace(4, ios(intstr.FromInt32(1)), ios(intstr.FromInt32(3)), v1alpha1.OrchestrationTypeAuto)
+	d := inPlace(4, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(3)), v1alpha1.OrchestrationTypeAuto)
 	if got := maxUnavailable(d); got != 3 {
 		t.Errorf("maxUnavailable of an in-place deployment %d, want 3", got)
 	}
@@ -97,9 +98,9 @@ func TestInPlaceNewSetReplicas(t *testing.T) {
 		d    *v1alpha1.MachineDeployment
 		want int32
 	}{
-		{"auto with maxSurge 2 starts with 2 fresh machines", inPlace(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeAuto), 2},
-		{"auto without surge starts empty", inPlace(4, ios(intstr.FromInt32(0)), ios(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeAuto), 0},
-		{"manual starts empty whatever maxSurge", inPlace(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeManual), 0},
+		{"auto with maxSurge 2 starts with 2 fresh machines", inPlace(4, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeAuto), 2},
+		{"auto without surge starts empty", inPlace(4, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeAuto), 0},
+		{"manual starts empty whatever maxSurge", inPlace(4, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(1)), v1alpha1.OrchestrationTypeManual), 0},
 	} {
 		ro := &rollout{d: tc.d}
 		if got := ro.newSetReplicas([]*v1alpha1.MachineSet{old}, nil); got != tc.want {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +44,8 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -66,6 +69,9 @@ type Options struct {
 	NoScaleDownAnnotationDuringRollout bool
 	// Log is the controller's logger; nil means slog.Default().
 	Log *slog.Logger
+	// Clock is the time of the controller's timeouts and status conditions; nil means the real
+	// clock (tests pass a fake one, k8s.io/utils/clock/testing).
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
@@ -81,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = d.ResyncPeriod
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -108,10 +117,10 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName),
+		recorder: eventnote.For(mgr, ControllerName),
 		opts:     opts,
 		writes:   newWrites(),
-		now:      time.Now,
+		now:      opts.Clock.Now,
 		log:      opts.Log,
 
 		fallbackField: crdfield.New("the MachineDeployment CRD's status.fallbackReplicas",
@@ -136,7 +145,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		Watches(&v1alpha1.MachineDeployment{}, machines.Own()).
 		Watches(&v1alpha1.MachineSet{}, sets).
-		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsForOrphan)).
+		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(ownership.OrphanMapper(r.client,
+			func() *v1alpha1.MachineDeploymentList { return &v1alpha1.MachineDeploymentList{} },
+			func(o client.Object) *metav1.LabelSelector { return o.(*v1alpha1.MachineDeployment).Spec.Selector }))).
 		// Machines matter too: a terminating machine still counts against maxSurge until it is
 		// gone, and trigger-deletion marks must be seen in the cache before scaling down.
 		Watches(&v1alpha1.Machine{}, machines).
@@ -235,38 +246,10 @@ func (r *Reconciler) urgentSetEvent(kind coalesce.Event, old, ms client.Object) 
 	return kind != coalesce.Update || !coalesce.StatusOnly(old, ms) || r.setRolling(ms)
 }
 
-// deploymentsForOrphan maps a MachineSet nobody controls to the deployments selecting it.
-func (r *Reconciler) deploymentsForOrphan(ctx context.Context, obj client.Object) []reconcile.Request {
-	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	var list v1alpha1.MachineDeploymentList
-	if err := r.client.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		d := &list.Items[i]
-		sel, err := selectorOf(d)
-		if err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
-			continue
-		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(d)})
-	}
-	return reqs
-}
-
 // selectorOf returns a deployment's selector; an empty selector is an error, since it would
 // select every MachineSet in the namespace.
 func selectorOf(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
-	if d.Spec.Selector == nil || (len(d.Spec.Selector.MatchLabels) == 0 && len(d.Spec.Selector.MatchExpressions) == 0) {
-		return nil, errors.New("spec.selector is empty: set spec.selector.matchLabels to labels of spec.template.metadata.labels")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector is invalid: %w", err)
-	}
-	return sel, nil
+	return ownership.Selector(d.Spec.Selector)
 }
 
 // validate checks what the API server's schema cannot.

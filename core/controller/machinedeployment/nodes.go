@@ -18,7 +18,7 @@ var preferNoSchedule = corev1.Taint{Key: v1alpha1.TaintPreferNoSchedule, Value: 
 
 // syncNodeMarks keeps the target cluster's nodes in step with a rollout, as MCM does: while old
 // sets still have machines, their nodes carry the PreferNoSchedule taint and every node of the
-// deployment carries Cluster Autoscaler's scale-down-disabled annotation (so CA does not remove
+// deployment carries Cluster Autoscaler's scale-down-disabled annotation (so the autoscaler does not remove
 // nodes the rollout is about to replace or has just added). Once the rollout is over both go
 // again — the annotation only where a controller put it: MCM's record key or machinist's old one
 // (v1alpha1.UnmarkScaleDownDisabled), and not from a preserved machine's node (preservation owns

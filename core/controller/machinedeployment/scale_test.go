@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -32,7 +33,7 @@ func applyWrites(d *v1alpha1.MachineDeployment, order []*v1alpha1.MachineSet, si
 // and old 2; when only the old set's write lands (the new set's conflicts with its MachineSet
 // controller's status write), the next pass must shrink only the new set, not the old one again.
 func TestProportionalScaleDownFinishesAPartialPass(t *testing.T) {
-	before := deployment(8, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	before := deployment(8, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(0)))
 	d := before.DeepCopy()
 	d.Spec.Replicas = 4
 	oldMS := scaledSet("b", 4, 2*time.Hour, before)
@@ -59,7 +60,7 @@ func TestProportionalScaleDownFinishesAPartialPass(t *testing.T) {
 // then its share of the rest. Once the old set's write landed, its marked machine (still there
 // until the MachineSet controller deletes it) must not be taken a second time.
 func TestProportionalScaleDownTakesMarkedMachinesOnce(t *testing.T) {
-	before := deployment(8, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	before := deployment(8, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(0)))
 	d := before.DeepCopy()
 	d.Spec.Replicas = 4
 	oldMS := scaledSet("old", 4, 2*time.Hour, before)
@@ -121,7 +122,7 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 		}
 	}
 	build := func(sc scenario) (*v1alpha1.MachineDeployment, *rollout, []*v1alpha1.MachineSet, *v1alpha1.MachineSet) {
-		before := deployment(sc.from, ios(intstr.FromInt32(sc.surge)), ios(intstr.FromInt32(0)))
+		before := deployment(sc.from, ptr.To(intstr.FromInt32(sc.surge)), ptr.To(intstr.FromInt32(0)))
 		before.Spec.Paused = sc.paused
 		d := before.DeepCopy()
 		d.Spec.Replicas = sc.to
@@ -138,8 +139,8 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 		n := len(activeSets(append(append([]*v1alpha1.MachineSet{}, old...), newMS))) // writes per pass
 		newInactive := newMS.Spec.Replicas == 0
 		// Every failure point of the first pass, and of the second when there is one left.
-		for k1 := 0; k1 < n; k1++ {
-			for k2 := 0; k2 < n; k2++ {
+		for k1 := range n {
+			for k2 := range n {
 				name := fmt.Sprintf("sizes %v, %d → %d, surge %d, paused %v, pass 1 stops after %d writes, pass 2 after %d", sc.sizes, sc.from, sc.to, sc.surge, sc.paused, k1, k2)
 				d, ro, old, newMS := build(sc)
 				all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
@@ -185,7 +186,7 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 // become 7 and 3 (10 = replicas + maxSurge in total; the larger set takes the rounding unit).
 // A pass that stops after the first write is finished by the next one.
 func TestPausedScaleUpGrowsTheActiveSets(t *testing.T) {
-	before := deployment(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	before := deployment(4, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(0)))
 	before.Spec.Paused = true
 	d := before.DeepCopy()
 	d.Spec.Replicas = 8
@@ -219,7 +220,7 @@ func TestPausedScaleUpGrowsTheActiveSets(t *testing.T) {
 // the new set within maxSurge even from 0, so the additions are left to it and the old templates
 // do not grow (MCM #754): the scaling pass only records the new replicas on the old sets.
 func TestRollingScaleUpLeavesOldSetsAlone(t *testing.T) {
-	before := deployment(4, ios(intstr.FromInt32(2)), ios(intstr.FromInt32(0)))
+	before := deployment(4, ptr.To(intstr.FromInt32(2)), ptr.To(intstr.FromInt32(0)))
 	d := before.DeepCopy()
 	d.Spec.Replicas = 8
 	newMS := scaledSet("a", 0, 3*time.Hour, before)

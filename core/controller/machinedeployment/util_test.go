@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -32,19 +33,17 @@ func deployment(replicas int32, surge, unavail *intstr.IntOrString) *v1alpha1.Ma
 	}
 }
 
-func ios(v intstr.IntOrString) *intstr.IntOrString { return &v }
-
 func TestFenceposts(t *testing.T) {
 	for _, tc := range []struct {
 		replicas            int32
 		surge, unavail      *intstr.IntOrString
 		wantSurge, wantUnav int32
 	}{
-		{10, ios(intstr.FromString("25%")), ios(intstr.FromString("25%")), 3, 2}, // surge rounds up, unavailable down
-		{3, ios(intstr.FromInt32(0)), ios(intstr.FromInt32(0)), 0, 1},            // both 0: one unavailable
+		{10, ptr.To(intstr.FromString("25%")), ptr.To(intstr.FromString("25%")), 3, 2}, // surge rounds up, unavailable down
+		{3, ptr.To(intstr.FromInt32(0)), ptr.To(intstr.FromInt32(0)), 0, 1},            // both 0: one unavailable
 		{3, nil, nil, 0, 1}, // unset is 0, as MCM
-		{3, ios(intstr.FromInt32(1)), ios(intstr.FromInt32(0)), 1, 0},
-		{1, ios(intstr.FromString("10%")), ios(intstr.FromString("10%")), 1, 0},
+		{3, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0)), 1, 0},
+		{1, ptr.To(intstr.FromString("10%")), ptr.To(intstr.FromString("10%")), 1, 0},
 	} {
 		d := deployment(tc.replicas, tc.surge, tc.unavail)
 		s, u, err := fenceposts(d)
@@ -52,7 +51,7 @@ func TestFenceposts(t *testing.T) {
 			t.Errorf("replicas %d surge %v unavailable %v: got %d/%d (%v), want %d/%d", tc.replicas, tc.surge, tc.unavail, s, u, err, tc.wantSurge, tc.wantUnav)
 		}
 	}
-	if _, _, err := fenceposts(deployment(3, ios(intstr.FromString("abc")), nil)); err == nil {
+	if _, _, err := fenceposts(deployment(3, ptr.To(intstr.FromString("abc")), nil)); err == nil {
 		t.Error("a malformed maxSurge must be an error")
 	}
 }
@@ -196,7 +195,7 @@ func TestDistribute(t *testing.T) {
 }
 
 func TestNewSetReplicasCountsTerminatingMachines(t *testing.T) {
-	d := deployment(3, ios(intstr.FromInt32(1)), ios(intstr.FromInt32(0)))
+	d := deployment(3, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0)))
 	old := set("old", 2, 2*time.Hour)
 	newMS := set("new", 1, time.Hour)
 	ro := &rollout{d: d, machines: map[types.UID][]*v1alpha1.Machine{

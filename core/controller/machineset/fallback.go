@@ -13,6 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 )
 
 // Capacity fallback in the MachineSet controller (package fallback): new machines of a set with
@@ -77,14 +78,7 @@ func (r *Reconciler) fallbackEvents(ms *v1alpha1.MachineSet, created []*v1alpha1
 			"Created on fallback class %s instead of %s: %s", class, primary, note)
 	}
 	r.recorder.Eventf(ownerForEvents(ms), nil, corev1.EventTypeWarning, fallback.ReasonCapacityFallback, "Create",
-		"Created %d machine(s) (%s) on fallback class %s instead of %s: %s", len(created), joinMax(names, 5), class, primary, note)
-}
-
-func joinMax(names []string, n int) string {
-	if len(names) <= n {
-		return fmt.Sprint(names)
-	}
-	return fmt.Sprint(names[:n]) + fmt.Sprintf(" and %d more", len(names)-n)
+		"Created %s (%s) on fallback class %s instead of %s: %s", eventnote.Plural(len(created), "machine"), eventnote.List(names, eventnote.ListBudget), class, primary, note)
 }
 
 // rebalance runs the rebalancing of a set before its replicas are managed. It returns the

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -36,6 +37,8 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 )
 
@@ -59,6 +62,9 @@ type Options struct {
 	// Nodes reads the target cluster's Nodes, whose preserve annotation wins over the
 	// Machine's when a Failed machine is kept or auto-preserved; nil without a target cluster.
 	Nodes client.Reader
+	// Clock is the time of the controller's timeouts and status conditions; nil means the real
+	// clock (tests pass a fake one, k8s.io/utils/clock/testing).
+	Clock clock.PassiveClock
 }
 
 // DefaultOptions returns MCM's defaults.
@@ -80,8 +86,11 @@ func (o Options) withDefaults() Options {
 	if o.ResyncPeriod <= 0 {
 		o.ResyncPeriod = d.ResyncPeriod
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.Fallback == nil {
-		o.Fallback = fallback.NewCache(fallback.DefaultTTL)
+		o.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(o.Clock)
 	}
 	return o
 }
@@ -109,9 +118,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	r := &Reconciler{
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
-		recorder: mgr.GetEventRecorder(ControllerName),
+		recorder: eventnote.For(mgr, ControllerName),
 		opts:     opts,
-		now:      time.Now,
+		now:      opts.Clock.Now,
 		selectorField: crdfield.New("the MachineSet CRD's status.labelSelector",
 			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the set)"),
 	}
@@ -126,7 +135,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		Watches(&v1alpha1.MachineSet{}, machines.Own()).
 		Watches(&v1alpha1.Machine{}, machines).
 		// Machines nobody controls may be adopted by a set whose selector matches them.
-		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.setsForOrphan)).
+		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(ownership.OrphanMapper(r.client,
+			func() *v1alpha1.MachineSetList { return &v1alpha1.MachineSetList{} },
+			func(o client.Object) *metav1.LabelSelector { return o.(*v1alpha1.MachineSet).Spec.Selector }))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
 		Complete(r)
 }
@@ -173,38 +184,10 @@ func (r *Reconciler) urgentForSet(kind coalesce.Event, old, m client.Object) boo
 	return ok1 && ok2 && nm.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && om.Status.CurrentStatus.Phase != v1alpha1.MachineFailed
 }
 
-// setsForOrphan maps a machine without a controller to the sets whose selector matches it.
-func (r *Reconciler) setsForOrphan(ctx context.Context, obj client.Object) []reconcile.Request {
-	if metav1.GetControllerOf(obj) != nil || obj.GetDeletionTimestamp() != nil {
-		return nil
-	}
-	var sets v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &sets, client.InNamespace(obj.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range sets.Items {
-		s := &sets.Items[i]
-		sel, err := selectorOf(s)
-		if err != nil || !sel.Matches(labels.Set(obj.GetLabels())) {
-			continue
-		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)})
-	}
-	return reqs
-}
-
 // selectorOf returns a set's selector; an empty selector is an error, since it would select
 // every machine in the namespace.
 func selectorOf(ms *v1alpha1.MachineSet) (labels.Selector, error) {
-	if ms.Spec.Selector == nil || (len(ms.Spec.Selector.MatchLabels) == 0 && len(ms.Spec.Selector.MatchExpressions) == 0) {
-		return nil, errors.New("spec.selector is empty: set spec.selector.matchLabels to labels of spec.template.metadata.labels")
-	}
-	sel, err := metav1.LabelSelectorAsSelector(ms.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("spec.selector is invalid: %w", err)
-	}
-	return sel, nil
+	return ownership.Selector(ms.Spec.Selector)
 }
 
 // Reconcile brings one MachineSet towards its desired replicas and records its status.
@@ -577,7 +560,8 @@ func (r *Reconciler) deleteMachines(ctx context.Context, ms *v1alpha1.MachineSet
 	}
 	wg.Wait()
 	if len(names) > 0 {
-		r.recorder.Eventf(ms, nil, "Normal", "SuccessfulDelete", "Delete", "Deleted machines %s: %s", strings.Join(names, ", "), why)
+		// One event per pass, naming the first machines: a pass deletes up to BurstReplicas.
+		r.recorder.Eventf(ms, nil, "Normal", "SuccessfulDelete", "Delete", "Deleted %s: %s: %s", eventnote.Plural(len(names), "machine"), eventnote.List(names, eventnote.ListBudget), why)
 	}
 	if len(errs) > 0 {
 		err := fmt.Errorf("machineset: %w: %w", errDelete, errors.Join(errs...))

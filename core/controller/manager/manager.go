@@ -32,7 +32,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -51,6 +52,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/kubeconfig"
 	"github.com/machinist-io/machinist/internal/logbridge"
 )
 
@@ -137,12 +139,13 @@ type Options struct {
 	// Half is the set of controllers to run; the zero value is all of them.
 	Half Half
 	// ControlKubeconfig is the kubeconfig of the control cluster holding the Machine* objects
-	// (--control-kubeconfig); "" uses $KUBECONFIG, else the in-cluster config.
+	// (--control-kubeconfig): a file, "inClusterConfig", or "" for $KUBECONFIG, else the
+	// in-cluster config (internal/kubeconfig).
 	ControlKubeconfig string
 	// ControlConfig, when set, is used instead of ControlKubeconfig.
 	ControlConfig *rest.Config
-	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig);
-	// "" is the control cluster, "none" means no target cluster.
+	// TargetKubeconfig is the kubeconfig of the cluster the nodes join (--target-kubeconfig): a
+	// file or "inClusterConfig"; "" is the control cluster, "none" means no target cluster.
 	TargetKubeconfig string
 	// TargetConfig, when set, is used instead of TargetKubeconfig.
 	TargetConfig *rest.Config
@@ -190,6 +193,10 @@ type Options struct {
 
 	// Log is the structured logger of everything, controller-runtime and client-go included.
 	Log *slog.Logger
+	// Clock is the time of every controller's timeouts, periods and expiries, given to each
+	// controller whose options name no clock of their own; nil means the real clock. Tests pass
+	// a fake clock (k8s.io/utils/clock/testing) and step it instead of waiting.
+	Clock clock.Clock
 }
 
 // DefaultOptions returns the defaults of every option of the all-in-one, those of the
@@ -265,6 +272,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	controlCfg.QPS, controlCfg.Burst = opts.KubeAPIQPS, opts.KubeAPIBurst
 	controlCfg.UserAgent = "machinist-controller-manager"
+	withAnswerTimeout(controlCfg)
 
 	scheme := Scheme()
 	mopts := crmanager.Options{
@@ -287,7 +295,7 @@ func New(opts Options) (*Manager, error) {
 		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
-		GracefulShutdownTimeout:       ptrTo(DefaultGracefulShutdown),
+		GracefulShutdownTimeout:       ptr.To(DefaultGracefulShutdown),
 		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
 		// process run the manager again after stopping it (tests restart the controllers).
 		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
@@ -295,7 +303,7 @@ func New(opts Options) (*Manager, error) {
 		// finish and the manager waits out the whole graceful-shutdown period
 		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
 		// 1.37 modules). The classic rate-limited queue has no such race.
-		Controller: config.Controller{SkipNameValidation: ptrTo(true), UsePriorityQueue: ptrTo(false)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
 	}
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace
@@ -319,12 +327,15 @@ func New(opts Options) (*Manager, error) {
 		targetCfg := opts.TargetConfig
 		if targetCfg == nil {
 			if opts.TargetKubeconfig == "" {
-				targetCfg = rest.CopyConfig(controlCfg)
+				targetCfg = rest.CopyConfig(controlCfg) // bounded already
 			} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
 				return nil, err
+			} else {
+				withAnswerTimeout(targetCfg)
 			}
 		} else {
 			targetCfg = rest.CopyConfig(targetCfg)
+			withAnswerTimeout(targetCfg)
 		}
 		targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
 		targetCfg.UserAgent = "machinist-controller-manager"
@@ -389,7 +400,7 @@ func (m *Manager) setupControllers(opts Options) error {
 
 	mo := opts.Machine
 	if mo.Fallback == nil {
-		mo.Fallback = fallback.NewCache(fallback.DefaultTTL)
+		mo.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(mo.Clock)
 	}
 	if provider {
 		mo.Namespace = opts.Namespace
@@ -465,7 +476,7 @@ func (m *Manager) endpoints(addr string, profiling bool) *crmanager.Server {
 	return &crmanager.Server{
 		Name:            "metrics and health",
 		Server:          &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 30 * time.Second},
-		ShutdownTimeout: ptrTo(5 * time.Second),
+		ShutdownTimeout: ptr.To(5 * time.Second),
 	}
 }
 
@@ -526,36 +537,16 @@ func cacheSynced(c cache.Cache) error {
 	return nil
 }
 
-// InClusterConfig as a kubeconfig (--control-kubeconfig, --target-kubeconfig) means the
-// in-cluster config of the pod's service account, as MCM reads its --control-kubeconfig
-// (cmd/machine-controller-manager/app/controllermanager.go of gardener/machine-controller-manager
-// at 54caf546e0f4): Gardener starts both of MCM's containers with
-// --control-kubeconfig=inClusterConfig.
-const InClusterConfig = "inClusterConfig"
-
-// restConfig loads a cluster's config: the given one, the in-cluster config when kubeconfig is
-// InClusterConfig, a kubeconfig file, $KUBECONFIG, or the in-cluster config, in that order.
-func restConfig(cfg *rest.Config, kubeconfig, which string) (*rest.Config, error) {
+// restConfig returns a cluster's config: the given one, else the one its kubeconfig flag's value
+// names by internal/kubeconfig's rules (a file, inClusterConfig, or "" for $KUBECONFIG, else the
+// in-cluster config).
+func restConfig(cfg *rest.Config, value, which string) (*rest.Config, error) {
 	if cfg != nil {
 		return rest.CopyConfig(cfg), nil
 	}
-	if kubeconfig == InClusterConfig {
-		c, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("manager: --%s-kubeconfig=%s: %w: run in a pod with a service account token, or name a kubeconfig file", which, InClusterConfig, err)
-		}
-		return c, nil
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	c, err := kubeconfig.Load(value)
 	if err != nil {
-		if kubeconfig != "" {
-			return nil, fmt.Errorf("manager: %s cluster kubeconfig %s: %w", which, kubeconfig, err)
-		}
-		return nil, fmt.Errorf("manager: %s cluster: no --%s-kubeconfig given, $KUBECONFIG unset and not running in a cluster: %w", which, which, err)
+		return nil, fmt.Errorf("manager: %s cluster (--%s-kubeconfig): %w", which, which, err)
 	}
 	return c, nil
 }
@@ -602,10 +593,23 @@ func (o Options) withDefaults() Options {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Machine.Clock == nil {
+		o.Machine.Clock = o.Clock
+	}
+	if o.Safety.Clock == nil {
+		o.Safety.Clock = o.Clock
+	}
+	if o.MachineSet.Clock == nil {
+		o.MachineSet.Clock = o.Clock
+	}
+	if o.MachineDeployment.Clock == nil {
+		o.MachineDeployment.Clock = o.Clock
+	}
 	return o
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // setGlobalLoggers guards controller-runtime's process-wide logger (it keeps only the first).
 var setGlobalLoggers sync.Once

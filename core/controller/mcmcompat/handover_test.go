@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestHandoverFromMCM plays a takeover from Gardener MCM on both CRD sets: machinist's, and the
@@ -85,7 +86,7 @@ func handover(t *testing.T, w *world, mcmShaped bool) {
 	}
 	class := &unstructured.Unstructured{}
 	class.SetGroupVersionKind(v1alpha1.SchemeGroupVersion.WithKind("MachineClass"))
-	w.eventually(30*time.Second, "the class's finalizer", func() (bool, string) {
+	eventually.Explained(w.t, 30*time.Second, "the class's finalizer", func() (bool, string) {
 		if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: "a"}, class); err != nil {
 			return false, err.Error()
 		}
@@ -96,7 +97,7 @@ func handover(t *testing.T, w *world, mcmShaped bool) {
 		t.Fatalf("the class's unknown nodeTemplate field after machinist wrote the class: %v", got)
 	}
 
-	w.eventually(time.Minute, "the surplus machine gone", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "the surplus machine gone", func() (bool, string) {
 		err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: surplusMachine}, &v1alpha1.Machine{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -130,7 +131,7 @@ func handover(t *testing.T, w *world, mcmShaped bool) {
 
 	// 3. machinist finishes the rollout and unmarks what MCM or it marked.
 	w.start()
-	w.eventually(2*time.Minute, "the rollout over: the old set's machine gone", func() (bool, string) {
+	eventually.Explained(w.t, 2*time.Minute, "the rollout over: the old set's machine gone", func() (bool, string) {
 		var desc []string
 		for _, m := range w.machines() {
 			desc = append(desc, m.Name+"="+string(m.Status.CurrentStatus.Phase))
@@ -142,7 +143,7 @@ func handover(t *testing.T, w *world, mcmShaped bool) {
 		return len(desc) == 3 && dd.Status.UpdatedReplicas == 3 && dd.Status.AvailableReplicas == 3 && dd.Status.Replicas == 3,
 			fmt.Sprintf("machines %v, status %+v", desc, dd.Status)
 	})
-	w.eventually(time.Minute, "MCM's and machinist's marks gone, the operator's kept", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "MCM's and machinist's marks gone, the operator's kept", func() (bool, string) {
 		for i, name := range nodes {
 			n := w.node(name)
 			if n == nil {
@@ -185,7 +186,7 @@ func handover(t *testing.T, w *world, mcmShaped bool) {
 		d.Spec.Replicas = 3
 		d.Spec.Template.Spec.NodeTemplateSpec.Labels["team"] = "quiet"
 	})
-	w.eventually(time.Minute, "3 machines whose nodes carry team=quiet", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "3 machines whose nodes carry team=quiet", func() (bool, string) {
 		ms := w.machines()
 		for _, m := range ms {
 			if n := w.node(m.Labels[v1alpha1.LabelNode]); m.DeletionTimestamp != nil || n == nil || n.Labels["team"] != "quiet" {

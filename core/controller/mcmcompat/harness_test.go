@@ -24,13 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
-	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/local"
 )
@@ -61,7 +61,7 @@ func machinistCRDs(t *testing.T) *world {
 // mcmShapedCRDs is a world on an API server of its own serving CRDs shaped like Gardener MCM's
 // (built from machinist's with the facts of core/testenv/mcmcrds).
 func mcmShapedCRDs(t *testing.T) *world {
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,40 +108,14 @@ func newWorld(t *testing.T, cfg *rest.Config) *world {
 func (w *world) start() {
 	w.t.Helper()
 	w.runs++
-	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = w.cfg, w.cfg
-	opts.Namespace = w.ns
-	opts.Port = -1
-	opts.LeaderElection.Enabled = false
-	opts.StateDir = w.t.TempDir()
+	opts := ctrltest.ProductOptions(w.t, w.cfg, w.ns)
 	opts.Log = slog.New(w.logs.handler(w.runs))
 	opts.Endpoints = endpoints{"local": w.drv}
 	// Fast enough for a test; the semantics are the defaults'.
 	opts.Machine.ShortRetry = 200 * time.Millisecond
 	opts.Machine.MediumRetry = time.Second
 	opts.Machine.DrainTimeout = 30 * time.Second
-	m, err := manager.New(opts)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	var once sync.Once
-	w.stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					w.t.Errorf("controller manager: %v", err)
-				}
-			case <-time.After(time.Minute):
-				w.t.Error("controller manager did not stop within a minute")
-			}
-		})
-	}
-	w.t.Cleanup(w.stop)
+	w.stop = ctrltest.RunProduct(w.t, opts)
 }
 
 func (w *world) stopManager() { w.stop() }
@@ -416,31 +390,12 @@ func (w *world) node(name string) *corev1.Node {
 	return n
 }
 
-// eventually polls cond until it holds, failing with what it last said after timeout; it
-// returns how long it took.
-func (w *world) eventually(timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
-	w.t.Helper()
-	start := time.Now()
-	var last string
-	for {
-		ok, msg := cond()
-		if ok {
-			return time.Since(start)
-		}
-		last = msg
-		if time.Since(start) > timeout {
-			w.t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // running waits until the namespace has exactly n machines, all Running with a node, and
 // returns them.
 func (w *world) running(n int, timeout time.Duration) []v1alpha1.Machine {
 	w.t.Helper()
 	var ms []v1alpha1.Machine
-	w.eventually(timeout, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
+	eventually.Explained(w.t, timeout, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
 		ms = w.machines()
 		var desc []string
 		ok := len(ms) == n

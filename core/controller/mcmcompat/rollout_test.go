@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // TestTemplateChangesInPlaceAndRollouts: what MCM applies in place is applied in place, what it
@@ -63,7 +64,7 @@ func TestTemplateChangesInPlaceAndRollouts(t *testing.T) {
 				nt.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: s.taint, Effect: corev1.TaintEffectNoSchedule}}
 			}
 		})
-		took := w.eventually(time.Minute, "nodes with the template's "+s.what+" label, annotation and taint", func() (bool, string) {
+		took := eventually.Explained(w.t, time.Minute, "nodes with the template's "+s.what+" label, annotation and taint", func() (bool, string) {
 			for _, m := range w.machines() {
 				n := w.node(m.Labels[v1alpha1.LabelNode])
 				if n == nil {
@@ -99,7 +100,7 @@ func TestTemplateChangesInPlaceAndRollouts(t *testing.T) {
 			MachineDrainTimeout: &metav1.Duration{Duration: time.Hour}, MaxEvictRetries: ptr.To[int32](7),
 		}
 	})
-	took := w.eventually(time.Minute, "machines with drainTimeout 1h and maxEvictRetries 7", func() (bool, string) {
+	took := eventually.Explained(w.t, time.Minute, "machines with drainTimeout 1h and maxEvictRetries 7", func() (bool, string) {
 		for _, m := range w.machines() {
 			c := m.Spec.MachineConfiguration
 			if c == nil || c.MachineDrainTimeout == nil || c.MachineDrainTimeout.Duration != time.Hour || c.MaxEvictRetries == nil || *c.MaxEvictRetries != 7 {
@@ -124,7 +125,7 @@ func TestTemplateChangesInPlaceAndRollouts(t *testing.T) {
 	ch.stop()
 	update(w, d, func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "b" })
 	sawMark := false
-	w.eventually(3*time.Minute, "3 Running machines of class b, the old set empty", func() (bool, string) {
+	eventually.Explained(w.t, 3*time.Minute, "3 Running machines of class b, the old set empty", func() (bool, string) {
 		for _, m := range w.machines() {
 			n := w.node(m.Labels[v1alpha1.LabelNode])
 			if n == nil {
@@ -167,7 +168,7 @@ func TestTemplateChangesInPlaceAndRollouts(t *testing.T) {
 		}
 	}
 	// Once the rollout is over, no node keeps the mark or the old sets' taint.
-	w.eventually(time.Minute, "no node marked by the rollout", func() (bool, string) {
+	eventually.Explained(w.t, time.Minute, "no node marked by the rollout", func() (bool, string) {
 		for _, m := range w.machines() {
 			n := w.node(m.Labels[v1alpha1.LabelNode])
 			if n == nil {
@@ -213,7 +214,7 @@ func TestAdoptsMachineSetAsMCMWritesIt(t *testing.T) {
 	if got := names(ms2); !slices.Equal(got, []string{"pool-7b9f4-aaaaa", "pool-7b9f4-bbbbb"}) {
 		t.Fatalf("machines %v: MCM's machines must be the ones brought up", got)
 	}
-	w.eventually(30*time.Second, "nodes with the deployment's nodeTemplate", func() (bool, string) {
+	eventually.Explained(w.t, 30*time.Second, "nodes with the deployment's nodeTemplate", func() (bool, string) {
 		for _, m := range w.machines() {
 			if n := w.node(m.Labels[v1alpha1.LabelNode]); n == nil || n.Labels["generation"] != "2" {
 				return false, fmt.Sprintf("machine %s: node %v", m.Name, n)

@@ -15,14 +15,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/internal/ctrltest"
 )
 
 const (
@@ -129,18 +130,15 @@ func setUpScrapeBench(b *testing.B) (http.Handler, error) {
 	}
 	go func() { _ = mgr.Start(context.Background()) }() // runs until the benchmark binary exits
 	handler := promhttp.HandlerFor(mcmmetrics.Gatherer(metrics.Registry), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	want := fmt.Sprintf("mcm_machine_items_total %d", benchMachines)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		body, _ := io.ReadAll(rec.Body)
-		if strings.Contains(string(body), fmt.Sprintf("mcm_machine_items_total %d", benchMachines)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the cache did not show %d machines within 5 minutes", benchMachines)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.Contains(string(body), want), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("the cache did not show %d machines within 5 minutes", benchMachines)
 	}
 	return handler, nil
 }

@@ -26,14 +26,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/cloudapi"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
@@ -103,8 +105,8 @@ func TestMCMMetrics(t *testing.T) {
 	e.Create(deployment(e, "nojoin", 1, "mem", &v1alpha1.MachineConfiguration{MachineCreationTimeout: &metav1.Duration{Duration: time.Second}}))
 	paused := deployment(e, "paused", 0, "mem", nil)
 	paused.Spec.Paused = true
-	paused.Spec.RevisionHistoryLimit = ptrTo(int32(3))
-	paused.Spec.ProgressDeadlineSeconds = ptrTo(int32(600))
+	paused.Spec.RevisionHistoryLimit = ptr.To(int32(3))
+	paused.Spec.ProgressDeadlineSeconds = ptr.To(int32(600))
 	paused.Spec.RollbackTo = &v1alpha1.RollbackConfig{Revision: 2}
 	e.Create(paused)
 	// A set whose template does not match its selector: InvalidSpec, a ReplicaFailure condition.
@@ -144,12 +146,19 @@ func TestMCMMetrics(t *testing.T) {
 	scale(t, e, "md", 1)
 	setCollisionCount(t, e, "paused", 1)
 
+	// Wait for every series the checks below read that comes from this test's own activity: the
+	// families alone are not enough, since they exist from the start when an earlier run in the
+	// same process (-count) or another deployment (stale's replacement) recorded them.
 	var fams map[string]*dto.MetricFamily
-	ctrltest.Eventually(t, 3*time.Minute, "every MCM family in the scrape", func() bool {
+	mdPlace := map[string]string{"namespace": e.NS, "machine_deployment": e.Name("md"), "instance_type": "m1.test", "zone": "zone-a"}
+	eventually.True(t, 3*time.Minute, "every MCM family in the scrape, and md's scale-down in it", func() bool {
 		fams = scrape(t, url)
 		return len(missing(families, fams)) == 0 &&
 			value(fams, "mcm_machine_stale_machines_total", nil) >= 1 &&
-			value(fams, "mcm_machine_num_failed_join", map[string]string{"machine_deployment": e.Name("nojoin")}) >= 1
+			value(fams, "mcm_machine_num_failed_join", map[string]string{"machine_deployment": e.Name("nojoin")}) >= 1 &&
+			len(series(fams, "mcm_machine_delete_duration_seconds", mdPlace)) == 1 &&
+			len(series(fams, "mcm_machine_drain_duration_seconds", map[string]string{"namespace": e.NS, "machine_deployment": e.Name("md")})) == 1 &&
+			value(fams, "mcm_machine_deployment_status_collision_count", map[string]string{"name": e.Name("paused")}) == 1
 	})
 	if miss := missing(families, fams); len(miss) > 0 {
 		t.Fatalf("families missing from /metrics: %v", miss)
@@ -349,9 +358,9 @@ func checkConditionValue(t *testing.T, m *dto.Metric) {
 type cloudDriver struct{ driver.Driver }
 
 func (d *cloudDriver) request(class *v1alpha1.MachineClass, fail string) error {
-	cloudapi.Requested(memdriver.ProviderName, "compute")
+	cloudmetrics.Requested(memdriver.ProviderName, "compute")
 	if class != nil && class.Name == fail {
-		cloudapi.Failed(memdriver.ProviderName, "compute")
+		cloudmetrics.Failed(memdriver.ProviderName, "compute")
 		return driver.Error(driver.Unavailable, "the cloud is out of capacity")
 	}
 	return nil
@@ -362,7 +371,7 @@ func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachi
 	if err := d.request(req.MachineClass, "crash"); err != nil {
 		return nil, err
 	}
-	defer func() { cloudapi.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
+	defer func() { cloudmetrics.Observe(memdriver.ProviderName, "compute", time.Since(start)) }()
 	return d.Driver.CreateMachine(ctx, req)
 }
 
@@ -404,31 +413,9 @@ func startManager(t *testing.T, e *ctrltest.Env) string {
 	port := lis.Addr().(*net.TCPAddr).Port
 	lis.Close()
 
-	opts := manager.DefaultOptions()
-	opts.ControlConfig, opts.TargetConfig = e.Config, e.Config
-	opts.Namespace = e.NS
-	opts.Address, opts.Port = "127.0.0.1", port
-	opts.LeaderElection.Enabled = false
-	opts.Endpoints = e.Drivers
-	opts.Machine = ctrltest.FastOptions()
-	opts.Log = ctrltest.Logger()
-	m, err := manager.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Error("manager did not stop within a minute")
-		}
+	e.StartProduct(func(opts *manager.Options) {
+		opts.Address, opts.Port = "127.0.0.1", port
+		opts.Machine = ctrltest.FastOptions()
 	})
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 }
@@ -491,7 +478,7 @@ func registerReadyNode(ctx context.Context, e *ctrltest.Env, name, providerID st
 
 func waitPhases(t *testing.T, e *ctrltest.Env, want map[string]v1alpha1.MachinePhase) {
 	t.Helper()
-	ctrltest.Eventually(t, 3*time.Minute, fmt.Sprintf("machines in phases %v", want), func() bool {
+	eventually.True(t, 3*time.Minute, fmt.Sprintf("machines in phases %v", want), func() bool {
 		for n, phase := range want {
 			m := e.Get(e.Name(n))
 			if m == nil || m.Status.CurrentStatus.Phase != phase {
@@ -513,7 +500,7 @@ func machinesOf(t *testing.T, e *ctrltest.Env, deployment string) []v1alpha1.Mac
 
 func waitDeploymentRunning(t *testing.T, e *ctrltest.Env, deployment string, n int) {
 	t.Helper()
-	ctrltest.Eventually(t, 3*time.Minute, fmt.Sprintf("%d running machines of %s", n, deployment), func() bool {
+	eventually.True(t, 3*time.Minute, fmt.Sprintf("%d running machines of %s", n, deployment), func() bool {
 		running := 0
 		for _, m := range machinesOf(t, e, deployment) {
 			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
@@ -719,5 +706,3 @@ func value(fams map[string]*dto.MetricFamily, name string, sel map[string]string
 	}
 	return v
 }
-
-func ptrTo[T any](v T) *T { return &v }

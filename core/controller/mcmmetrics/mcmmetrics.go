@@ -10,7 +10,7 @@
 //     MCM (events.go);
 //   - mcm_workqueue_*: derived at scrape time from controller-runtime's workqueue_* metrics,
 //     with MCM's queue names and buckets (workqueue.go);
-//   - mcm_cloud_api_*: core/cloudapi, recorded by the driver calls and the providers;
+//   - mcm_cloud_api_*: core/cloudmetrics, recorded by the driver calls and the providers;
 //   - mcm_misc_scrape_failure_total: failures of the scrape-time collectors.
 //
 // docs/controllers.md lists every family and where in MCM's source it was verified.
@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/machinist-io/machinist/core/cloudapi/cloudapiprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
 )
 
 // Options of the collectors of one manager.
@@ -87,7 +87,7 @@ func register() error {
 	registerOnce.Do(func() {
 		cs := []prometheus.Collector{&collector{}, staleMachines, createDuration, initializeDuration,
 			joinDuration, drainDuration, deleteDuration, failedJoins, coreScrapeFailures, providerScrapeFailures}
-		cs = append(cs, cloudapiprom.Collector())
+		cs = append(cs, cloudmetricsprom.Collector())
 		for _, c := range cs {
 			if err := metrics.Registry.Register(c); err != nil {
 				registerErr = err

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +45,7 @@ func (c *Controller) probeAPIServers(ctx context.Context) error {
 				if rerr := c.resetUnknownMachines(ctx); rerr != nil {
 					// Stay frozen until the reset went through.
 					c.log.Warn("safety: reset Unknown machines after the outage", "err", rerr)
-					if !sleep(ctx, c.opts.APIServerStatusCheckTimeout/5) {
+					if !c.sleep(ctx, c.opts.APIServerStatusCheckTimeout/5) {
 						return nil
 					}
 					continue
@@ -52,7 +53,7 @@ func (c *Controller) probeAPIServers(ctx context.Context) error {
 				c.awaitCacheCaughtUp(ctx)
 				c.setFrozen(false)
 			}
-			if !sleep(ctx, c.opts.APIServerStatusCheckPeriod) {
+			if !c.sleep(ctx, c.opts.APIServerStatusCheckPeriod) {
 				return nil
 			}
 			continue
@@ -66,7 +67,7 @@ func (c *Controller) probeAPIServers(ctx context.Context) error {
 				"since", unreachableSince.Format(time.RFC3339), "err", err)
 			c.setFrozen(true)
 		}
-		if !sleep(ctx, c.opts.APIServerStatusCheckTimeout/5) {
+		if !c.sleep(ctx, c.opts.APIServerStatusCheckTimeout/5) {
 			return nil
 		}
 	}
@@ -108,28 +109,23 @@ func (c *Controller) controlPlaneReachable(ctx context.Context) error {
 	return nil
 }
 
-// awaitCacheCaughtUp waits (bounded by the status-check timeout) until the manager's cache no
-// longer shows a machine Unknown from before the reset, so the machine controller does not act
-// on the pre-outage state once unfrozen.
+// awaitCacheCaughtUp waits (bounded by the status-check timeout, in real time: it waits for the
+// informer) until the manager's cache no longer shows a machine Unknown from before the reset,
+// so the machine controller does not act on the pre-outage state once unfrozen.
 func (c *Controller) awaitCacheCaughtUp(ctx context.Context) {
 	resetAt := c.now().Add(-time.Second)
-	deadline := c.now().Add(c.opts.APIServerStatusCheckTimeout)
-	for c.now().Before(deadline) {
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, c.opts.APIServerStatusCheckTimeout, true, func(ctx context.Context) (bool, error) {
 		var list v1alpha1.MachineList
 		if err := c.client.List(ctx, &list, client.InNamespace(c.opts.Namespace)); err != nil {
-			return
+			return false, err
 		}
-		stale := false
 		for _, m := range list.Items {
 			if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown && m.Status.CurrentStatus.LastUpdateTime.Time.Before(resetAt) {
-				stale = true
-				break
+				return false, nil
 			}
 		}
-		if !stale || !sleep(ctx, 100*time.Millisecond) {
-			return
-		}
-	}
+		return true, nil
+	})
 }
 
 // resetUnknownMachines sets every Unknown machine back to Running with a fresh lastUpdateTime,

@@ -6,6 +6,8 @@ package safety
 import (
 	"log/slog"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults of the flags of `machinist run` that configure the safety controller; MCM's defaults
@@ -70,6 +72,10 @@ type Options struct {
 
 	// Log is the controller's logger; nil means slog.Default().
 	Log *slog.Logger
+	// Clock is the time of the periods, grace periods and timeouts above; nil means the real
+	// clock. Tests pass a fake clock (k8s.io/utils/clock/testing) and step it instead of
+	// waiting. The calls to API servers and drivers keep real deadlines.
+	Clock clock.Clock
 }
 
 // DefaultOptions returns the defaults of every option.
@@ -113,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }

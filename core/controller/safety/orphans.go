@@ -53,16 +53,16 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 	for {
 		wait := c.orphanPass(ctx)
 		passed := c.now()
-		t := time.NewTimer(wait)
+		t := c.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-c.trigger:
 			t.Stop()
 			// Space triggered passes; a burst of deletions makes one pass.
-			if d := c.opts.OrphanMinInterval - c.now().Sub(passed); d > 0 && !sleep(ctx, min(d, wait)) {
+			if d := c.opts.OrphanMinInterval - c.now().Sub(passed); d > 0 && !c.sleep(ctx, min(d, wait)) {
 				return nil
 			}
 		}
@@ -78,22 +78,47 @@ func (c *Controller) poke() {
 }
 
 // orphanPass lists every class's VMs and deletes (at most OrphanMaxDeletesPerPass of) those no
-// Machine has owned for OrphanGracePeriod. It deletes nothing while the machine controller is
-// frozen, the control plane is unreachable or the cache is not synced, and re-reads each
-// candidate's Machine from the API server right before deleting its VM. It returns the wait
-// until the next pass.
+// Machine has owned for OrphanGracePeriod, in four steps: it makes sure it may collect at all,
+// finds the VMs without a machine, keeps track of when each was first seen, and deletes those
+// whose grace period is over. It returns the wait until the next pass.
 func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 	wait := c.opts.OrphanPeriod
 	retrySoon := min(wait, c.opts.APIServerStatusCheckTimeout)
+	if !c.mayCollectOrphans(ctx) {
+		return retrySoon
+	}
+	found, drivers, err := c.findOrphans(ctx)
+	if err != nil {
+		c.log.Warn("safety: orphan collection stopped", "err", err)
+		return retrySoon
+	}
+	orphansFound.Set(float64(len(found)))
+	now := c.now()
+	due, nextDue := c.trackCandidates(found, now)
+	if !nextDue.IsZero() {
+		wait = min(wait, max(nextDue.Sub(now), time.Second))
+	}
+	switch c.deleteDue(ctx, due, drivers) {
+	case passCapped:
+		wait = min(wait, c.opts.OrphanMinInterval)
+	case passInterrupted:
+		return retrySoon
+	}
+	return wait
+}
+
+// mayCollectOrphans: nothing is collected while the machine controller is frozen, the control
+// plane is unreachable or the cache is not synced (each counted and logged as a skip).
+func (c *Controller) mayCollectOrphans(ctx context.Context) bool {
 	if c.Frozen() {
 		orphanSkips.WithLabelValues("frozen").Inc()
 		c.log.Info("safety: orphan collection skipped: the machine controller is frozen")
-		return retrySoon
+		return false
 	}
 	if err := c.controlPlaneReachable(ctx); err != nil {
 		orphanSkips.WithLabelValues("apiserver-unreachable").Inc()
 		c.log.Warn("safety: orphan collection skipped: control plane unreachable", "err", err)
-		return retrySoon
+		return false
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, c.opts.APIServerStatusCheckTimeout)
 	synced := c.mgr.GetCache().WaitForCacheSync(syncCtx)
@@ -101,13 +126,18 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 	if !synced {
 		orphanSkips.WithLabelValues("cache-unsynced").Inc()
 		c.log.Warn("safety: orphan collection skipped: caches not synced")
-		return retrySoon
+		return false
 	}
+	return true
+}
 
+// findOrphans lists the VMs of every class (a class whose driver cannot list them is skipped)
+// and returns those no Machine in the cache accounts for, by providerID, with the drivers of
+// their classes. A machine that cannot be read ends the pass: nothing may be deleted on a guess.
+func (c *Controller) findOrphans(ctx context.Context) (map[string]*candidate, map[string]*classDriver, error) {
 	var classes v1alpha1.MachineClassList
 	if err := c.client.List(ctx, &classes, client.InNamespace(c.opts.Namespace)); err != nil {
-		c.log.Warn("safety: orphan collection: list machine classes", "err", err)
-		return retrySoon
+		return nil, nil, fmt.Errorf("list machine classes: %w", err)
 	}
 	found := map[string]*candidate{}
 	drivers := map[string]*classDriver{}
@@ -132,23 +162,25 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 				continue
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
-				c.log.Warn("safety: orphan collection: read machine", "machine", name, "err", err)
-				return retrySoon
+				return nil, nil, fmt.Errorf("read machine %s: %w", name, err)
 			}
 			found[pid] = &candidate{providerID: pid, machineName: name, className: class.Name, namespace: class.Namespace, duplicate: err == nil}
 		}
 	}
-	orphansFound.Set(float64(len(found)))
+	return found, drivers, nil
+}
 
-	now := c.now()
+// trackCandidates remembers when each VM of found was first seen (and forgets candidates no
+// longer found: their machine appeared, or the VM is gone). It returns the candidates whose
+// grace period is over, oldest first, and when the next one's ends (zero: none waits).
+func (c *Controller) trackCandidates(found map[string]*candidate, now time.Time) (due []*candidate, nextDue time.Time) {
 	c.orphansMu.Lock()
+	defer c.orphansMu.Unlock()
 	for pid := range c.candidates {
 		if _, still := found[pid]; !still {
 			delete(c.candidates, pid)
 		}
 	}
-	var due []*candidate
-	var nextDue time.Time
 	for pid, f := range found {
 		cand, known := c.candidates[pid]
 		if known {
@@ -165,64 +197,85 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 			nextDue = at
 		}
 	}
-	c.orphansMu.Unlock()
-	if !nextDue.IsZero() {
-		wait = min(wait, max(nextDue.Sub(now), time.Second))
-	}
-
 	sort.Slice(due, func(i, j int) bool { return due[i].firstSeen.Before(due[j].firstSeen) })
+	return due, nextDue
+}
+
+// passEnd is how the deletions of a pass ended.
+type passEnd int
+
+const (
+	passDone        passEnd = iota // every due candidate was dealt with (or the controller froze)
+	passCapped                     // OrphanMaxDeletesPerPass was reached; the rest waits
+	passInterrupted                // a machine could not be confirmed gone: the API server is in doubt
+)
+
+// deleteDue deals with the due candidates, oldest first: each one's machine is re-read from the
+// API server right before anything happens; a VM a machine accounts for after all is forgotten,
+// a second VM of a live machine is reported on the machine, a dry run reports the orphan on its
+// class, and every other is deleted — at most OrphanMaxDeletesPerPass of them.
+func (c *Controller) deleteDue(ctx context.Context, due []*candidate, drivers map[string]*classDriver) passEnd {
 	deleted := 0
 	for _, cand := range due {
 		if deleted >= c.opts.OrphanMaxDeletesPerPass {
 			c.log.Info("safety: orphan deletion cap reached, the rest waits for the next pass", "cap", c.opts.OrphanMaxDeletesPerPass, "left", len(due)-deleted)
-			wait = min(wait, c.opts.OrphanMinInterval)
-			break
+			return passCapped
 		}
 		if c.Frozen() {
-			break
+			return passDone
 		}
 		owned, live, err := c.ownedLive(ctx, cand)
 		if err != nil {
 			orphanSkips.WithLabelValues("apiserver-unreachable").Inc()
 			c.log.Warn("safety: orphan deletion stopped: cannot confirm the machine is gone", "machine", cand.machineName, "err", err)
-			return retrySoon
-		}
-		if owned {
-			c.forget(cand)
-			continue
+			return passInterrupted
 		}
 		cd := drivers[cand.namespace+"/"+cand.className]
-		if live != nil {
-			if !cand.reported {
-				cand.reported = true
-				c.log.Warn("safety: machine has a second VM; not deleting it automatically", "machine", cand.machineName, "providerID", cand.providerID, "machineProviderID", live.Spec.ProviderID)
-				c.recorder.Eventf(live, nil, corev1.EventTypeWarning, "DuplicateVM", "CollectOrphans",
-					"VM %s also carries this machine's name but the machine runs %s: delete it in the cloud by its ID (deleting by name could take the machine's VM too)",
-					cand.providerID, live.Spec.ProviderID)
+		switch {
+		case owned:
+			c.forget(cand)
+		case live != nil:
+			c.reportDuplicate(cand, live)
+		case c.opts.OrphanDryRun:
+			c.reportDryRun(cand, cd)
+		default:
+			if err := c.deleteOrphan(ctx, cd, cand); err != nil {
+				c.log.Warn("safety: delete orphan VM", "providerID", cand.providerID, "machine", cand.machineName, "err", err)
+				continue
 			}
-			continue
+			deleted++
+			orphansDeleted.Inc()
+			c.forget(cand)
+			c.log.Info("safety: deleted orphan VM", "providerID", cand.providerID, "machine", cand.machineName, "class", cand.className)
+			c.recorder.Eventf(cd.class, nil, corev1.EventTypeNormal, "OrphanVMDeleted", "CollectOrphans",
+				"Deleted VM %s (machine %s): no Machine owned it for %s", cand.providerID, cand.machineName, c.opts.OrphanGracePeriod)
 		}
-		if c.opts.OrphanDryRun {
-			if !cand.reported {
-				cand.reported = true
-				c.log.Warn("safety: orphan VM (dry run, not deleted)", "providerID", cand.providerID, "machine", cand.machineName, "class", cand.className)
-				c.recorder.Eventf(cd.class, nil, corev1.EventTypeWarning, "OrphanVM", "CollectOrphans",
-					"VM %s (machine %s) has no Machine; --orphan-dry-run is set, so it is not deleted", cand.providerID, cand.machineName)
-			}
-			continue
-		}
-		if err := c.deleteOrphan(ctx, cd, cand); err != nil {
-			c.log.Warn("safety: delete orphan VM", "providerID", cand.providerID, "machine", cand.machineName, "err", err)
-			continue
-		}
-		deleted++
-		orphansDeleted.Inc()
-		c.forget(cand)
-		c.log.Info("safety: deleted orphan VM", "providerID", cand.providerID, "machine", cand.machineName, "class", cand.className)
-		c.recorder.Eventf(cd.class, nil, corev1.EventTypeNormal, "OrphanVMDeleted", "CollectOrphans",
-			"Deleted VM %s (machine %s): no Machine owned it for %s", cand.providerID, cand.machineName, c.opts.OrphanGracePeriod)
 	}
-	return wait
+	return passDone
+}
+
+// reportDuplicate reports, once, a second VM carrying the name of a live machine: on the
+// machine, never deleted (deleting by that name could take the machine's VM too).
+func (c *Controller) reportDuplicate(cand *candidate, live *v1alpha1.Machine) {
+	if cand.reported {
+		return
+	}
+	cand.reported = true
+	c.log.Warn("safety: machine has a second VM; not deleting it automatically", "machine", cand.machineName, "providerID", cand.providerID, "machineProviderID", live.Spec.ProviderID)
+	c.recorder.Eventf(live, nil, corev1.EventTypeWarning, "DuplicateVM", "CollectOrphans",
+		"VM %s also carries this machine's name but the machine runs %s: delete it in the cloud by its ID (deleting by name could take the machine's VM too)",
+		cand.providerID, live.Spec.ProviderID)
+}
+
+// reportDryRun reports, once, an orphan that --orphan-dry-run keeps.
+func (c *Controller) reportDryRun(cand *candidate, cd *classDriver) {
+	if cand.reported {
+		return
+	}
+	cand.reported = true
+	c.log.Warn("safety: orphan VM (dry run, not deleted)", "providerID", cand.providerID, "machine", cand.machineName, "class", cand.className)
+	c.recorder.Eventf(cd.class, nil, corev1.EventTypeWarning, "OrphanVM", "CollectOrphans",
+		"VM %s (machine %s) has no Machine; --orphan-dry-run is set, so it is not deleted", cand.providerID, cand.machineName)
 }
 
 func (c *Controller) forget(cand *candidate) {
@@ -261,7 +314,7 @@ func (c *Controller) listVMs(ctx context.Context, class *v1alpha1.MachineClass) 
 // being created or deleted. A settled machine with another providerID does not: the VM is a
 // duplicate (reported, not deleted).
 func owns(m *v1alpha1.Machine, pid string) bool {
-	if m.DeletionTimestamp != nil || m.Spec.ProviderID == "" || m.Spec.ProviderID == pid {
+	if m.DeletionTimestamp != nil || m.Spec.ProviderID == "" || driver.SameProviderID(m.Spec.ProviderID, pid) {
 		return true
 	}
 	switch m.Status.CurrentStatus.Phase {

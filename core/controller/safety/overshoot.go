@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -66,19 +67,32 @@ func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []re
 	return out
 }
 
-// reconcileOvershoot freezes a MachineSet whose machines reach replicas + surge + safetyUp (2 ×
-// replicas + safetyUp for a set without deployment) and unfreezes it once they are back at or
-// below that minus safetyDown, or when a user sets the unfreeze annotation on the set or its
-// deployment. A frozen set creates no machines (the MachineSet controller's side); deleting
-// goes on. Machines being deleted do not count: they are on their way out. After a manual
-// unfreeze the set is frozen again only if it grows beyond the count the user accepted.
+// reconcileOvershoot freezes a MachineSet that creates machines past its limit — replicas + surge
+// + safetyUp (2 × replicas + safetyUp for a set without deployment) — and unfreezes it once its
+// machines are back at or below that limit minus safetyDown, or when a user sets the unfreeze
+// annotation on the set or its deployment. A frozen set creates no machines (the MachineSet
+// controller's side); deleting goes on. After a manual unfreeze the set is frozen again only if
+// it grows beyond the count the user accepted.
+//
+// A set is frozen when it has gained machines since the previous check while at or above its
+// limit, not merely for being above it: a set whose replicas were lowered is above its new limit
+// with the machines it had, and deleting them down is its job (MCM's check counts every machine
+// of the set against the limit and freezes such a set; docs/machine-controller.md). Machines
+// being deleted do not count: they are on their way out. The limit a set is held to is the
+// highest it had within the last OvershootingPeriod, so the creations of a pass that was under
+// way when the replicas were lowered are not taken for an overshoot. At the first check after a
+// start, the machines created since the start are the new ones (setHistory.observe).
 func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	requeue := reconcile.Result{RequeueAfter: c.opts.OvershootingPeriod}
 	ms := &v1alpha1.MachineSet{}
 	if err := c.client.Get(ctx, req.NamespacedName, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forgetHistory(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if ms.DeletionTimestamp != nil {
+		c.forgetHistory(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
 	var mcd *v1alpha1.MachineDeployment
@@ -110,15 +124,17 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 		return requeue, nil
 	}
 
-	count, err := c.liveMachines(ctx, ms)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	high := 2*ms.Spec.Replicas + c.opts.SafetyUp
 	if mcd != nil {
 		high = mcd.Spec.Replicas + surge(mcd) + c.opts.SafetyUp
 	}
 	low := high - c.opts.SafetyDown
+	machines, err := c.setMachines(ctx, ms)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	count := liveCount(machines)
+	newcomers, limit := c.history(ms).observe(machines, high, c.now(), c.started, c.opts.OvershootingPeriod)
 
 	c.unfreezeMu.Lock()
 	allowed, manual := c.manualUnfreeze[ms.UID]
@@ -129,13 +145,13 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 	c.unfreezeMu.Unlock()
 
 	switch frozen := isFrozen(ms); {
-	case count >= high && !frozen && (!manual || count > allowed):
-		msg := fmt.Sprintf("MachineSet %s has %d machines, at or above its limit %d (replicas + surge + safety-up %d): no more machines are created until it is back at %d or %s is set",
-			ms.Name, count, high, c.opts.SafetyUp, low, v1alpha1.AnnotationUnfreeze)
+	case count >= limit && newcomers > 0 && !frozen && (!manual || count > allowed):
+		msg := fmt.Sprintf("MachineSet %s has %d machines, at or above its limit %d (replicas + surge + safety-up %d), and %d of them were created since the last check: no more machines are created until it is back at %d or %s is set",
+			ms.Name, count, limit, c.opts.SafetyUp, newcomers, low, v1alpha1.AnnotationUnfreeze)
 		if err := c.freeze(ctx, ms, mcd, msg); err != nil {
 			return requeueConflict(err)
 		}
-		c.log.Warn("safety: froze overshooting MachineSet", "machineSet", ms.Namespace+"/"+ms.Name, "machines", count, "limit", high)
+		c.log.Warn("safety: froze overshooting MachineSet", "machineSet", ms.Namespace+"/"+ms.Name, "machines", count, "limit", limit, "new", newcomers)
 	case count <= low && frozen && frozenBy(ms, ReasonOvershooting):
 		if err := c.unfreeze(ctx, ms, mcd, ReasonUndershooting, fmt.Sprintf("MachineSet %s is back at %d machines (limit %d)", ms.Name, count, high)); err != nil {
 			return requeueConflict(err)
@@ -145,20 +161,97 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 	return requeue, nil
 }
 
-// liveMachines counts the machines of a set that are not being deleted, reading the cache's
-// own objects (no copies: a set may have thousands).
-func (c *Controller) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) (int32, error) {
+// setMachines lists the machines the set controls, the cache's own objects (no copies: a set
+// may have thousands). They are only read.
+func (c *Controller) setMachines(ctx context.Context, ms *v1alpha1.MachineSet) ([]v1alpha1.Machine, error) {
 	var machines v1alpha1.MachineList
 	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
-		return 0, err
+		return nil, err
 	}
+	return machines.Items, nil
+}
+
+// liveCount counts the machines that are not being deleted.
+func liveCount(machines []v1alpha1.Machine) int32 {
 	n := int32(0)
-	for i := range machines.Items {
-		if machines.Items[i].DeletionTimestamp == nil {
+	for i := range machines {
+		if machines[i].DeletionTimestamp == nil {
 			n++
 		}
 	}
-	return n, nil
+	return n
+}
+
+// liveMachines counts the machines of a set that are not being deleted.
+func (c *Controller) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) (int32, error) {
+	machines, err := c.setMachines(ctx, ms)
+	if err != nil {
+		return 0, err
+	}
+	return liveCount(machines), nil
+}
+
+// setHistory is what the overshoot check remembers of one MachineSet between its checks: the
+// machines it saw, to tell those created since, and the highest limit of the last period.
+type setHistory struct {
+	uid    types.UID
+	seen   map[types.UID]uint64 // machine → the last check that saw it
+	checks uint64
+	peak   int32 // highest limit since peakAt
+	peakAt time.Time
+}
+
+// history returns the set's history, a fresh one for a set not seen before (or a new set of the
+// same name).
+func (c *Controller) history(ms *v1alpha1.MachineSet) *setHistory {
+	c.historiesMu.Lock()
+	defer c.historiesMu.Unlock()
+	key := client.ObjectKeyFromObject(ms)
+	h := c.histories[key]
+	if h == nil || h.uid != ms.UID {
+		h = &setHistory{uid: ms.UID, seen: map[types.UID]uint64{}}
+		c.histories[key] = h
+	}
+	return h
+}
+
+func (c *Controller) forgetHistory(key client.ObjectKey) {
+	c.historiesMu.Lock()
+	defer c.historiesMu.Unlock()
+	delete(c.histories, key)
+}
+
+// observe records one check of the set: its machines (being deleted or not) and its current
+// limit high. It returns how many machines were not there at the previous check — at the first
+// check of a set, how many were created since the controller started (started; the API server
+// stamps creation times in whole seconds, so the second it started in counts), as the machines
+// before it cannot be told apart — and the limit to hold the set to: the highest limit seen
+// within window, so a lowered limit applies once the creations started under the higher one
+// have landed. A check of one set never runs concurrently with another of the same set (one
+// work queue key).
+func (h *setHistory) observe(machines []v1alpha1.Machine, high int32, now, started time.Time, window time.Duration) (newcomers int, limit int32) {
+	first := h.checks == 0
+	h.checks++
+	since := started.Truncate(time.Second)
+	for i := range machines {
+		m := &machines[i]
+		_, known := h.seen[m.UID]
+		if (!first && !known) || (first && !m.CreationTimestamp.Time.Before(since)) {
+			newcomers++
+		}
+		h.seen[m.UID] = h.checks
+	}
+	if len(h.seen) > len(machines) {
+		for uid, at := range h.seen {
+			if at != h.checks {
+				delete(h.seen, uid) // gone since
+			}
+		}
+	}
+	if first || high >= h.peak || now.Sub(h.peakAt) > window {
+		h.peak, h.peakAt = high, now
+	}
+	return newcomers, h.peak
 }
 
 // rememberManualUnfreeze records the current machine count of the set (and of its deployment's

@@ -2,19 +2,23 @@ package safety_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	testclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/ctrltest"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -31,15 +35,44 @@ func fastSafety() safety.Options {
 	return o
 }
 
+// clockedSafety are the safety controller's defaults (orphan passes every 15m, a 10m grace
+// period, API servers probed every minute, frozen after 30s unreachable) on a fake clock.
+func clockedSafety() (safety.Options, *testclock.FakeClock) {
+	clk := testclock.NewFakeClock(time.Now())
+	o := safety.DefaultOptions()
+	o.OvershootingPeriod = 300 * time.Millisecond
+	o.Clock = clk
+	return o, clk
+}
+
+// loopsWaiting waits until both loops of the safety controller, the API-server probe and the
+// orphan collector, wait on the clock: a step then reaches both, and a pass that began has ended.
+func loopsWaiting(t *testing.T, clk *testclock.FakeClock) {
+	t.Helper()
+	eventually.True(t, 30*time.Second, "the safety controller's loops waiting on the clock", func() bool { return clk.Waiters() >= 2 })
+}
+
+// orphanPass steps the clock by d once the loops wait, and waits until the orphan pass that
+// follows (it lists the class's VMs) has ended.
+func orphanPass(t *testing.T, clk *testclock.FakeClock, cloud *memdriver.Cloud, d time.Duration) {
+	t.Helper()
+	loopsWaiting(t, clk)
+	lists := cloud.Calls(memdriver.MethodList)
+	clk.Step(d)
+	eventually.True(t, 30*time.Second, "an orphan pass", func() bool { return cloud.Calls(memdriver.MethodList) > lists })
+	loopsWaiting(t, clk)
+}
+
 func memClass(e *ctrltest.Env, cloud *memdriver.Cloud) {
 	e.Drivers.Set(memdriver.ProviderName, memdriver.New(cloud))
 	e.Class("mem", memdriver.ProviderName, map[string]string{"cluster": e.NS, "role": "worker"}, "")
 }
 
 // TestOrphanVMsCollectedAfterGrace: a VM made straight in the cloud (no Machine) is deleted once
-// the grace period has passed; the machine's own VM, the VM of a machine still being created
-// and a VM of another cluster are never touched; a second VM carrying a live machine's name is
-// reported on the machine, not deleted (deleting by that name could take the machine's VM).
+// the grace period has passed since a pass first saw it; the machine's own VM, the VM of a
+// machine still being created and a VM of another cluster are never touched; a second VM
+// carrying a live machine's name is reported on the machine, not deleted (deleting by that name
+// could take the machine's VM).
 func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
@@ -52,7 +85,9 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 	cloud.Inject(memdriver.MethodStatus, memdriver.Fault{Code: driver.Unavailable, Machine: creating})
 	cloud.Add(memdriver.VM{MachineName: creating, Cluster: e.NS, Role: "worker"})
 
-	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	so, clk := clockedSafety()
+	so.OrphanPeriod = 5 * time.Minute
+	e.StartControllers(ctrltest.FastOptions(), false, &so)
 	e.Machine(kept, "mem")
 	m := e.WaitPhase(kept, v1alpha1.MachineAvailable, 30*time.Second)
 	e.Machine(creating, "mem")
@@ -60,19 +95,21 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 		return m != nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff && cloud.Count(creating) == 1
 	})
 
+	loopsWaiting(t, clk) // the first pass, at the start, is over
 	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
 	duplicate := cloud.Add(memdriver.VM{MachineName: kept, Cluster: e.NS, Role: "worker"})
 	foreign := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: "other-cluster", Role: "worker"})
-	added := time.Now()
 
-	ctrltest.Eventually(t, 30*time.Second, "orphan deleted", func() bool {
-		_, g := cloud.VM(ghost.ID)
-		if !g && time.Since(added) < 2*time.Second {
-			t.Fatalf("orphan deleted %s after it appeared, before the 2s grace period", time.Since(added))
-		}
-		return !g
-	})
-	ctrltest.Eventually(t, 10*time.Second, "DuplicateVM event", func() bool { return ctrltest.Contains(e.EventReasons(kept), "DuplicateVM") })
+	orphanPass(t, clk, cloud, so.OrphanPeriod) // sees the orphan
+	orphanPass(t, clk, cloud, so.OrphanPeriod) // 5 of the 10 minutes of grace
+	if _, ok := cloud.VM(ghost.ID); !ok {
+		t.Fatal("orphan deleted within its grace period")
+	}
+	orphanPass(t, clk, cloud, so.OrphanPeriod) // the grace period is over
+	if _, ok := cloud.VM(ghost.ID); ok {
+		t.Fatal("orphan kept after its grace period")
+	}
+	eventually.True(t, 10*time.Second, "DuplicateVM event", func() bool { return slices.Contains(e.EventReasons(kept), "DuplicateVM") })
 	if _, ok := cloud.VM(duplicate.ID); !ok {
 		t.Fatal("the duplicate VM of a live machine was deleted")
 	}
@@ -86,26 +123,28 @@ func TestOrphanVMsCollectedAfterGrace(t *testing.T) {
 	if cloud.Count(creating) != 1 {
 		t.Fatal("the VM of a machine still being created was deleted")
 	}
-	ctrltest.Eventually(t, 10*time.Second, "OrphanVMDeleted event", func() bool {
-		return ctrltest.Contains(e.EventReasons("mem"), "OrphanVMDeleted")
+	eventually.True(t, 10*time.Second, "OrphanVMDeleted event", func() bool {
+		return slices.Contains(e.EventReasons("mem"), "OrphanVMDeleted")
 	})
 }
 
-// TestOrphanDryRunAndCap: dry run reports and deletes nothing; the cap bounds a pass.
+// TestOrphanDryRunAndCap: dry run reports and deletes nothing; the cap bounds a pass, and the
+// rest goes in the passes that follow, OrphanMinInterval apart.
 func TestOrphanDryRunAndCap(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	memClass(e, cloud)
-	so := fastSafety()
-	so.OrphanGracePeriod = 0
-	so.OrphanDryRun = true
-	e.StartControllers(ctrltest.FastOptions(), false, &so)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, cloud.Add(memdriver.VM{MachineName: e.Name("ghost-" + string(rune('a'+i))), Cluster: e.NS, Role: "worker"}).ID)
 	}
-	ctrltest.Eventually(t, 30*time.Second, "OrphanVM report", func() bool { return ctrltest.Contains(e.EventReasons("mem"), "OrphanVM") })
-	time.Sleep(time.Second)
+	so, clk := clockedSafety()
+	so.OrphanGracePeriod = 0
+	so.OrphanDryRun = true
+	e.StartControllers(ctrltest.FastOptions(), false, &so)
+	loopsWaiting(t, clk) // the first pass, at the start
+	eventually.True(t, 30*time.Second, "OrphanVM report", func() bool { return slices.Contains(e.EventReasons("mem"), "OrphanVM") })
+	orphanPass(t, clk, cloud, so.OrphanPeriod)
 	for _, id := range ids {
 		if _, ok := cloud.VM(id); !ok {
 			t.Fatal("dry run deleted a VM")
@@ -115,20 +154,26 @@ func TestOrphanDryRunAndCap(t *testing.T) {
 
 	so.OrphanDryRun = false
 	so.OrphanMaxDeletesPerPass = 1
-	so.OrphanMinInterval = 2 * time.Second // passes after a capped one wait this long
 	e.StartControllers(ctrltest.FastOptions(), false, &so)
-	ctrltest.Eventually(t, 30*time.Second, "first deletion", func() bool { return len(cloud.VMs()) < 3 })
+	loopsWaiting(t, clk) // the first pass, capped
 	if n := len(cloud.VMs()); n != 2 {
 		t.Fatalf("%d VMs left after the first capped pass, want 2", n)
 	}
-	ctrltest.Eventually(t, 30*time.Second, "all deleted", func() bool { return len(cloud.VMs()) == 0 })
+	orphanPass(t, clk, cloud, so.OrphanMinInterval) // a capped pass is followed soon
+	if n := len(cloud.VMs()); n != 1 {
+		t.Fatalf("%d VMs left after the second capped pass, want 1", n)
+	}
+	orphanPass(t, clk, cloud, so.OrphanMinInterval)
+	if n := len(cloud.VMs()); n != 0 {
+		t.Fatalf("%d VMs left after the third capped pass, want 0", n)
+	}
 }
 
 // TestAPIServerOutage: while the API server is stopped nothing is deleted and nothing fails.
 // An orphan known before the outage survives it, however long past its grace period, and goes
 // once the API server is back; a machine that was Unknown when the outage began is not Failed
 // by a health timeout that ran during the outage: the safety controller resets it (MCM's text)
-// and its health timeout starts afresh.
+// and its health timeout starts afresh. The controllers share one fake clock.
 func TestAPIServerOutage(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	ctx := context.Background()
@@ -141,10 +186,11 @@ func TestAPIServerOutage(t *testing.T) {
 	e.Class("local", local.ProviderName, map[string]string{"cluster": e.NS, "heartbeatInterval": "1s", "nodeMonitorGracePeriod": "3s"}, "")
 	cloud := memdriver.NewCloud()
 	memClass(e, cloud)
+	so, clk := clockedSafety()
+	so.OrphanPeriod = time.Minute
 	opts := ctrltest.FastOptions()
-	opts.HealthTimeout = 4 * time.Second
-	so := fastSafety()
-	so.OrphanGracePeriod = 3 * time.Second
+	opts.HealthTimeout = 30 * time.Minute
+	opts.Clock = clk
 	e.StartControllers(opts, true, &so)
 
 	name := e.Name("m")
@@ -154,9 +200,9 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.WaitPhase(name, v1alpha1.MachineUnknown, 30*time.Second)
-	lists := cloud.Calls(memdriver.MethodList)
+	loopsWaiting(t, clk) // the first pass, at the start, is over
 	ghost := cloud.Add(memdriver.VM{MachineName: e.Name("ghost"), Cluster: e.NS, Role: "worker"})
-	ctrltest.Eventually(t, 30*time.Second, "a pass that saw the orphan", func() bool { return cloud.Calls(memdriver.MethodList) > lists+1 })
+	orphanPass(t, clk, cloud, so.OrphanPeriod) // sees the orphan
 
 	if err := ctrltest.ControlPlane.StopAPIServer(); err != nil {
 		t.Fatal(err)
@@ -167,7 +213,17 @@ func TestAPIServerOutage(t *testing.T) {
 			_ = ctrltest.ControlPlane.StartAPIServer(context.Background())
 		}
 	}()
-	time.Sleep(6 * time.Second) // longer than the health timeout and twice the grace period
+	// While an API server does not answer, the probe runs every timeout/5.
+	probe := func() {
+		if clk.Waiters() >= 2 {
+			clk.Step(so.APIServerStatusCheckTimeout / 5)
+		}
+	}
+	eventually.True(t, time.Minute, "frozen", func() bool { probe(); return e.Safety.Frozen() })
+	// Longer than the health timeout and four times the grace period.
+	loopsWaiting(t, clk)
+	clk.Step(opts.HealthTimeout + 4*so.OrphanGracePeriod)
+	loopsWaiting(t, clk)
 	if _, ok := cloud.VM(ghost.ID); !ok {
 		t.Fatal("an orphan was deleted while the API server was unreachable")
 	}
@@ -181,19 +237,22 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	restarted = true
 
-	m := e.WaitMachine(name, 90*time.Second, "reset or failure", func(m *v1alpha1.Machine) bool {
-		return m != nil && (m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed ||
-			m.Status.LastOperation.Description == "Machine Health Timeout was reset due to APIServer being unreachable")
+	eventually.True(t, 90*time.Second, "unfrozen", func() bool { probe(); return !e.Safety.Frozen() })
+	eventually.True(t, 30*time.Second, "HealthTimeoutReset event", func() bool {
+		return slices.Contains(e.EventReasons(name), "HealthTimeoutReset")
 	})
-	if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+	if m := e.Get(name); m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 		t.Fatalf("machine failed by a health timeout that ran while the API server was down: %s", ctrltest.Describe(m))
 	}
-	ctrltest.Eventually(t, 30*time.Second, "unfrozen", func() bool { return !e.Safety.Frozen() })
-	ctrltest.Eventually(t, 60*time.Second, "orphan deleted after the API server came back", func() bool {
-		_, ok := cloud.VM(ghost.ID)
-		return !ok
-	})
-	// Still unhealthy: after a fresh health timeout it is replaced after all.
+	orphanPass(t, clk, cloud, so.OrphanPeriod)
+	if _, ok := cloud.VM(ghost.ID); ok {
+		t.Fatal("orphan kept after the API server came back")
+	}
+	// Still unhealthy: Unknown again, and after a fresh health timeout it is replaced after all.
+	e.Touch(name)
+	e.WaitPhase(name, v1alpha1.MachineUnknown, 30*time.Second)
+	clk.Step(opts.HealthTimeout + time.Minute)
+	e.Touch(name)
 	e.WaitPhase(name, v1alpha1.MachineFailed, 60*time.Second)
 }
 
@@ -204,7 +263,7 @@ func TestOvershootFreeze(t *testing.T) {
 	e := ctrltest.NewEnv(t)
 	cloud := memdriver.NewCloud()
 	memClass(e, cloud)
-	e.StartControllers(ctrltest.FastOptions(), false, ptr(fastSafety()))
+	e.StartControllers(ctrltest.FastOptions(), false, ptr.To(fastSafety()))
 	ctx := context.Background()
 
 	// Standalone set of 1: limit 2×1 + safety-up 2 = 4, unfreeze at ≤ 3.
@@ -214,7 +273,7 @@ func TestOvershootFreeze(t *testing.T) {
 		ownedMachine(e, ms, e.Name("solo-"+string(rune('a'+i))))
 	}
 	waitFrozen(t, e, "solo", true, safety.ReasonOvershooting)
-	ctrltest.Eventually(t, 10*time.Second, "FrozeMachineSet event", func() bool { return ctrltest.Contains(e.EventReasons("solo"), "FrozeMachineSet") })
+	eventually.True(t, 10*time.Second, "FrozeMachineSet event", func() bool { return slices.Contains(e.EventReasons("solo"), "FrozeMachineSet") })
 
 	e.DeleteMachine(e.Name("solo-a"))
 	e.DeleteMachine(e.Name("solo-b"))
@@ -270,7 +329,7 @@ func TestOvershootFreeze(t *testing.T) {
 	ownedMachine(e, owned, e.Name("pool-e"))
 	waitFrozen(t, e, "pool-abc", true, safety.ReasonOvershooting)
 	d := &v1alpha1.MachineDeployment{}
-	ctrltest.Eventually(t, 10*time.Second, "deployment labelled", func() bool {
+	eventually.True(t, 10*time.Second, "deployment labelled", func() bool {
 		return e.C.Get(ctx, e.Key("pool"), d) == nil && d.Labels[v1alpha1.LabelFreeze] == "True"
 	})
 	d.Annotations = map[string]string{v1alpha1.AnnotationUnfreeze: "true"}
@@ -278,7 +337,7 @@ func TestOvershootFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFrozen(t, e, "pool-abc", false, safety.ReasonUnfrozen)
-	ctrltest.Eventually(t, 10*time.Second, "deployment unlabelled", func() bool {
+	eventually.True(t, 10*time.Second, "deployment unlabelled", func() bool {
 		return e.C.Get(ctx, e.Key("pool"), d) == nil && d.Labels[v1alpha1.LabelFreeze] == "" && d.Annotations[v1alpha1.AnnotationUnfreeze] == ""
 	})
 }
@@ -304,8 +363,13 @@ func safetyFrozen(ms *v1alpha1.MachineSet) bool {
 
 func waitFrozen(t *testing.T, e *ctrltest.Env, name string, frozen bool, reason string) {
 	t.Helper()
+	waitFrozenWithin(t, e, 20*time.Second, name, frozen, reason)
+}
+
+func waitFrozenWithin(t *testing.T, e *ctrltest.Env, timeout time.Duration, name string, frozen bool, reason string) {
+	t.Helper()
 	ms := &v1alpha1.MachineSet{}
-	ctrltest.Eventually(t, 20*time.Second, name+" frozen="+map[bool]string{true: "true", false: "false"}[frozen], func() bool {
+	eventually.True(t, timeout, name+" frozen="+map[bool]string{true: "true", false: "false"}[frozen], func() bool {
 		if err := e.C.Get(context.Background(), e.Key(name), ms); err != nil {
 			return false
 		}
@@ -324,5 +388,3 @@ func waitFrozen(t *testing.T, e *ctrltest.Env, name string, frozen bool, reason 
 		return false
 	})
 }
-
-func ptr[T any](v T) *T { return &v }

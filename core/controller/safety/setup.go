@@ -10,12 +10,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
 // indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
@@ -32,7 +35,8 @@ type Controller struct {
 	target    cluster.Cluster
 	drivers   *registry.Resolver
 	recorder  events.EventRecorder
-	now       func() time.Time
+	clock     clock.Clock
+	started   time.Time // when Setup ran
 
 	frozen atomic.Bool
 
@@ -45,6 +49,10 @@ type Controller struct {
 	// set is not frozen again for the same overshoot, only if it grows further.
 	unfreezeMu     sync.Mutex
 	manualUnfreeze map[types.UID]int32
+
+	// histories remembers what the overshoot check saw of each MachineSet (overshoot.go).
+	historiesMu sync.Mutex
+	histories   map[client.ObjectKey]*setHistory
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
@@ -68,11 +76,13 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		apiReader:      mgr.GetAPIReader(),
 		target:         target,
 		drivers:        drivers,
-		recorder:       mgr.GetEventRecorder("machine-safety-controller"),
-		now:            time.Now,
+		recorder:       eventnote.For(mgr, "machine-safety-controller"),
+		clock:          opts.Clock,
+		started:        opts.Clock.Now(),
 		trigger:        make(chan struct{}, 1),
 		candidates:     map[string]*candidate{},
 		manualUnfreeze: map[types.UID]int32{},
+		histories:      map[client.ObjectKey]*setHistory{},
 	}
 	if !opts.WithoutMachineSafety {
 		if err := mgr.Add(manager.RunnableFunc(c.probeAPIServers)); err != nil {
@@ -111,14 +121,10 @@ func (c *Controller) namespace() string {
 	return "default"
 }
 
-// sleep waits d or until ctx is done; it reports whether ctx is still alive.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+func (c *Controller) now() time.Time { return c.clock.Now() }
+
+// sleep waits d by the controller's clock or until ctx is done; it reports whether ctx is still
+// alive.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
+	return waitctx.Sleep(ctx, c.clock, d) == nil
 }

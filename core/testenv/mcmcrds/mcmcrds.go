@@ -24,6 +24,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -217,7 +218,7 @@ func Shape(crd *apiextensionsv1.CustomResourceDefinition) error {
 		sort.Strings(p.Required)
 		p.XPreserveUnknownFields = nil
 		if slices.Contains(f.Preserve, path) {
-			p.XPreserveUnknownFields = ptrTrue()
+			p.XPreserveUnknownFields = ptr.To(true)
 		}
 	})
 	var cols []apiextensionsv1.CustomResourceColumnDefinition
@@ -239,8 +240,6 @@ func Shape(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	return nil
 }
-
-func ptrTrue() *bool { t := true; return &t }
 
 // ReadDir reads the CRDs of the YAML files in dir.
 func ReadDir(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -147,7 +147,7 @@ func connect(ctx context.Context, o options, controller, serverName string, log 
 	if err != nil {
 		return err
 	}
-	p, err := dialin.NewProvider(dialin.ProviderOptions{
+	p, err := dialin.NewConnector(dialin.ConnectorOptions{
 		Controller: controller,
 		Transport:  t,
 		Drivers:    map[string]driver.Driver{jsoncloud.ProviderName: d},

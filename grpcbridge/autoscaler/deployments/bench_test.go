@@ -28,11 +28,11 @@ const (
 
 // benchServer builds the index the informers would build for 5000 machines in 5 groups (one
 // MachineSet each; every tenth machine still a placeholder) and returns the gRPC service over
-// it, with every node CA could ask about.
+// it, with every node Cluster Autoscaler could ask about.
 func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
-	p := &Provider{log: log, now: time.Now, ix: newIndex(log, time.Now, nil), warnedFlags: map[key]bool{}}
+	p := &Source{log: log, now: time.Now, ix: newIndex(log, time.Now, nil), warnedFlags: map[key]bool{}}
 	p.synced.Store(true)
 	var nodes []*pb.ExternalGrpcNode
 	for g := range benchGroups {
@@ -69,7 +69,7 @@ func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 	if len(p.NodeGroups()) != benchGroups {
 		b.Fatalf("%d groups indexed", len(p.NodeGroups()))
 	}
-	return autoscaler.NewServer(autoscaler.Config{Provider: p, Log: log}), nodes
+	return autoscaler.NewServer(autoscaler.Config{Source: p, Log: log}), nodes
 }
 
 // recorder keeps per-call wall-clock latency and the CPU time the calling thread spent. On a
@@ -77,7 +77,7 @@ func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 // percentiles show what the server itself costs.
 type recorder struct {
 	wall, cpu []time.Duration
-	t0, c0    time.Duration
+	c0        time.Duration
 	start     time.Time
 }
 
@@ -117,7 +117,7 @@ func (r *recorder) report(b *testing.B) {
 	}
 }
 
-// BenchmarkNodeGroupForNode measures the server side of CA's hottest call: a random node of
+// BenchmarkNodeGroupForNode measures the server side of Cluster Autoscaler's hottest call: a random node of
 // 5000 (real providerIDs and placeholders) resolved to its group with min, max and debug.
 func BenchmarkNodeGroupForNode(b *testing.B) {
 	srv, nodes := benchServer(b)

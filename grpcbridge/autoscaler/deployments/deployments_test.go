@@ -20,9 +20,10 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 func sizeAnnotations(lo, hi int) map[string]string {
@@ -46,7 +47,7 @@ func wantCode(t *testing.T, err error, code codes.Code, contains string) {
 	}
 }
 
-// TestAgainstAPIServer drives every RPC the way CA does against MachineDeployments in a real
+// TestAgainstAPIServer drives every RPC the way Cluster Autoscaler does against MachineDeployments in a real
 // kube-apiserver. The test writes machines and their status itself, in the controllers' stead,
 // so every answer can be checked against a known state.
 func TestAgainstAPIServer(t *testing.T) {
@@ -68,18 +69,18 @@ func TestAgainstAPIServer(t *testing.T) {
 		deployments.FlagGroup{MachineDeployment: key("bare"), Bounds: deployments.Bounds{Min: 0, Max: 2}},
 		deployments.FlagGroup{MachineDeployment: key("missing"), Bounds: deployments.Bounds{Min: 0, Max: 2}},
 	)
-	certs := catest.NewCerts(t)
-	addr := catest.Serve(t, p, certs)
-	ca := catest.Connect(t, addr, certs, caclient.Current)
-	legacy := catest.Connect(t, addr, certs, caclient.Legacy)
+	certs := autoscalertest.NewCerts(t)
+	addr := autoscalertest.Serve(t, p, certs)
+	scaler := autoscalertest.Connect(t, addr, certs, clusterautoscaler.Current)
+	legacy := autoscalertest.Connect(t, addr, certs, clusterautoscaler.Legacy)
 
 	const workers, other, bare = ns + ".workers", ns + ".other", ns + ".bare"
 
 	t.Run("node groups", func(t *testing.T) {
-		if err := ca.Refresh(); err != nil {
+		if err := scaler.Refresh(); err != nil {
 			t.Fatal(err)
 		}
-		groups, err := ca.NodeGroups()
+		groups, err := scaler.NodeGroups()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,10 +98,10 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("scale up from zero with a template", func(t *testing.T) {
-		if n, err := ca.TargetSize(workers); err != nil || n != 0 {
+		if n, err := scaler.TargetSize(workers); err != nil || n != 0 {
 			t.Fatalf("target %d, %v; want 0", n, err)
 		}
-		node, err := ca.TemplateNodeInfo(workers)
+		node, err := scaler.TemplateNodeInfo(workers)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +133,7 @@ func TestAgainstAPIServer(t *testing.T) {
 		if !ready {
 			t.Errorf("template node is not Ready: %v", node.Status.Conditions)
 		}
-		// CA 1.29-1.34 reads the same node from the old field.
+		// Cluster Autoscaler 1.29-1.34 reads the same node from the old field.
 		old, err := legacy.TemplateNodeInfo(workers)
 		if err != nil || old.Status.Capacity.Cpu().String() != "4" {
 			t.Fatalf("legacy template: %v, %v", old, err)
@@ -141,23 +142,23 @@ func TestAgainstAPIServer(t *testing.T) {
 		tmpl := node.DeepCopy()
 		tmpl.Name = "template-node-for-" + workers + "-1234"
 		tmpl.Labels[autoscaler.LabelTemplateNode] = "true"
-		if g, err := ca.NodeGroupForNode(tmpl); err != nil || g != nil {
+		if g, err := scaler.NodeGroupForNode(tmpl); err != nil || g != nil {
 			t.Fatalf("template node resolved to %v, %v", g, err)
 		}
 
-		if err := ca.IncreaseSize(workers, 1); err != nil {
+		if err := scaler.IncreaseSize(workers, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.getMD("workers").Spec.Replicas; got != 1 {
 			t.Fatalf("replicas %d after IncreaseSize(1) from 0", got)
 		}
-		if n, err := ca.TargetSize(workers); err != nil || n != 1 {
+		if n, err := scaler.TargetSize(workers); err != nil || n != 1 {
 			t.Fatalf("target %d, %v right after IncreaseSize; want 1", n, err)
 		}
 	})
 
 	t.Run("no template", func(t *testing.T) {
-		if _, err := ca.TemplateNodeInfo(bare); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.TemplateNodeInfo(bare); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Fatalf("template of a class without nodeTemplate: %v, want ErrNotImplemented", err)
 		}
 	})
@@ -166,12 +167,12 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("scale up 1 to 3 with placeholders", func(t *testing.T) {
 		// The machine set created the first machine; its VM is not there yet.
 		m1 = w.machine(workersSet, "workers-m1", "", creating())
-		eventually(t, "placeholder for workers-m1", func() (bool, string) {
-			in, err := ca.Nodes(workers)
+		eventually.Explained(t, 30*time.Second, "placeholder for workers-m1", func() (bool, string) {
+			in, err := scaler.Nodes(workers)
 			return err == nil && len(in) == 1 && in[0].ID == autoscaler.Placeholder(ns, "workers-m1") &&
-				in[0].Status != nil && in[0].Status.State == caclient.InstanceCreating && in[0].Status.ErrorInfo == nil, fmt.Sprint(in, err)
+				in[0].Status != nil && in[0].Status.State == clusterautoscaler.InstanceCreating && in[0].Status.ErrorInfo == nil, fmt.Sprint(in, err)
 		})
-		if err := ca.IncreaseSize(workers, 2); err != nil {
+		if err := scaler.IncreaseSize(workers, 2); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.getMD("workers").Spec.Replicas; got != 3 {
@@ -179,21 +180,21 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		m2 = w.machine(workersSet, "workers-m2", "local:///workers-m2", running())
 		m3 = w.machine(workersSet, "workers-m3", "", creating())
-		eventually(t, "three instances", func() (bool, string) {
-			in, err := ca.Nodes(workers)
+		eventually.Explained(t, 30*time.Second, "three instances", func() (bool, string) {
+			in, err := scaler.Nodes(workers)
 			return err == nil && len(in) == 3, fmt.Sprint(in, err)
 		})
-		// CA asks about its fake node for the placeholder and about the real node.
-		for _, n := range []*corev1.Node{caclient.FakeNode(autoscaler.Placeholder(ns, "workers-m1"), "unregistered"), realNode("workers-m2", "local:///workers-m2")} {
-			g, err := ca.NodeGroupForNode(n)
+		// Cluster Autoscaler asks about its fake node for the placeholder and about the real node.
+		for _, n := range []*corev1.Node{clusterautoscaler.FakeNode(autoscaler.Placeholder(ns, "workers-m1"), "unregistered"), realNode("workers-m2", "local:///workers-m2")} {
+			g, err := scaler.NodeGroupForNode(n)
 			if err != nil || g == nil || g.GetId() != workers || g.GetMaxSize() != 5 || g.GetDebug() == "" {
 				t.Fatalf("NodeGroupForNode(%s) = %v, %v; want %s with min/max/debug", n.Name, g, err, workers)
 			}
 		}
-		if g, err := ca.NodeGroupForNode(realNode("foreign", "aws:///i-123")); err != nil || g != nil {
+		if g, err := scaler.NodeGroupForNode(realNode("foreign", "aws:///i-123")); err != nil || g != nil {
 			t.Fatalf("foreign node resolved to %v, %v", g, err)
 		}
-		if err := ca.IncreaseSize(workers, 3); status.Code(err) != codes.FailedPrecondition {
+		if err := scaler.IncreaseSize(workers, 3); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("IncreaseSize past max: %v", err)
 		}
 		if got := w.getMD("workers").Spec.Replicas; got != 3 {
@@ -203,20 +204,20 @@ func TestAgainstAPIServer(t *testing.T) {
 
 	t.Run("failed create is error info", func(t *testing.T) {
 		w.setStatus(m3, createFailed("ResourceExhausted", "quota exceeded for cores in eu-1a"))
-		eventually(t, "error info on workers-m3", func() (bool, string) {
-			in, err := ca.Nodes(workers)
+		eventually.Explained(t, 30*time.Second, "error info on workers-m3", func() (bool, string) {
+			in, err := scaler.Nodes(workers)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, "workers-m3") && i.Status != nil && i.Status.ErrorInfo != nil {
 					e := i.Status.ErrorInfo
-					return i.Status.State == caclient.InstanceCreating && e.ErrorClass == 1 && e.ErrorCode == "ResourceExhausted" &&
+					return i.Status.State == clusterautoscaler.InstanceCreating && e.ErrorClass == 1 && e.ErrorCode == "ResourceExhausted" &&
 						strings.Contains(e.ErrorMessage, "quota"), fmt.Sprintf("%+v", e)
 				}
 			}
 			return false, fmt.Sprint(in, err)
 		})
 		bad := w.machine(otherSet, "other-bad", "", createFailed("InvalidArgument", "providerSpec.image: unknown image"))
-		eventually(t, "class 99 for InvalidArgument", func() (bool, string) {
-			in, _ := ca.Nodes(other)
+		eventually.Explained(t, 30*time.Second, "class 99 for InvalidArgument", func() (bool, string) {
+			in, _ := scaler.Nodes(other)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, bad.Name) && i.Status != nil && i.Status.ErrorInfo != nil {
 					return i.Status.ErrorInfo.ErrorClass == 99 && i.Status.ErrorInfo.ErrorCode == "InvalidArgument", fmt.Sprintf("%+v", i.Status.ErrorInfo)
@@ -229,47 +230,47 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("delete a specific node", func(t *testing.T) {
 		// Refused before anything changes: a node of another group in the same request.
 		w.machine(otherSet, "other-1", "local:///other-1", running())
-		eventually(t, "other-1 indexed", func() (bool, string) {
-			g, err := ca.NodeGroupForNode(realNode("other-1", "local:///other-1"))
+		eventually.Explained(t, 30*time.Second, "other-1 indexed", func() (bool, string) {
+			g, err := scaler.NodeGroupForNode(realNode("other-1", "local:///other-1"))
 			return err == nil && g != nil, fmt.Sprint(g, err)
 		})
-		err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"), realNode("other-1", "local:///other-1"))
+		err := scaler.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"), realNode("other-1", "local:///other-1"))
 		wantCode(t, err, codes.InvalidArgument, "belongs to node group "+other)
-		err = ca.DeleteNodes(workers, realNode("stranger", "aws:///i-9"))
+		err = scaler.DeleteNodes(workers, realNode("stranger", "aws:///i-9"))
 		wantCode(t, err, codes.NotFound, "not a machine of any node group")
 		if md := w.getMD("workers"); md.Spec.Replicas != 3 || md.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] != "" {
 			t.Fatalf("refused DeleteNodes changed the deployment: replicas %d, annotations %v", md.Spec.Replicas, md.Annotations)
 		}
 
-		// A preserved machine's node is refused (CA should not have picked it: the node carries
+		// A preserved machine's node is refused (Cluster Autoscaler should not have picked it: the node carries
 		// the scale-down-disabled annotation), and so is a node annotated preserve=now whose
 		// preservation has not started yet; nothing changes.
 		preservedStatus := running()
 		preservedStatus.CurrentStatus.PreserveExpiryTime = &metav1.Time{Time: time.Now().Add(time.Hour)}
 		w.setStatus(m2, preservedStatus)
-		eventually(t, "workers-m2 preserved in the index", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "workers-m2 preserved in the index", func() (bool, string) {
 			// The stranger after it makes the probe harmless until the index has caught up:
 			// NotFound, nothing deleted, instead of deleting workers-m2.
-			err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"), realNode("stranger", "aws:///i-9"))
+			err := scaler.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"), realNode("stranger", "aws:///i-9"))
 			return status.Code(err) == codes.FailedPrecondition, fmt.Sprint(err)
 		})
-		err = ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"))
+		err = scaler.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2"))
 		wantCode(t, err, codes.FailedPrecondition, "is preserved until")
 		w.setStatus(m2, running())
 		annotatedNow := realNode("workers-m2", "local:///workers-m2")
 		annotatedNow.Annotations = map[string]string{v1alpha1.AnnotationPreserve: v1alpha1.PreserveNow}
-		eventually(t, "workers-m2 no longer preserved in the index", func() (bool, string) {
-			err := ca.DeleteNodes(workers, annotatedNow)
+		eventually.Explained(t, 30*time.Second, "workers-m2 no longer preserved in the index", func() (bool, string) {
+			err := scaler.DeleteNodes(workers, annotatedNow)
 			return err != nil && strings.Contains(err.Error(), v1alpha1.AnnotationPreserve+"="+v1alpha1.PreserveNow), fmt.Sprint(err)
 		})
-		wantCode(t, ca.DeleteNodes(workers, annotatedNow), codes.FailedPrecondition, "remove annotation "+v1alpha1.AnnotationPreserve)
+		wantCode(t, scaler.DeleteNodes(workers, annotatedNow), codes.FailedPrecondition, "remove annotation "+v1alpha1.AnnotationPreserve)
 		if md := w.getMD("workers"); md.Spec.Replicas != 3 || md.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] != "" {
 			t.Fatalf("refused DeleteNodes of a preserved node changed the deployment: replicas %d, annotations %v", md.Spec.Replicas, md.Annotations)
 		}
 
-		// CA deletes the failed placeholder and a real node in one call.
+		// Cluster Autoscaler deletes the failed placeholder and a real node in one call.
 		before := time.Now().UTC().Add(-time.Second)
-		if err := ca.DeleteNodes(workers, caclient.FakeNode(autoscaler.Placeholder(ns, "workers-m3"), "create-error"), realNode("workers-m2", "local:///workers-m2")); err != nil {
+		if err := scaler.DeleteNodes(workers, clusterautoscaler.FakeNode(autoscaler.Placeholder(ns, "workers-m3"), "create-error"), realNode("workers-m2", "local:///workers-m2")); err != nil {
 			t.Fatal(err)
 		}
 		md := w.getMD("workers")
@@ -289,19 +290,19 @@ func TestAgainstAPIServer(t *testing.T) {
 		if md.Annotations[v1alpha1.AnnotationLastReplicaChangeByScaler] == "" {
 			t.Errorf("no %s annotation", v1alpha1.AnnotationLastReplicaChangeByScaler)
 		}
-		// Marked machines are already out of the target: CA sees them Deleting at once.
-		in, err := ca.Nodes(workers)
+		// Marked machines are already out of the target: Cluster Autoscaler sees them Deleting at once.
+		in, err := scaler.Nodes(workers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, i := range in {
 			marked := i.ID == "local:///workers-m2" || i.ID == autoscaler.Placeholder(ns, "workers-m3")
-			if deleting := i.Status != nil && i.Status.State == caclient.InstanceDeleting; marked != deleting {
+			if deleting := i.Status != nil && i.Status.State == clusterautoscaler.InstanceDeleting; marked != deleting {
 				t.Errorf("instance %s: state %+v, marked for deletion %v", i.ID, i.Status, marked)
 			}
 		}
-		// CA retries the same deletion: already marked, replicas stay.
-		if err := ca.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2")); err != nil {
+		// Cluster Autoscaler retries the same deletion: already marked, replicas stay.
+		if err := scaler.DeleteNodes(workers, realNode("workers-m2", "local:///workers-m2")); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.getMD("workers").Spec.Replicas; got != 1 {
@@ -309,23 +310,23 @@ func TestAgainstAPIServer(t *testing.T) {
 		}
 		// A machine already terminating is skipped.
 		w.setStatus(m1, v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineTerminating}})
-		eventually(t, "workers-m1 Deleting", func() (bool, string) {
-			in, _ := ca.Nodes(workers)
+		eventually.Explained(t, 30*time.Second, "workers-m1 Deleting", func() (bool, string) {
+			in, _ := scaler.Nodes(workers)
 			for _, i := range in {
 				if i.ID == autoscaler.Placeholder(ns, "workers-m1") {
-					return i.Status != nil && i.Status.State == caclient.InstanceDeleting, fmt.Sprint(i.Status)
+					return i.Status != nil && i.Status.State == clusterautoscaler.InstanceDeleting, fmt.Sprint(i.Status)
 				}
 			}
 			return false, fmt.Sprint(in)
 		})
-		if err := ca.DeleteNodes(workers, caclient.FakeNode(autoscaler.Placeholder(ns, "workers-m1"), "unregistered")); err != nil {
+		if err := scaler.DeleteNodes(workers, clusterautoscaler.FakeNode(autoscaler.Placeholder(ns, "workers-m1"), "unregistered")); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.getMD("workers").Spec.Replicas; got != 1 {
 			t.Fatalf("replicas %d after deleting a terminating machine", got)
 		}
 		// Below the minimum: other has min 2 and 2 replicas.
-		err = ca.DeleteNodes(other, realNode("other-1", "local:///other-1"))
+		err = scaler.DeleteNodes(other, realNode("other-1", "local:///other-1"))
 		wantCode(t, err, codes.FailedPrecondition, "below the minimum 2")
 		if got := w.getMD("other").Spec.Replicas; got != 2 {
 			t.Fatalf("replicas of other %d after a refused deletion", got)
@@ -336,8 +337,8 @@ func TestAgainstAPIServer(t *testing.T) {
 		if err := w.c.Delete(w.ctx, m2); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "workers-m2 gone from the group", func() (bool, string) {
-			in, _ := ca.Nodes(workers)
+		eventually.Explained(t, 30*time.Second, "workers-m2 gone from the group", func() (bool, string) {
+			in, _ := scaler.Nodes(workers)
 			for _, i := range in {
 				if i.ID == "local:///workers-m2" {
 					return false, fmt.Sprint(in)
@@ -345,10 +346,10 @@ func TestAgainstAPIServer(t *testing.T) {
 			}
 			return true, ""
 		})
-		if err := ca.Refresh(); err != nil {
+		if err := scaler.Refresh(); err != nil {
 			t.Fatal(err)
 		}
-		g, err := ca.NodeGroupForNode(realNode("workers-m2", "local:///workers-m2"))
+		g, err := scaler.NodeGroupForNode(realNode("workers-m2", "local:///workers-m2"))
 		if err != nil || g.GetId() != workers {
 			t.Fatalf("node of a just-deleted machine resolved to %v, %v; want %s while the Node lingers", g, err, workers)
 		}
@@ -360,39 +361,39 @@ func TestAgainstAPIServer(t *testing.T) {
 		w.machine(set, "grow-2", "", creating())
 		w.machine(set, "grow-3", "local:///grow-3", v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachinePending}})
 		const grow = ns + ".grow"
-		eventually(t, "grow indexed", func() (bool, string) {
-			in, err := ca.Nodes(grow)
+		eventually.Explained(t, 30*time.Second, "grow indexed", func() (bool, string) {
+			in, err := scaler.Nodes(grow)
 			return err == nil && len(in) == 3, fmt.Sprint(in, err)
 		})
-		err := ca.DecreaseTargetSize(grow, -3)
+		err := scaler.DecreaseTargetSize(grow, -3)
 		wantCode(t, err, codes.FailedPrecondition, "1 registered")
-		if err := ca.DecreaseTargetSize(grow, -2); err != nil {
+		if err := scaler.DecreaseTargetSize(grow, -2); err != nil {
 			t.Fatal(err)
 		}
 		if got := w.getMD("grow").Spec.Replicas; got != 1 {
 			t.Fatalf("replicas %d after dropping 2 unfulfilled of 3", got)
 		}
-		if err := ca.DecreaseTargetSize(grow, 1); status.Code(err) != codes.InvalidArgument {
+		if err := scaler.DecreaseTargetSize(grow, 1); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("positive delta: %v", err)
 		}
 	})
 
 	t.Run("options", func(t *testing.T) {
-		defaults := caclient.Options{
+		defaults := clusterautoscaler.Options{
 			ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.6,
 			ScaleDownUnneededTime: 10 * time.Minute, ScaleDownUnreadyTime: 20 * time.Minute,
 			MaxNodeProvisionTime: 15 * time.Minute, IgnoreDaemonSetsUtilization: true,
 		}
-		if o, err := ca.GetOptions(workers, defaults); err != nil || o != nil {
-			t.Fatalf("options of a group without overrides: %+v, %v; want none (CA keeps every default)", o, err)
+		if o, err := scaler.GetOptions(workers, defaults); err != nil || o != nil {
+			t.Fatalf("options of a group without overrides: %+v, %v; want none (Cluster Autoscaler keeps every default)", o, err)
 		}
 		want := defaults
 		want.ScaleDownUnneededTime = 3 * time.Minute
 		want.ScaleDownUtilizationThreshold = 0.7
-		for name, c := range map[string]*caclient.Client{"1.35": ca, "1.34": legacy} {
+		for name, c := range map[string]*clusterautoscaler.Client{"1.35": scaler, "1.34": legacy} {
 			o, err := c.GetOptions(other, defaults)
 			if err != nil || o == nil || *o != want {
-				t.Errorf("CA %s: options %+v, %v; want %+v (invalid zero-or-max annotation ignored)", name, o, err, want)
+				t.Errorf("Cluster Autoscaler %s: options %+v, %v; want %+v (invalid zero-or-max annotation ignored)", name, o, err, want)
 			}
 		}
 	})
@@ -400,14 +401,14 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("concurrent increases", func(t *testing.T) {
 		w.deployment("burst", "small", 0, sizeAnnotations(0, 50))
 		const burst = ns + ".burst"
-		eventually(t, "burst indexed", func() (bool, string) {
-			_, err := ca.TargetSize(burst)
+		eventually.Explained(t, 30*time.Second, "burst indexed", func() (bool, string) {
+			_, err := scaler.TargetSize(burst)
 			return err == nil, fmt.Sprint(err)
 		})
 		var wg sync.WaitGroup
 		errs := make(chan error, 8)
 		for range 8 {
-			wg.Go(func() { errs <- ca.IncreaseSize(burst, 2) })
+			wg.Go(func() { errs <- scaler.IncreaseSize(burst, 2) })
 		}
 		wg.Wait()
 		close(errs)
@@ -422,22 +423,22 @@ func TestAgainstAPIServer(t *testing.T) {
 	})
 
 	t.Run("misc RPCs", func(t *testing.T) {
-		if l := ca.GPULabel(); l != "machinist.io/gpu" {
+		if l := scaler.GPULabel(); l != "machinist.io/gpu" {
 			t.Errorf("GPU label %q", l)
 		}
-		if types := ca.GetAvailableGPUTypes(); len(types) != 1 {
+		if types := scaler.GetAvailableGPUTypes(); len(types) != 1 {
 			t.Errorf("GPU types %v, want [tesla]", types)
 		}
-		if _, err := ca.NodePrice(realNode("x", "y"), time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.NodePrice(realNode("x", "y"), time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Errorf("NodePrice: %v", err)
 		}
-		if _, err := ca.PodPrice(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, time.Now(), time.Now()); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.PodPrice(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Errorf("PodPrice: %v", err)
 		}
-		if _, err := ca.TargetSize("nope.nope"); status.Code(err) != codes.NotFound {
+		if _, err := scaler.TargetSize("nope.nope"); status.Code(err) != codes.NotFound {
 			t.Errorf("TargetSize of an unknown group: %v", err)
 		}
-		if err := ca.Cleanup(); err != nil {
+		if err := scaler.Cleanup(); err != nil {
 			t.Error(err)
 		}
 	})
@@ -445,19 +446,19 @@ func TestAgainstAPIServer(t *testing.T) {
 	t.Run("refresh rides out an API server outage", func(t *testing.T) {
 		w.env.StopAPIServer()
 		for range 3 {
-			if err := ca.Refresh(); err != nil {
+			if err := scaler.Refresh(); err != nil {
 				t.Fatalf("Refresh during the outage: %v", err)
 			}
-			if groups, err := ca.NodeGroups(); err != nil || len(groups) == 0 {
+			if groups, err := scaler.NodeGroups(); err != nil || len(groups) == 0 {
 				t.Fatalf("groups during the outage: %v, %v", groups, err)
 			}
 		}
-		if err := ca.IncreaseSize(workers, 1); status.Code(err) != codes.Unavailable {
+		if err := scaler.IncreaseSize(workers, 1); status.Code(err) != codes.Unavailable {
 			t.Errorf("IncreaseSize during the outage: %v, want Unavailable", err)
 		}
 		w.env.StartAPIServer()
-		eventually(t, "writes work again", func() (bool, string) {
-			err := ca.IncreaseSize(workers, 1)
+		eventually.Explained(t, 30*time.Second, "writes work again", func() (bool, string) {
+			err := scaler.IncreaseSize(workers, 1)
 			return err == nil, fmt.Sprint(err)
 		})
 	})

@@ -13,8 +13,9 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
+	"github.com/machinist-io/machinist/internal/eventually"
 )
 
 // zoneClass creates a local MachineClass whose machines and node template are in zone; a class
@@ -58,10 +59,10 @@ func (w *world) fallbackPool(name, primary, fallbacks string) {
 }
 
 // TestFallbackGroupsWithControllers: Cluster Autoscaler's view of groups with fallback classes,
-// against the real controllers and the local provider. The template is the class a new node
-// would get now (the primary until it is marked, then the fallback); a group whose every class
-// is out of capacity reports its waiting machine as OutOfResources, so CA backs off the group in
-// the same loop instead of after its provisioning timeout.
+// against the real controllers and the local provider. The template is the class a new node would
+// get now (the primary until it is marked, then the fallback); a group whose every class is out of
+// capacity reports its waiting machine as OutOfResources, so Cluster Autoscaler backs off the group
+// in the same loop instead of after its provisioning timeout.
 func TestFallbackGroupsWithControllers(t *testing.T) {
 	w := newWorld(t)
 	w.zoneClass("zone-a", "local-a", true)
@@ -72,16 +73,16 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 	w.fallbackPool("dry", "dry-a", "dry-b")
 	w.startControllers()
 	p := w.provider()
-	certs := catest.NewCerts(t)
-	ca := catest.Connect(t, catest.Serve(t, p, certs), certs, caclient.Current)
+	certs := autoscalertest.NewCerts(t)
+	scaler := autoscalertest.Connect(t, autoscalertest.Serve(t, p, certs), certs, clusterautoscaler.Current)
 	const fb, dry = ns + ".fb", ns + ".dry"
 
 	zoneOfTemplate := func(id string) string {
 		t.Helper()
-		if err := ca.Refresh(); err != nil { // CA caches templates until its next loop
+		if err := scaler.Refresh(); err != nil { // Cluster Autoscaler caches templates until its next loop
 			t.Fatal(err)
 		}
-		node, err := ca.TemplateNodeInfo(id)
+		node, err := scaler.TemplateNodeInfo(id)
 		if err != nil {
 			t.Fatalf("template of %s: %v", id, err)
 		}
@@ -91,35 +92,41 @@ func TestFallbackGroupsWithControllers(t *testing.T) {
 		t.Fatalf("template zone before any create %q, want the primary's local-a", z)
 	}
 
-	if err := ca.IncreaseSize(fb, 1); err != nil {
+	if err := scaler.IncreaseSize(fb, 1); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a Running instance of fb on zone-b", func() bool {
-		in, err := ca.Nodes(fb)
+	eventually.True(t, 2*time.Minute, "a Running instance of fb on zone-b", func() bool {
+		in, err := scaler.Nodes(fb)
 		ms := w.machinesOf("fb")
-		return err == nil && len(in) == 1 && in[0].Status != nil && in[0].Status.State == caclient.InstanceRunning &&
+		return err == nil && len(in) == 1 && in[0].Status != nil && in[0].Status.State == clusterautoscaler.InstanceRunning &&
 			len(ms) == 1 && ms[0].Spec.Class.Name == "zone-b"
 	})
-	waitFor(t, "the template on zone-b while zone-a is marked", func() bool { return zoneOfTemplate(fb) == "local-b" })
+	eventually.True(t, 2*time.Minute, "the template on zone-b while zone-a is marked", func() bool { return zoneOfTemplate(fb) == "local-b" })
 
-	if err := ca.IncreaseSize(dry, 1); err != nil {
+	if err := scaler.IncreaseSize(dry, 1); err != nil {
 		t.Fatal(err)
 	}
-	var info *caclient.InstanceErrorInfo
-	waitFor(t, "dry's instance reported OutOfResources", func() bool {
-		in, err := ca.Nodes(dry)
+	var info *clusterautoscaler.InstanceErrorInfo
+	eventually.True(t, 2*time.Minute, "dry's instance reported OutOfResources", func() bool {
+		in, err := scaler.Nodes(dry)
 		if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
 			return false
 		}
 		info = in[0].Status.ErrorInfo
-		return in[0].Status.State == caclient.InstanceCreating
+		return in[0].Status.State == clusterautoscaler.InstanceCreating
 	})
 	if info.ErrorClass != 1 || info.ErrorCode != "ResourceExhausted" || !strings.Contains(info.ErrorMessage, "dry-a") || !strings.Contains(info.ErrorMessage, "dry-b") {
 		t.Fatalf("error info of the waiting instance %+v: want class OutOfResources (1), code ResourceExhausted, both classes named", info)
 	}
-	ms := w.machinesOf("dry")
-	if len(ms) != 1 || ms[0].Spec.ProviderID != "" || ms[0].Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff {
-		t.Fatalf("dry's machine does not wait without a VM: %+v", ms)
+	// The server goes by the marks on the classes, which the controller publishes before it writes
+	// the machine's status: wait for the status, then check that the machine has no VM.
+	var ms []v1alpha1.Machine
+	eventually.True(t, 2*time.Minute, "dry's machine in CrashLoopBackOff", func() bool {
+		ms = w.machinesOf("dry")
+		return len(ms) == 1 && ms[0].Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff
+	})
+	if ms[0].Spec.ProviderID != "" {
+		t.Fatalf("dry's machine does not wait without a VM: %+v", ms[0])
 	}
 	if z := zoneOfTemplate(dry); z != "dry-a" {
 		t.Fatalf("template zone of a group with every class marked %q, want the primary's dry-a", z)
@@ -168,12 +175,12 @@ func TestFallbackMarksPublishedOnClasses(t *testing.T) {
 		t.Fatalf("unmarked: template zone %q, instance %+v", zone, in[0])
 	}
 	mark("p", time.Now().Add(time.Hour))
-	eventually(t, "template on the fallback while the primary is marked", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "template on the fallback while the primary is marked", func() (bool, string) {
 		zone, in := state()
 		return zone == "z-f" && in[0].Error == nil, zone
 	})
 	mark("f", time.Now().Add(time.Hour))
-	eventually(t, "OutOfResources with every class marked", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "OutOfResources with every class marked", func() (bool, string) {
 		zone, in := state()
 		e := in[0].Error
 		return zone == "z-p" && e != nil && e.Class == autoscaler.ErrorClassOutOfResources && e.Code == "ResourceExhausted" &&
@@ -181,7 +188,7 @@ func TestFallbackMarksPublishedOnClasses(t *testing.T) {
 	})
 	mark("p", time.Now().Add(-time.Second))
 	mark("f", time.Now().Add(-time.Second))
-	eventually(t, "expired marks ignored", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "expired marks ignored", func() (bool, string) {
 		zone, in := state()
 		return zone == "z-p" && in[0].Error == nil, zone
 	})

@@ -168,7 +168,7 @@ func (w *world) getMD(name string) *v1alpha1.MachineDeployment {
 }
 
 // provider starts a deployments provider on the world's control plane.
-func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Provider {
+func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Source {
 	w.t.Helper()
 	level := slog.LevelWarn
 	if testing.Verbose() {
@@ -187,20 +187,4 @@ func (w *world) provider(groups ...deployments.FlagGroup) *deployments.Provider 
 		w.t.Fatal(err)
 	}
 	return p
-}
-
-// eventually polls cond until it holds or 30 s pass.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached in 30s; last state: %s", what, last)
 }

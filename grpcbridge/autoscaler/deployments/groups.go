@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// Annotations on a MachineDeployment that make it a node group. Both keys of a pair must be
-// set; machinist's pair wins over cluster-api's, which is honoured so manifests written for CA's
-// clusterapi provider keep working.
+// Annotations on a MachineDeployment that make it a node group. Both keys of a pair must be set;
+// machinist's pair wins over cluster-api's, which is honoured so manifests written for Cluster
+// Autoscaler's clusterapi provider keep working.
 const (
 	AnnotationMinSize     = "autoscaler.machinist.io/min-size"
 	AnnotationMaxSize     = "autoscaler.machinist.io/max-size"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
 
@@ -21,7 +22,7 @@ type key = types.NamespacedName
 
 func keyOf(o metav1.Object) key { return key{Namespace: o.GetNamespace(), Name: o.GetName()} }
 
-// group is a MachineDeployment CA may scale.
+// group is a MachineDeployment Cluster Autoscaler may scale.
 type group struct {
 	id      string
 	md      key
@@ -30,16 +31,16 @@ type group struct {
 	options autoscaler.Options
 	// problems are option annotations that were ignored.
 	problems []string
-	// ng is the group as CA sees it, debug text included; computed once per deployment change
-	// because CA asks for it on every NodeGroupForNode.
+	// ng is the group as Cluster Autoscaler sees it, debug text included; computed once per deployment change
+	// because Cluster Autoscaler asks for it on every NodeGroupForNode.
 	ng autoscaler.NodeGroup
 	// marked are the machines listed in the deployment's trigger-deletion annotation: already
 	// subtracted from replicas, so reported as Deleting before their MachineSet gets to them.
 	marked map[string]string
 }
 
-// tombstone remembers the group of a deleted machine, so that CA, which keeps asking about a
-// node until its Node object is gone, never reads a managed node as unmanaged (CA issue #9877).
+// tombstone remembers the group of a deleted machine, so that Cluster Autoscaler, which keeps asking about a
+// node until its Node object is gone, never reads a managed node as unmanaged (Cluster Autoscaler issue #9877).
 type tombstone struct {
 	group   string
 	expires time.Time
@@ -48,7 +49,7 @@ type tombstone struct {
 // tombstoneTTL is how long a deleted machine's ids still resolve to its group.
 const tombstoneTTL = 15 * time.Minute
 
-// index is the in-memory view of the Machine* objects, fed by informers. Every lookup CA makes
+// index is the in-memory view of the Machine* objects, fed by informers. Every lookup Cluster Autoscaler makes
 // is a few map reads under a read lock: providerID -> machine -> MachineSet -> MachineDeployment
 // -> group.
 type index struct {
@@ -58,7 +59,7 @@ type index struct {
 
 	mu           sync.RWMutex
 	machines     map[key]*v1alpha1.Machine
-	byProviderID map[string]key
+	byProviderID map[string]key // by driver.ProviderIDKey: a node's spelling of the ID finds the machine's
 	byNodeName   map[string][]key
 	byName       map[string][]key
 	machinesOf   map[key]map[key]*v1alpha1.Machine // MachineSet -> its machines
@@ -166,10 +167,11 @@ func (ix *index) putMachine(m *v1alpha1.Machine) {
 	}
 	ix.machines[k] = m
 	if m.Spec.ProviderID != "" {
-		ix.byProviderID[m.Spec.ProviderID] = k
-		delete(ix.tombstones, m.Spec.ProviderID)
+		pid := driver.ProviderIDKey(m.Spec.ProviderID)
+		ix.byProviderID[pid] = k
+		delete(ix.tombstones, pid)
 	}
-	delete(ix.tombstones, autoscaler.Placeholder(m.Namespace, m.Name))
+	delete(ix.tombstones, driver.ProviderIDKey(autoscaler.Placeholder(m.Namespace, m.Name)))
 	appendKey(ix.byNodeName, m.Labels[v1alpha1.LabelNode], k)
 	appendKey(ix.byName, m.Name, k)
 	if set, ok := ownerName(m, "MachineSet"); ok {
@@ -179,8 +181,8 @@ func (ix *index) putMachine(m *v1alpha1.Machine) {
 
 func (ix *index) unlinkMachine(m *v1alpha1.Machine) {
 	k := keyOf(m)
-	if m.Spec.ProviderID != "" && ix.byProviderID[m.Spec.ProviderID] == k {
-		delete(ix.byProviderID, m.Spec.ProviderID)
+	if pid := driver.ProviderIDKey(m.Spec.ProviderID); m.Spec.ProviderID != "" && ix.byProviderID[pid] == k {
+		delete(ix.byProviderID, pid)
 	}
 	removeKey(ix.byNodeName, m.Labels[v1alpha1.LabelNode], k)
 	removeKey(ix.byName, m.Name, k)
@@ -201,7 +203,7 @@ func (ix *index) deleteMachine(m *v1alpha1.Machine) {
 		expires := ix.now().Add(tombstoneTTL)
 		for _, id := range []string{cur.Spec.ProviderID, autoscaler.Placeholder(cur.Namespace, cur.Name)} {
 			if id != "" {
-				ix.tombstones[id] = tombstone{group: g.id, expires: expires}
+				ix.tombstones[driver.ProviderIDKey(id)] = tombstone{group: g.id, expires: expires}
 			}
 		}
 	}
@@ -334,7 +336,7 @@ func (ix *index) groupOfMachineLocked(m *v1alpha1.Machine) *group {
 	return ix.groups[GroupID(key{Namespace: m.Namespace, Name: mdName})]
 }
 
-// machineForNode finds the machine behind a node CA sent: our placeholder, the providerID, the
+// machineForNode finds the machine behind a node Cluster Autoscaler sent: our placeholder, the providerID, the
 // machine's "node" label, or the node's machine-name label. Name-based matches count only when
 // unambiguous across the watched namespaces.
 func (ix *index) machineForNodeLocked(n autoscaler.Node) *v1alpha1.Machine {
@@ -342,7 +344,7 @@ func (ix *index) machineForNodeLocked(n autoscaler.Node) *v1alpha1.Machine {
 	if ns, name, ok := autoscaler.ParsePlaceholder(id); ok {
 		return ix.machines[key{Namespace: ns, Name: name}]
 	}
-	if k, ok := ix.byProviderID[id]; ok {
+	if k, ok := ix.byProviderID[driver.ProviderIDKey(id)]; ok {
 		return ix.machines[k]
 	}
 	if keys := ix.byNodeName[n.Name]; len(keys) == 1 {

@@ -27,9 +27,10 @@ import (
 	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/caclient"
-	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/catest"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
+	"github.com/machinist-io/machinist/internal/eventually"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 
@@ -92,7 +93,7 @@ type setup struct {
 	env      *testenv.Env
 	stateDir string
 	groups   []static.Group
-	certs    catest.Certs
+	certs    autoscalertest.Certs
 }
 
 func newSetup(t *testing.T) *setup {
@@ -108,12 +109,12 @@ func newSetup(t *testing.T) *setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &setup{env: testenv.Start(t), stateDir: t.TempDir(), groups: groups, certs: catest.NewCerts(t)}
+	return &setup{env: testenv.Start(t), stateDir: t.TempDir(), groups: groups, certs: autoscalertest.NewCerts(t)}
 }
 
 // start opens fresh drivers over the same state and a provider over them, as a restarted
-// process does, and connects a CA client. stop ends that process.
-func (s *setup) start(t *testing.T) (ca *caclient.Client, p *static.Provider, stop func()) {
+// process does, and connects a Cluster Autoscaler-like client. stop ends that process.
+func (s *setup) start(t *testing.T) (scaler *clusterautoscaler.Client, p *static.Source, stop func()) {
 	t.Helper()
 	resolver := &registry.Resolver{Env: registry.Env{Target: s.env.Config, StateDir: s.stateDir, Log: slog.New(slog.DiscardHandler)}}
 	p, err := static.New(static.Config{
@@ -127,8 +128,8 @@ func (s *setup) start(t *testing.T) (ca *caclient.Client, p *static.Provider, st
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	addr := catest.Serve(t, p, s.certs)
-	ca = catest.Connect(t, addr, s.certs, caclient.Current)
+	addr := autoscalertest.Serve(t, p, s.certs)
+	scaler = autoscalertest.Connect(t, addr, s.certs, clusterautoscaler.Current)
 	stopped := false
 	stop = func() {
 		if !stopped {
@@ -139,22 +140,7 @@ func (s *setup) start(t *testing.T) (ca *caclient.Client, p *static.Provider, st
 		}
 	}
 	t.Cleanup(stop)
-	return ca, p, stop
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not reached in 30s; last state: %s", what, last)
+	return scaler, p, stop
 }
 
 func nodesOf(t *testing.T, cs kubernetes.Interface) map[string]corev1.Node {
@@ -171,16 +157,16 @@ func nodesOf(t *testing.T, cs kubernetes.Interface) map[string]corev1.Node {
 }
 
 // running waits until the group has n instances, all Running with real ids, and returns them.
-func running(t *testing.T, ca *caclient.Client, id string, n int) []caclient.Instance {
+func running(t *testing.T, scaler *clusterautoscaler.Client, id string, n int) []clusterautoscaler.Instance {
 	t.Helper()
-	var out []caclient.Instance
-	eventually(t, fmt.Sprintf("%d running instances in %s", n, id), func() (bool, string) {
-		in, err := ca.Nodes(id)
+	var out []clusterautoscaler.Instance
+	eventually.Explained(t, 30*time.Second, fmt.Sprintf("%d running instances in %s", n, id), func() (bool, string) {
+		in, err := scaler.Nodes(id)
 		if err != nil || len(in) != n {
 			return false, fmt.Sprint(in, err)
 		}
 		for _, i := range in {
-			if i.Status == nil || i.Status.State != caclient.InstanceRunning || strings.HasPrefix(i.ID, autoscaler.PlaceholderScheme) {
+			if i.Status == nil || i.Status.State != clusterautoscaler.InstanceRunning || strings.HasPrefix(i.ID, autoscaler.PlaceholderScheme) {
 				return false, fmt.Sprintf("%+v", in)
 			}
 		}
@@ -190,7 +176,7 @@ func running(t *testing.T, ca *caclient.Client, id string, n int) []caclient.Ins
 	return out
 }
 
-// TestStaticGroups drives every RPC the way CA does against static groups of the local
+// TestStaticGroups drives every RPC the way Cluster Autoscaler does against static groups of the local
 // provider (real Nodes in a real kube-apiserver) and of the mem driver (slow and failing
 // creates on demand).
 func TestStaticGroups(t *testing.T) {
@@ -201,14 +187,14 @@ func TestStaticGroups(t *testing.T) {
 	cloud.ClearFaults()
 	cloud.ResetCalls()
 	s := newSetup(t)
-	ca, _, stop := s.start(t)
+	scaler, _, stop := s.start(t)
 	cs := s.env.Clientset()
-	if err := ca.Refresh(); err != nil {
+	if err := scaler.Refresh(); err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("groups", func(t *testing.T) {
-		groups, err := ca.NodeGroups()
+		groups, err := scaler.NodeGroups()
 		if err != nil || len(groups) != 4 {
 			t.Fatalf("groups %v, %v", groups, err)
 		}
@@ -218,68 +204,68 @@ func TestStaticGroups(t *testing.T) {
 		}
 	})
 
-	var first []caclient.Instance
+	var first []clusterautoscaler.Instance
 	t.Run("scale up from 0 with a template, then 1 to 3", func(t *testing.T) {
-		if n, err := ca.TargetSize("workers"); err != nil || n != 0 {
+		if n, err := scaler.TargetSize("workers"); err != nil || n != 0 {
 			t.Fatalf("target %d, %v", n, err)
 		}
-		node, err := ca.TemplateNodeInfo("workers")
+		node, err := scaler.TemplateNodeInfo("workers")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if node.Status.Allocatable.Cpu().String() != "2" || node.Labels["pool"] != "workers" || len(node.Spec.Taints) != 1 {
 			t.Fatalf("template node %+v", node)
 		}
-		if _, err := ca.TemplateNodeInfo("slow"); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.TemplateNodeInfo("slow"); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Fatalf("template of a class without nodeTemplate: %v", err)
 		}
-		if err := ca.IncreaseSize("workers", 1); err != nil {
+		if err := scaler.IncreaseSize("workers", 1); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize("workers"); n != 1 {
+		if n, _ := scaler.TargetSize("workers"); n != 1 {
 			t.Fatalf("target %d right after IncreaseSize(1)", n)
 		}
-		first = running(t, ca, "workers", 1)
-		if err := ca.IncreaseSize("workers", 2); err != nil {
+		first = running(t, scaler, "workers", 1)
+		if err := scaler.IncreaseSize("workers", 2); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize("workers"); n != 3 {
+		if n, _ := scaler.TargetSize("workers"); n != 3 {
 			t.Fatalf("target %d right after IncreaseSize(2)", n)
 		}
-		in := running(t, ca, "workers", 3)
+		in := running(t, scaler, "workers", 3)
 		nodes := nodesOf(t, cs)
 		for _, i := range in {
 			n, ok := nodes[i.ID]
 			if !ok {
 				t.Fatalf("instance %s has no Node with that providerID", i.ID)
 			}
-			g, err := ca.NodeGroupForNode(&n)
+			g, err := scaler.NodeGroupForNode(&n)
 			if err != nil || g.GetId() != "workers" || g.GetMaxSize() != 4 {
 				t.Fatalf("NodeGroupForNode(%s) = %v, %v", n.Name, g, err)
 			}
 		}
-		if err := ca.IncreaseSize("workers", 2); status.Code(err) != codes.FailedPrecondition {
+		if err := scaler.IncreaseSize("workers", 2); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("IncreaseSize past max: %v", err)
 		}
 	})
 
 	t.Run("delete a specific node", func(t *testing.T) {
 		victim := nodesOf(t, cs)[first[0].ID]
-		if err := ca.DeleteNodes("slow", &victim); status.Code(err) != codes.InvalidArgument {
+		if err := scaler.DeleteNodes("slow", &victim); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("deleting a workers node through slow: %v", err)
 		}
-		if err := ca.DeleteNodes("workers", &victim); err != nil {
+		if err := scaler.DeleteNodes("workers", &victim); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize("workers"); n != 2 {
+		if n, _ := scaler.TargetSize("workers"); n != 2 {
 			t.Fatalf("target %d right after deleting 1 of 3", n)
 		}
-		running(t, ca, "workers", 2)
-		eventually(t, "node of the deleted machine gone", func() (bool, string) {
+		running(t, scaler, "workers", 2)
+		eventually.Explained(t, 30*time.Second, "node of the deleted machine gone", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(context.Background(), victim.Name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
-		for _, i := range running(t, ca, "workers", 2) {
+		for _, i := range running(t, scaler, "workers", 2) {
 			if i.ID == victim.Spec.ProviderID {
 				t.Fatalf("deleted instance %s still listed", i.ID)
 			}
@@ -287,12 +273,12 @@ func TestStaticGroups(t *testing.T) {
 	})
 
 	t.Run("failed create is error info", func(t *testing.T) {
-		if err := ca.IncreaseSize("stockout", 1); err != nil {
+		if err := scaler.IncreaseSize("stockout", 1); err != nil {
 			t.Fatal(err)
 		}
-		var failed caclient.Instance
-		eventually(t, "error info", func() (bool, string) {
-			in, err := ca.Nodes("stockout")
+		var failed clusterautoscaler.Instance
+		eventually.Explained(t, 30*time.Second, "error info", func() (bool, string) {
+			in, err := scaler.Nodes("stockout")
 			if err != nil || len(in) != 1 || in[0].Status == nil || in[0].Status.ErrorInfo == nil {
 				return false, fmt.Sprint(in, err)
 			}
@@ -300,34 +286,34 @@ func TestStaticGroups(t *testing.T) {
 			return true, ""
 		})
 		e := failed.Status.ErrorInfo
-		if failed.Status.State != caclient.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.Contains(e.ErrorMessage, "no capacity") {
+		if failed.Status.State != clusterautoscaler.InstanceCreating || e.ErrorClass != 1 || e.ErrorCode != "ResourceExhausted" || !strings.Contains(e.ErrorMessage, "no capacity") {
 			t.Fatalf("instance %s: state %d, error %+v", failed.ID, failed.Status.State, e)
 		}
-		// CA resolves its fake node and deletes the instance.
-		fake := caclient.FakeNode(failed.ID, "create-error")
-		if g, err := ca.NodeGroupForNode(fake); err != nil || g.GetId() != "stockout" {
+		// Cluster Autoscaler resolves its fake node and deletes the instance.
+		fake := clusterautoscaler.FakeNode(failed.ID, "create-error")
+		if g, err := scaler.NodeGroupForNode(fake); err != nil || g.GetId() != "stockout" {
 			t.Fatalf("fake node of the failed instance: %v, %v", g, err)
 		}
-		if err := ca.DeleteNodes("stockout", fake); err != nil {
+		if err := scaler.DeleteNodes("stockout", fake); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize("stockout"); n != 0 {
+		if n, _ := scaler.TargetSize("stockout"); n != 0 {
 			t.Fatalf("target %d after deleting the failed instance", n)
 		}
 	})
 
 	t.Run("placeholders and decrease of an unfulfilled target", func(t *testing.T) {
 		// slow has min 1: one machine first, then two whose creates hang.
-		if err := ca.IncreaseSize("slow", 1); err != nil {
+		if err := scaler.IncreaseSize("slow", 1); err != nil {
 			t.Fatal(err)
 		}
-		running(t, ca, "slow", 1)
+		running(t, scaler, "slow", 1)
 		cloud.Inject(memdriver.MethodCreate, memdriver.Fault{Delay: time.Hour})
 		defer cloud.ClearFaults()
-		if err := ca.IncreaseSize("slow", 2); err != nil {
+		if err := scaler.IncreaseSize("slow", 2); err != nil {
 			t.Fatal(err)
 		}
-		in, err := ca.Nodes("slow")
+		in, err := scaler.Nodes("slow")
 		if err != nil || len(in) != 3 {
 			t.Fatalf("instances %v, %v", in, err)
 		}
@@ -335,7 +321,7 @@ func TestStaticGroups(t *testing.T) {
 		for _, i := range in {
 			if strings.HasPrefix(i.ID, autoscaler.PlaceholderScheme) {
 				placeholders = append(placeholders, i.ID)
-				if i.Status.State != caclient.InstanceCreating {
+				if i.Status.State != clusterautoscaler.InstanceCreating {
 					t.Fatalf("placeholder %s state %d", i.ID, i.Status.State)
 				}
 			}
@@ -343,36 +329,36 @@ func TestStaticGroups(t *testing.T) {
 		if len(placeholders) != 2 {
 			t.Fatalf("placeholders %v in %+v", placeholders, in)
 		}
-		g, err := ca.NodeGroupForNode(caclient.FakeNode(placeholders[0], "unregistered"))
+		g, err := scaler.NodeGroupForNode(clusterautoscaler.FakeNode(placeholders[0], "unregistered"))
 		if err != nil || g.GetId() != "slow" || g.GetMinSize() != 1 {
 			t.Fatalf("placeholder resolved to %v, %v", g, err)
 		}
-		if err := ca.DecreaseTargetSize("slow", -3); status.Code(err) != codes.FailedPrecondition {
+		if err := scaler.DecreaseTargetSize("slow", -3); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("decreasing past the pending requests: %v", err)
 		}
-		if err := ca.DecreaseTargetSize("slow", -2); err != nil {
+		if err := scaler.DecreaseTargetSize("slow", -2); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := ca.TargetSize("slow"); n != 1 {
+		if n, _ := scaler.TargetSize("slow"); n != 1 {
 			t.Fatalf("target %d after dropping the two pending creates", n)
 		}
-		running(t, ca, "slow", 1)
+		running(t, scaler, "slow", 1)
 		if vms := cloud.VMs(); len(vms) != 1 {
 			t.Fatalf("mem cloud holds %d VMs, want only the running one", len(vms))
 		}
-		if err := ca.DeleteNodes("slow", caclient.FakeNode(running(t, ca, "slow", 1)[0].ID, "unregistered")); status.Code(err) != codes.FailedPrecondition {
+		if err := scaler.DeleteNodes("slow", clusterautoscaler.FakeNode(running(t, scaler, "slow", 1)[0].ID, "unregistered")); status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("deleting below min 1: %v", err)
 		}
 	})
 
 	t.Run("node objects go with their machines", func(t *testing.T) {
 		// The mem driver, unlike the local one, leaves Nodes alone: deleting them is ours.
-		before := running(t, ca, "slow", 1)[0].ID
-		if err := ca.IncreaseSize("slow", 2); err != nil {
+		before := running(t, scaler, "slow", 1)[0].ID
+		if err := scaler.IncreaseSize("slow", 2); err != nil {
 			t.Fatal(err)
 		}
 		var fresh []memdriver.VM
-		for _, i := range running(t, ca, "slow", 3) {
+		for _, i := range running(t, scaler, "slow", 3) {
 			for _, v := range cloud.VMs() {
 				if i.ID != before && v.ProviderID() == i.ID {
 					fresh = append(fresh, v)
@@ -391,26 +377,26 @@ func TestStaticGroups(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := ca.DeleteNodes("slow", caclient.FakeNode(fresh[0].ProviderID(), "unregistered"), real); err != nil {
+		if err := scaler.DeleteNodes("slow", clusterautoscaler.FakeNode(fresh[0].ProviderID(), "unregistered"), real); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "both VMs and the real node deleted", func() (bool, string) {
+		eventually.Explained(t, 30*time.Second, "both VMs and the real node deleted", func() (bool, string) {
 			_, err := cs.CoreV1().Nodes().Get(ctx, real.Name, metav1.GetOptions{})
 			_, vm0 := cloud.VM(fresh[0].ID)
 			_, vm1 := cloud.VM(fresh[1].ID)
 			return apierrors.IsNotFound(err) && !vm0 && !vm1, fmt.Sprint(err, vm0, vm1)
 		})
-		running(t, ca, "slow", 1)
+		running(t, scaler, "slow", 1)
 		if _, err := cs.CoreV1().Nodes().Get(ctx, decoy.Name, metav1.GetOptions{}); err != nil {
 			t.Fatalf("the node of another VM that shares a deleted machine's name: %v", err)
 		}
 	})
 
 	t.Run("userData gets the machine name and a bootstrap token", func(t *testing.T) {
-		if err := ca.IncreaseSize("tokens", 1); err != nil {
+		if err := scaler.IncreaseSize("tokens", 1); err != nil {
 			t.Fatal(err)
 		}
-		in := running(t, ca, "tokens", 1)
+		in := running(t, scaler, "tokens", 1)
 		var vm memdriver.VM
 		for _, v := range cloud.VMs() {
 			if v.ProviderID() == in[0].ID {
@@ -434,38 +420,38 @@ func TestStaticGroups(t *testing.T) {
 	})
 
 	t.Run("options and misc", func(t *testing.T) {
-		o, err := ca.GetOptions("workers", caclient.Options{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnneededTime: time.Minute, MaxNodeProvisionTime: 15 * time.Minute})
+		o, err := scaler.GetOptions("workers", clusterautoscaler.Options{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnneededTime: time.Minute, MaxNodeProvisionTime: 15 * time.Minute})
 		if err != nil || o == nil || o.ScaleDownUnneededTime != 7*time.Minute || o.ScaleDownUtilizationThreshold != 0.5 || o.MaxNodeProvisionTime != 15*time.Minute {
 			t.Fatalf("options %+v, %v", o, err)
 		}
-		if _, err := ca.TargetSize("nope"); status.Code(err) != codes.NotFound {
+		if _, err := scaler.TargetSize("nope"); status.Code(err) != codes.NotFound {
 			t.Fatalf("unknown group: %v", err)
 		}
-		if o, err := ca.GetOptions("slow", caclient.Options{ScaleDownUtilizationThreshold: 0.5}); err != nil || o != nil {
+		if o, err := scaler.GetOptions("slow", clusterautoscaler.Options{ScaleDownUtilizationThreshold: 0.5}); err != nil || o != nil {
 			t.Fatalf("a group without options: %+v, %v; want none", o, err)
 		}
-		if l := ca.GPULabel(); l != "machinist.io/gpu" {
+		if l := scaler.GPULabel(); l != "machinist.io/gpu" {
 			t.Errorf("GPU label %q", l)
 		}
-		if types := ca.GetAvailableGPUTypes(); len(types) != 0 {
+		if types := scaler.GetAvailableGPUTypes(); len(types) != 0 {
 			t.Errorf("GPU types %v, want none (no group labels its nodes with the GPU label)", types)
 		}
-		if _, err := ca.NodePrice(&corev1.Node{}, time.Now(), time.Now()); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.NodePrice(&corev1.Node{}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Errorf("NodePrice: %v", err)
 		}
-		if _, err := ca.PodPrice(&corev1.Pod{}, time.Now(), time.Now()); !errors.Is(err, caclient.ErrNotImplemented) {
+		if _, err := scaler.PodPrice(&corev1.Pod{}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Errorf("PodPrice: %v", err)
 		}
-		if g, err := ca.NodeGroupForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: corev1.NodeSpec{ProviderID: "aws:///i-1"}}); err != nil || g != nil {
+		if g, err := scaler.NodeGroupForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: corev1.NodeSpec{ProviderID: "aws:///i-1"}}); err != nil || g != nil {
 			t.Errorf("a foreign node resolved to %v, %v", g, err)
 		}
-		if err := ca.Cleanup(); err != nil {
+		if err := scaler.Cleanup(); err != nil {
 			t.Error(err)
 		}
 	})
 
 	t.Run("a restart loses nothing", func(t *testing.T) {
-		before := running(t, ca, "workers", 2)
+		before := running(t, scaler, "workers", 2)
 		stop()
 		ca2, _, _ := s.start(t)
 		after := running(t, ca2, "workers", 2)
@@ -534,7 +520,7 @@ type noList struct{ driver.UnimplementedDriver }
 
 func (n noList) ForClass(*v1alpha1.MachineClass) (driver.Driver, error) { return n, nil }
 
-func ids(in []caclient.Instance) string {
+func ids(in []clusterautoscaler.Instance) string {
 	var out []string
 	for _, i := range in {
 		out = append(out, fmt.Sprintf("%s/%d", i.ID, i.Status.State))
@@ -579,12 +565,12 @@ func TestStaticGroupThroughBridge(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	certs := catest.NewCerts(t)
-	ca := catest.Connect(t, catest.Serve(t, p, certs), certs, caclient.Current)
-	if err := ca.IncreaseSize("bridged", 2); err != nil {
+	certs := autoscalertest.NewCerts(t)
+	scaler := autoscalertest.Connect(t, autoscalertest.Serve(t, p, certs), certs, clusterautoscaler.Current)
+	if err := scaler.IncreaseSize("bridged", 2); err != nil {
 		t.Fatal(err)
 	}
-	in := running(t, ca, "bridged", 2)
+	in := running(t, scaler, "bridged", 2)
 	if n := len(bridged.VMs()); n != 2 {
 		t.Fatalf("the bridged cloud holds %d VMs, want 2", n)
 	}
@@ -593,10 +579,10 @@ func TestStaticGroupThroughBridge(t *testing.T) {
 			t.Fatalf("VM %s was created by the compiled-in mem driver, not through the bridge", vm.ID)
 		}
 	}
-	if err := ca.DeleteNodes("bridged", caclient.FakeNode(in[0].ID, "unregistered")); err != nil {
+	if err := scaler.DeleteNodes("bridged", clusterautoscaler.FakeNode(in[0].ID, "unregistered")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "one VM left behind the bridge", func() (bool, string) {
+	eventually.Explained(t, 30*time.Second, "one VM left behind the bridge", func() (bool, string) {
 		return len(bridged.VMs()) == 1, fmt.Sprint(bridged.VMs())
 	})
 }

@@ -1,60 +1,40 @@
 // Package mtlstest issues throw-away certificates for tests: a CA and leaf certificates written
-// as PEM files into a test's temporary directory. Keys are generated at test time; none are
-// checked in.
+// as PEM files into a test's temporary directory, issued by internal/pki. Keys are generated at
+// test time; none are checked in.
 package mtlstest
 
 import (
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/internal/pki"
 )
 
-// CA is a self-signed certificate authority.
+// CA is a self-signed certificate authority (internal/pki) that fails its test on error.
 type CA struct {
 	Cert *x509.Certificate
 	Key  crypto.Signer
 	// PEM is the CA certificate in PEM form.
 	PEM []byte
-}
 
-var serial atomic.Int64
+	ca *pki.CA
+}
 
 // NewCA returns a fresh CA named name, valid from an hour ago for a day.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	ca, err := pki.NewCA(name, 24*time.Hour)
 	if err != nil {
-		t.Fatalf("mtlstest: create CA: %v", err)
+		t.Fatalf("mtlstest: %v", err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatalf("mtlstest: parse CA: %v", err)
-	}
-	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &CA{Cert: ca.Cert, Key: ca.Key, PEM: ca.CertPEM, ca: ca}
 }
 
 // Leaf describes a certificate to issue.
@@ -73,44 +53,23 @@ type Leaf struct {
 // Issue signs a leaf certificate usable for both server and client authentication.
 func (ca *CA) Issue(t testing.TB, l Leaf) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key := newKey(t)
 	if len(l.DNSNames) == 0 && len(l.IPs) == 0 {
 		l.DNSNames = []string{"localhost"}
 		l.IPs = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
 	}
-	if l.NotBefore.IsZero() {
-		l.NotBefore = time.Now().Add(-time.Hour)
-	}
-	if l.NotAfter.IsZero() {
-		l.NotAfter = time.Now().Add(24 * time.Hour)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: l.CommonName},
-		NotBefore:    l.NotBefore,
-		NotAfter:     l.NotAfter,
-		DNSNames:     l.DNSNames,
-		IPAddresses:  l.IPs,
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
+	leaf := pki.Leaf{CommonName: l.CommonName, DNSNames: l.DNSNames, IPs: l.IPs, NotBefore: l.NotBefore, NotAfter: l.NotAfter}
 	for _, s := range l.URIs {
 		u, err := url.Parse(s)
 		if err != nil {
 			t.Fatalf("mtlstest: URI SAN %q: %v", s, err)
 		}
-		tmpl.URIs = append(tmpl.URIs, u)
+		leaf.URIs = append(leaf.URIs, u)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	certPEM, keyPEM, err := ca.ca.Issue(leaf)
 	if err != nil {
-		t.Fatalf("mtlstest: issue %q: %v", l.CommonName, err)
+		t.Fatalf("mtlstest: %v", err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatalf("mtlstest: marshal key: %v", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	return certPEM, keyPEM
 }
 
 // IssueFiles issues a leaf and writes it, its key and the CA bundle caPEM (the CA that verifies
@@ -148,13 +107,4 @@ func writeAtomic(t testing.TB, path string, data []byte) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatalf("mtlstest: %v", err)
 	}
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatalf("mtlstest: generate key: %v", err)
-	}
-	return key
 }

@@ -1,8 +1,8 @@
-// The seed design's wire protocol: the 2018 "grpc-driver" design of machine-controller-manager
+// The wire protocol of the 2018 "grpc-driver" design of machine-controller-manager
 // (MCM as server, providers dial in). Providers built against it speak this protocol; machinist's
 // dial-in listener serves it beside machinist.dialin.v1 (grpcbridge/dialin, docs/grpc-bridge.md).
 //
-// Package, service, method and message names and field numbers are those of the seed's public
+// Package, service, method and message names and field numbers are those of the 2018 design's public
 // infra.proto (gardener/machine-controller-manager branch grpc-driver, pkg/grpc/infrapb, and the
 // identical copy in its known client ggaurav10/aws-driver-grpc, pkg/grpc/infrapb/infra.proto),
 // including the original spelling of registerationResp. The comments are machinist's: they say

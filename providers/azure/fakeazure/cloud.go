@@ -28,6 +28,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
+	"k8s.io/utils/ptr"
 )
 
 // Endpoints of the fake cloud. They are in the reserved .test domain, so a client that is not
@@ -240,7 +241,7 @@ func (c *Cloud) AddSubnet(resourceGroup, vnet, subnet, prefix string) {
 	c.subnets[subnetKey(resourceGroup, vnet, subnet)] = &armnetwork.Subnet{
 		ID:   &id,
 		Name: &subnet,
-		Type: ptr("Microsoft.Network/virtualNetworks/subnets"),
+		Type: ptr.To("Microsoft.Network/virtualNetworks/subnets"),
 		Properties: &armnetwork.SubnetPropertiesFormat{
 			AddressPrefix:     &prefix,
 			ProvisioningState: &state,
@@ -257,8 +258,8 @@ func (c *Cloud) AddImage(location, publisher, offer, sku, version string, plan *
 		c.subscriptionID, location, publisher, offer, sku, version)
 	c.images[imageKey(location, publisher, offer, sku, version)] = &armcompute.VirtualMachineImage{
 		ID:         &id,
-		Name:       ptr(version),
-		Location:   ptr(location),
+		Name:       ptr.To(version),
+		Location:   ptr.To(location),
 		Properties: &armcompute.VirtualMachineImageProperties{Plan: plan},
 	}
 }
@@ -408,13 +409,13 @@ func (c *Cloud) PutVM(resourceGroup string, vm *armcompute.VirtualMachine) {
 	defer c.mu.Unlock()
 	vm = clone(vm)
 	name := deref(vm.Name)
-	vm.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Compute/virtualMachines", name))
-	vm.Type = ptr("Microsoft.Compute/virtualMachines")
+	vm.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Compute/virtualMachines", name))
+	vm.Type = ptr.To("Microsoft.Compute/virtualMachines")
 	if vm.Properties == nil {
 		vm.Properties = &armcompute.VirtualMachineProperties{}
 	}
 	if vm.Properties.ProvisioningState == nil {
-		vm.Properties.ProvisioningState = ptr(StateSucceeded)
+		vm.Properties.ProvisioningState = ptr.To(StateSucceeded)
 	}
 	c.vms[key(resourceGroup, name)] = vm
 }
@@ -424,8 +425,8 @@ func (c *Cloud) PutNIC(resourceGroup string, nic *armnetwork.Interface) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	nic = clone(nic)
-	nic.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Network/networkInterfaces", deref(nic.Name)))
-	nic.Type = ptr("Microsoft.Network/networkInterfaces")
+	nic.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Network/networkInterfaces", deref(nic.Name)))
+	nic.Type = ptr.To("Microsoft.Network/networkInterfaces")
 	if nic.Properties == nil {
 		nic.Properties = &armnetwork.InterfacePropertiesFormat{}
 	}
@@ -439,12 +440,12 @@ func (c *Cloud) PutDisk(resourceGroup string, d *armcompute.Disk) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d = clone(d)
-	d.ID = ptr(c.resourceID(resourceGroup, "Microsoft.Compute/disks", deref(d.Name)))
-	d.Type = ptr("Microsoft.Compute/disks")
+	d.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Compute/disks", deref(d.Name)))
+	d.Type = ptr.To("Microsoft.Compute/disks")
 	if d.Properties == nil {
 		d.Properties = &armcompute.DiskProperties{}
 	}
-	d.Properties.ProvisioningState = ptr(StateSucceeded)
+	d.Properties.ProvisioningState = ptr.To(StateSucceeded)
 	c.disks[key(resourceGroup, deref(d.Name))] = d
 }
 
@@ -474,7 +475,7 @@ func imageKey(location, publisher, offer, sku, version string) string {
 	return strings.ToLower(strings.Join([]string{location, publisher, offer, sku, version}, "/"))
 }
 
-func rgOf(k string) string { return k[:strings.Index(k, "/")] }
+func rgOf(k string) string { rg, _, _ := strings.Cut(k, "/"); return rg }
 
 func lastSegment(id string) string {
 	if i := strings.LastIndex(id, "/"); i >= 0 {
@@ -482,8 +483,6 @@ func lastSegment(id string) string {
 	}
 	return id
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func deref[T any](p *T) T {
 	var zero T

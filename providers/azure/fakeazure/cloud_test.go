@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
 )
@@ -63,10 +64,10 @@ func createNIC(t *testing.T, cl clients, c *fakeazure.Cloud, name string) string
 	t.Helper()
 	subnetID := "/subscriptions/" + c.SubscriptionID() + "/resourceGroups/" + rg + "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/nodes"
 	p, err := cl.nics.BeginCreateOrUpdate(context.Background(), rg, name, armnetwork.Interface{
-		Location: ptr(location),
-		Tags:     map[string]*string{"kubernetes.io-cluster-a": ptr("1")},
+		Location: ptr.To(location),
+		Tags:     map[string]*string{"kubernetes.io-cluster-a": ptr.To("1")},
 		Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{{
-			Name:       ptr("ipconfig1"),
+			Name:       ptr.To("ipconfig1"),
 			Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Subnet: &armnetwork.Subnet{ID: &subnetID}},
 		}}},
 	}, nil)
@@ -82,18 +83,18 @@ func createNIC(t *testing.T, cl clients, c *fakeazure.Cloud, name string) string
 
 func vmParams(nicID string) armcompute.VirtualMachine {
 	return armcompute.VirtualMachine{
-		Location: ptr(location),
-		Tags:     map[string]*string{"kubernetes.io-cluster-a": ptr("1"), "kubernetes.io-role-node": ptr("1")},
+		Location: ptr.To(location),
+		Tags:     map[string]*string{"kubernetes.io-cluster-a": ptr.To("1"), "kubernetes.io-role-node": ptr.To("1")},
 		Properties: &armcompute.VirtualMachineProperties{
-			HardwareProfile: &armcompute.HardwareProfile{VMSize: ptr(armcompute.VirtualMachineSizeTypes("Standard_D2s_v3"))},
-			OSProfile:       &armcompute.OSProfile{AdminUsername: ptr("core"), ComputerName: ptr("vm"), CustomData: ptr("IyEvYmluL3NoCg==")},
+			HardwareProfile: &armcompute.HardwareProfile{VMSize: ptr.To(armcompute.VirtualMachineSizeTypes("Standard_D2s_v3"))},
+			OSProfile:       &armcompute.OSProfile{AdminUsername: ptr.To("core"), ComputerName: ptr.To("vm"), CustomData: ptr.To("IyEvYmluL3NoCg==")},
 			StorageProfile: &armcompute.StorageProfile{
-				ImageReference: &armcompute.ImageReference{Publisher: ptr("sap"), Offer: ptr("gardenlinux"), SKU: ptr("greatest"), Version: ptr("1592.1.0")},
-				OSDisk:         &armcompute.OSDisk{Name: ptr("vm-os-disk"), CreateOption: ptr(armcompute.DiskCreateOptionTypesFromImage), DeleteOption: ptr(armcompute.DiskDeleteOptionTypesDelete)},
+				ImageReference: &armcompute.ImageReference{Publisher: ptr.To("sap"), Offer: ptr.To("gardenlinux"), SKU: ptr.To("greatest"), Version: ptr.To("1592.1.0")},
+				OSDisk:         &armcompute.OSDisk{Name: ptr.To("vm-os-disk"), CreateOption: ptr.To(armcompute.DiskCreateOptionTypesFromImage), DeleteOption: ptr.To(armcompute.DiskDeleteOptionTypesDelete)},
 			},
 			NetworkProfile: &armcompute.NetworkProfile{NetworkInterfaces: []*armcompute.NetworkInterfaceReference{{
 				ID:         &nicID,
-				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: ptr(true), DeleteOption: ptr(armcompute.DeleteOptionsDelete)},
+				Properties: &armcompute.NetworkInterfaceReferenceProperties{Primary: ptr.To(true), DeleteOption: ptr.To(armcompute.DeleteOptionsDelete)},
 			}}},
 		},
 	}
@@ -195,7 +196,7 @@ func TestPagingAndTagFilter(t *testing.T) {
 	for _, n := range []string{"a-nic", "b-nic", "c-nic"} {
 		createNIC(t, cl, c, n)
 	}
-	c.PutNIC(rg, &armnetwork.Interface{Name: ptr("other-nic"), Location: ptr(location), Tags: map[string]*string{"kubernetes.io-cluster-b": ptr("1")}})
+	c.PutNIC(rg, &armnetwork.Interface{Name: ptr.To("other-nic"), Location: ptr.To(location), Tags: map[string]*string{"kubernetes.io-cluster-b": ptr.To("1")}})
 	ctx := context.Background()
 	count := func(filter string) (n int, tagged bool) {
 		pager := cl.resources.NewListByResourceGroupPager(rg, &armresources.ClientListByResourceGroupOptions{Filter: &filter})
@@ -258,5 +259,3 @@ func TestWrongSecretIsRejectedByTheTokenEndpoint(t *testing.T) {
 		t.Error("the error shows the client secret")
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
+	"k8s.io/utils/ptr"
 )
 
 // maxCustomData is the longest base64 customData Microsoft.Compute accepts.
@@ -24,7 +25,7 @@ const maxCustomData = 87380
 // terminal answer.
 func lroResponder[T any](polls, pending, final int, result T) azfake.PollerResponder[T] {
 	var r azfake.PollerResponder[T]
-	for i := 0; i < polls; i++ {
+	for range polls {
 		r.AddNonTerminalResponse(pending, nil)
 	}
 	r.SetTerminalResponse(final, result, nil)
@@ -125,10 +126,10 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 
 	vm := clone(&in)
 	vmID := c.resourceID(rg, "Microsoft.Compute/virtualMachines", name)
-	vm.ID, vm.Name, vm.Type = &vmID, &name, ptr("Microsoft.Compute/virtualMachines")
-	vm.Properties.ProvisioningState = ptr(StateCreating)
-	vm.Properties.VMID = ptr(c.newID())
-	vm.Properties.TimeCreated = ptr(time.Now().UTC())
+	vm.ID, vm.Name, vm.Type = &vmID, &name, ptr.To("Microsoft.Compute/virtualMachines")
+	vm.Properties.ProvisioningState = ptr.To(StateCreating)
+	vm.Properties.VMID = ptr.To(c.newID())
+	vm.Properties.TimeCreated = ptr.To(time.Now().UTC())
 
 	// Implicit disks are created with the VM. Like Azure, they do not inherit the VM's tags.
 	sp := vm.Properties.StorageProfile
@@ -142,8 +143,8 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 		sp.OSDisk.DiskSizeGB = &size30
 	}
 	osDisk := c.newDisk(rg, osName, location, zones, storageType(sp.OSDisk.ManagedDisk), *sp.OSDisk.DiskSizeGB, nil)
-	osDisk.Properties.CreationData = &armcompute.CreationData{CreateOption: ptr(armcompute.DiskCreateOptionFromImage)}
-	osDisk.Properties.OSType = ptr(armcompute.OperatingSystemTypesLinux)
+	osDisk.Properties.CreationData = &armcompute.CreationData{CreateOption: ptr.To(armcompute.DiskCreateOptionFromImage)}
+	osDisk.Properties.OSType = ptr.To(armcompute.OperatingSystemTypesLinux)
 	c.attachDisk(osDisk, vmID)
 	if sp.OSDisk.ManagedDisk == nil {
 		sp.OSDisk.ManagedDisk = &armcompute.ManagedDiskParameters{}
@@ -162,7 +163,7 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 			dd.Name = &ddName
 		}
 		d := c.newDisk(rg, ddName, location, zones, storageType(dd.ManagedDisk), deref(dd.DiskSizeGB), nil)
-		d.Properties.CreationData = &armcompute.CreationData{CreateOption: ptr(armcompute.DiskCreateOptionEmpty)}
+		d.Properties.CreationData = &armcompute.CreationData{CreateOption: ptr.To(armcompute.DiskCreateOptionEmpty)}
 		c.attachDisk(d, vmID)
 		if dd.ManagedDisk == nil {
 			dd.ManagedDisk = &armcompute.ManagedDiskParameters{}
@@ -187,10 +188,10 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 			return nil, nil
 		}
 		if failCode != "" {
-			vm.Properties.ProvisioningState = ptr(StateFailed)
+			vm.Properties.ProvisioningState = ptr.To(StateFailed)
 			return nil, ErrAllocation(failCode)
 		}
-		vm.Properties.ProvisioningState = ptr(StateSucceeded)
+		vm.Properties.ProvisioningState = ptr.To(StateSucceeded)
 		return renderVM(vm), nil
 	})
 	return lroResponder(c.polls(OpCreateVM), http.StatusCreated, http.StatusOK, armcompute.VirtualMachinesClientCreateOrUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
@@ -362,7 +363,7 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 			}
 		}
 	}
-	vm.Properties.ProvisioningState = ptr(StateUpdating)
+	vm.Properties.ProvisioningState = ptr.To(StateUpdating)
 	c.startLRO(deref(vm.ID), OpUpdateVM, func() (any, *ARMError) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -371,9 +372,9 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 			return nil, nil
 		}
 		if before == StateFailed {
-			vm.Properties.ProvisioningState = ptr(StateFailed)
+			vm.Properties.ProvisioningState = ptr.To(StateFailed)
 		} else {
-			vm.Properties.ProvisioningState = ptr(StateSucceeded)
+			vm.Properties.ProvisioningState = ptr.To(StateSucceeded)
 		}
 		return renderVM(vm), nil
 	})
@@ -391,7 +392,7 @@ func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.Virtu
 	if !ok {
 		return lroResponder(0, http.StatusAccepted, http.StatusNoContent, armcompute.VirtualMachinesClientDeleteResponse{}), errResp
 	}
-	vm.Properties.ProvisioningState = ptr(StateDeleting)
+	vm.Properties.ProvisioningState = ptr.To(StateDeleting)
 	c.startLRO(deref(vm.ID), OpDeleteVM, func() (any, *ARMError) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -445,28 +446,28 @@ func (c *Cloud) releaseDisk(rg string, md *armcompute.ManagedDiskParameters, opt
 		return
 	}
 	d.ManagedBy = nil
-	d.Properties.DiskState = ptr(armcompute.DiskStateUnattached)
+	d.Properties.DiskState = ptr.To(armcompute.DiskStateUnattached)
 }
 
 // newDisk stores a managed disk. Callers hold c.mu.
 func (c *Cloud) newDisk(rg, name, location string, zones []string, sku armcompute.DiskStorageAccountTypes, sizeGB int32, tags map[string]*string) *armcompute.Disk {
 	d := &armcompute.Disk{
-		ID:       ptr(c.resourceID(rg, "Microsoft.Compute/disks", name)),
-		Name:     ptr(name),
-		Type:     ptr("Microsoft.Compute/disks"),
-		Location: ptr(location),
+		ID:       ptr.To(c.resourceID(rg, "Microsoft.Compute/disks", name)),
+		Name:     ptr.To(name),
+		Type:     ptr.To("Microsoft.Compute/disks"),
+		Location: ptr.To(location),
 		Tags:     tags,
 		SKU:      &armcompute.DiskSKU{Name: &sku},
 		Properties: &armcompute.DiskProperties{
 			DiskSizeGB:        &sizeGB,
-			DiskState:         ptr(armcompute.DiskStateUnattached),
-			ProvisioningState: ptr(StateSucceeded),
-			TimeCreated:       ptr(time.Now().UTC()),
-			UniqueID:          ptr(c.newID()),
+			DiskState:         ptr.To(armcompute.DiskStateUnattached),
+			ProvisioningState: ptr.To(StateSucceeded),
+			TimeCreated:       ptr.To(time.Now().UTC()),
+			UniqueID:          ptr.To(c.newID()),
 		},
 	}
 	for _, z := range zones {
-		d.Zones = append(d.Zones, ptr(z))
+		d.Zones = append(d.Zones, ptr.To(z))
 	}
 	c.disks[key(rg, name)] = d
 	return d
@@ -474,7 +475,7 @@ func (c *Cloud) newDisk(rg, name, location string, zones []string, sku armcomput
 
 func (c *Cloud) attachDisk(d *armcompute.Disk, vmID string) {
 	d.ManagedBy = &vmID
-	d.Properties.DiskState = ptr(armcompute.DiskStateAttached)
+	d.Properties.DiskState = ptr.To(armcompute.DiskStateAttached)
 }
 
 func storageType(md *armcompute.ManagedDiskParameters) armcompute.DiskStorageAccountTypes {
@@ -523,7 +524,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 			}
 			d := c.newDisk(rg, name, deref(in.Location), derefAll(in.Zones), sku, sizeGB, in.Tags)
 			d.Properties.CreationData = clone(cd)
-			d.Properties.ProvisioningState = ptr(StateCreating)
+			d.Properties.ProvisioningState = ptr.To(StateCreating)
 			c.startLRO(deref(d.ID), OpCreateDisk, func() (any, *ARMError) {
 				c.mu.Lock()
 				defer c.mu.Unlock()
@@ -531,7 +532,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 				if !ok {
 					return nil, nil
 				}
-				d.Properties.ProvisioningState = ptr(StateSucceeded)
+				d.Properties.ProvisioningState = ptr.To(StateSucceeded)
 				return clone(d), nil
 			})
 			return lroResponder(c.polls(OpCreateDisk), http.StatusAccepted, http.StatusOK, armcompute.DisksClientCreateOrUpdateResponse{Disk: *clone(d)}), errResp
@@ -587,7 +588,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 			if d.ManagedBy != nil {
 				return resp, fail(armErr(http.StatusConflict, "OperationNotAllowed", "Disk %s is attached to VM %s.", name, *d.ManagedBy))
 			}
-			d.Properties.ProvisioningState = ptr(StateDeleting)
+			d.Properties.ProvisioningState = ptr.To(StateDeleting)
 			c.startLRO(deref(d.ID), OpDeleteDisk, func() (any, *ARMError) {
 				c.mu.Lock()
 				defer c.mu.Unlock()

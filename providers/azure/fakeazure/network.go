@@ -11,6 +11,7 @@ import (
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
 	networkfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9/fake"
+	"k8s.io/utils/ptr"
 )
 
 var subnetIDPattern = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/virtualNetworks/([^/]+)/subnets/([^/]+)$`)
@@ -96,7 +97,7 @@ func (c *Cloud) createNIC(_ context.Context, rg, name string, in armnetwork.Inte
 	}
 	nic := clone(&in)
 	nicID := c.resourceID(rg, "Microsoft.Network/networkInterfaces", name)
-	nic.ID, nic.Name, nic.Type = &nicID, &name, ptr("Microsoft.Network/networkInterfaces")
+	nic.ID, nic.Name, nic.Type = &nicID, &name, ptr.To("Microsoft.Network/networkInterfaces")
 	for i, ipc := range nic.Properties.IPConfigurations {
 		if ipc.Properties == nil || ipc.Properties.Subnet == nil || ipc.Properties.Subnet.ID == nil {
 			return resp, fail(errInvalidParameter("ipConfigurations.subnet", "IP configuration %s of network interface %s must reference a subnet.", deref(ipc.Name), name))
@@ -112,15 +113,15 @@ func (c *Cloud) createNIC(_ context.Context, rg, name string, in armnetwork.Inte
 				"Resource %s referenced by resource %s was not found. Please make sure that the referenced resource exists, and that both resources are in the same region.", subnetID, nicID))
 		}
 		if ipc.Name == nil {
-			ipc.Name = ptr(fmt.Sprintf("ipconfig%d", i+1))
+			ipc.Name = ptr.To(fmt.Sprintf("ipconfig%d", i+1))
 		}
-		ipc.ID = ptr(nicID + "/ipConfigurations/" + *ipc.Name)
-		ipc.Properties.PrivateIPAddress = ptr(c.allocateIP(subnet))
+		ipc.ID = ptr.To(nicID + "/ipConfigurations/" + *ipc.Name)
+		ipc.Properties.PrivateIPAddress = ptr.To(c.allocateIP(subnet))
 		dynamic := armnetwork.IPAllocationMethodDynamic
 		ipc.Properties.PrivateIPAllocationMethod = &dynamic
-		ipc.Properties.Primary = ptr(i == 0)
+		ipc.Properties.Primary = ptr.To(i == 0)
 	}
-	nic.Properties.MacAddress = ptr(fmt.Sprintf("00-0D-3A-%02X-%02X-%02X", c.seq>>16&0xff, c.seq>>8&0xff, c.seq&0xff))
+	nic.Properties.MacAddress = ptr.To(fmt.Sprintf("00-0D-3A-%02X-%02X-%02X", c.seq>>16&0xff, c.seq>>8&0xff, c.seq&0xff))
 	st := armnetwork.ProvisioningStateUpdating
 	nic.Properties.ProvisioningState = &st
 	nic.Properties.VirtualMachine = nil

@@ -10,6 +10,7 @@ import (
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
 	resourcesfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3/fake"
+	"k8s.io/utils/ptr"
 )
 
 // resourcesServer serves the generic resource list of a resource group with ARM's $filter
@@ -34,14 +35,14 @@ func (c *Cloud) resourcesServer() resourcesfake.Server {
 			}
 			var all []*armresources.GenericResourceExpanded
 			add := func(id, name, typ, location string, tags map[string]*string, managedBy *string) {
-				r := &armresources.GenericResourceExpanded{ID: ptr(id), Name: ptr(name), Type: ptr(typ), Location: ptr(location), ManagedBy: managedBy}
+				r := &armresources.GenericResourceExpanded{ID: ptr.To(id), Name: ptr.To(name), Type: ptr.To(typ), Location: ptr.To(location), ManagedBy: managedBy}
 				if !match(r, tags) {
 					return
 				}
 				if !hideTags && tags != nil {
 					r.Tags = make(map[string]*string, len(tags))
 					for k, v := range tags {
-						r.Tags[k] = ptr(deref(v))
+						r.Tags[k] = ptr.To(deref(v))
 					}
 				}
 				all = append(all, r)
@@ -118,11 +119,11 @@ func parseFilter(filter string) (func(*armresources.GenericResourceExpanded, map
 func (c *Cloud) resourceGroupsServer() resourcesfake.ResourceGroupsServer {
 	render := func(g *group) armresources.ResourceGroup {
 		return armresources.ResourceGroup{
-			ID:         ptr("/subscriptions/" + c.subscriptionID + "/resourceGroups/" + g.name),
-			Name:       ptr(g.name),
-			Location:   ptr(g.location),
-			Type:       ptr("Microsoft.Resources/resourceGroups"),
-			Properties: &armresources.ResourceGroupProperties{ProvisioningState: ptr(StateSucceeded)},
+			ID:         ptr.To("/subscriptions/" + c.subscriptionID + "/resourceGroups/" + g.name),
+			Name:       ptr.To(g.name),
+			Location:   ptr.To(g.location),
+			Type:       ptr.To("Microsoft.Resources/resourceGroups"),
+			Properties: &armresources.ResourceGroupProperties{ProvisioningState: ptr.To(StateSucceeded)},
 		}
 	}
 	return resourcesfake.ResourceGroupsServer{

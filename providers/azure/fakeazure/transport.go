@@ -238,7 +238,7 @@ func (t *Transport) track(req *http.Request, resp *http.Response, op, resKey str
 
 // drainPoller runs an abandoned LRO of resKey to its end.
 func (t *Transport) drainPoller(ctx context.Context, resKey string) {
-	for i := 0; i < 100000; i++ {
+	for range 100000 {
 		t.c.mu.Lock()
 		p, ok := t.c.pending[resKey]
 		t.c.mu.Unlock()
@@ -263,7 +263,7 @@ func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 // drainPager reads the remaining pages of an abandoned list of resKey, so a new list starts at
 // the first page.
 func (t *Transport) drainPager(ctx context.Context, resKey string) {
-	for i := 0; i < 100000; i++ {
+	for range 100000 {
 		t.c.mu.Lock()
 		p, ok := t.c.pagers[resKey]
 		t.c.mu.Unlock()

@@ -15,9 +15,12 @@
 package fakeopenstack
 
 import (
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -122,6 +125,7 @@ type Cloud struct {
 	order       int // creation sequence, for stable listings
 
 	faults      []*Fault
+	late        []*http.Request // held by ActsLate faults until ActLate
 	noValidHost int
 	counts      map[string]int
 	requests    int
@@ -450,6 +454,16 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if service == "" {
 		writeError(w, service, http.StatusNotFound, "NotFound", "no service at "+r.URL.Path)
+		return
+	}
+	if f != nil && f.ActsLate {
+		body, _ := io.ReadAll(r.Body)
+		<-r.Context().Done()
+		late := r.Clone(context.Background())
+		late.Body = io.NopCloser(bytes.NewReader(body))
+		c.mu.Lock()
+		c.late = append(c.late, late)
+		c.mu.Unlock()
 		return
 	}
 	if f != nil && !f.AfterHandling {

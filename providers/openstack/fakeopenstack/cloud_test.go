@@ -17,6 +17,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/image/v2/images"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
 
@@ -164,9 +165,10 @@ func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 	if err != nil || got.Status != "BUILD" {
 		t.Fatalf("new server %v, %v; want BUILD", got, err)
 	}
-	got = waitFor(t, func() (*servers.Server, bool) {
+	eventually.True(t, 10*time.Second, "the server out of BUILD", func() bool {
 		s, err := servers.Get(ctx, cl.compute, srv.ID).Extract()
-		return s, err == nil && s.Status != "BUILD"
+		got = s
+		return err == nil && s.Status != "BUILD"
 	})
 	if got.Status != "ACTIVE" || len(got.Addresses) != 2 {
 		t.Fatalf("server status %s addresses %v; want ACTIVE on two networks", got.Status, got.Addresses)
@@ -183,9 +185,9 @@ func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 	if got, err = servers.Get(ctx, cl.compute, srv.ID).Extract(); err != nil || got.TaskState != "deleting" {
 		t.Fatalf("deleting server %v, %v; want task_state deleting", got, err)
 	}
-	waitFor(t, func() (*servers.Server, bool) {
+	eventually.True(t, 10*time.Second, "the server gone", func() bool {
 		_, err := servers.Get(ctx, cl.compute, srv.ID).Extract()
-		return nil, gophercloud.ResponseCodeIs(err, http.StatusNotFound)
+		return gophercloud.ResponseCodeIs(err, http.StatusNotFound)
 	})
 	// The given port is unbound but stays; the port Nova made is gone; the volume survives.
 	ps := c.Ports()
@@ -217,7 +219,7 @@ func TestListsPaginate(t *testing.T) {
 	c := fakeopenstack.Start(t)
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
-	for i := 0; i < 5; i++ {
+	for i := range 5 {
 		c.CreateServer(fmt.Sprintf("s%d", i), nil)
 		c.AddImage("img", time.Now().Add(time.Duration(i)*time.Minute))
 	}
@@ -244,7 +246,7 @@ func TestFaults(t *testing.T) {
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
 	c.Inject(fakeopenstack.ServerErrors("compute", http.MethodGet, "/flavors", http.StatusServiceUnavailable, 2))
-	for i := 0; i < 2; i++ {
+	for range 2 {
 		if _, err := servers.Get(ctx, cl.compute, "x").Extract(); gophercloud.ResponseCodeIs(err, http.StatusServiceUnavailable) {
 			t.Fatalf("a fault on /flavors hit /servers")
 		}
@@ -269,22 +271,6 @@ func TestFaults(t *testing.T) {
 	}
 	if len(c.Ports()) != 0 {
 		t.Fatalf("a server that was never scheduled got ports: %+v", c.Ports())
-	}
-}
-
-// waitFor polls f every 10ms for at most 10s and fails the test if it never reports done.
-func waitFor[T any](t *testing.T, f func() (T, bool)) T {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		v, done := f()
-		if done {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not reached within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -325,7 +311,9 @@ func TestControlEndpoint(t *testing.T) {
 	}
 	resp.Body.Close()
 	req, _ := http.NewRequest(http.MethodDelete, c.URL+fakeopenstack.ControlPrefix+"faults", nil)
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("clear: %v %v", resp, err)
 	}
+	resp.Body.Close()
 }

@@ -31,6 +31,11 @@ type Fault struct {
 	// AfterHandling lets the service carry the request out and then answers with the fault, as
 	// when a response is lost or a proxy fails after the backend acted.
 	AfterHandling bool
+	// ActsLate holds the request until the client gives up waiting (its timeout or cancellation),
+	// answers nothing, and carries the request out only when ActLate is called: Nova accepting a
+	// boot after the client's HTTP timeout, so a search right after the timeout finds no server
+	// and one appears later. Not settable through the control endpoint.
+	ActsLate bool `json:"-"`
 
 	hits int
 }
@@ -142,4 +147,17 @@ func (f *Fault) write(w http.ResponseWriter, service string) {
 		msg = fmt.Sprintf("injected fault: %d %s", f.Status, http.StatusText(f.Status))
 	}
 	writeError(w, service, f.Status, f.Kind, msg)
+}
+
+// ActLate carries out the requests held by ActsLate faults, as the service would once it gets to
+// them, and returns how many it carried out.
+func (c *Cloud) ActLate() int {
+	c.mu.Lock()
+	held := c.late
+	c.late = nil
+	c.mu.Unlock()
+	for _, r := range held {
+		c.ServeHTTP(discardWriter{}, r)
+	}
+	return len(held)
 }

@@ -102,7 +102,7 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	}
 	p := pathParts(rest)
 	if len(p) < 2 || p[0] != "v2.0" {
-		writeError(w, "network", http.StatusNotFound, "", "The resource could not be found.")
+		writeError(w, "network", http.StatusNotFound, "HTTPNotFound", "The resource could not be found.")
 		return
 	}
 	p = p[1:]
@@ -188,7 +188,8 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	case p[0] == "ports" && len(p) == 3 && p[2] == "tags" && r.Method == http.MethodPut:
 		port := c.ports[p[1]]
 		if port == nil {
-			writeError(w, "network", http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", p[1]))
+			// The tag API answers for the resource generically (real Neutron, Zed).
+			writeError(w, "network", http.StatusNotFound, "TagResourceNotFound", fmt.Sprintf("Resource ports %s could not be found.", p[1]))
 			return
 		}
 		var body struct {
@@ -209,12 +210,13 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	case p[0] == "ports" && len(p) == 3 && p[2] == "tags" && r.Method == http.MethodGet:
 		port := c.ports[p[1]]
 		if port == nil {
-			writeError(w, "network", http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", p[1]))
+			// The tag API answers for the resource generically (real Neutron, Zed).
+			writeError(w, "network", http.StatusNotFound, "TagResourceNotFound", fmt.Sprintf("Resource ports %s could not be found.", p[1]))
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tags": port.Tags})
 	default:
-		writeError(w, "network", http.StatusNotFound, "", "The resource could not be found.")
+		writeError(w, "network", http.StatusNotFound, "HTTPNotFound", "The resource could not be found.")
 	}
 }
 
@@ -236,7 +238,13 @@ func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
 	var fixed []FixedIP
 	for _, f := range b.FixedIPs {
 		sn := c.subnets[f.SubnetID]
-		if sn == nil || sn.NetworkID != n.ID {
+		if sn == nil {
+			// Real Neutron (Zed): a subnet that does not exist is 404 SubnetNotFound; only one of
+			// another network is 400 InvalidInput (test/openstack-real, docs/openstack-real.md).
+			writeError(w, "network", http.StatusNotFound, "SubnetNotFound", fmt.Sprintf("Subnet %s could not be found.", f.SubnetID))
+			return
+		}
+		if sn.NetworkID != n.ID {
 			writeError(w, "network", http.StatusBadRequest, "InvalidInput", fmt.Sprintf("Invalid input for operation: Failed to create port on network %s, because fixed_ips included invalid subnet %s.", n.ID, f.SubnetID))
 			return
 		}

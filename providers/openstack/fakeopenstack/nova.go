@@ -361,9 +361,11 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if c.noValidHost > 0 {
 		// The scheduler finds no host: nothing is wired up, the server goes to ERROR.
 		c.noValidHost--
+		// Zed's message when Placement has no allocation candidates (an empty reason after the
+		// period), as the real run showed; the details are for admins only.
 		srv.failBuild = &ServerFault{Code: 500, Created: c.now(),
-			Message: "No valid host was found. There are not enough hosts available.",
-			Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", line 1580, in schedule_and_build_instances\nnova.exception.NoValidHost: No valid host was found. There are not enough hosts available.\n"}
+			Message: "No valid host was found. ",
+			Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", line 1587, in schedule_and_build_instances\nnova.exception.NoValidHost: No valid host was found. \n"}
 	} else {
 		for _, n := range nics {
 			if n.port != "" {
@@ -565,8 +567,13 @@ func (c *Cloud) serverView(s *Server) map[string]any {
 		"os-extended-volumes:volumes_attached": vols, "security_groups": sgs,
 	}
 	if s.Status == "ERROR" && s.Fault != nil {
-		v["fault"] = map[string]any{"code": s.Fault.Code, "message": s.Fault.Message, "details": s.Fault.Details,
-			"created": s.Fault.Created.UTC().Format(time.RFC3339)}
+		fault := map[string]any{"code": s.Fault.Code, "message": s.Fault.Message, "created": s.Fault.Created.UTC().Format(time.RFC3339)}
+		// Nova shows the details (a traceback) of a 500 fault to admins only
+		// (nova/api/openstack/compute/views/servers.py _get_fault, Zed); the fake's user is a member.
+		if s.Fault.Details != "" && s.Fault.Code != http.StatusInternalServerError {
+			fault["details"] = s.Fault.Details
+		}
+		v["fault"] = fault
 	}
 	return v
 }

@@ -22,6 +22,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // Keystone {"error": {...}}, Nova and Cinder {"<kind>": {"code", "message"}}, Neutron
 // {"NeutronError": {"type", "message", "detail"}}, Glance a plain-text page.
 func writeError(w http.ResponseWriter, service string, status int, kind, msg string) {
+	if service == "image" {
+		// Glance answers errors as webob renders them for Accept: application/json (gophercloud
+		// always sends it): a flat object whose message ends in "<br /><br />", real Glance (Zed)
+		// 404 and 401 alike, keystonemiddleware's 401 included.
+		if status == http.StatusUnauthorized {
+			msg = "This server could not verify that you are authorized to access the document you requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not understand how to supply the credentials required."
+		}
+		writeJSON(w, status, map[string]any{"message": msg + "<br /><br />\n\n\n", "code": fmt.Sprintf("%d %s", status, http.StatusText(status)), "title": http.StatusText(status)})
+		return
+	}
 	if status == http.StatusUnauthorized {
 		// keystonemiddleware answers 401 in front of every service.
 		writeJSON(w, status, map[string]any{"error": map[string]any{"code": status, "title": "Unauthorized", "message": msg}})
@@ -38,10 +48,6 @@ func writeError(w http.ResponseWriter, service string, status int, kind, msg str
 			kind = neutronKind(status)
 		}
 		writeJSON(w, status, map[string]any{"NeutronError": map[string]any{"type": kind, "message": msg, "detail": ""}})
-	case "image":
-		w.Header().Set("Content-Type", "text/plain; charset=UTF-8")
-		w.WriteHeader(status)
-		fmt.Fprintf(w, "%d %s\n\n%s\n\n   ", status, http.StatusText(status), msg)
 	default:
 		if kind == "" {
 			kind = novaKind(status)

@@ -15,15 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/controlplane"
 	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // Facts of Gardener MCM's published CRDs are in core/testenv/mcmcrds (source: mcmcrds.Source).
 
 func machinistCRDs(t *testing.T) (string, []*apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	root, err := controlplane.RepoRoot()
+	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

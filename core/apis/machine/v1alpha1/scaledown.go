@@ -3,7 +3,7 @@ package v1alpha1
 // Cluster Autoscaler's scale-down-disabled mark on a node, as MCM and machinist put it during a
 // rollout or a preservation: AnnotationCAScaleDownDisabled "true" plus the record that a
 // controller set it (AnnotationCAScaleDownDisabledByMCM, or machinist's old key). A node marked
-// by hand (an operator, CA itself) has no record and is never unmarked by a controller.
+// by hand (an operator, Cluster Autoscaler itself) has no record and is never unmarked by a controller.
 
 // ScaleDownDisabledByController reports whether a controller marked the node: MCM's record key
 // or machinist's legacy one is present (MCM checks presence, not the value).

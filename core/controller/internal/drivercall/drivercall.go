@@ -1,7 +1,7 @@
 // Package drivercall instruments driver calls of the controllers: every call is counted by
 // provider, method and result code and timed, in controller-runtime's metrics registry (served
 // on the manager's /metrics), and recorded in MCM's mcm_cloud_api_driver_* metrics
-// (core/cloudapi). It is shared by the Machine controller and the orphan collector.
+// (core/cloudmetrics). It is shared by the Machine controller and the orphan collector.
 package drivercall
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/machinist-io/machinist/core/cloudapi"
+	"github.com/machinist-io/machinist/core/cloudmetrics"
 	"github.com/machinist-io/machinist/core/driver"
 )
 
@@ -52,19 +52,19 @@ func Instrument(provider string, d driver.Driver) *Driver {
 
 // mcmOperations names the methods as MCM's operation label does.
 var mcmOperations = map[string]string{
-	CreateMachine:     cloudapi.CreateMachine,
-	InitializeMachine: cloudapi.InitializeMachine,
-	DeleteMachine:     cloudapi.DeleteMachine,
-	GetMachineStatus:  cloudapi.GetMachineStatus,
-	ListMachines:      cloudapi.ListMachines,
-	GetVolumeIDs:      cloudapi.GetVolumeIDs,
+	CreateMachine:     cloudmetrics.CreateMachine,
+	InitializeMachine: cloudmetrics.InitializeMachine,
+	DeleteMachine:     cloudmetrics.DeleteMachine,
+	GetMachineStatus:  cloudmetrics.GetMachineStatus,
+	ListMachines:      cloudmetrics.ListMachines,
+	GetVolumeIDs:      cloudmetrics.GetVolumeIDs,
 }
 
 func (d *Driver) observe(method string, start time.Time, err error) {
 	took := time.Since(start)
 	latency.WithLabelValues(d.Provider, method).Observe(took.Seconds())
 	calls.WithLabelValues(d.Provider, method, driver.CodeOf(err).String()).Inc()
-	cloudapi.DriverCall(d.Provider, mcmOperations[method], took, err)
+	cloudmetrics.DriverCall(d.Provider, mcmOperations[method], took, err)
 }
 
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (_ *driver.CreateMachineResponse, err error) {

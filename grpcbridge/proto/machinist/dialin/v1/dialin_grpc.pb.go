@@ -1,4 +1,4 @@
-// machinist.dialin.v1 is the seed's design done right: the controller listens (default :5000)
+// machinist.dialin.v1 is the 2018 grpc-driver design done right: the controller listens (default :5000)
 // and provider processes dial in. A provider holds one Register stream open for its lifetime;
 // the controller sends operations down it, multiplexed by operation id, and the provider answers
 // on the same stream. Operations name the MachineClass and Secret by reference; the provider

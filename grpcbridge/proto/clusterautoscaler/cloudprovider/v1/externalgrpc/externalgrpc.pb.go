@@ -1,9 +1,9 @@
 // Cluster Autoscaler's externalgrpc cloud-provider protocol, written for machinist so that it is
-// wire-compatible with every CA release from 1.29 to 1.36.
+// wire-compatible with every Cluster Autoscaler release from 1.29 to 1.36.
 //
-// Package, service, message names and field numbers are those of CA's
+// Package, service, message names and field numbers are those of Cluster Autoscaler's
 // cluster-autoscaler/cloudprovider/externalgrpc/protos/externalgrpc.proto (1.35+). On top of that,
-// the fields CA 1.25–1.34 used are declared at their old numbers with wire-compatible types:
+// the fields Cluster Autoscaler 1.25–1.34 used are declared at their old numbers with wire-compatible types:
 //   - Kubernetes objects (k8s.io.api.core.v1.Node/Pod messages) as `bytes`: a message field and a
 //     bytes field share the wire type and carry the same bytes ((*v1.Node).Marshal()).
 //   - meta.v1.Time as google.protobuf.Timestamp (same layout {seconds=1, nanos=2}).
@@ -414,13 +414,13 @@ type PricingNodePriceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Node for which the request is performed.
 	Node *ExternalGrpcNode `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	// Start and end time of the period, CA <= 1.34 (meta.v1.Time; same layout as Timestamp).
+	// Start and end time of the period, Cluster Autoscaler <= 1.34 (meta.v1.Time; same layout as Timestamp).
 	//
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=startTime,proto3" json:"startTime,omitempty"`
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=endTime,proto3" json:"endTime,omitempty"`
-	// Start and end time of the period, CA >= 1.34.2.
+	// Start and end time of the period, Cluster Autoscaler >= 1.34.2.
 	StartTimestamp *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=startTimestamp,proto3" json:"startTimestamp,omitempty"`
 	EndTimestamp   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=endTimestamp,proto3" json:"endTimestamp,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -541,19 +541,19 @@ func (x *PricingNodePriceResponse) GetPrice() float64 {
 
 type PricingPodPriceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Pod for which the request is performed, CA <= 1.34 (k8s.io.api.core.v1.Pod message bytes).
+	// Pod for which the request is performed, Cluster Autoscaler <= 1.34 (k8s.io.api.core.v1.Pod message bytes).
 	//
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	Pod []byte `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
-	// Start and end time of the period, CA <= 1.34.
+	// Start and end time of the period, Cluster Autoscaler <= 1.34.
 	//
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=startTime,proto3" json:"startTime,omitempty"`
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=endTime,proto3" json:"endTime,omitempty"`
-	// Pod for which the request is performed: (*v1.Pod).Marshal() bytes, CA >= 1.34.2.
+	// Pod for which the request is performed: (*v1.Pod).Marshal() bytes, Cluster Autoscaler >= 1.34.2.
 	PodBytes []byte `protobuf:"bytes,4,opt,name=pod_bytes,json=podBytes,proto3" json:"pod_bytes,omitempty"`
-	// Start and end time of the period, CA >= 1.34.2.
+	// Start and end time of the period, Cluster Autoscaler >= 1.34.2.
 	StartTimestamp *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=startTimestamp,proto3" json:"startTimestamp,omitempty"`
 	EndTimestamp   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=endTimestamp,proto3" json:"endTimestamp,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -799,7 +799,7 @@ func (*GetAvailableGPUTypesRequest) Descriptor() ([]byte, []int) {
 
 type GetAvailableGPUTypesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// GPU types passed in as opaque key-value pairs; CA uses only the keys.
+	// GPU types passed in as opaque key-value pairs; Cluster Autoscaler uses only the keys.
 	GpuTypes      map[string]*anypb.Any `protobuf:"bytes,1,rep,name=gpuTypes,proto3" json:"gpuTypes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1656,11 +1656,11 @@ func (x *NodeGroupTemplateNodeInfoRequest) GetId() string {
 
 type NodeGroupTemplateNodeInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The template node, CA <= 1.34.5 (k8s.io.api.core.v1.Node message, same bytes as nodeBytes).
+	// The template node, Cluster Autoscaler <= 1.34.5 (k8s.io.api.core.v1.Node message, same bytes as nodeBytes).
 	//
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	NodeInfo []byte `protobuf:"bytes,1,opt,name=nodeInfo,proto3" json:"nodeInfo,omitempty"`
-	// The template node: (*v1.Node).Marshal() bytes, CA >= 1.34.2.
+	// The template node: (*v1.Node).Marshal() bytes, Cluster Autoscaler >= 1.34.2.
 	NodeBytes     []byte `protobuf:"bytes,2,opt,name=nodeBytes,proto3" json:"nodeBytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1764,7 +1764,7 @@ type NodeGroupAutoscalingOptions struct {
 	// ScaleDownGpuUtilizationThreshold sets threshold for gpu nodes to be considered for scale
 	// down if gpu utilization is over threshold.
 	ScaleDownGpuUtilizationThreshold float64 `protobuf:"fixed64,2,opt,name=scaleDownGpuUtilizationThreshold,proto3" json:"scaleDownGpuUtilizationThreshold,omitempty"`
-	// Durations as CA <= 1.34.5 sends and reads them (meta.v1.Duration, nanoseconds).
+	// Durations as Cluster Autoscaler <= 1.34.5 sends and reads them (meta.v1.Duration, nanoseconds).
 	//
 	// Deprecated: Marked as deprecated in clusterautoscaler/cloudprovider/v1/externalgrpc/externalgrpc.proto.
 	ScaleDownUnneededTime *LegacyDuration `protobuf:"bytes,3,opt,name=scaleDownUnneededTime,proto3" json:"scaleDownUnneededTime,omitempty"`
@@ -1778,13 +1778,13 @@ type NodeGroupAutoscalingOptions struct {
 	// IgnoreDaemonSetsUtilization sets if daemonsets utilization should be considered during
 	// node scale-down.
 	IgnoreDaemonSetsUtilization bool `protobuf:"varint,7,opt,name=ignoreDaemonSetsUtilization,proto3" json:"ignoreDaemonSetsUtilization,omitempty"`
-	// ScaleDownUnneededDuration sets the duration CA expects a node to be unneeded/eligible for
+	// ScaleDownUnneededDuration sets the duration Cluster Autoscaler expects a node to be unneeded/eligible for
 	// removal before scaling down the node.
 	ScaleDownUnneededDuration *durationpb.Duration `protobuf:"bytes,8,opt,name=scaleDownUnneededDuration,proto3" json:"scaleDownUnneededDuration,omitempty"`
-	// ScaleDownUnreadyDuration sets the duration CA expects an unready node to be
+	// ScaleDownUnreadyDuration sets the duration Cluster Autoscaler expects an unready node to be
 	// unneeded/eligible for removal before scaling down the node.
 	ScaleDownUnreadyDuration *durationpb.Duration `protobuf:"bytes,9,opt,name=scaleDownUnreadyDuration,proto3" json:"scaleDownUnreadyDuration,omitempty"`
-	// MaxNodeProvisionDuration sets the maximum time CA waits for a node to be provisioned.
+	// MaxNodeProvisionDuration sets the maximum time Cluster Autoscaler waits for a node to be provisioned.
 	MaxNodeProvisionDuration *durationpb.Duration `protobuf:"bytes,10,opt,name=MaxNodeProvisionDuration,proto3" json:"MaxNodeProvisionDuration,omitempty"`
 	unknownFields            protoimpl.UnknownFields
 	sizeCache                protoimpl.SizeCache

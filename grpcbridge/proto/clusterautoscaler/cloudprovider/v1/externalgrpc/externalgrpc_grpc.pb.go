@@ -1,9 +1,9 @@
 // Cluster Autoscaler's externalgrpc cloud-provider protocol, written for machinist so that it is
-// wire-compatible with every CA release from 1.29 to 1.36.
+// wire-compatible with every Cluster Autoscaler release from 1.29 to 1.36.
 //
-// Package, service, message names and field numbers are those of CA's
+// Package, service, message names and field numbers are those of Cluster Autoscaler's
 // cluster-autoscaler/cloudprovider/externalgrpc/protos/externalgrpc.proto (1.35+). On top of that,
-// the fields CA 1.25–1.34 used are declared at their old numbers with wire-compatible types:
+// the fields Cluster Autoscaler 1.25–1.34 used are declared at their old numbers with wire-compatible types:
 //   - Kubernetes objects (k8s.io.api.core.v1.Node/Pod messages) as `bytes`: a message field and a
 //     bytes field share the wire type and carry the same bytes ((*v1.Node).Marshal()).
 //   - meta.v1.Time as google.protobuf.Timestamp (same layout {seconds=1, nanos=2}).

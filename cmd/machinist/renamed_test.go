@@ -1,0 +1,143 @@
+//go:build !slim
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/machinist-io/machinist/core/controller/manager"
+)
+
+// renamedCases are every renamed flag with the command that has it: old names must keep working
+// for one release.
+type renamedCase struct {
+	cmd     func() *cli.Command
+	path    []string // command and subcommand names
+	extra   []string // flags the command requires
+	renames []renamed
+}
+
+func renamedCases() []renamedCase {
+	return []renamedCase{
+		{runCommand, []string{"run"}, nil, runRenamed},
+		{func() *cli.Command { return halfCommand(manager.CoreHalf) }, []string{"machine-controller-manager"}, nil, runRenamed},
+		{func() *cli.Command { return halfCommand(manager.ProviderHalf) }, []string{"machine-controller"}, nil, runRenamed},
+		{autoscalerCommand, []string{"autoscaler"}, nil, autoscalerRenamed},
+		{serveCommand, []string{"serve"}, []string{"--listen=unix:///tmp/x.sock"}, []renamed{targetRenamed}},
+		{connectCommand, []string{"connect"}, nil, []renamed{targetRenamed}},
+		{driverCommand, []string{"driver", "list"}, nil, []renamed{targetRenamed}},
+	}
+}
+
+// capture runs cmd with args, its action replaced by one that records the flags' values.
+func capture(t *testing.T, cmd *cli.Command, path []string, args ...string) (map[string]string, error) {
+	t.Helper()
+	got := map[string]string{}
+	record := func(c *cli.Context) error {
+		for _, f := range c.Command.Flags {
+			if n := f.Names()[0]; c.IsSet(n) {
+				got[n] = fmt.Sprint(c.Value(n))
+			}
+		}
+		return nil
+	}
+	leafOf(cmd, path).Action = record
+	app := &cli.App{Name: "machinist", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard,
+		ExitErrHandler: func(*cli.Context, error) {}}
+	err := app.Run(append(append([]string{"machinist"}, path...), args...))
+	return got, err
+}
+
+func flagArg(name, value string) string {
+	if value == "true" {
+		return "--" + name
+	}
+	return "--" + name + "=" + value
+}
+
+// TestRenamedFlags: each old name is accepted, gives its value to the new name, is hidden from
+// the help, is logged once as deprecated, conflicts with a different value under the new name,
+// and is documented in README.md.
+func TestRenamedFlags(t *testing.T) {
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range renamedCases() {
+		for _, r := range tc.renames {
+			name := strings.Join(tc.path, " ") + " --" + r.old
+			t.Run(name, func(t *testing.T) {
+				warnedRenamed.Clear()
+				logs.Reset()
+				value := "/tmp/x"
+				if _, isBool := flagNamed(leafOf(tc.cmd(), tc.path).Flags, r.new).(*cli.BoolFlag); isBool {
+					value = "true"
+				}
+				for range 2 {
+					got, err := capture(t, tc.cmd(), tc.path, append([]string{flagArg(r.old, value)}, tc.extra...)...)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if got[r.new] != value {
+						t.Fatalf("%s %s: --%s = %q, want %q", name, value, r.new, got[r.new], value)
+					}
+				}
+				if n := strings.Count(logs.String(), "flag --"+r.old+" is deprecated"); n != 1 {
+					t.Errorf("deprecation logged %d times, want once:\n%s", n, logs.String())
+				}
+				if value != "true" {
+					_, err := capture(t, tc.cmd(), tc.path, append([]string{flagArg(r.old, value), flagArg(r.new, "/tmp/other")}, tc.extra...)...)
+					if err == nil || !strings.Contains(err.Error(), "keep --"+r.new+" only") {
+						t.Errorf("both names with different values: %v, want an error", err)
+					}
+					if _, err := capture(t, tc.cmd(), tc.path, append([]string{flagArg(r.old, value), flagArg(r.new, value)}, tc.extra...)...); err != nil {
+						t.Errorf("both names with the same value: %v", err)
+					}
+				}
+				if f := flagNamed(leafOf(tc.cmd(), tc.path).Flags, r.old); f == nil {
+					t.Errorf("--%s is not a flag of %s", r.old, name)
+				} else if v, ok := f.(cli.VisibleFlag); !ok || v.IsVisible() {
+					t.Errorf("--%s is shown in the help", r.old)
+				}
+				if !strings.Contains(string(readme), "`--"+r.old+"` | `--"+r.new+"`") {
+					t.Errorf("README.md's renamed flags do not list `--%s` | `--%s`", r.old, r.new)
+				}
+			})
+		}
+	}
+}
+
+// TestRenamedFlagWinsOverTheNewNamesEnvironment: an old name on the command line wins over the
+// new name's environment variable, as the old name did when it was the flag.
+func TestRenamedFlagWinsOverTheNewNamesEnvironment(t *testing.T) {
+	t.Setenv("CONTROL_KUBECONFIG", "/from/env")
+	got, err := capture(t, autoscalerCommand(), []string{"autoscaler"}, "--kubeconfig=/from/flag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["control-kubeconfig"] != "/from/flag" {
+		t.Fatalf("--control-kubeconfig = %q, want the old flag's /from/flag", got["control-kubeconfig"])
+	}
+}
+
+func leafOf(cmd *cli.Command, path []string) *cli.Command {
+	for _, name := range path[1:] {
+		for _, sub := range cmd.Subcommands {
+			if sub.Name == name {
+				cmd = sub
+			}
+		}
+	}
+	return cmd
+}

@@ -1,0 +1,64 @@
+package safety
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// TestSetHistory: what the overshoot check takes for new machines and which limit it applies.
+func TestSetHistory(t *testing.T) {
+	started := time.Date(2026, 1, 1, 12, 0, 0, 600_000_000, time.UTC)
+	machine := func(uid string, created time.Time) v1alpha1.Machine {
+		return v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{UID: types.UID(uid), CreationTimestamp: metav1.NewTime(created.Truncate(time.Second))}}
+	}
+	old := func(n int) []v1alpha1.Machine {
+		var out []v1alpha1.Machine
+		for i := range n {
+			out = append(out, machine(fmt.Sprintf("old-%d", i), started.Add(-time.Hour)))
+		}
+		return out
+	}
+	window := time.Minute
+	h := &setHistory{seen: map[types.UID]uint64{}}
+
+	// First check: machines from before the start are not new; one created in the second the
+	// controller started is (creation times are whole seconds).
+	ms := append(old(300), machine("racer-1", started.Add(-500*time.Millisecond)))
+	now := started.Add(time.Second)
+	if n, limit := h.observe(ms, 302, now, started, window); n != 1 || limit != 302 {
+		t.Fatalf("first check: %d new, limit %d; want 1, 302", n, limit)
+	}
+	// Replicas lowered to 0: the limit stays 302 for the window, and nothing is new.
+	now = now.Add(10 * time.Second)
+	if n, limit := h.observe(ms, 3, now, started, window); n != 0 || limit != 302 {
+		t.Fatalf("lowered: %d new, limit %d; want 0, 302", n, limit)
+	}
+	// After the window the lowered limit applies; machines going away are not new.
+	now = now.Add(window)
+	ms = ms[100:]
+	if n, limit := h.observe(ms, 3, now, started, window); n != 0 || limit != 3 {
+		t.Fatalf("after the window: %d new, limit %d; want 0, 3", n, limit)
+	}
+	if len(h.seen) != len(ms) {
+		t.Fatalf("history keeps %d machines, the set has %d", len(h.seen), len(ms))
+	}
+	// Two created since: new, whatever else went meanwhile.
+	ms = append(ms[50:], machine("racer-2", now), machine("racer-3", now))
+	now = now.Add(time.Second)
+	if n, _ := h.observe(ms, 3, now, started, window); n != 2 {
+		t.Fatalf("%d new; want 2", n)
+	}
+	if n, _ := h.observe(ms, 3, now.Add(time.Second), started, window); n != 0 {
+		t.Fatalf("%d new at an unchanged set; want 0", n)
+	}
+	// A raised limit applies at once.
+	if _, limit := h.observe(ms, 500, now.Add(2*time.Second), started, window); limit != 500 {
+		t.Fatalf("raised limit %d; want 500", limit)
+	}
+}

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package controlplane
-
-import "syscall"
-
-// sysProcAttr returns no special attributes outside Linux; children are stopped by Stop.
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }

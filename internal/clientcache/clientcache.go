@@ -1,0 +1,60 @@
+// Package clientcache keeps the SDK clients of the most recently used credential sets, for the
+// cloud providers: a client (with its token cache and connections) is built once per credential
+// set and reused by every call with the same secret, and the least recently used ones age out,
+// so rotated secrets get fresh clients. It is an LRU of k8s.io/utils/lru keyed by a hash of the
+// credentials (never the credentials themselves).
+package clientcache
+
+import (
+	"sync"
+
+	"k8s.io/utils/lru"
+)
+
+// Cache maps credential keys to clients of type V. It is safe for concurrent use.
+type Cache[V any] struct {
+	mu  sync.Mutex // makes get-or-add one step
+	lru *lru.Cache // key -> *entry[V]
+}
+
+// entry builds its value once; callers of the same key wait for that build.
+type entry[V any] struct {
+	mu    sync.Mutex
+	built bool
+	v     V
+}
+
+// New returns a cache that keeps the clients of at most size credential sets.
+func New[V any](size int) *Cache[V] {
+	return &Cache[V]{lru: lru.New(size)}
+}
+
+// Get returns the client of key, building it with build on first use. Concurrent callers of one
+// key share one build (the others wait for it); callers of other keys do not wait. A failed build
+// is not kept: the next Get builds again.
+func (c *Cache[V]) Get(key string, build func() (V, error)) (V, error) {
+	c.mu.Lock()
+	var e *entry[V]
+	if v, ok := c.lru.Get(key); ok {
+		e = v.(*entry[V])
+	} else {
+		e = &entry[V]{}
+		c.lru.Add(key, e)
+	}
+	c.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.built {
+		v, err := build()
+		if err != nil {
+			var zero V
+			return zero, err
+		}
+		e.v, e.built = v, true
+	}
+	return e.v, nil
+}
+
+// Len returns the number of credential sets kept.
+func (c *Cache[V]) Len() int { return c.lru.Len() }

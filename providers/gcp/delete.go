@@ -1,0 +1,72 @@
+package gcp
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// DeleteMachine deletes the machine's instance (found by its ProviderID, else by the machine's
+// name in the class's zone) and waits for the operation; the disks go with it unless their
+// autoDelete is false. An instance that does not exist is success.
+func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	if err != nil {
+		return nil, err
+	}
+	if req.Machine == nil || req.Machine.Name == "" {
+		return nil, driver.Error(driver.InvalidArgument, "gcp: the request carries no machine name")
+	}
+	zone := spec.Zone
+	name, err := instanceName(req.Machine)
+	if _, z, n, ok := parseProviderID(req.Machine.Spec.ProviderID); ok {
+		zone, name, err = z, n, nil
+	}
+	if err != nil {
+		// CreateMachine refuses such names, so no instance of it can exist.
+		d.log.Info("gcp: machine name cannot name an instance; nothing to delete", "machine", req.Machine.Name)
+		return &driver.DeleteMachineResponse{}, nil
+	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
+	log := d.log.With("machine", name, "zone", zone)
+	in, err := cs.getInstance(ctx, zone, name)
+	if isNotFound(err) {
+		log.Info("gcp: no instance; nothing to delete")
+		return &driver.DeleteMachineResponse{}, nil
+	}
+	if err != nil {
+		return nil, statusOf("get instance "+name, err)
+	}
+	if foreignCluster(spec, in) {
+		return nil, driver.Errorf(driver.FailedPrecondition, "gcp: instance %q in %s carries another cluster's tag; not deleting it: check the MachineClass's zone and tags", name, zone)
+	}
+	if in.DeletionProtection {
+		return nil, driver.Errorf(driver.FailedPrecondition, "gcp: instance %q in %s has deletion protection: turn it off (gcloud compute instances update %s --zone %s --no-deletion-protection) and the machine is deleted", name, zone, name, zone)
+	}
+	log.Info("gcp: deleting instance")
+	if err := d.deleteInstance(ctx, cs, zone, name); err != nil {
+		return nil, statusOf(fmt.Sprintf("delete instance %s in %s", name, zone), err)
+	}
+	for _, disk := range in.Disks {
+		if !disk.AutoDelete && disk.Type == "PERSISTENT" {
+			log.Info("gcp: kept a disk of the instance: its autoDelete is false", "disk", lastSegment(disk.Source))
+		}
+	}
+	log.Info("gcp: deleted instance")
+	return &driver.DeleteMachineResponse{}, nil
+}
+
+// deleteInstance deletes an instance and awaits the operation; one that is already gone is
+// success.
+func (d *Driver) deleteInstance(ctx context.Context, cs *clientSet, zone, name string) error {
+	op, err := cs.deleteInstance(ctx, zone, name)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return d.await(ctx, cs, zone, op)
+}

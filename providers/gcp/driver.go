@@ -1,0 +1,130 @@
+// Package gcp is machinist's Google Cloud provider: it creates each machine as a Compute Engine
+// instance (with its disks, made with it) through Google's Compute Engine Go client
+// (google.golang.org/api/compute/v1, the client Gardener's provider uses) and authenticates with
+// golang.org/x/oauth2 (a service account key, or workload identity).
+//
+// The provider spec and secret are Gardener's, so existing GCP MachineClasses work unchanged;
+// README.md lists the fields, secret keys, tags and the IAM roles the service account needs.
+package gcp
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
+)
+
+// Name is the provider's name; MachineClass.provider "GCP" selects it.
+const Name = "gcp"
+
+// Options tune the driver. The zero value talks to Google's Compute Engine.
+type Options struct {
+	// HTTPTransport carries the requests (the Compute API's and the token endpoints'); nil uses
+	// a clone of http.DefaultTransport trusting the secret's caCert when it has one.
+	HTTPTransport http.RoundTripper
+	// PollInterval is the pause between two waits on an operation (each wait is held by
+	// Compute Engine until the operation is done or about two minutes pass); default 1s.
+	PollInterval time.Duration
+	// Retry paces the retries of rate-limited (rateLimitExceeded, 429) and failed (5xx)
+	// requests; the zero value is 1s doubling to at most 30s, 5 retries.
+	Retry wait.Backoff
+	// OperationTimeout bounds a call whose context has no deadline; default 20 minutes.
+	OperationTimeout time.Duration
+	// CleanupTimeout bounds the removal of what a failed create made, which runs even when the
+	// caller's context is done; default 5 minutes.
+	CleanupTimeout time.Duration
+	// TokenTimeout bounds one access token request; default 30s.
+	TokenTimeout time.Duration
+	// WorkloadIdentityTokenFile is the only file workload identity credentials may name as
+	// their token's source; default Gardener's /var/run/secrets/gardener.cloud/workload-identity/token.
+	WorkloadIdentityTokenFile string
+	// MaxClientSets is how many credential sets keep their clients; default 32.
+	MaxClientSets int
+	// Clock paces retries; nil is the real clock.
+	Clock clock.Clock
+	// Log receives progress; nil uses slog.Default(). Secrets are never logged.
+	Log *slog.Logger
+	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
+	// does, or driver.Strict.
+	SpecMode driver.SpecMode
+}
+
+// Driver manages Compute Engine instances. It is safe for concurrent use.
+type Driver struct {
+	driver.UnimplementedDriver // InitializeMachine: nothing to do after create on GCP
+
+	opts  Options
+	log   *slog.Logger
+	cache *clientCache
+}
+
+// New returns a GCP driver. It does not contact Google: credentials arrive with each request.
+func New(opts Options) *Driver {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.Retry.Steps <= 0 {
+		opts.Retry = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 5, Cap: 30 * time.Second}
+	}
+	if opts.Retry.Cap <= 0 {
+		opts.Retry.Cap = 30 * time.Second
+	}
+	if opts.OperationTimeout <= 0 {
+		opts.OperationTimeout = 20 * time.Minute
+	}
+	if opts.CleanupTimeout <= 0 {
+		opts.CleanupTimeout = 5 * time.Minute
+	}
+	if opts.TokenTimeout <= 0 {
+		opts.TokenTimeout = defaultTokenTimeout
+	}
+	if opts.WorkloadIdentityTokenFile == "" {
+		opts.WorkloadIdentityTokenFile = DefaultWorkloadIdentityTokenFile
+	}
+	if opts.MaxClientSets <= 0 {
+		opts.MaxClientSets = 32
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Driver{opts: opts, log: log.With("provider", Name), cache: newClientCache(opts.MaxClientSets)}
+}
+
+// prepare decodes the class and secret and returns the spec and the credential set's client.
+func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret) (*ProviderSpec, *clientSet, error) {
+	spec, _, err := decodeSpec(class, d.opts.SpecMode)
+	if err != nil {
+		return nil, nil, err
+	}
+	creds, err := credentialsFrom(secret, d.opts.WorkloadIdentityTokenFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := d.clients(creds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return spec, cs, nil
+}
+
+// bound gives ctx the operation timeout when it has no deadline, so no operation is awaited
+// forever.
+func (d *Driver) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d.opts.OperationTimeout)
+}
+
+var _ driver.Driver = (*Driver)(nil)

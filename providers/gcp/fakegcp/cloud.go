@@ -1,0 +1,386 @@
+// Package fakegcp is a stateful fake of Google Compute Engine for tests and `machinist fakecloud
+// gcp`: it serves the REST paths the Compute Engine Go client (google.golang.org/api/compute/v1)
+// calls, over HTTPS on loopback, and the OAuth 2.0 token endpoints the real golang.org/x/oauth2
+// flows call (a service account's JWT bearer grant, workload identity's STS token exchange and
+// service account impersonation).
+//
+// It keeps instances, their disks and zonal operations that finish after a delay, and serves
+// images (by name and family), networks, subnetworks and machine types, list filters (the
+// Compute API's `(field = "value")` expressions) and pagination (maxResults, pageToken). Inserts
+// are checked the way Compute Engine checks them (machine type, image, disk type, network,
+// subnetwork, accelerator and labels), vCPU quotas are counted per region, and fault switches
+// make requests or operations fail: stockouts (ZONE_RESOURCE_POOL_EXHAUSTED), quota
+// (QUOTA_EXCEEDED), rate limits (rateLimitExceeded), 5xx, slow operations and denied
+// permissions. Every request is recorded with its time.
+package fakegcp
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	compute "google.golang.org/api/compute/v1"
+	"k8s.io/utils/clock"
+)
+
+// DefaultProject is the project New serves.
+const DefaultProject = "machinist-fake"
+
+// Cloud is the fake's state. It is safe for concurrent use.
+type Cloud struct {
+	mu    sync.Mutex
+	clock clock.Clock
+
+	project string
+	// zones by region; a zone named in a request must be one of them.
+	zones        map[string]string // zone -> region
+	machineTypes map[string]int    // machine type -> vCPUs, offered in every zone
+	diskTypes    map[string]bool
+	accelerators map[string]bool
+	images       map[string]*compute.Image      // "<project>/<name>"
+	networks     map[string]*compute.Network    // name
+	subnetworks  map[string]*compute.Subnetwork // "<region>/<name>"
+	cpuQuota     map[string]int                 // region -> vCPUs; absent = unlimited
+
+	instances  map[string]*compute.Instance // "<zone>/<name>"
+	disks      map[string]*compute.Disk     // "<zone>/<name>"
+	operations map[string]*operation        // "<zone>/<name>"
+	requestIDs map[string]string            // requestId -> operation key
+
+	accounts map[string]*rsa.PublicKey // service account email -> key
+	subjects map[string]string         // workload identity subject token -> principal
+	tokens   map[string]string         // access token -> principal
+
+	faults   []*faultState
+	opDelay  time.Duration
+	waitMax  time.Duration
+	pageSize int
+	nextID   uint64
+	nextIP   int
+
+	requests []Request
+}
+
+// New returns a fake with one project (DefaultProject), the regions europe-west1 (zones b, c, d)
+// and us-central1 (zones a, b, c), common machine, disk and accelerator types, and nothing else.
+// Operations finish after 20 ms; SetOperationDelay changes that.
+func New() *Cloud { return NewWithClock(clock.RealClock{}) }
+
+// NewWithClock is New with the clock that times operations and throttling.
+func NewWithClock(clk clock.Clock) *Cloud {
+	c := &Cloud{
+		clock:   clk,
+		project: DefaultProject,
+		zones:   map[string]string{},
+		machineTypes: map[string]int{
+			"e2-micro": 2, "e2-small": 2, "e2-medium": 2, "e2-standard-2": 2, "e2-standard-4": 4,
+			"n1-standard-1": 1, "n1-standard-2": 2, "n1-standard-4": 4, "n1-standard-8": 8,
+			"n2-standard-2": 2, "n2-standard-4": 4, "n2-standard-8": 8, "n2-standard-16": 16,
+			"c3-standard-4": 4, "a2-highgpu-1g": 12,
+		},
+		diskTypes: map[string]bool{
+			"pd-standard": true, "pd-balanced": true, "pd-ssd": true, "pd-extreme": true,
+			"hyperdisk-balanced": true, "hyperdisk-throughput": true, "hyperdisk-extreme": true, "local-ssd": true,
+		},
+		accelerators: map[string]bool{"nvidia-tesla-t4": true, "nvidia-l4": true, "nvidia-tesla-a100": true},
+		images:       map[string]*compute.Image{},
+		networks:     map[string]*compute.Network{},
+		subnetworks:  map[string]*compute.Subnetwork{},
+		cpuQuota:     map[string]int{},
+		instances:    map[string]*compute.Instance{},
+		disks:        map[string]*compute.Disk{},
+		operations:   map[string]*operation{},
+		requestIDs:   map[string]string{},
+		accounts:     map[string]*rsa.PublicKey{},
+		subjects:     map[string]string{},
+		tokens:       map[string]string{},
+		opDelay:      20 * time.Millisecond,
+		waitMax:      30 * time.Second,
+		pageSize:     500,
+	}
+	for region, zones := range map[string][]string{"europe-west1": {"b", "c", "d"}, "us-central1": {"a", "b", "c"}} {
+		for _, z := range zones {
+			c.zones[region+"-"+z] = region
+		}
+	}
+	return c
+}
+
+// Project is the project the fake serves.
+func (c *Cloud) Project() string { return c.project }
+
+// AddServiceAccount creates a service account with a fresh key and returns its JSON key file,
+// as `gcloud iam service-accounts keys create` writes it; tokenURI is the token endpoint the
+// file names (Server.TokenURL).
+func (c *Cloud) AddServiceAccount(email, tokenURI string) []byte {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(fmt.Sprintf("fakegcp: generate a service account key: %v", err))
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		panic(fmt.Sprintf("fakegcp: encode a service account key: %v", err))
+	}
+	var id [20]byte
+	_, _ = rand.Read(id[:])
+	c.mu.Lock()
+	c.accounts[email] = &key.PublicKey
+	c.mu.Unlock()
+	out, _ := json.MarshalIndent(map[string]string{
+		"type":                        "service_account",
+		"project_id":                  c.project,
+		"private_key_id":              hex.EncodeToString(id[:]),
+		"private_key":                 string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email":                email,
+		"client_id":                   "1000000000000000000" + fmt.Sprint(len(c.accounts)),
+		"auth_uri":                    "https://accounts.google.com/o/oauth2/auth",
+		"token_uri":                   tokenURI,
+		"auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
+		"client_x509_cert_url":        "https://www.googleapis.com/robot/v1/metadata/x509/" + email,
+		"universe_domain":             "googleapis.com",
+	}, "", "  ")
+	return out
+}
+
+// RemoveServiceAccount deletes a service account: its key no longer gets tokens, and the
+// tokens it got stop working.
+func (c *Cloud) RemoveServiceAccount(email string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.accounts, email)
+	for tok, p := range c.tokens {
+		if p == email {
+			delete(c.tokens, tok)
+		}
+	}
+}
+
+// AddWorkloadIdentity makes the STS endpoint exchange subjectToken (a projected service account
+// token) for an access token of principal.
+func (c *Cloud) AddWorkloadIdentity(subjectToken, principal string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subjects[subjectToken] = principal
+}
+
+// RevokeTokens invalidates every access token issued so far.
+func (c *Cloud) RevokeTokens() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tokens = map[string]string{}
+}
+
+// AddImage adds an image of project (a public image project such as "debian-cloud", or the
+// fake's own) in family ("" for none).
+func (c *Cloud) AddImage(project, name, family string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.images[project+"/"+name] = &compute.Image{
+		Kind: "compute#image", Id: c.newIDLocked(), Name: name, Family: family, Status: "READY", DiskSizeGb: 10,
+		CreationTimestamp: c.timestamp(), SelfLink: c.link("projects/%s/global/images/%s", project, name),
+	}
+}
+
+// AddNetwork adds a VPC network of the fake's project.
+func (c *Cloud) AddNetwork(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.networks[name] = &compute.Network{
+		Kind: "compute#network", Id: c.newIDLocked(), Name: name, CreationTimestamp: c.timestamp(),
+		SelfLink: c.link("projects/%s/global/networks/%s", c.project, name),
+	}
+}
+
+// AddSubnetwork adds a subnetwork of network in region with the primary range cidr and the
+// named secondary ranges (name -> CIDR).
+func (c *Cloud) AddSubnetwork(region, network, name, cidr string, secondary map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := &compute.Subnetwork{
+		Kind: "compute#subnetwork", Id: c.newIDLocked(), Name: name, Region: c.link("projects/%s/regions/%s", c.project, region),
+		Network: c.link("projects/%s/global/networks/%s", c.project, network), IpCidrRange: cidr, StackType: "IPV4_ONLY",
+		CreationTimestamp: c.timestamp(), SelfLink: c.link("projects/%s/regions/%s/subnetworks/%s", c.project, region, name),
+	}
+	for _, n := range sortedKeys(secondary) {
+		s.SecondaryIpRanges = append(s.SecondaryIpRanges, &compute.SubnetworkSecondaryRange{RangeName: n, IpCidrRange: secondary[n]})
+	}
+	c.subnetworks[region+"/"+name] = s
+}
+
+// SetCPUQuota limits the vCPUs of the instances of region (the CPUS quota); cpus < 0 removes the
+// limit.
+func (c *Cloud) SetCPUQuota(region string, cpus int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cpus < 0 {
+		delete(c.cpuQuota, region)
+		return
+	}
+	c.cpuQuota[region] = cpus
+}
+
+// SetOperationDelay sets how long operations take from insert or delete to DONE.
+func (c *Cloud) SetOperationDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opDelay = d
+}
+
+// SetWaitTimeout bounds how long zoneOperations.wait holds a request for an operation that is
+// not done (Compute Engine holds it about two minutes); default 30s.
+func (c *Cloud) SetWaitTimeout(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waitMax = d
+}
+
+// SetPageSize sets the largest page a list answers (Compute Engine's default and maximum is
+// 500); a request's smaller maxResults wins.
+func (c *Cloud) SetPageSize(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pageSize = n
+}
+
+// Instances returns copies of every instance, sorted by zone and name, operations that are due
+// applied first.
+func (c *Cloud) Instances() []*compute.Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settleLocked()
+	out := make([]*compute.Instance, 0, len(c.instances))
+	for _, k := range sortedKeys(c.instances) {
+		out = append(out, cloneJSON(c.instances[k]))
+	}
+	return out
+}
+
+// Instance returns a copy of an instance.
+func (c *Cloud) Instance(zone, name string) (*compute.Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settleLocked()
+	in, ok := c.instances[zone+"/"+name]
+	if !ok {
+		return nil, false
+	}
+	return cloneJSON(in), true
+}
+
+// Disks returns copies of every disk, sorted by zone and name.
+func (c *Cloud) Disks() []*compute.Disk {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settleLocked()
+	out := make([]*compute.Disk, 0, len(c.disks))
+	for _, k := range sortedKeys(c.disks) {
+		out = append(out, cloneJSON(c.disks[k]))
+	}
+	return out
+}
+
+// PutInstance stores an instance as it is (in zone), for tests that start from an existing
+// one; its disks are not made.
+func (c *Cloud) PutInstance(zone string, in *compute.Instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in = cloneJSON(in)
+	in.Kind = "compute#instance"
+	in.Zone = c.link("projects/%s/zones/%s", c.project, zone)
+	in.SelfLink = c.link("projects/%s/zones/%s/instances/%s", c.project, zone, in.Name)
+	if in.Id == 0 {
+		in.Id = c.newIDLocked()
+	}
+	if in.Status == "" {
+		in.Status = "RUNNING"
+	}
+	c.instances[zone+"/"+in.Name] = in
+}
+
+// Settle waits until no operation is pending, applying each as it finishes: what the cloud
+// holds afterwards is what stays.
+func (c *Cloud) Settle() {
+	for {
+		c.mu.Lock()
+		c.settleLocked()
+		var next time.Time
+		for _, op := range c.operations {
+			if op.Status != "DONE" && (next.IsZero() || op.doneAt.Before(next)) {
+				next = op.doneAt
+			}
+		}
+		c.mu.Unlock()
+		if next.IsZero() {
+			return
+		}
+		<-c.clock.After(next.Sub(c.clock.Now()))
+	}
+}
+
+// State is what the fake holds, for `machinist fakecloud gcp --state` and GET /.fakecloud/state.
+type State struct {
+	Project    string              `json:"project"`
+	Instances  []*compute.Instance `json:"instances"`
+	Disks      []*compute.Disk     `json:"disks"`
+	Operations int                 `json:"operations"`
+	Requests   int                 `json:"requests"`
+}
+
+// State returns what the fake holds.
+func (c *Cloud) State() State {
+	in, d := c.Instances(), c.Disks()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return State{Project: c.project, Instances: in, Disks: d, Operations: len(c.operations), Requests: len(c.requests)}
+}
+
+func (c *Cloud) newIDLocked() uint64 {
+	c.nextID++
+	return 1_000_000_000_000 + c.nextID
+}
+
+func (c *Cloud) timestamp() string { return c.clock.Now().UTC().Format(time.RFC3339Nano) }
+
+// link is the selfLink of a resource path, on Compute Engine's public endpoint as the real API
+// writes it.
+func (c *Cloud) link(format string, args ...any) string {
+	return "https://www.googleapis.com/compute/v1/" + fmt.Sprintf(format, args...)
+}
+
+func sortedKeys[T any](m map[string]T) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// cloneJSON deep-copies a Compute type through its JSON form.
+func cloneJSON[T any](v *T) *T {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// lastSegment is the part of a URL or path after the last '/'.
+func lastSegment(s string) string {
+	if i := strings.LastIndex(s, "/"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}

@@ -1,0 +1,89 @@
+package local
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// A machine recorded without a target of its own (record.Target "") joins the target cluster of
+// the process that hosts its state dir. A host without a target cluster (a `machinist driver`
+// from a shell, a lister, `--target-kubeconfig none`) runs no agent for it: its node gets no
+// heartbeat and turns Unknown where a node lifecycle controller watches. Such a host therefore
+// hands the state dir over when a process with a target cluster wants it: that process, finding
+// the lock taken, keeps <state dir>/host.wanted fresh, and the host steps down at its next sync
+// and stays off the lock while the file is fresh. This matters when the host restarts (a
+// provider child killed and started again): any other opener of the state dir may take the lock
+// in between.
+
+// hostWantedFile is refreshed once a sync by a process with a target cluster waiting for the
+// host lock.
+const hostWantedFile = "host.wanted"
+
+// wantFresh is how long host.wanted counts after its last refresh: a few syncs, so a waiting
+// process that exited stops counting soon.
+const wantFresh = 5 * time.Second
+
+func (d *Driver) wantedPath() string { return filepath.Join(d.stateDir, hostWantedFile) }
+
+// wantHost records that this process, which has a target cluster, waits for the host lock.
+func (d *Driver) wantHost() {
+	path := d.wantedPath()
+	now := time.Now()
+	if err := os.Chtimes(path, now, now); errors.Is(err, fs.ErrNotExist) {
+		err = os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+		if err != nil {
+			d.log.Warn("local: record that this process waits to host the node agents", "error", err)
+		}
+	}
+}
+
+// dropWant removes host.wanted once this process hosts.
+func (d *Driver) dropWant() {
+	if err := os.Remove(d.wantedPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Warn("local: remove "+hostWantedFile, "error", err)
+	}
+}
+
+// hostWanted reports whether a process with a target cluster is waiting for the host lock.
+func (d *Driver) hostWanted() bool {
+	fi, err := os.Stat(d.wantedPath())
+	return err == nil && time.Since(fi.ModTime()) < wantFresh
+}
+
+// cannotServe reports whether this host has a machine whose node it cannot run: one that joins
+// the process's target cluster, in a process without one.
+func (d *Driver) cannotServe() bool {
+	if d.target != nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.agents {
+		if a.cluster == nil && a.rec.Target == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// stepDown stops hosting: the agents stop (their nodes stay as they are; the next host adopts
+// them) and the lock is released.
+func (d *Driver) stepDown() {
+	d.mu.Lock()
+	agents := d.agents
+	d.agents = map[string]*agent{}
+	d.host = false
+	d.mu.Unlock()
+	for _, a := range agents {
+		d.sched.unschedule(a)
+		if a.cluster != nil {
+			a.cluster.limit.add(-1)
+		}
+	}
+	d.lock.unlock()
+	d.log.Info("local: handed the node agents of the state dir to a process with a target cluster", "dir", d.stateDir, "machines", len(agents))
+}

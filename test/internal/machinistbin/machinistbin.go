@@ -1,0 +1,36 @@
+// Package machinistbin builds bin/machinist for the end-to-end tests under test/, which run it
+// as a user does: a separate process with its own flags, output and signals. Built with -race
+// when the tests are, so the product's races still surface while the flows run.
+package machinistbin
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/machinist-io/machinist/internal/localcontrolplane"
+)
+
+// Build compiles ./cmd/machinist (every subcommand and provider) into dir and returns the
+// binary's path.
+func Build(dir string, tags ...string) (string, error) {
+	root, err := localcontrolplane.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "machinist")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, "./cmd/machinist")...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build machinist: %w\n%s", err, out)
+	}
+	return bin, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package machinistbin
+
+const raceEnabled = false
