@@ -18,9 +18,9 @@
 //
 // With -sizes it also builds every binary as the images do (static, -trimpath, stripped) and
 // fails when a slim binary is larger than -max-percent of the all-in-one, or a provider-half
-// binary larger than -max-half-percent (a coarse bound against growth: the controllers a provider
-// half must link are most of the all-in-one, 78–84 % measured with five providers; what it must not link is proven
-// with go list -deps above).
+// binary larger than -max-half-percent (a coarse bound against growth: the controllers a
+// provider half must link are most of the all-in-one, 78–84 % measured with five providers;
+// what it must not link is proven with go list -deps above).
 //
 // Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40] [-max-half-percent 90]] [provider ...]
 // (default: every providers/<name>/register.go). `make check-slim` and `make slim-sizes` run it.
