@@ -160,7 +160,7 @@ func TestListIsFilteredServerSideAndPaged(t *testing.T) {
 		t.Fatalf("%d list requests, want 3 pages of at most 2", len(reqs))
 	}
 	q, _ := url.ParseQuery(reqs[0].Query)
-	if want := `(tags.items = "` + clusterTag + `") (tags.items = "` + roleTag + `")`; q.Get("filter") != want {
+	if want := `(tags.items:"` + clusterTag + `") (tags.items:"` + roleTag + `")`; q.Get("filter") != want {
 		t.Errorf("filter = %q, want %q", q.Get("filter"), want)
 	}
 	if got := e.list(t, other); len(got) != 1 || got["gce:///machinist-fake/europe-west1-b/g-0"] != "g-0" {

@@ -72,11 +72,16 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
 
-// listFilter selects the instances that carry every cluster and role tag of the spec.
+// listFilter narrows the list to the instances that carry the spec's cluster and role tags. It
+// uses the has operator `:`, the one AIP-160 defines for repeated fields such as tags.items
+// (Compute Engine's older filter syntax reads `:` on strings as a substring match, which selects
+// a superset): the filter only saves pages, and ListMachines checks every answer's tags again.
+// `=` on a repeated field is not part of AIP-160, and a filter Compute Engine refused would fail
+// every list.
 func listFilter(spec *ProviderSpec) string {
 	terms := make([]string, 0, 2)
 	for _, t := range spec.scopeTags() {
-		terms = append(terms, "(tags.items = "+strconv.Quote(t)+")")
+		terms = append(terms, "(tags.items:"+strconv.Quote(t)+")")
 	}
 	return strings.Join(terms, " ")
 }

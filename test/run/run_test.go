@@ -45,6 +45,7 @@ import (
 	"github.com/machinist-io/machinist/internal/logbridge"
 	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
+	_ "github.com/machinist-io/machinist/providers/local" // vms lists the local provider's state dir
 )
 
 // e2e is one end-to-end test: a real etcd + kube-apiserver, `machinist run` (the built binary)
