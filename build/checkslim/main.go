@@ -4,6 +4,10 @@
 //     the dial-in client, and none of notInSlim (controllers, controller-runtime, the autoscaler
 //     server, the control plane, client-go's clientset), no other providers/X package and no
 //     module only another provider needs (its cloud SDK);
+//   - each provider-half binary (-tags slim,machinecontroller,provider_P: MCM's
+//     machine-controller for P, the provider image's /machine-controller) links the same
+//     provider and the controllers, and no other provider or its SDK, no autoscaler server,
+//     control plane or fake cloud; it is not slim: it needs controller-runtime and client-go;
 //   - a full build with one provider (-tags provider_P) still has the controllers;
 //   - the default build (no tags) has every provider and the controllers, and no test-only
 //     package.
@@ -13,9 +17,12 @@
 // import that nothing outside providers/ imports.
 //
 // With -sizes it also builds every binary as the images do (static, -trimpath, stripped) and
-// fails when a slim binary is larger than -max-percent of the all-in-one.
+// fails when a slim binary is larger than -max-percent of the all-in-one, or a provider-half
+// binary larger than -max-half-percent (a coarse bound against growth: the controllers a
+// provider half must link are most of the all-in-one, 78–84 % measured with five providers;
+// what it must not link is proven with go list -deps above).
 //
-// Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40]] [provider ...]
+// Usage: go run ./build/checkslim [-tags extra,tags] [-sizes [-max-percent 40] [-max-half-percent 90]] [provider ...]
 // (default: every providers/<name>/register.go). `make check-slim` and `make slim-sizes` run it.
 package main
 
@@ -79,6 +86,44 @@ var inSlim = []rule{
 	{module + "/grpcbridge/dialin", "the dial-in client (connect)", false},
 }
 
+// inProviderHalf is what a provider-half build (-tags slim,machinecontroller,provider_P, the
+// provider image's /machine-controller) must link besides its provider: the controllers, and
+// the slim subcommands' driver server and dial-in client.
+var inProviderHalf = append([]rule{
+	{module + "/core/controller/manager", "the controller manager (machine-controller)", false},
+	{module + "/core/controller/machine", "the Machine controller (MCM's provider half)", false},
+	{"sigs.k8s.io/controller-runtime", "the controllers run on controller-runtime", false},
+}, inSlim...)
+
+// notInProviderHalf is what a provider-half build must not link: what only the all-in-one's other
+// subcommands need (its fake clouds are refused by fakePackages).
+var notInProviderHalf = []rule{
+	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server belongs to autoscaler", false},
+	{module + "/core/testenv", "the local control plane belongs to dev and controlplane", false},
+	{"testing", "test-only", false},
+	{module + "/core/drivertest", "the conformance kit is test-only", false},
+}
+
+// fakePackages lists the providers' fake clouds (providers/<name>/fake<name>) deps holds: only
+// `machinist fakecloud`, which no slim build has, serves them.
+func fakePackages(deps map[string]pkg) []string {
+	var problems []string
+	for path := range deps {
+		rest, ok := strings.CutPrefix(path, module+"/providers/")
+		if !ok {
+			continue
+		}
+		for _, part := range strings.Split(rest, "/")[1:] {
+			if strings.HasPrefix(part, "fake") {
+				problems = append(problems, fmt.Sprintf("links fake cloud %s (fakecloud, not in slim builds, serves it): %s", path, chain(deps, path)))
+				break
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 // inFull is what every non-slim build must link: the controllers and the autoscaler server.
 var inFull = []rule{
 	{module + "/core/controller/manager", "the controller manager (run)", false},
@@ -103,6 +148,7 @@ func main() {
 	extraTags := flag.String("tags", "", "extra build tags of every build, comma-separated (the Makefile's BUILD_TAGS)")
 	sizes := flag.Bool("sizes", false, "also build stripped static binaries and compare their sizes")
 	maxPercent := flag.Float64("max-percent", 40, "with -sizes: the largest a slim binary may be, in percent of the all-in-one")
+	maxHalfPercent := flag.Float64("max-half-percent", 90, "with -sizes: the largest a provider-half binary (machine-controller-<provider>) may be, in percent of the all-in-one")
 	flag.Parse()
 	extra := splitTags(*extraTags)
 	providers := flag.Args()
@@ -164,6 +210,18 @@ func main() {
 		problems = append(problems, missing(deps, inSlim)...)
 		report("-tags "+strings.Join(tags, ","), problems, fmt.Sprintf(
 			"%d packages; no controllers, controller-runtime, autoscaler server or clientset; no other provider or its SDK", len(deps)))
+
+		// The provider half: the same provider, plus the controllers.
+		tags = append([]string{"slim", "machinecontroller", "provider_" + p}, extra...)
+		if deps, err = list(tags, "./cmd/machinist"); err != nil {
+			fail(err)
+		}
+		problems = checkSlim(p, providers, deps, own[p], exclusive)
+		problems = append(problems, refused(deps, notInProviderHalf)...)
+		problems = append(problems, fakePackages(deps)...)
+		problems = append(problems, missing(deps, inProviderHalf)...)
+		report("-tags "+strings.Join(tags, ","), problems, fmt.Sprintf(
+			"%d packages; the controllers; no autoscaler server, control plane or fake cloud; no other provider or its SDK", len(deps)))
 	}
 
 	// Without slim, one provider still makes a full binary.
@@ -195,7 +253,7 @@ func main() {
 		len(deps), strings.Join(providers, ", ")))
 
 	if *sizes && !failed {
-		if !compareSizes(providers, extra, *maxPercent) {
+		if !compareSizes(providers, extra, *maxPercent, *maxHalfPercent) {
 			failed = true
 		}
 	}

@@ -87,12 +87,16 @@ func (p *podman) must(timeout time.Duration, args ...string) string {
 	return out
 }
 
-// TestSlimImageRuns builds the slim local image as `make image PROVIDER=local` does (offline,
-// FROM scratch) and runs it: version and providers name only local, the subcommands are the
-// slim ones, serve answers on a unix socket in a mounted directory to `machinist driver
-// --endpoint` on the host, as uid and gid 65532; the binary is static and stripped, the labels
-// name source, revision and version.
-func TestSlimImageRuns(t *testing.T) {
+// TestProviderImageRuns builds the local provider's image as `make image PROVIDER=local` does
+// (offline, FROM scratch) and runs it. Its entrypoint is /machine-controller, MCM's provider
+// half, as in MCM's provider images, in the working directory /; /usr/local/bin/machinist is
+// the same binary under its own name: version and providers name only local, the subcommands
+// are the slim ones plus the controllers', serve answers on a unix socket in a mounted
+// directory to `machinist driver --endpoint` on the host, as uid and gid 65532; the binary is
+// static and stripped, the labels name source, revision and version. Then the image runs with
+// the arguments of Gardener's provider sidecar against a real API server
+// (runGardenerSidecar).
+func TestProviderImageRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs a container image")
 	}
@@ -112,7 +116,17 @@ func TestSlimImageRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	run := func(args ...string) string {
-		return p.must(time.Minute, append([]string{"run", "--rm", "--network", "none", image}, args...)...)
+		return p.must(time.Minute, append([]string{"run", "--rm", "--network", "none", "--entrypoint", "/usr/local/bin/machinist", image}, args...)...)
+	}
+	var config struct {
+		Entrypoint []string
+		WorkingDir string
+	}
+	if err := json.Unmarshal([]byte(p.must(time.Minute, "image", "inspect", "--format", "{{json .Config}}", image)), &config); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(config.Entrypoint, []string{"/machine-controller"}) || config.WorkingDir != "/" {
+		t.Errorf("image entrypoint %q in %q, want /machine-controller in / (as MCM's provider images)", config.Entrypoint, config.WorkingDir)
 	}
 
 	var version struct {
@@ -132,8 +146,8 @@ func TestSlimImageRuns(t *testing.T) {
 	if len(providers) != 1 || providers[0].Name != "local" {
 		t.Errorf("providers in the image: %+v, want only local", providers)
 	}
-	if got := subcommands(run("--help")); !slices.Equal(got, slimCommands) {
-		t.Errorf("subcommands in the image: %q, want %q", got, slimCommands)
+	if got := subcommands(run("--help")); !slices.Equal(got, providerHalfCommands) {
+		t.Errorf("subcommands in the image: %q, want %q", got, providerHalfCommands)
 	}
 
 	labels := map[string]string{}
@@ -161,7 +175,7 @@ func TestSlimImageRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.must(time.Minute, "run", "--detach", "--name", "serve", "--network", "none", "--volume", sockDir+":/run/machinist",
-		image, "serve", "--listen", "unix:///run/machinist/driver.sock", "--insecure", "--state-dir", "/home/nonroot/state")
+		"--entrypoint", "/usr/local/bin/machinist", image, "serve", "--listen", "unix:///run/machinist/driver.sock", "--insecure", "--state-dir", "/home/nonroot/state")
 	sock := filepath.Join(sockDir, "driver.sock")
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -189,7 +203,7 @@ func TestSlimImageRuns(t *testing.T) {
 
 	// The host drives it with the image's own binary: static, so it runs here too.
 	host := filepath.Join(t.TempDir(), "machinist")
-	p.must(time.Minute, "cp", "serve:/usr/local/bin/machinist", host)
+	p.must(time.Minute, "cp", "serve:/machine-controller", host) // the file; /usr/local/bin/machinist links to it
 	checkReleaseBinary(t, host)
 	class := filepath.Join(t.TempDir(), "class.yaml")
 	write(t, class, "apiVersion: machine.sapcloud.io/v1alpha1\nkind: MachineClass\nmetadata: {name: e2e, namespace: default}\nprovider: local\nproviderSpec: {cluster: e2e}\n")
@@ -220,6 +234,8 @@ func TestSlimImageRuns(t *testing.T) {
 			t.Errorf("serve's log lacks %q:\n%s", want, logs)
 		}
 	}
+
+	runGardenerSidecar(t, p, image)
 }
 
 // ids returns the real, effective, saved and file-system uids and gids of process pid.
@@ -244,7 +260,7 @@ func ids(t *testing.T, pid int) (uid, gid []string) {
 
 // checkReleaseBinary checks that the binary at path is what image.sh promises: static (no
 // program interpreter), stripped (no symbol table or DWARF), built with -trimpath, cgo off and
-// the slim tags.
+// the provider half's tags.
 func checkReleaseBinary(t *testing.T, path string) {
 	t.Helper()
 	f, err := elf.Open(path)
@@ -273,7 +289,7 @@ func checkReleaseBinary(t *testing.T, path string) {
 	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
 		t.Errorf("build settings %v, want CGO_ENABLED=0 and -trimpath", settings)
 	}
-	if tags := strings.Split(settings["-tags"], ","); !slices.Contains(tags, "slim") || !slices.Contains(tags, "provider_local") {
-		t.Errorf("build tags %v, want slim and provider_local", tags)
+	if tags := strings.Split(settings["-tags"], ","); !slices.Contains(tags, "slim") || !slices.Contains(tags, "machinecontroller") || !slices.Contains(tags, "provider_local") {
+		t.Errorf("build tags %v, want slim, machinecontroller and provider_local", tags)
 	}
 }

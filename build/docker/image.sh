@@ -4,9 +4,15 @@
 #
 #   build/docker/image.sh [PROVIDER] [VERSION]
 #
-# PROVIDER names a directory under providers/ and builds the slim image <repo>-<provider>:VERSION
-# (machinist built with -tags slim,provider_<name>); empty or "all" builds the all-in-one image
-# <repo>:VERSION (every subcommand and provider). VERSION defaults to dev.
+# PROVIDER names a directory under providers/ and builds the provider image
+# <repo>-<provider>:VERSION: machinist built with -tags slim,machinecontroller,provider_<name> at
+# /machine-controller, the entrypoint, as in MCM's provider images (MCM's provider half, which a
+# Gardener seed runs as the sidecar's arguments), linked as /usr/local/bin/machinist (serve,
+# connect, driver). Empty or "all" builds the all-in-one image <repo>:VERSION (every subcommand
+# and provider) at /usr/local/bin/machinist, the entrypoint, linked as
+# /machine-controller-manager (MCM's core half, which a Gardener seed runs as
+# ./machine-controller-manager from the working directory /). VERSION defaults to dev.
+# A program named after one of MCM's runs that half (cmd/machinist/halves.go).
 #
 # The binary is built here with the local Go toolchain: static (CGO_ENABLED=0), -trimpath,
 # stripped (-s -w). It is copied with the host's CA certificates and an /etc/passwd and
@@ -73,7 +79,7 @@ else
 			"  Podman: apt-get install podman runc (Debian/Ubuntu; `make deps` does it) or dnf install podman" \
 			"  Docker: https://docs.docker.com/engine/install/ (the engine, not only the CLI)" \
 			"or point CONTAINER_ENGINE at one. Without an engine, build the same static binary with:" \
-			"  CGO_ENABLED=0 go build -trimpath -tags slim,provider_<name> -ldflags '-s -w' ./cmd/machinist"
+			"  CGO_ENABLED=0 go build -trimpath -tags slim,machinecontroller,provider_<name> -ldflags '-s -w' ./cmd/machinist"
 	fi
 fi
 
@@ -88,15 +94,21 @@ if [[ -z "$provider" || "$provider" == all ]]; then
 	image="$repo:$version"
 	tags="$go_tags"
 	title=machinist
-	description="machinist: the controllers, the driver server, the Cluster Autoscaler server and every provider"
+	description="machinist: the controllers, the driver server, the Cluster Autoscaler server and every provider; MCM's core half as /machine-controller-manager"
+	binary=usr/local/bin/machinist
+	link=machine-controller-manager
+	link_target=usr/local/bin/machinist
 else
 	found=
 	for p in "${providers[@]}"; do [[ "$p" == "$provider" ]] && found=1; done
 	[[ -n "$found" ]] || fail "unknown provider \"$provider\": choose one of: ${providers[*]} (or leave PROVIDER empty for the all-in-one image)"
 	image="$repo-$provider:$version"
-	tags="slim provider_$provider $go_tags"
+	tags="slim machinecontroller provider_$provider $go_tags"
 	title="machinist-$provider"
-	description="machinist with the $provider provider only: serve, connect and driver (no controllers)"
+	description="machinist with the $provider provider only: MCM's provider half as /machine-controller (the entrypoint); serve, connect and driver as /usr/local/bin/machinist"
+	binary=machine-controller
+	link=usr/local/bin/machinist
+	link_target=../../../machine-controller
 fi
 [[ -f "$ca_bundle" ]] || fail "no CA certificates at $ca_bundle: install them (apt-get install ca-certificates) or set CA_BUNDLE"
 
@@ -112,12 +124,15 @@ chmod 0700 "$ctx/home"
 printf '>> %s build -tags "%s" (static, stripped) -> %s\n' "$go_cmd" "${tags// /,}" "$image"
 CGO_ENABLED=0 "$go_cmd" build -trimpath -tags "${tags// /,}" \
 	-ldflags "-s -w -X github.com/machinist-io/machinist/internal/version.Version=$version -X github.com/machinist-io/machinist/internal/version.Revision=$revision" \
-	-o "$ctx/rootfs/usr/local/bin/machinist" ./cmd/machinist
+	-o "$ctx/rootfs/$binary" ./cmd/machinist
+# The other name of the binary: a relative symbolic link, kept as such by COPY.
+ln -s "$link_target" "$ctx/rootfs/$link"
 cp "$ca_bundle" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
 chmod 0644 "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$ctx/rootfs/etc/passwd"
 printf 'root:x:0:\nnonroot:x:65532:\n' >"$ctx/rootfs/etc/group"
-cp build/docker/Dockerfile "$ctx/Dockerfile"
+# The entrypoint is the binary's own path: /usr/local/bin/machinist, or /machine-controller.
+sed "s|^ENTRYPOINT .*|ENTRYPOINT [\"/$binary\"]|" build/docker/Dockerfile >"$ctx/Dockerfile"
 
 printf '>> %s build %s (FROM scratch, nothing pulled)\n' "$engine" "$image"
 "$engine" build -f "$ctx/Dockerfile" \

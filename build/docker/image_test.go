@@ -182,13 +182,19 @@ func TestImageBuildsTheChosenImage(t *testing.T) {
 		image     string
 		tags      string
 		version   string
+		// binary is the built program's path in rootfs, link its other name there and target
+		// what that symbolic link holds.
+		binary, link, target string
 	}{
-		{"slim", map[string]bool{"docker": true}, []string{provider, "v1.2.3"}, nil,
-			"docker", "machinist-" + provider + ":v1.2.3", "slim,provider_" + provider + ",grpcnotrace,urfave_cli_no_docs", "v1.2.3"},
+		{"provider", map[string]bool{"docker": true}, []string{provider, "v1.2.3"}, nil,
+			"docker", "machinist-" + provider + ":v1.2.3", "slim,machinecontroller,provider_" + provider + ",grpcnotrace,urfave_cli_no_docs", "v1.2.3",
+			"machine-controller", "usr/local/bin/machinist", "../../../machine-controller"},
 		{"all-in-one, podman when docker has no daemon", map[string]bool{"docker": false, "podman": true}, []string{"", "v2"}, []string{"IMAGE_REPO=ghcr.io/acme/machinist"},
-			"podman", "ghcr.io/acme/machinist:v2", "grpcnotrace,urfave_cli_no_docs", "v2"},
+			"podman", "ghcr.io/acme/machinist:v2", "grpcnotrace,urfave_cli_no_docs", "v2",
+			"usr/local/bin/machinist", "machine-controller-manager", "usr/local/bin/machinist"},
 		{"all is all-in-one, version defaults to dev", map[string]bool{"docker": true}, []string{"all"}, []string{"GO_TAGS="},
-			"docker", "machinist:dev", "", "dev"},
+			"docker", "machinist:dev", "", "dev",
+			"usr/local/bin/machinist", "machine-controller-manager", "usr/local/bin/machinist"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -231,9 +237,16 @@ func TestImageBuildsTheChosenImage(t *testing.T) {
 				t.Errorf("engine build %q should need no pull options: the image is FROM scratch", got[1])
 			}
 
+			// The entrypoint is the binary's path; the rest is the Dockerfile.
+			dockerfile := strings.Replace(string(mustRead(t, "Dockerfile")), `ENTRYPOINT ["/usr/local/bin/machinist"]`, `ENTRYPOINT ["/`+tc.binary+`"]`, 1)
+			if target, err := os.Readlink(filepath.Join(context, "rootfs", tc.link)); err != nil || target != tc.target {
+				t.Errorf("context rootfs/%s: link to %q (%v), want a symbolic link to %q", tc.link, target, err, tc.target)
+			} else if got := filepath.Clean(filepath.Join("/", filepath.Dir(tc.link), target)); got != "/"+tc.binary {
+				t.Errorf("rootfs/%s resolves to %s, want /%s", tc.link, got, tc.binary)
+			}
 			for path, want := range map[string]string{
-				"Dockerfile":                               string(mustRead(t, "Dockerfile")),
-				"rootfs/usr/local/bin/machinist":           "binary\n",
+				"Dockerfile":                               dockerfile,
+				"rootfs/" + tc.binary:                      "binary\n",
 				"rootfs/etc/passwd":                        "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
 				"rootfs/etc/group":                         "root:x:0:\nnonroot:x:65532:\n",
 				"rootfs/etc/ssl/certs/ca-certificates.crt": string(mustRead(t, "/etc/ssl/certs/ca-certificates.crt")),
@@ -392,6 +405,10 @@ func TestEveryProviderHasABuildableSlimVariant(t *testing.T) {
 
 // slimCommands are the subcommands of a slim binary, sorted.
 var slimCommands = []string{"connect", "driver", "help", "providers", "serve", "version"}
+
+// providerHalfCommands are the subcommands of a provider image's binary (-tags
+// slim,machinecontroller): the slim ones and the controllers', sorted.
+var providerHalfCommands = []string{"connect", "driver", "help", "machine-controller", "machine-controller-manager", "providers", "run", "serve", "version"}
 
 // subcommands returns the names in the COMMANDS section of a --help output, sorted.
 func subcommands(help string) []string {

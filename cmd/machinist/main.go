@@ -1,18 +1,28 @@
 // Command machinist manages cloud machines for Kubernetes. Each subcommand lives in its own
 // file and adds itself to commands from init().
 //
-// Two build tags choose what a binary holds:
+// Three build tags choose what a binary holds:
 //
 //   - provider_<name> (repeatable) links in only the named providers; without one, every provider
 //     under providers/ is linked in (providers/all).
+//
 //   - slim leaves out the subcommands that need the controllers, controller-runtime or the
 //     autoscaler server (run, autoscaler, dev, controlplane, fakecloud: their files start with
 //     //go:build !slim). A slim binary keeps what a provider process needs: serve, connect,
 //     driver, providers and version.
 //
-// `make build` writes bin/machinist (no tags: every subcommand and provider) and, per provider,
-// bin/machinist-<name> (-tags slim,provider_<name>). `go build -tags provider_openstack` without
-// slim is a full binary with one provider. `make check-slim` proves what each slim build links.
+//   - machinecontroller, with slim, adds back what MCM's machine-controller needs: `run` and the
+//     subcommands machine-controller-manager and machine-controller (halves.go), so the
+//     controllers and controller-runtime, but still not the autoscaler server, the control
+//     plane or the fake clouds. A link to the binary named machine-controller[-<provider>] or
+//     machine-controller-manager runs that subcommand.
+//
+// `make build` writes bin/machinist (no tags: every subcommand and provider), its link
+// bin/machine-controller-manager, and, per provider, bin/machinist-<name> (-tags
+// slim,provider_<name>) and bin/machine-controller-<name> (-tags
+// slim,machinecontroller,provider_<name>, the provider image's /machine-controller). `go build
+// -tags provider_openstack` without slim is a full binary with one provider. `make check-slim`
+// proves what each slim build links.
 package main
 
 import (
@@ -23,6 +33,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -38,6 +49,24 @@ import (
 // commands is filled by the init() of each subcommand's file.
 var commands []*cli.Command
 
+// entrypointOf names the subcommand a program name stands for ("" for none): set by halves.go,
+// so a link to this binary named after one of MCM's programs runs as that program. Nil in
+// builds without the controllers.
+var entrypointOf func(program string) string
+
+// entrypointArgs returns args to run: args itself, or, when args[0] names one of MCM's programs
+// (entrypointOf), args with that program's subcommand inserted after it.
+func entrypointArgs(args []string) []string {
+	if entrypointOf == nil || len(args) == 0 {
+		return args
+	}
+	sub := entrypointOf(filepath.Base(args[0]))
+	if sub == "" {
+		return args
+	}
+	return append([]string{args[0], sub}, args[1:]...)
+}
+
 func init() {
 	// -v is the verbosity flag here, so --version keeps no short alias.
 	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the version"}
@@ -45,7 +74,7 @@ func init() {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, os.Args)
+	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, entrypointArgs(os.Args))
 	stop()
 	if err != nil {
 		fmt.Fprint(os.Stderr, describeError(err))

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/machinist-io/machinist/core/controller/manager"
 )
 
 // renamedCases are every renamed flag with the command that has it: old names must keep working
@@ -26,6 +28,8 @@ type renamedCase struct {
 func renamedCases() []renamedCase {
 	return []renamedCase{
 		{runCommand, []string{"run"}, nil, runRenamed},
+		{func() *cli.Command { return halfCommand(manager.CoreHalf) }, []string{"machine-controller-manager"}, nil, runRenamed},
+		{func() *cli.Command { return halfCommand(manager.ProviderHalf) }, []string{"machine-controller"}, nil, runRenamed},
 		{autoscalerCommand, []string{"autoscaler"}, nil, autoscalerRenamed},
 		{serveCommand, []string{"serve"}, []string{"--listen=unix:///tmp/x.sock"}, []renamed{targetRenamed}},
 		{connectCommand, []string{"connect"}, nil, []renamed{targetRenamed}},

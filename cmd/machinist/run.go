@@ -1,4 +1,4 @@
-//go:build !slim
+//go:build !slim || machinecontroller
 
 package main
 
@@ -51,11 +51,11 @@ func runCommand() *cli.Command {
 			"the drivers of their MachineClasses (a --driver-endpoint for the provider, else the compiled-in\n" +
 			"driver, else a provider that dialled in). Nodes join the target cluster (--target-kubeconfig;\n" +
 			"\"none\" runs without one). Serves /metrics, /healthz and /readyz on --port. See docs/controllers.md.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Category: cluster, Name: "control-kubeconfig", EnvVars: []string{"CONTROL_KUBECONFIG"}, TakesFile: true,
-				Usage: "kubeconfig of the control cluster holding the Machine* objects (default: $KUBECONFIG, else in-cluster)"},
+				Usage: "kubeconfig of the control cluster holding the Machine* objects; inClusterConfig for the pod's service account, as in MCM (default: $KUBECONFIG, else in-cluster)"},
 			&cli.StringFlag{Category: cluster, Name: "target-kubeconfig", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true,
-				Usage: `kubeconfig of the cluster the nodes join; "none" for no target cluster (default: the control cluster)`},
+				Usage: `kubeconfig of the cluster the nodes join; "none" for no target cluster; inClusterConfig for the pod's service account (default: the control cluster)`},
 			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, Usage: "namespace of the Machine* objects in the control cluster"},
 			&cli.Float64Flag{Category: cluster, Name: "kube-api-qps", Value: float64(gd.KubeAPIQPS), Usage: "requests per second to the control cluster"},
 			&cli.IntFlag{Category: cluster, Name: "kube-api-burst", Value: gd.KubeAPIBurst, Usage: "request burst to the control cluster"},
@@ -111,7 +111,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Category: drivers, Name: "driver-key", TakesFile: true, Usage: "key of --driver-cert (PEM)"},
 			&cli.StringFlag{Category: drivers, Name: "driver-cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
 			&cli.BoolFlag{Category: drivers, Name: "driver-insecure", Usage: "plain text to driver endpoints and from dialling-in providers (unix sockets, tests); providers may then register any name"},
-		},
+		}, mcmCompatFlags()...),
+		Before: commandLogging,
 		Action: runAction,
 	}, runRenamed...)
 }
@@ -122,11 +123,15 @@ var runRenamed = []renamed{
 	{"cert", "driver-cert"}, {"key", "driver-key"}, {"cacert", "driver-cacert"}, {"insecure", "driver-insecure"},
 }
 
-func runAction(c *cli.Context) error {
-	opts, err := runOptions(c)
+func runAction(c *cli.Context) error { return runController(c, manager.AllInOne) }
+
+// runController runs the controllers of half h (all of them for `machinist run`).
+func runController(c *cli.Context, h manager.Half) error {
+	opts, err := runOptions(c, h)
 	if err != nil {
 		return err
 	}
+	logIgnoredFlags(c, h, opts.Log)
 	endpoints, closeEndpoints, err := dialEndpoints(c)
 	if err != nil {
 		return err
@@ -156,15 +161,16 @@ func runAction(c *cli.Context) error {
 	if target == "" {
 		target = "the control cluster"
 	}
-	opts.Log.Info("starting machine-controller-manager",
+	opts.Log.Info("starting "+startName(h),
 		"namespace", opts.Namespace, "target", target, "providers", strings.Join(registry.Names(), ","),
-		"endpoints", strings.Join(c.StringSlice("driver-endpoint"), ","), "exec", strings.Join(c.StringSlice("driver-exec"), ","), "port", opts.Port, "leaderElection", opts.LeaderElection.Enabled)
+		"endpoints", strings.Join(c.StringSlice("driver-endpoint"), ","), "exec", strings.Join(c.StringSlice("driver-exec"), ","), "port", opts.Port, "leaderElection", opts.LeaderElection.Enabled, "lease", opts.LeaderElection.Name)
 	return m.Start(c.Context)
 }
 
-// runOptions turns the flags into manager options, refusing values that cannot work.
-func runOptions(c *cli.Context) (manager.Options, error) {
-	o := manager.DefaultOptions()
+// runOptions turns the flags into the manager options of half h, refusing values that cannot
+// work.
+func runOptions(c *cli.Context, h manager.Half) (manager.Options, error) {
+	o := manager.DefaultOptionsFor(h)
 	o.Log = slog.Default()
 	o.ControlKubeconfig = c.String("control-kubeconfig")
 	o.TargetKubeconfig = c.String("target-kubeconfig")
@@ -244,7 +250,7 @@ func runOptions(c *cli.Context) (manager.Options, error) {
 			return o, fmt.Errorf("run: --%s %s must be positive", name, d)
 		}
 	}
-	return o, nil
+	return o, mcmCompatOptions(c, h, &o)
 }
 
 // endpointSource serves providers from dialled driver servers.

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,7 +239,7 @@ var rendered = append(append([]string{}, bases...), "autoscaler")
 type machinistContainer struct {
 	deployment, name string
 	image, tag       string // machinist or machinist-<provider>, and its tag
-	args             []string
+	command, args    []string
 }
 
 // containers renders base with the pinned kubectl and returns its machinist containers.
@@ -268,7 +269,7 @@ func containers(t *testing.T, base string) []machinistContainer {
 			if image != "machinist" && !strings.HasPrefix(image, "machinist-") {
 				continue
 			}
-			found = append(found, machinistContainer{d.Name, c.Name, image, tag, c.Args})
+			found = append(found, machinistContainer{d.Name, c.Name, image, tag, c.Command, c.Args})
 		}
 	}
 	if len(found) == 0 {
@@ -305,44 +306,60 @@ func TestImagesFollowVERSION(t *testing.T) {
 
 // TestContainerArgsParse runs each machinist container's command line (from every rendered
 // kustomization) against the binary its image holds, with --help appended: the all-in-one for
-// machinist, the slim build (-tags slim,provider_<name>) for machinist-<name>. An unknown
-// subcommand or flag, a global flag placed after the subcommand, or a controller subcommand in a
-// slim image fails here instead of in a crash-looping pod.
+// machinist, the provider image's build (-tags slim,machinecontroller,provider_<name>) for
+// machinist-<name>, under the name the container runs it by: its command, else the image's
+// entrypoint (/usr/local/bin/machinist in the all-in-one, /machine-controller, MCM's provider
+// half, in a provider image; build/docker/image.sh). An unknown subcommand or flag, a global
+// flag placed after the subcommand, a subcommand given to /machine-controller, or a controller
+// subcommand a container should not run fails here instead of in a crash-looping pod.
 func TestContainerArgsParse(t *testing.T) {
 	root, err := localcontrolplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins := map[string]string{}
-	binary := func(image string) string {
+	bins := map[string]string{} // image -> directory of its binary
+	binary := func(image, program string) string {
 		t.Helper()
-		if bin, ok := bins[image]; ok {
-			return bin
+		dir, ok := bins[image]
+		if !ok {
+			dir = t.TempDir()
+			args := []string{"build", "-o", filepath.Join(dir, "machinist")}
+			if provider, ok := strings.CutPrefix(image, "machinist-"); ok {
+				args = append(args, "-tags", "slim,machinecontroller,provider_"+provider)
+			}
+			build := exec.Command("go", append(args, "./cmd/machinist")...)
+			build.Dir = root
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			bins[image] = dir
 		}
-		bin := filepath.Join(t.TempDir(), image)
-		args := []string{"build", "-o", bin}
-		if provider, ok := strings.CutPrefix(image, "machinist-"); ok {
-			args = append(args, "-tags", "slim,provider_"+provider)
+		path := filepath.Join(dir, filepath.Base(program))
+		if _, err := os.Stat(path); err != nil {
+			if err := os.Link(filepath.Join(dir, "machinist"), path); err != nil {
+				t.Fatal(err)
+			}
 		}
-		build := exec.Command("go", append(args, "./cmd/machinist")...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		bins[image] = bin
-		return bin
+		return path
 	}
 	for _, base := range rendered {
 		for _, c := range containers(t, base) {
+			argv := slices.Clone(c.command)
+			if len(argv) == 0 {
+				argv = []string{"/usr/local/bin/machinist"}
+				if c.image != "machinist" {
+					argv = []string{"/machine-controller"}
+				}
+			}
+			argv = append(append(argv, c.args...), "--help")
 			// Build first: the minute is the command's, not the compile's (a cold build under
 			// load took longer and failed the command).
-			bin := binary(c.image)
+			bin := binary(c.image, argv[0])
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			args := append(append([]string{}, c.args...), "--help")
-			res, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			res, err := exec.CommandContext(ctx, bin, argv[1:]...).CombinedOutput()
 			cancel()
 			if err != nil {
-				t.Errorf("%s: %s/%s (%s): machinist %s: %v\n%s", base, c.deployment, c.name, c.image, strings.Join(c.args, " "), err, tail(string(res), 2000))
+				t.Errorf("%s: %s/%s (%s): %s: %v\n%s", base, c.deployment, c.name, c.image, strings.Join(argv, " "), err, tail(string(res), 2000))
 			}
 		}
 	}

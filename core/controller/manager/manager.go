@@ -1,10 +1,14 @@
-// Package manager assembles machinist's all-in-one machine-controller-manager: one
-// controller-runtime manager for the control cluster (the Machine* objects of one namespace)
-// running the Machine, MachineSet, MachineDeployment and safety controllers, a cluster.Cluster
-// for the target cluster the nodes join (or none), and the driver resolver (configured endpoint
-// → compiled-in → dialled-in). It also serves /metrics (machinist's metrics and MCM's, see
+// Package manager assembles machinist's machine-controller-manager: one controller-runtime
+// manager for the control cluster (the Machine* objects of one namespace) running the Machine,
+// MachineSet, MachineDeployment and safety controllers, a cluster.Cluster for the target
+// cluster the nodes join (or none), and the driver resolver (configured endpoint → compiled-in
+// → dialled-in). It also serves /metrics (machinist's metrics and MCM's, see
 // core/controller/mcmmetrics), /healthz and /readyz on one port, runs leader election on a
 // Lease, and writes Events.
+//
+// Options.Half runs all of it (the all-in-one) or one of the two halves MCM runs as separate
+// processes: its core, machine-controller-manager, and a provider's machine-controller (see
+// Half). The halves are the same controllers, chosen at start.
 package manager
 
 import (
@@ -72,7 +76,49 @@ const (
 	DefaultGracefulShutdown   = 30 * time.Second
 	DefaultTargetKubeAPIQPS   = 200
 	DefaultTargetKubeAPIBurst = 300
+
+	// DefaultProviderPort and ProviderLeaderElectionID are the port and Lease of the provider
+	// half, as MCM's machine-controller has them (pkg/util/provider/app/options/options.go,
+	// pkg/util/provider/app/app.go of gardener/machine-controller-manager at 54caf546e0f4).
+	DefaultProviderPort      = 10259
+	ProviderLeaderElectionID = "machine-controller"
 )
+
+// Half chooses the controllers a manager runs: all of them, or those of one of the two
+// processes Gardener's MCM deployment runs side by side (one pod, two containers), so either
+// container can be swapped for machinist's on its own. Each half takes the Lease of the MCM
+// process it stands for, so a machinist half and the other MCM half work together and a
+// machinist half and the same MCM half never run at once.
+type Half int
+
+const (
+	// AllInOne runs every controller (`machinist run`), on Lease machine-controller-manager by
+	// default.
+	AllInOne Half = iota
+	// CoreHalf is MCM's machine-controller-manager: the MachineSet and MachineDeployment
+	// controllers and the overshooting freeze; Lease machine-controller-manager, port 10258.
+	CoreHalf
+	// ProviderHalf is MCM's machine-controller of a provider: the Machine controller (with the
+	// MachineClass, Secret and Node controllers), the orphan-VM collector and the API-server
+	// freeze; Lease machine-controller, port 10259.
+	ProviderHalf
+)
+
+// String is the name of the MCM program the half stands for.
+func (h Half) String() string {
+	switch h {
+	case CoreHalf:
+		return "machine-controller-manager"
+	case ProviderHalf:
+		return "machine-controller"
+	default:
+		return "all-in-one"
+	}
+}
+
+// runsCore and runsProvider say which halves' controllers h runs.
+func (h Half) runsCore() bool     { return h != ProviderHalf }
+func (h Half) runsProvider() bool { return h != CoreHalf }
 
 // LeaderElection configures leader election (MCM's --leader-elect* flags).
 type LeaderElection struct {
@@ -90,6 +136,8 @@ type LeaderElection struct {
 
 // Options configure the controller manager. Zero fields take their defaults.
 type Options struct {
+	// Half is the set of controllers to run; the zero value is all of them.
+	Half Half
 	// ControlKubeconfig is the kubeconfig of the control cluster holding the Machine* objects
 	// (--control-kubeconfig): a file, "inClusterConfig", or "" for $KUBECONFIG, else the
 	// in-cluster config (internal/kubeconfig).
@@ -151,9 +199,15 @@ type Options struct {
 	Clock clock.Clock
 }
 
-// DefaultOptions returns the defaults of every option, those of the controllers included.
-func DefaultOptions() Options {
-	return Options{
+// DefaultOptions returns the defaults of every option of the all-in-one, those of the
+// controllers included.
+func DefaultOptions() Options { return DefaultOptionsFor(AllInOne) }
+
+// DefaultOptionsFor returns the defaults of every option of half h: the all-in-one's, with the
+// provider half's own port and Lease name.
+func DefaultOptionsFor(h Half) Options {
+	o := Options{
+		Half:               h,
 		Namespace:          DefaultNamespace,
 		KubeAPIQPS:         DefaultKubeAPIQPS,
 		KubeAPIBurst:       DefaultKubeAPIBurst,
@@ -174,6 +228,11 @@ func DefaultOptions() Options {
 		MachineSet:        machineset.DefaultOptions(),
 		MachineDeployment: machinedeployment.DefaultOptions(),
 	}
+	if h == ProviderHalf {
+		o.Port = DefaultProviderPort
+		o.LeaderElection.Name = ProviderLeaderElectionID
+	}
+	return o
 }
 
 // Manager is an assembled, not yet started controller manager.
@@ -316,9 +375,16 @@ func New(opts Options) (*Manager, error) {
 	return m, nil
 }
 
+// setupControllers adds the controllers of opts.Half: the same controllers with the same
+// options whichever half runs them. Across two processes the halves share what they share in
+// one through the API: machines, their phases, and the exhausted-class marks capacity fallback
+// publishes on MachineClasses.
 func (m *Manager) setupControllers(opts Options) error {
+	core, provider := opts.Half.runsCore(), opts.Half.runsProvider()
 	sopts := opts.Safety
 	sopts.Namespace = opts.Namespace
+	sopts.WithoutOvershoot = sopts.WithoutOvershoot || !core
+	sopts.WithoutMachineSafety = sopts.WithoutMachineSafety || !provider
 	if sopts.Log == nil {
 		sopts.Log = opts.Log.With("controller", "safety")
 	}
@@ -327,25 +393,31 @@ func (m *Manager) setupControllers(opts Options) error {
 		return fmt.Errorf("manager: safety controller: %w", err)
 	}
 	m.Safety = sc
-	if err := mcmmetrics.Setup(m.Manager, mcmmetrics.Options{Namespace: opts.Namespace, Frozen: sc.Frozen}); err != nil {
+	if err := mcmmetrics.Setup(m.Manager, mcmmetrics.Options{Namespace: opts.Namespace, Frozen: sc.Frozen,
+		WithoutMachines: !provider, WithoutSets: !core}); err != nil {
 		return fmt.Errorf("manager: MCM's metrics: %w", err)
 	}
 
 	mo := opts.Machine
-	mo.Namespace = opts.Namespace
-	mo.Freeze = sc
 	if mo.Fallback == nil {
 		mo.Fallback = fallback.NewCache(fallback.DefaultTTL).WithClock(mo.Clock)
 	}
-	if mo.Log == nil {
-		mo.Log = opts.Log.With("controller", "machine")
+	if provider {
+		mo.Namespace = opts.Namespace
+		mo.Freeze = sc
+		if mo.Log == nil {
+			mo.Log = opts.Log.With("controller", "machine")
+		}
+		if err := machine.Setup(m.Manager, m.Target, m.Drivers, mo); err != nil {
+			return fmt.Errorf("manager: machine controller: %w", err)
+		}
 	}
-	if err := machine.Setup(m.Manager, m.Target, m.Drivers, mo); err != nil {
-		return fmt.Errorf("manager: machine controller: %w", err)
+	if !core {
+		return nil
 	}
 
 	mso := opts.MachineSet
-	mso.Fallback = mo.Fallback // one cache of exhausted classes for both
+	mso.Fallback = mo.Fallback // one cache of exhausted classes for both in one process
 	if m.Target != nil && mso.Nodes == nil {
 		mso.Nodes = m.Target.GetClient() // preserve annotations of Nodes (the Machine controller's cache)
 	}

@@ -86,10 +86,14 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	srcs := activeSources()
-	collectMachines(ch, srcs)
-	collectSets(ch, srcs)
-	collectDeployments(ch, srcs)
+	if served.machines.Load() {
+		collectMachines(ch, activeSources(true))
+	}
+	if served.sets.Load() {
+		srcs := activeSources(false)
+		collectSets(ch, srcs)
+		collectDeployments(ch, srcs)
+	}
 }
 
 // emitter sends const gauges, counting a series it cannot build as a scrape failure of kind.

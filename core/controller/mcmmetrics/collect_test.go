@@ -42,8 +42,12 @@ func (r *listReader) List(_ context.Context, list client.ObjectList, _ ...client
 	return nil
 }
 
+// addSource adds a source of both halves' families, as the all-in-one's manager is.
 func addSource(t *testing.T, r client.Reader, frozen bool) {
-	s := &source{reader: r, namespace: "ns", frozen: func() bool { return frozen }}
+	s := &source{reader: r, namespace: "ns", frozen: func() bool { return frozen }, machines: true, sets: true}
+	machines, sets := served.machines.Load(), served.sets.Load()
+	served.machines.Store(true)
+	served.sets.Store(true)
 	sources.Lock()
 	sources.set[s] = struct{}{}
 	sources.Unlock()
@@ -51,6 +55,8 @@ func addSource(t *testing.T, r client.Reader, frozen bool) {
 		sources.Lock()
 		delete(sources.set, s)
 		sources.Unlock()
+		served.machines.Store(machines)
+		served.sets.Store(sets)
 	})
 }
 
@@ -125,5 +131,56 @@ func TestCollectorSurvivesDuplicatesAndFailures(t *testing.T) {
 				t.Errorf("scrape failures of kind %s rose by %v, want 1", k, got)
 			}
 		}
+	}
+}
+
+// TestEachHalfServesItsFamilies: a process running only the core half (Options.WithoutMachines)
+// serves the MachineSet and MachineDeployment families and no Machine family, and one running
+// only the provider half the reverse, as MCM's two processes do.
+func TestEachHalfServesItsFamilies(t *testing.T) {
+	meta := metav1.ObjectMeta{Name: "a", Namespace: "ns"}
+	r := &listReader{
+		machines: v1alpha1.MachineList{Items: []v1alpha1.Machine{{ObjectMeta: meta}}},
+		sets:     v1alpha1.MachineSetList{Items: []v1alpha1.MachineSet{{ObjectMeta: meta}}},
+		deploys:  v1alpha1.MachineDeploymentList{Items: []v1alpha1.MachineDeployment{{ObjectMeta: meta}}},
+	}
+	machineFamilies := []string{"mcm_machine_items_total", "mcm_machine_controller_frozen"}
+	setFamilies := []string{"mcm_machine_set_items_total", "mcm_machine_deployment_items_total"}
+	for _, half := range []struct {
+		name           string
+		machines, sets bool
+	}{{"core", false, true}, {"provider", true, false}} {
+		t.Run(half.name, func(t *testing.T) {
+			s := &source{reader: r, namespace: "ns", frozen: func() bool { return false }, machines: half.machines, sets: half.sets}
+			machines, sets := served.machines.Load(), served.sets.Load()
+			served.machines.Store(half.machines)
+			served.sets.Store(half.sets)
+			sources.Lock()
+			sources.set[s] = struct{}{}
+			sources.Unlock()
+			t.Cleanup(func() {
+				sources.Lock()
+				delete(sources.set, s)
+				sources.Unlock()
+				served.machines.Store(machines)
+				served.sets.Store(sets)
+			})
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(&collector{})
+			for _, fams := range []struct {
+				names []string
+				want  bool
+			}{{machineFamilies, half.machines}, {setFamilies, half.sets}} {
+				for _, name := range fams.names {
+					n, err := testutil.GatherAndCount(reg, name)
+					if err != nil {
+						t.Fatalf("gather: %v", err)
+					}
+					if (n > 0) != fams.want {
+						t.Errorf("%s: %d series, want served %v", name, n, fams.want)
+					}
+				}
+			}
+		})
 	}
 }

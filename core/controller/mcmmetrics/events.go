@@ -139,7 +139,7 @@ func placement(m *v1alpha1.Machine) ([4]string, bool) {
 // machinist does not add; it is still read for a machine without that chain of owners.
 func deploymentOf(m *v1alpha1.Machine) string {
 	if ref := metav1.GetControllerOf(m); ref != nil && ref.Kind == "MachineSet" {
-		for _, src := range activeSources() {
+		for _, src := range activeSources(true) {
 			if src.namespace != m.Namespace {
 				continue
 			}
@@ -161,7 +161,7 @@ func deploymentOf(m *v1alpha1.Machine) string {
 // instanceType is the nodeTemplate.instanceType of m's MachineClass, "" when the class or its
 // node template is unknown (MCM then leaves the label out, which its GaugeVec refuses).
 func instanceType(m *v1alpha1.Machine) string {
-	for _, src := range activeSources() {
+	for _, src := range activeSources(true) {
 		if src.namespace != m.Namespace {
 			continue
 		}

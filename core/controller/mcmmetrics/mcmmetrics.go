@@ -19,6 +19,7 @@ package mcmmetrics
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,14 +36,25 @@ type Options struct {
 	// Frozen reports whether the machine controller is frozen (mcm_machine_controller_frozen);
 	// nil reports never.
 	Frozen func() bool
+	// WithoutMachines leaves out the families of MCM's provider machine-controller
+	// (mcm_machine_* of Machines and mcm_machine_controller_frozen), WithoutSets those of its
+	// core machine-controller-manager (mcm_machine_set_*, mcm_machine_deployment_*): each of
+	// MCM's two processes serves its own, and so does each of machinist's halves. Neither set
+	// (the all-in-one) serves both.
+	WithoutMachines, WithoutSets bool
 }
 
 // source is one running manager's cache the scrape-time collectors read.
 type source struct {
-	reader    client.Reader
-	namespace string
-	frozen    func() bool
+	reader         client.Reader
+	namespace      string
+	frozen         func() bool
+	machines, sets bool
 }
+
+// served says which scrape-time families the process serves: those of every manager set up in
+// it, so a family is there (at zero) before the caches sync and stays across restarts.
+var served struct{ machines, sets atomic.Bool }
 
 // sources are the caches of the managers running in the process: one in `machinist run`,
 // several in tests.
@@ -51,12 +63,16 @@ var sources = struct {
 	set map[*source]struct{}
 }{set: map[*source]struct{}{}}
 
-func activeSources() []*source {
+// activeSources returns the running managers' caches that serve the families of machines (or,
+// with machines false, of sets and deployments).
+func activeSources(machines bool) []*source {
 	sources.Lock()
 	defer sources.Unlock()
 	out := make([]*source, 0, len(sources.set))
 	for s := range sources.set {
-		out = append(out, s)
+		if (machines && s.machines) || (!machines && s.sets) {
+			out = append(out, s)
+		}
 	}
 	return out
 }
@@ -94,7 +110,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := register(); err != nil {
 		return err
 	}
-	src := &source{reader: mgr.GetCache(), namespace: opts.Namespace, frozen: opts.Frozen}
+	src := &source{reader: mgr.GetCache(), namespace: opts.Namespace, frozen: opts.Frozen, machines: !opts.WithoutMachines, sets: !opts.WithoutSets}
+	if src.machines {
+		served.machines.Store(true)
+	}
+	if src.sets {
+		served.sets.Store(true)
+	}
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if !mgr.GetCache().WaitForCacheSync(ctx) {
 			return nil

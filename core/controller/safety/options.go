@@ -64,6 +64,12 @@ type Options struct {
 	// controller freezes (--machine-safety-apiserver-statuscheck-timeout, 30s).
 	APIServerStatusCheckTimeout time.Duration
 
+	// WithoutMachineSafety leaves out the orphan collector and the API-server freeze, and
+	// WithoutOvershoot the overshooting freeze: MCM splits them the same way, the overshooting
+	// freeze in its core (machine-controller-manager), the other two in each provider's
+	// machine-controller. Neither set (the all-in-one) runs all three.
+	WithoutMachineSafety, WithoutOvershoot bool
+
 	// Log is the controller's logger; nil means slog.Default().
 	Log *slog.Logger
 	// Clock is the time of the periods, grace periods and timeouts above; nil means the real

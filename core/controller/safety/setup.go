@@ -59,9 +59,10 @@ type Controller struct {
 // unreachable for longer than APIServerStatusCheckTimeout. A nil Controller is never frozen.
 func (c *Controller) Frozen() bool { return c != nil && c.frozen.Load() }
 
-// Setup adds the orphan collector, the overshoot freeze and the API-server probe to mgr. target
-// is the cluster the nodes join (nil = none); the caller adds it to mgr. Call it before
-// machine.Setup and pass the result as machine.Options.Freeze.
+// Setup adds the orphan collector, the overshoot freeze and the API-server probe to mgr (those
+// Options.WithoutMachineSafety and WithoutOvershoot leave out). target is the cluster the nodes
+// join (nil = none); the caller adds it to mgr. Call it before machine.Setup and pass the result
+// as machine.Options.Freeze.
 func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolver, opts Options) (*Controller, error) {
 	if drivers == nil {
 		return nil, fmt.Errorf("safety: setup: no driver resolver given")
@@ -83,27 +84,31 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		manualUnfreeze: map[types.UID]int32{},
 		histories:      map[client.ObjectKey]*setHistory{},
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
-		for _, ref := range o.GetOwnerReferences() {
-			if ref.Controller != nil && *ref.Controller {
-				return []string{string(ref.UID)}
-			}
+	if !opts.WithoutMachineSafety {
+		if err := mgr.Add(manager.RunnableFunc(c.probeAPIServers)); err != nil {
+			return nil, fmt.Errorf("safety: add API server probe: %w", err)
 		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("safety: index machines by owner: %w", err)
+		if err := mgr.Add(manager.RunnableFunc(c.collectOrphans)); err != nil {
+			return nil, fmt.Errorf("safety: add orphan collector: %w", err)
+		}
+		if err := c.setupOrphanTriggers(mgr); err != nil {
+			return nil, err
+		}
 	}
-	if err := mgr.Add(manager.RunnableFunc(c.probeAPIServers)); err != nil {
-		return nil, fmt.Errorf("safety: add API server probe: %w", err)
-	}
-	if err := mgr.Add(manager.RunnableFunc(c.collectOrphans)); err != nil {
-		return nil, fmt.Errorf("safety: add orphan collector: %w", err)
-	}
-	if err := c.setupOrphanTriggers(mgr); err != nil {
-		return nil, err
-	}
-	if err := c.setupOvershoot(mgr); err != nil {
-		return nil, err
+	if !opts.WithoutOvershoot {
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
+			for _, ref := range o.GetOwnerReferences() {
+				if ref.Controller != nil && *ref.Controller {
+					return []string{string(ref.UID)}
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("safety: index machines by owner: %w", err)
+		}
+		if err := c.setupOvershoot(mgr); err != nil {
+			return nil, err
+		}
 	}
 	registerMetrics()
 	return c, nil
