@@ -130,7 +130,7 @@ func serveUnix(b *testing.B, name string, register func(*grpc.Server)) *grpc.Cli
 		b.Fatal(err)
 	}
 	register(srv)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	b.Cleanup(srv.Stop)
 	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
 	if err != nil {
@@ -154,7 +154,7 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 	}
 	ds := dialin.NewServer(dialin.Options{Insecure: true, Log: quiet})
 	ds.RegisterService(gs)
-	go gs.Serve(lis)
+	go func() { _ = gs.Serve(lis) }()
 	b.Cleanup(func() { ds.Close(); gs.Stop() })
 	fixture.ConnectProvider(b, addr, fixture.Insecure, map[string]driver.Driver{"openstack": d},
 		func(o *dialin.ConnectorOptions) { o.Log = quiet })
@@ -266,7 +266,6 @@ func TestMain(m *testing.M) {
 	servePluginIfStarted()
 	if addr := os.Getenv(serverEnv); addr != "" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
 		err := grpcbridge.Serve(ctx, grpcbridge.ServeOptions{Listen: addr, Transport: grpcbridge.Transport{Insecure: true},
 			Drivers: map[string]driver.Driver{"openstack": statusDriver{}}, Log: quiet})
 		stop()
@@ -295,7 +294,7 @@ func BenchmarkGetMachineStatusSeparateProcess(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	b.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
 	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
 	if err != nil {
 		b.Fatal(err)

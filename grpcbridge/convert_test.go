@@ -145,7 +145,7 @@ var fillFuncs = sync.OnceValue(func() []any {
 	// from the API server.
 	funcs = append(funcs, func(r *runtime.RawExtension, c randfill.Continue) {
 		spec := map[string]any{}
-		for i := 0; i < c.Intn(4); i++ {
+		for range c.Intn(4) {
 			spec[c.String(8)] = c.String(12)
 		}
 		r.Raw, _ = json.Marshal(spec)

@@ -3,6 +3,7 @@ package grpcbridge_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -162,10 +163,10 @@ func TestUnauthorizedClientCertificate(t *testing.T) {
 }
 
 func TestTransportRequiresAChoice(t *testing.T) {
-	if _, err := grpcbridge.Dial("127.0.0.1:1", grpcbridge.Transport{}); err != grpcbridge.ErrNoTransportSecurity {
+	if _, err := grpcbridge.Dial("127.0.0.1:1", grpcbridge.Transport{}); !errors.Is(err, grpcbridge.ErrNoTransportSecurity) {
 		t.Fatalf("dial without TLS or insecure: %v", err)
 	}
-	if _, err := grpcbridge.NewGRPCServer(grpcbridge.Transport{}); err != grpcbridge.ErrNoTransportSecurity {
+	if _, err := grpcbridge.NewGRPCServer(grpcbridge.Transport{}); !errors.Is(err, grpcbridge.ErrNoTransportSecurity) {
 		t.Fatalf("server without TLS or insecure: %v", err)
 	}
 	for _, bad := range []string{"", "unix://", "no-port", "unix:"} {

@@ -122,7 +122,7 @@ func TestClientSendsGoldenRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpcbridge.Dial(addr, fixture.Insecure)
 	if err != nil {

@@ -25,8 +25,8 @@ type cacheEntry[T any] struct {
 	obj T
 }
 
-func newObjectCache[T comparable](max int, decode func([]byte) (T, error), clone func(T) T) *objectCache[T] {
-	return &objectCache[T]{decode: decode, clone: clone, seed: maphash.MakeSeed(), lru: lru.New(max)}
+func newObjectCache[T comparable](size int, decode func([]byte) (T, error), clone func(T) T) *objectCache[T] {
+	return &objectCache[T]{decode: decode, clone: clone, seed: maphash.MakeSeed(), lru: lru.New(size)}
 }
 
 // get returns a fresh copy of the object b encodes; b must not be modified afterwards. Empty

@@ -32,8 +32,12 @@ func TestObjectCache(t *testing.T) {
 	if second.Name != "a" || string(second.ProviderSpec.Raw) != `{"a":1}` {
 		t.Fatalf("cached class was modified through a returned copy: %s %s", second.Name, second.ProviderSpec.Raw)
 	}
-	c.get(b)
-	c.get(d) // evicts a, the least recently used
+	if _, err := c.get(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.get(d); err != nil { // evicts a, the least recently used
+		t.Fatal(err)
+	}
 	if n := c.len(); n != 2 {
 		t.Fatalf("cache holds %d classes, want 2", n)
 	}

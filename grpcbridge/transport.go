@@ -106,7 +106,7 @@ func Target(addr string) (string, error) {
 		return addr, nil
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return "", fmt.Errorf("grpcbridge: address %q: %v: use unix:///path/to.sock or host:port", addr, err)
+		return "", fmt.Errorf("grpcbridge: address %q: %w: use unix:///path/to.sock or host:port", addr, err)
 	}
 	return "dns:///" + addr, nil
 }

@@ -101,17 +101,25 @@ func main() {
 			os.Exit(1)
 		}
 	}
+	if err := runSizes(cfg, ns); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(1)
+	}
+}
+
+// runSizes runs and reports each size in turn, then the growth table; a failed size ends the
+// run, after the growth table of the sizes before it.
+func runSizes(cfg config, ns []int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var results []result
 	for _, n := range ns {
 		res, err := run(ctx, cfg, n)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench-scale: %d machines: %v\n", n, err)
 			if len(results) > 0 {
 				growth(os.Stdout, results)
 			}
-			os.Exit(1)
+			return fmt.Errorf("%d machines: %w", n, err)
 		}
 		report(os.Stdout, res)
 		results = append(results, res)
@@ -119,6 +127,7 @@ func main() {
 	if len(results) > 1 {
 		growth(os.Stdout, results)
 	}
+	return nil
 }
 
 func (cfg *config) check() error {
@@ -214,7 +223,11 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	if err != nil {
 		return res, err
 	}
-	defer cp.Stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-scale: stop the control plane:", err)
+		}
+	}()
 	c, err := client.NewWithWatch(cp.Config, client.Options{Scheme: localcontrolplane.Scheme})
 	if err != nil {
 		return res, err

@@ -206,7 +206,10 @@ func (w *watcher) until(ctx context.Context, timeout time.Duration, check func(s
 			w.mu.Lock()
 			err := w.err
 			w.mu.Unlock()
-			return fmt.Errorf("not done after %s: %s (last watch error: %v)", timeout, line, err)
+			if err != nil {
+				return fmt.Errorf("not done after %s: %s (last watch error: %w)", timeout, line, err)
+			}
+			return fmt.Errorf("not done after %s: %s", timeout, line)
 		case <-w.changed:
 		case <-tick.C:
 			ticked = true

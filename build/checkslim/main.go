@@ -419,7 +419,7 @@ func list(tags []string, patterns ...string) (map[string]pkg, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	deps := map[string]pkg{}
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -59,7 +59,7 @@ func buildStripped(dir, name string, tags []string) (int64, error) {
 	cmd := exec.Command("go", append(args, "./cmd/machinist")...)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return 0, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, b)
 	}
 	fi, err := os.Stat(out)
 	if err != nil {

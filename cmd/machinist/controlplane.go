@@ -76,7 +76,9 @@ func runControlPlane(c *cli.Context) error {
 	}
 	defer func() {
 		fmt.Fprintln(c.App.Writer, "stopping the control plane")
-		cp.Stop()
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "stop control plane: %v\n", err)
+		}
 	}()
 	fmt.Fprintf(c.App.Writer, "control plane ready at %s\n  export KUBECONFIG=%s\n", cp.Config.Host, cp.KubeconfigPath)
 

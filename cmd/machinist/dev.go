@@ -98,7 +98,9 @@ func runDev(c *cli.Context) error {
 	}
 	defer func() {
 		if temp != nil {
-			temp.Remove()
+			if err := temp.Remove(); err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "remove %s: %v\n", temp.Path(), err)
+			}
 		}
 	}()
 	logPath := filepath.Join(dir, "machinist.log")
@@ -200,7 +202,7 @@ func runDev(c *cli.Context) error {
 		return nil
 	case err := <-done:
 		done <- err // for the deferred wait
-		return fmt.Errorf("dev: controllers stopped: %v", err)
+		return fmt.Errorf("dev: controllers stopped: %w", err)
 	}
 }
 
@@ -392,7 +394,7 @@ func watchUntil(ctx context.Context, deadline time.Time, done chan error, look f
 		select {
 		case err := <-done:
 			done <- err
-			failed = fmt.Errorf("dev: controllers stopped: %v", err)
+			failed = fmt.Errorf("dev: controllers stopped: %w", err)
 			return false, failed
 		default:
 			return false, nil

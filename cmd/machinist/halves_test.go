@@ -41,13 +41,13 @@ func TestEntrypointArgs(t *testing.T) {
 	}
 }
 
-// runLogged runs the CLI as main does (entrypointArgs first) and returns the error and what it
-// logged.
-func runLogged(t *testing.T, argv ...string) (error, string) {
+// runLogged runs the CLI as main does (entrypointArgs first) and returns what it logged and
+// the error.
+func runLogged(t *testing.T, argv ...string) (string, error) {
 	t.Helper()
 	var stderr bytes.Buffer
 	err := newApp(&bytes.Buffer{}, &stderr).RunContext(context.Background(), entrypointArgs(argv))
-	return err, stderr.String()
+	return stderr.String(), err
 }
 
 // ignoredIn returns the flags a log names as ignored.
@@ -83,7 +83,7 @@ func TestGardenerCommandLinesParse(t *testing.T) {
 			"--machine-safety-orphan-vms-period", "--machine-safety-apiserver-statuscheck-period", "--machine-safety-apiserver-statuscheck-timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err, log := runLogged(t, tc.argv...)
+			log, err := runLogged(t, tc.argv...)
 			if err == nil || !strings.Contains(err.Error(), "--control-kubeconfig") || !strings.Contains(err.Error(), "inClusterConfig: not running in a pod") {
 				t.Fatalf("error %v, want one about the in-cluster config; log:\n%s", err, log)
 			}
@@ -178,7 +178,7 @@ func TestEveryMCMFlagIsAccepted(t *testing.T) {
 					}
 				}
 				_ = setupLogging(os.Stderr, 0, "text")
-				err, log := runLogged(t, argv...)
+				log, err := runLogged(t, argv...)
 				if err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
 					t.Fatalf("%s: error %v, want one reading /nonexistent/kubeconfig (after the flags parsed); log:\n%s", strings.Join(argv, " "), err, log)
 				}
@@ -207,7 +207,7 @@ func TestHalvesRefuseWhatMCMRefuses(t *testing.T) {
 		{[]string{"machine-controller", "--no-such-flag=1"}, "no-such-flag"},
 		{[]string{"machinist", "run", "--contention-profiling"}, "--contention-profiling needs --profiling"},
 	} {
-		err, log := runLogged(t, append(tc.argv, "--control-kubeconfig=/nonexistent/kubeconfig")...)
+		log, err := runLogged(t, append(tc.argv, "--control-kubeconfig=/nonexistent/kubeconfig")...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want one naming %q; log:\n%s", tc.argv, err, tc.want, log)
 		}
@@ -221,7 +221,7 @@ func TestRunTakesMCMFlags(t *testing.T) {
 	_ = setupLogging(os.Stderr, 0, "text")
 	argv := append([]string{"machinist", "run"}, gardenerseed.CoreCommandBefore2023("shoot--foo--bar")[1:]...)
 	argv = append(argv, "--control-kubeconfig=/nonexistent/kubeconfig", "--machine-creation-timeout=20m", "--cloud-provider=aws")
-	err, log := runLogged(t, argv...)
+	log, err := runLogged(t, argv...)
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/kubeconfig") {
 		t.Fatalf("error %v, want one reading the kubeconfig; log:\n%s", err, log)
 	}

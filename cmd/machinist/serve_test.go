@@ -58,7 +58,7 @@ func background(t *testing.T, args ...string) *bg {
 		b.err = newApp(b.out, b.out).RunContext(ctx, append([]string{"machinist"}, args...))
 	}()
 	t.Cleanup(func() {
-		if err := b.stop(); err == errNotStopped {
+		if err := b.stop(); errors.Is(err, errNotStopped) {
 			t.Errorf("machinist %s did not stop", args[0])
 		}
 	})
@@ -202,7 +202,7 @@ func TestConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gs.Serve(lis)
+	go func() { _ = gs.Serve(lis) }()
 	defer func() { ds.Close(); gs.Stop() }()
 
 	tls := []string{"--cert", client.Cert, "--key", client.Key, "--cacert", client.CA}
@@ -256,7 +256,7 @@ func TestSlimBinary(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
+	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
 	waitServing(t, &out, nil)
 	if !strings.Contains(out.String(), "serving local on") {
 		t.Fatalf("the slim binary serves more than local:\n%s", out.String())
@@ -275,14 +275,14 @@ func TestSlimBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go gs.Serve(lis)
+	go func() { _ = gs.Serve(lis) }()
 	defer func() { ds.Close(); gs.Stop() }()
 	conn := exec.Command(bin, "connect", "--controller", lis.Addr().String(), "--insecure", "--state-dir", t.TempDir())
 	conn.Stdout, conn.Stderr = &out, &out
 	if err := conn.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { conn.Process.Kill(); conn.Wait() }()
+	defer func() { _ = conn.Process.Kill(); _ = conn.Wait() }()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	if err := ds.WaitFor(ctx, "local", 1); err != nil {

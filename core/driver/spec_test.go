@@ -280,7 +280,7 @@ func TestNoteSpecWarnings(t *testing.T) {
 		t.Fatal("nil error must stay nil")
 	}
 	base := Error(InvalidArgument, "flavorName: Required value")
-	if NoteSpecWarnings(base, nil) != base {
+	if NoteSpecWarnings(base, nil) != base { //nolint:errorlint // the very error back, not one wrapping it
 		t.Fatal("no warnings must keep the error")
 	}
 	err := NoteSpecWarnings(base, []SpecWarning{{Path: "providerSpec.spec.flavourName", Problem: UnknownField}})

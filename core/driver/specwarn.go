@@ -336,7 +336,7 @@ func jsonFieldsOf(t reflect.Type) *jsonFields {
 				continue
 			}
 			visited[q.typ] = true
-			for i := 0; i < q.typ.NumField(); i++ {
+			for i := range q.typ.NumField() {
 				sf := q.typ.Field(i)
 				ft := sf.Type
 				if sf.Anonymous {
@@ -390,15 +390,15 @@ func jsonFieldsOf(t reflect.Type) *jsonFields {
 // dominant picks the field that wins among fields of one name: the shallowest, and among those
 // the only tagged one; otherwise there is none.
 func dominant(fs []jsonField) (jsonField, bool) {
-	min := fs[0].depth
+	shallowest := fs[0].depth
 	for _, f := range fs {
-		if f.depth < min {
-			min = f.depth
+		if f.depth < shallowest {
+			shallowest = f.depth
 		}
 	}
 	var top []jsonField
 	for _, f := range fs {
-		if f.depth == min {
+		if f.depth == shallowest {
 			top = append(top, f)
 		}
 	}

@@ -85,7 +85,7 @@ func StatusOf(err error) *Status {
 	var s *Status
 	if errors.As(err, &s) && s != nil {
 		// The outermost text carries the context that wrapping added ("openstack: create: ...").
-		if err == error(s) {
+		if err == error(s) { //nolint:errorlint // identity, not a sentinel: err is s itself, not wrapped
 			return s
 		}
 		return &Status{code: s.code, message: outerMessage(err, s), cause: s.cause}

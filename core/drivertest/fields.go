@@ -83,7 +83,7 @@ func jsonFieldType(t reflect.Type, path string) (reflect.Type, string) {
 // fieldByJSONName finds the field named name (exactly) as encoding/json names fields, looking
 // into untagged embedded structs.
 func fieldByJSONName(t reflect.Type, name string) (reflect.Type, bool) {
-	for i := 0; i < t.NumField(); i++ {
+	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
 		if tag == "-" {

@@ -152,7 +152,11 @@ func TestPersistentDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer second.Stop()
+	defer func() {
+		if err := second.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	if second.APIServerPort != first.APIServerPort {
 		t.Logf("port changed from %d to %d (it was taken meanwhile)", first.APIServerPort, second.APIServerPort)
 	}
@@ -194,7 +198,7 @@ func TestFullControlPlane(t *testing.T) {
 	if _, err := cs.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	state := ""
+	var state string
 	for {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=probe"})
 		if err != nil {

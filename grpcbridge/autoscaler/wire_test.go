@@ -156,7 +156,8 @@ func TestLegacyGetOptions(t *testing.T) {
 			t.Errorf("old field %d = %v, want %v", num, got, want)
 		}
 		current := fields(t, one(t, opts, num+5).([]byte))
-		if got := time.Duration(one(t, current, 1).(uint64)) * time.Second; got != want {
+		seconds := one(t, current, 1).(uint64) // google.protobuf.Duration {int64 seconds = 1}
+		if got := time.Duration(seconds) * time.Second; got != want {
 			t.Errorf("new field %d = %v, want %v", num+5, got, want)
 		}
 	}

@@ -148,8 +148,7 @@ func Start(ctx context.Context, name, path string, o Options) (*Child, error) {
 			MinConnectTimeout: time.Second,
 		}))
 	if err != nil {
-		dir.Remove()
-		return nil, err
+		return nil, errors.Join(err, dir.Remove())
 	}
 	c := &Child{
 		name: name, path: abs, opts: o, log: o.Log.With("provider", name, "binary", abs),
@@ -161,8 +160,7 @@ func Start(ctx context.Context, name, path string, o Options) (*Child, error) {
 	select {
 	case <-c.ready:
 	case <-c.done:
-		c.cleanup()
-		return nil, c.startErr
+		return nil, errors.Join(c.startErr, c.cleanup())
 	case <-ctx.Done():
 		c.Close()
 		return nil, fmt.Errorf("childproc: start %s: %w", name, ctx.Err())
@@ -193,13 +191,12 @@ func (c *Child) Restarts() int { return int(c.restarts.Load()) }
 func (c *Child) Close() error {
 	c.stopOnce.Do(func() { close(c.stop) })
 	<-c.done
-	c.cleanup()
-	return nil
+	return c.cleanup()
 }
 
-func (c *Child) cleanup() {
+func (c *Child) cleanup() error {
 	c.conn.Close()
-	c.dir.Remove()
+	return c.dir.Remove()
 }
 
 // supervise runs the child, restarting it until stop. The goroutine keeps its OS thread locked
@@ -272,8 +269,9 @@ func (c *Child) runOnce(first bool) error {
 	c.pid.Store(int64(cmd.Process.Pid))
 	defer c.pid.Store(0)
 	c.log.Info("childproc: provider process started", "pid", cmd.Process.Pid)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	var exitErr error // cmd.Wait's, set before exited is closed
+	exited := make(chan struct{})
+	go func() { exitErr = cmd.Wait(); close(exited) }()
 
 	healthy := make(chan error, 1)
 	hctx, cancelHealth := context.WithTimeout(context.Background(), c.opts.ReadyTimeout)
@@ -291,12 +289,15 @@ func (c *Child) runOnce(first bool) error {
 				close(c.ready)
 			}
 			healthy = nil
-		case err := <-exited:
+		case <-exited:
+			if exitErr == nil {
+				exitErr = errors.New("exit status 0")
+			}
 			if healthy != nil {
 				cancelHealth()
-				return fmt.Errorf("childproc: %s exited before it was ready (%v); its output ended with:\n%s", c.name, err, tail)
+				return fmt.Errorf("childproc: %s exited before it was ready (%w); its output ended with:\n%s", c.name, exitErr, tail)
 			}
-			return fmt.Errorf("childproc: %s exited: %v", c.name, err)
+			return fmt.Errorf("childproc: %s exited: %w", c.name, exitErr)
 		case <-c.stop:
 			c.terminate(cmd, exited)
 			return nil
@@ -328,7 +329,7 @@ func (c *Child) waitHealthy(ctx context.Context) error {
 }
 
 // terminate asks the child to stop, then kills it.
-func (c *Child) terminate(cmd *exec.Cmd, exited <-chan error) {
+func (c *Child) terminate(cmd *exec.Cmd, exited <-chan struct{}) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
@@ -338,7 +339,7 @@ func (c *Child) terminate(cmd *exec.Cmd, exited <-chan error) {
 	}
 }
 
-func (c *Child) kill(cmd *exec.Cmd, exited <-chan error) {
+func (c *Child) kill(cmd *exec.Cmd, exited <-chan struct{}) {
 	_ = cmd.Process.Kill()
 	<-exited
 }

@@ -216,7 +216,9 @@ func TestInFlightCallFailsWhenChildDies(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	syscall.Kill(pid, syscall.SIGKILL)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-errc:
 		if !driver.IsCode(err, driver.Unavailable) {
@@ -254,7 +256,7 @@ func TestNoChildOutlivesAKilledParent(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer cmd.Process.Kill()
+			defer func() { _ = cmd.Process.Kill() }()
 			line, err := bufio.NewReader(out).ReadString('\n')
 			if err != nil {
 				t.Fatalf("parent said nothing: %v", err)
@@ -270,11 +272,11 @@ func TestNoChildOutlivesAKilledParent(t *testing.T) {
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			cmd.Wait()
+			_ = cmd.Wait() // "signal: killed"
 			deadline := time.Now().Add(10 * time.Second)
 			for alive(child) {
 				if time.Now().After(deadline) {
-					syscall.Kill(child, syscall.SIGKILL)
+					_ = syscall.Kill(child, syscall.SIGKILL)
 					t.Fatalf("child %d still running 10s after its parent was killed", child)
 				}
 				time.Sleep(20 * time.Millisecond)
@@ -313,7 +315,7 @@ func TestKilledParentsSocketDirIsRemovedAtNextStart(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		line, err := bufio.NewReader(out).ReadString('\n')
 		f := strings.Fields(line)
 		if err != nil || len(f) != 3 || f[0] != "child" {
@@ -327,7 +329,7 @@ func TestKilledParentsSocketDirIsRemovedAtNextStart(t *testing.T) {
 	if err := killed.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	killed.Wait()
+	_ = killed.Wait() // "signal: killed"
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(child) {
 		if time.Now().After(deadline) {

@@ -254,7 +254,7 @@ func TestDeadlineAndCancelReachTheProvider(t *testing.T) {
 	if !driver.IsCode(err, driver.DeadlineExceeded) {
 		t.Fatalf("slow operation: %v", err)
 	}
-	<-stopped
+	<-stopped //nolint:errcheck // waits for the first call to end, so the select below reads the second's
 
 	ctx, cancel = context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -365,7 +365,7 @@ func TestSecretsOnlyToAuthorizedProviders(t *testing.T) {
 		}
 		refs <- msg.GetOperation().Secret
 		<-release
-		stream.Send(&dialinv1.RegisterRequest{Message: &dialinv1.RegisterRequest_Result{Result: &dialinv1.Result{Id: msg.GetOperation().Id,
+		_ = stream.Send(&dialinv1.RegisterRequest{Message: &dialinv1.RegisterRequest_Result{Result: &dialinv1.Result{Id: msg.GetOperation().Id,
 			Response: &dialinv1.Result_GetMachineStatus{}}}})
 	}()
 	remote, _ := ctrl.Server.Driver("mem")
@@ -543,7 +543,7 @@ func TestBackoffStartsOverOnceRegistered(t *testing.T) {
 	mustOK(t, err)
 	ctrl := dialin.NewServer(dialin.Options{})
 	ctrl.RegisterService(srv)
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	waitFor(t, ctrl, "mem", 1)
 	before := len(delays.all())

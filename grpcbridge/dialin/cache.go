@@ -20,8 +20,8 @@ type objectCache[T any] struct {
 // cancelled operation does not fail the others waiting for the same version.
 const pullTimeout = 30 * time.Second
 
-func newObjectCache[T any](max int, clone func(T) T) *objectCache[T] {
-	return &objectCache[T]{clone: clone, lru: lru.New(max)}
+func newObjectCache[T any](size int, clone func(T) T) *objectCache[T] {
+	return &objectCache[T]{clone: clone, lru: lru.New(size)}
 }
 
 // get returns a copy of the object of key, fetching it when missing.

@@ -75,7 +75,7 @@ func TestInfragrpcProtoNamesAndNumbers(t *testing.T) {
 	seen := 0
 	var walk func(protoreflect.MessageDescriptors)
 	walk = func(ms protoreflect.MessageDescriptors) {
-		for i := 0; i < ms.Len(); i++ {
+		for i := range ms.Len() {
 			md := ms.Get(i)
 			walk(md.Messages())
 			fields, ok := want[string(md.FullName())]

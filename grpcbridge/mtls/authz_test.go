@@ -39,8 +39,8 @@ func TestAuthorizedProviders(t *testing.T) {
 			t.Errorf("Authorizes(%q) = %v, want %v", name, got, want)
 		}
 	}
-	any := certWithURIs(t, mtls.ProviderURI(mtls.AnyProvider).String())
-	if !mtls.Authorizes(any, "whatever") || mtls.Authorizes(any, "") {
+	wildcard := certWithURIs(t, mtls.ProviderURI(mtls.AnyProvider).String())
+	if !mtls.Authorizes(wildcard, "whatever") || mtls.Authorizes(wildcard, "") {
 		t.Fatal("wildcard certificate")
 	}
 	if mtls.Authorizes(nil, "local") || mtls.Authorizes(&x509.Certificate{}, "local") {

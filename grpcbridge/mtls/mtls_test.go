@@ -3,6 +3,7 @@ package mtls_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"net"
 	"os"
 	"strings"
@@ -22,8 +23,9 @@ func handshake(t testing.TB, server, client *tls.Config) (serverSaw, clientSaw *
 	defer a.Close()
 	defer b.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	a.SetDeadline(deadline)
-	b.SetDeadline(deadline)
+	if err := errors.Join(a.SetDeadline(deadline), b.SetDeadline(deadline)); err != nil {
+		t.Fatal(err)
+	}
 	srv := tls.Server(a, server)
 	cli := tls.Client(b, client)
 	errc := make(chan error, 1)

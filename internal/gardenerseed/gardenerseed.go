@@ -34,7 +34,7 @@ const (
 
 // CoreCommand is the Command of the machine-controller-manager container gardenlet deploys
 // (pkg/component/nodemanagement/machinecontrollermanager/machine_controller_manager.go, Deploy),
-// for the control-plane namespace namespace of a shoot that is not self-hosted. The container
+// for the control-plane namespace of a shoot that is not self-hosted. The container
 // runs in the image's working directory, "/" in MCM's image.
 func CoreCommand(namespace string) []string {
 	return []string{

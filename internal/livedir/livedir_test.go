@@ -45,7 +45,7 @@ func owner(t *testing.T) (string, *exec.Cmd) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || strings.HasPrefix(line, "error") {
 		t.Fatalf("owner: %q %v", line, err)
@@ -71,7 +71,7 @@ func TestStaleDirectoriesAreSwept(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Wait()
+	_ = cmd.Wait() // "signal: killed"
 	foreign := filepath.Join(os.TempDir(), "livedir-test-foreign")
 	other := filepath.Join(os.TempDir(), "other-prefix")
 	for _, d := range []string{foreign, other} {
@@ -120,7 +120,10 @@ func TestNewRacesSweep(t *testing.T) {
 				case <-stop:
 					return
 				default:
-					Sweep("race-")
+					if _, err := Sweep("race-"); err != nil {
+						t.Error(err)
+						return
+					}
 				}
 			}
 		}()
@@ -139,6 +142,8 @@ func TestNewRacesSweep(t *testing.T) {
 		if !exists(filepath.Join(d.Path(), lockName)) {
 			t.Fatalf("%s was swept while its owner lives", d.Path())
 		}
-		d.Remove()
+		if err := d.Remove(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -86,7 +86,10 @@ func waitServed(ctx context.Context, c client.Client, dc discovery.DiscoveryInte
 		return err == nil && established(&cur) && discovered(dc, crd), nil
 	})
 	if perr != nil {
-		return fmt.Errorf("controlplane: CRD %s not established: %w (last error: %v)", crd.Name, perr, err)
+		if err != nil {
+			perr = fmt.Errorf("%w (last error: %w)", perr, err)
+		}
+		return fmt.Errorf("controlplane: CRD %s not established: %w", crd.Name, perr)
 	}
 	return nil
 }

@@ -68,14 +68,14 @@ func (p *process) done() <-chan struct{} {
 	return p.exited
 }
 
-// stop terminates the process: SIGTERM, then SIGKILL after grace. Stopping a process that is not
-// running is a no-op.
-func (p *process) stop(grace time.Duration) error {
+// stop terminates the process: SIGTERM, then SIGKILL after grace, and waits until it has exited.
+// Stopping a process that is not running is a no-op.
+func (p *process) stop(grace time.Duration) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
 	p.mu.Unlock()
 	if cmd == nil {
-		return nil
+		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -87,7 +87,6 @@ func (p *process) stop(grace time.Duration) error {
 	p.mu.Lock()
 	p.cmd, p.exited = nil, nil
 	p.mu.Unlock()
-	return nil
 }
 
 // exitError describes an unexpected exit, with the end of the log.
@@ -95,7 +94,10 @@ func (p *process) exitError() error {
 	p.mu.Lock()
 	err := p.err
 	p.mu.Unlock()
-	return fmt.Errorf("controlplane: %s exited early (%v); last lines of %s:\n%s", p.name, err, p.logFile, tail(p.logFile, 25))
+	if err == nil {
+		err = errors.New("exit status 0")
+	}
+	return fmt.Errorf("controlplane: %s exited early (%w); last lines of %s:\n%s", p.name, err, p.logFile, tail(p.logFile, 25))
 }
 
 // logMentions reports whether the log contains s (used to detect a port taken between picking

@@ -138,7 +138,7 @@ func (d *Driver) newClientSet(creds credentials) (*clientSet, error) {
 			ServiceAccountImpersonationURL: e.ServiceAccountImpersonationURL,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("the workload identity credentials cannot be used: %v", err)
+			return nil, fmt.Errorf("the workload identity credentials cannot be used: %w", err)
 		}
 	}
 	chain := apiMetrics{next: &retryTransport{

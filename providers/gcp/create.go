@@ -42,7 +42,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	what := fmt.Sprintf("create instance %s in %s", name, zone)
 	// One request ID for the call: Compute Engine ignores a repeated insert with it.
 	requestID := uuid.NewString()
-	for attempt := 0; attempt < 3; attempt++ {
+	for range 3 {
 		in, err := cs.getInstance(ctx, zone, name)
 		switch {
 		case isNotFound(err):

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -72,7 +73,7 @@ func TestMemStoreRunsOutOfPodCIDRs(t *testing.T) {
 		}
 		seen[i] = true
 	}
-	if _, err := s.claimPodCIDR("y"); err != errNoPodCIDR {
+	if _, err := s.claimPodCIDR("y"); !errors.Is(err, errNoPodCIDR) {
 		t.Fatalf("claim beyond the range: %v, want errNoPodCIDR", err)
 	}
 	if err := s.releasePodCIDR(a, "a"); err != nil {

@@ -115,8 +115,8 @@ func (s *scheduler) unschedule(a *agent) {
 		heap.Remove(&s.queue, a.index)
 	}
 	s.mu.Unlock()
-	a.mu.Lock() //nolint:staticcheck // an empty critical section on purpose: it waits for a running beat
-	a.mu.Unlock()
+	a.mu.Lock()
+	a.mu.Unlock() //nolint:staticcheck // an empty critical section on purpose: it waits for a running beat
 }
 
 func (s *scheduler) len() int {

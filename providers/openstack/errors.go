@@ -138,11 +138,11 @@ func serviceMessage(body []byte) (kind, msg string) {
 }
 
 func clip(s string) string {
-	const max = 512
+	const maxLen = 512
 	// webob (Glance) ends messages with "<br /><br />" and newlines.
 	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "<br />", " ")), " ")
-	if len(s) > max {
-		return s[:max] + "..."
+	if len(s) > maxLen {
+		return s[:maxLen] + "..."
 	}
 	return s
 }

@@ -107,8 +107,8 @@ func (w *world) start(args ...string) {
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	w.t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		select {
@@ -190,13 +190,13 @@ func (w *world) localClass(name string) {
 }
 
 // machineDeployment creates a MachineDeployment whose nodes carry the label pool=<name>;
-// with max > 0 it is a node group of the autoscaler server (min..max).
-func (w *world) machineDeployment(name, class string, replicas int32, min, max int, change func(*v1alpha1.MachineDeployment)) {
+// with maxSize > 0 it is a node group of the autoscaler server (minSize..maxSize).
+func (w *world) machineDeployment(name, class string, replicas int32, minSize, maxSize int, change func(*v1alpha1.MachineDeployment)) {
 	w.t.Helper()
 	md := machinetest.Deployment(ns, name, class, replicas, machinetest.Pool(name), 1, 0)
 	md.Spec.Template.Spec.NodeTemplateSpec.Labels = machinetest.Pool(name)
-	if max > 0 {
-		md.Annotations = map[string]string{deployments.AnnotationMinSize: strconv.Itoa(min), deployments.AnnotationMaxSize: strconv.Itoa(max)}
+	if maxSize > 0 {
+		md.Annotations = map[string]string{deployments.AnnotationMinSize: strconv.Itoa(minSize), deployments.AnnotationMaxSize: strconv.Itoa(maxSize)}
 	}
 	if change != nil {
 		change(md)

@@ -168,7 +168,7 @@ var probes = []probe{
 func TestFakeAnswersAsReal(t *testing.T) {
 	need(t)
 	t.Parallel()
-	real := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
+	realCloud := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
 		map[string]string{"network": osr(t, "NETWORK_ID"), "subnet": osr(t, "SUBNET_ID"), "image": osr(t, "IMAGE_ID"), "flavor": flavorID(t, osr(t, "FLAVOR_SMALL"))})
 	fc := fakeopenstack.Start(t)
 	fake := connectEndpoint(t, "fake", fc.AuthURL, fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region,
@@ -176,7 +176,7 @@ func TestFakeAnswersAsReal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for _, p := range probes {
-		r := real.do(t, ctx, p.service, p.method, p.path, p.body)
+		r := realCloud.do(t, ctx, p.service, p.method, p.path, p.body)
 		f := fake.do(t, ctx, p.service, p.method, p.path, p.body)
 		t.Logf("%-36s real %-50s fake %s", p.name, r, f)
 		if r.Status != f.Status || r.Kind != f.Kind {
@@ -239,7 +239,7 @@ func (e *endpoint) faultOf(t *testing.T, ctx context.Context, flavor string) map
 func TestFakeFaultAsReal(t *testing.T) {
 	need(t)
 	t.Parallel()
-	real := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
+	realCloud := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
 		map[string]string{"network": osr(t, "NETWORK_ID"), "image": osr(t, "IMAGE_ID")})
 	fc := fakeopenstack.Start(t)
 	fc.NoValidHost(1)
@@ -247,7 +247,7 @@ func TestFakeFaultAsReal(t *testing.T) {
 		map[string]string{"network": fakeopenstack.NetworkID, "image": fakeopenstack.ImageID})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r := real.faultOf(t, ctx, flavorID(t, osr(t, "FLAVOR_NOHOST")))
+	r := realCloud.faultOf(t, ctx, flavorID(t, osr(t, "FLAVOR_NOHOST")))
 	f := fake.faultOf(t, ctx, fakeopenstack.FlavorSmallID())
 	t.Logf("real fault: %v", r)
 	t.Logf("fake fault: %v", f)

@@ -41,12 +41,12 @@ func TestDevCleansUpAfterStdoutClosed(t *testing.T) {
 	}
 	tee.Close()
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-exited:
 		default:
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill()
 			<-exited
 		}
 	})

@@ -75,8 +75,7 @@ func startMachinist(t *testing.T, out *syncbuf.Buffer, args ...string) (stop fun
 		case result = <-exited:
 		case <-time.After(time.Minute):
 			_ = cmd.Process.Kill()
-			<-exited
-			t.Errorf("machinist %s did not stop within a minute of the interrupt", args[0])
+			t.Errorf("machinist %s did not stop within a minute of the interrupt (killed: %v)", args[0], <-exited)
 			return
 		}
 		select { // the output so far, unless a process machinist started still holds the pipe

@@ -186,9 +186,9 @@ func (r *bootstrapTokens) mayHave(ctx context.Context, m *v1alpha1.Machine) bool
 
 func randomString(n int) (string, error) {
 	out := make([]byte, n)
-	max := big.NewInt(int64(len(tokenSecretChars)))
+	alphabetSize := big.NewInt(int64(len(tokenSecretChars)))
 	for i := range out {
-		v, err := rand.Int(rand.Reader, max)
+		v, err := rand.Int(rand.Reader, alphabetSize)
 		if err != nil {
 			return "", fmt.Errorf("machine: random token: %w", err)
 		}

@@ -431,7 +431,7 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 		if errors.As(err, &mis) {
 			code = driver.FailedPrecondition
 		}
-		return r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %v", err), code)
+		return r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %w", err), code) //nolint:staticcheck // MCM's LastOperation text, verbatim (docs/compatibility/mcm-controllers.md)
 	}
 }
 

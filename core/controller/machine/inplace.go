@@ -225,7 +225,7 @@ func (r *inPlaceUpdater) syncInPlaceCondition(ctx context.Context, node *corev1.
 	}
 	_, selected := node.Labels[v1alpha1.LabelNodeSelectedForUpdate]
 	result, hasResult := node.Labels[v1alpha1.LabelNodeUpdateResult]
-	reason, msg := "", ""
+	var reason, msg string
 	switch {
 	case cond == nil || (cond.Reason == v1alpha1.ReasonUpdateSuccessful && !hasResult):
 		reason, msg = v1alpha1.ReasonCandidateForUpdate, msgCandidateForUpdate

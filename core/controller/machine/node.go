@@ -288,7 +288,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 // cached reads the manager's cache (through the index), otherwise the API server.
 func (r *nodeReconciler) machinesOfNode(ctx context.Context, cached bool, nodeName string) ([]v1alpha1.Machine, error) {
 	var list v1alpha1.MachineList
-	var c client.Reader = r.apiReader
+	c := r.apiReader
 	opts := []client.ListOption{client.MatchingLabels{v1alpha1.LabelNode: nodeName}}
 	if cached {
 		c = r.client

@@ -216,7 +216,7 @@ func (o Options) withDefaults() Options {
 // validate reports options that cannot work, naming the flag.
 func (o Options) validate() error {
 	if _, err := intstr.GetScaledValueFromIntOrPercent(&o.MaxReplacements, 100, false); err != nil {
-		return fmt.Errorf("machine: --max-replacements-per-deployment %q: %v: use a count like 1 or a percentage like 10%%", o.MaxReplacements.String(), err)
+		return fmt.Errorf("machine: --max-replacements-per-deployment %q: %w: use a count like 1 or a percentage like 10%%", o.MaxReplacements.String(), err)
 	}
 	if o.MaxReplacements.Type == intstr.Int && o.MaxReplacements.IntVal < 0 {
 		return fmt.Errorf("machine: --max-replacements-per-deployment %d is negative: use a count ≥ 0 or a percentage", o.MaxReplacements.IntVal)

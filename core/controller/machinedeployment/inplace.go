@@ -71,7 +71,7 @@ func validateInPlace(d *v1alpha1.MachineDeployment) error {
 		}
 		n, err := intstr.GetScaledValueFromIntOrPercent(f.v, int(d.Spec.Replicas), true)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %v: use a count such as 1 or a percentage such as 25%%", path, f.v.String(), err))
+			errs = append(errs, fmt.Errorf("%s %q: %w: use a count such as 1 or a percentage such as 25%%", path, f.v.String(), err))
 			continue
 		}
 		if n < 0 {

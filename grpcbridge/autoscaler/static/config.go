@@ -80,7 +80,7 @@ func Load(data []byte, dir string) ([]Group, error) {
 		return nil, fmt.Errorf("autoscaler: %s", driver.MessageOf(err))
 	}
 	if len(f.Groups) == 0 {
-		return nil, fmt.Errorf("autoscaler: --config defines no groups: add at least one under groups:")
+		return nil, fmt.Errorf("autoscaler: --config defines no groups: add at least one under groups")
 	}
 	seen := map[string]bool{}
 	var out []Group

@@ -371,17 +371,17 @@ func TestStaticGroups(t *testing.T) {
 		ctx := context.Background()
 		// A Node named like the first machine but of another VM (a reused name) must survive.
 		decoy := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fresh[0].MachineName}, Spec: corev1.NodeSpec{ProviderID: "mem:///elsewhere/vm-x"}}
-		real := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fresh[1].MachineName}, Spec: corev1.NodeSpec{ProviderID: fresh[1].ProviderID()}}
-		for _, n := range []*corev1.Node{decoy, real} {
+		realNode := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fresh[1].MachineName}, Spec: corev1.NodeSpec{ProviderID: fresh[1].ProviderID()}}
+		for _, n := range []*corev1.Node{decoy, realNode} {
 			if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := scaler.DeleteNodes("slow", clusterautoscaler.FakeNode(fresh[0].ProviderID(), "unregistered"), real); err != nil {
+		if err := scaler.DeleteNodes("slow", clusterautoscaler.FakeNode(fresh[0].ProviderID(), "unregistered"), realNode); err != nil {
 			t.Fatal(err)
 		}
 		eventually.Explained(t, 30*time.Second, "both VMs and the real node deleted", func() (bool, string) {
-			_, err := cs.CoreV1().Nodes().Get(ctx, real.Name, metav1.GetOptions{})
+			_, err := cs.CoreV1().Nodes().Get(ctx, realNode.Name, metav1.GetOptions{})
 			_, vm0 := cloud.VM(fresh[0].ID)
 			_, vm1 := cloud.VM(fresh[1].ID)
 			return apierrors.IsNotFound(err) && !vm0 && !vm1, fmt.Sprint(err, vm0, vm1)

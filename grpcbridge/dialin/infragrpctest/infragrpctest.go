@@ -12,7 +12,6 @@ package infragrpctest
 import (
 	"context"
 	"errors"
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,7 +131,7 @@ func (c *Client) once(ctx context.Context) {
 func (c *Client) serve(stream grpc.BidiStreamingClient[infra.DriverSide, infra.MCMside], send func(*infra.DriverSide) error) {
 	for {
 		in, err := stream.Recv()
-		if err == io.EOF || err != nil {
+		if err != nil { // io.EOF too: the controller closed the stream
 			return
 		}
 		p := in.GetOperationparams()

@@ -243,7 +243,7 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 	now := c.clock.Now()
 	resID := c.newIDLocked("r")
 	ids := make([]string, 0, count)
-	for n := 0; n < count; n++ {
+	for range count {
 		inst := &Instance{
 			ID: c.newIDLocked("i"), ReservationID: resID, ImageID: imageID, InstanceType: itype, KeyName: p.str("KeyName"),
 			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: copyMap(tags["instance"]),
@@ -399,7 +399,7 @@ func (c *Cloud) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string)
 	if ns.publicIP {
 		n.PublicIP = fmt.Sprintf("203.0.113.%d", c.seq%250+1)
 	}
-	for k := int32(0); k < ns.ipv6Count; k++ {
+	for k := range ns.ipv6Count {
 		s.ipv6PrefixCounter++
 		n.Ipv6Addresses = append(n.Ipv6Addresses, fmt.Sprintf("2001:db8:%x::%x", s.ipv6PrefixCounter, k+1))
 	}
@@ -411,7 +411,7 @@ func (c *Cloud) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string)
 func (c *Cloud) assignPrefixesLocked(n *NetworkInterface, count int32) []string {
 	s := c.subnets[n.SubnetID]
 	var added []string
-	for k := int32(0); k < count; k++ {
+	for range count {
 		s.ipv6PrefixCounter++
 		prefix := fmt.Sprintf("2001:db8:%x:%x::/80", len(n.Ipv6Prefixes)+1, s.ipv6PrefixCounter)
 		n.Ipv6Prefixes = append(n.Ipv6Prefixes, prefix)
@@ -1201,9 +1201,7 @@ func (c *Cloud) assignIpv6Addresses(p params) (any, *apiError) {
 		return nil, badRequest("InvalidParameterValue", "Invalid value for Ipv6PrefixCount")
 	}
 	resp := &assignIpv6Response{Xmlns: ec2Namespace, NetworkInterfaceID: id}
-	for _, prefix := range c.assignPrefixesLocked(n, count) {
-		resp.AssignedIpv6PrefixSet = append(resp.AssignedIpv6PrefixSet, prefix)
-	}
+	resp.AssignedIpv6PrefixSet = c.assignPrefixesLocked(n, count)
 	return resp, nil
 }
 

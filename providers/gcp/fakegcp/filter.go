@@ -77,7 +77,7 @@ func parseFilter(expr string) (*filter, *APIError) {
 func closingParen(s string) int {
 	depth := 0
 	var quote byte
-	for i := 0; i < len(s); i++ {
+	for i := range len(s) {
 		ch := s[i]
 		switch {
 		case quote != 0:

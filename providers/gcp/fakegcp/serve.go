@@ -100,7 +100,8 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := c.clock.Now()
-	op, status := opUnknownEndpoint, 0
+	op := opUnknownEndpoint
+	var status int
 	tokenFault := func(op string) *APIError {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -3,6 +3,7 @@ package fakeopenstack_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -117,7 +118,7 @@ func TestRequestIDsAndCounters(t *testing.T) {
 	var e gophercloud.ErrUnexpectedResponseCode
 	if _, err := r.Extract(); !gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		t.Fatalf("get missing server: %v", err)
-	} else if !asResp(err, &e) || !strings.HasPrefix(e.ResponseHeader.Get("X-Openstack-Request-Id"), "req-") ||
+	} else if !errors.As(err, &e) || !strings.HasPrefix(e.ResponseHeader.Get("X-Openstack-Request-Id"), "req-") ||
 		e.ResponseHeader.Get("X-Compute-Request-Id") != e.ResponseHeader.Get("X-Openstack-Request-Id") ||
 		!strings.Contains(string(e.Body), `"itemNotFound"`) {
 		t.Fatalf("404 of Nova: headers %v body %s", e.ResponseHeader, e.Body)
@@ -125,14 +126,6 @@ func TestRequestIDsAndCounters(t *testing.T) {
 	if n := c.Count("compute GET /servers/{id}"); n != 1 {
 		t.Errorf("counter compute GET /servers/{id} = %d, want 1 (counts: %v)", n, c.Counts())
 	}
-}
-
-func asResp(err error, out *gophercloud.ErrUnexpectedResponseCode) bool {
-	e, ok := err.(gophercloud.ErrUnexpectedResponseCode)
-	if ok {
-		*out = e
-	}
-	return ok
 }
 
 func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
@@ -254,7 +247,7 @@ func TestFaults(t *testing.T) {
 	c.Inject(fakeopenstack.Throttle("network", "", "", 7, 1))
 	_, err := ports.List(cl.network, nil).AllPages(ctx)
 	var e gophercloud.ErrUnexpectedResponseCode
-	if !asResp(err, &e) || e.Actual != http.StatusTooManyRequests || e.ResponseHeader.Get("Retry-After") != "7" {
+	if !errors.As(err, &e) || e.Actual != http.StatusTooManyRequests || e.ResponseHeader.Get("Retry-After") != "7" {
 		t.Fatalf("throttle: %v", err)
 	}
 	if _, err := ports.List(cl.network, nil).AllPages(ctx); err != nil {

@@ -67,19 +67,19 @@ func (r Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, a
 }
 
 // Truncate returns s as valid UTF-8 (invalid bytes become U+FFFD, as a JSON encoder would make
-// them — and then they would count three bytes each) of at most max bytes: cut at a character
+// them — and then they would count three bytes each) of at most limit bytes: cut at a character
 // boundary and ending in "…" when it was longer.
-func Truncate(s string, max int) string {
+func Truncate(s string, limit int) string {
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	if len(s) <= max {
+	if len(s) <= limit {
 		return s
 	}
-	if max < len(ellipsis) {
-		return cut(s, max)
+	if limit < len(ellipsis) {
+		return cut(s, limit)
 	}
-	return cut(s, max-len(ellipsis)) + ellipsis
+	return cut(s, limit-len(ellipsis)) + ellipsis
 }
 
 // cut returns the longest prefix of s of at most n bytes that ends at a character boundary.
