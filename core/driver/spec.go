@@ -137,3 +137,22 @@ func SecretValue(secret *corev1.Secret, key string) string {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// DecodeValidSpec is a provider's decoding of a class's providerSpec into a new T: the class must
+// be provider's (CheckProvider), the spec is decoded in mode with names (DecodeSpec) and then
+// validated. The warnings name what was ignored or matched loosely; an error, InvalidArgument
+// naming every bad field, notes them too (a misspelt field is why a required one is missing).
+func DecodeValidSpec[T any](class *v1alpha1.MachineClass, provider string, mode SpecMode, names FieldNames, validate func(*T) field.ErrorList) (*T, []SpecWarning, error) {
+	if err := CheckProvider(class, provider); err != nil {
+		return nil, nil, err
+	}
+	spec := new(T)
+	warnings, err := DecodeSpec(class, spec, mode, names)
+	if err == nil {
+		err = Invalid(class, validate(spec))
+	}
+	if err != nil {
+		return nil, warnings, NoteSpecWarnings(err, warnings)
+	}
+	return spec, warnings, nil
+}

@@ -299,3 +299,26 @@ func TestNoteSpecWarningsSkipsNamedFields(t *testing.T) {
 		t.Fatalf("strict refusal %q, want it to start with %q", MessageOf(err), want)
 	}
 }
+
+// TestDecodeValidSpec: another provider's class is refused before decoding; an invalid spec is
+// InvalidArgument naming the field and noting the warnings (the misspelt field that explains
+// the missing one); a valid one comes back decoded with its warnings.
+func TestDecodeValidSpec(t *testing.T) {
+	validate := func(s *testSpec) field.ErrorList {
+		if s.Flavor == "" {
+			return field.ErrorList{field.Required(ProviderSpecPath.Child("flavorName"), "set the flavor")}
+		}
+		return nil
+	}
+	if _, _, err := DecodeValidSpec(classWith(`{"flavorName":"m1"}`), "azure", Lenient, ExactNames, validate); CodeOf(err) != InvalidArgument || !strings.Contains(err.Error(), "azure") {
+		t.Fatalf("another provider's class: %v", err)
+	}
+	_, warnings, err := DecodeValidSpec(classWith(`{"flavourName":"m1"}`), "openstack", Lenient, ExactNames, validate)
+	if CodeOf(err) != InvalidArgument || !strings.Contains(err.Error(), "providerSpec.flavorName") || !strings.Contains(err.Error(), "flavourName") || len(warnings) != 1 {
+		t.Fatalf("invalid spec: %v, warnings %v", err, warnings)
+	}
+	spec, warnings, err := DecodeValidSpec(classWith(`{"flavorName":"m1","extra":1}`), "openstack", Lenient, ExactNames, validate)
+	if err != nil || spec.Flavor != "m1" || len(warnings) != 1 {
+		t.Fatalf("valid spec: %+v, %v, warnings %v", spec, err, warnings)
+	}
+}

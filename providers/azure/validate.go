@@ -19,18 +19,7 @@ import (
 // ignored). The warnings name what was ignored or matched loosely; an invalid spec's error notes
 // them too.
 func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	if err := driver.CheckProvider(class, ProviderName); err != nil {
-		return nil, nil, err
-	}
-	spec := &ProviderSpec{}
-	warnings, err := driver.DecodeSpec(class, spec, mode, driver.FoldedNames)
-	if err != nil {
-		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
-	}
-	if err := driver.Invalid(class, validateSpec(spec)); err != nil {
-		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
-	}
-	return spec, warnings, nil
+	return driver.DecodeValidSpec(class, ProviderName, mode, driver.FoldedNames, validateSpec)
 }
 
 // checkSpec is the provider's registry.Registration.CheckSpec.
