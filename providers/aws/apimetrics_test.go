@@ -2,58 +2,15 @@ package aws
 
 import (
 	"context"
-	"slices"
-	"sort"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/ptr"
 
-	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricstest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
-
-// awsCounts reads mcm_cloud_api_requests_total, …_failed_total and the sample counts of
-// …_api_request_duration_seconds of provider aws by service, checking MCM's label names.
-func awsCounts(t *testing.T) (requests, failed, timed map[string]float64) {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudmetricsprom.Collector())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests, failed, timed = map[string]float64{}, map[string]float64{}, map[string]float64{}
-	dsts := map[string]map[string]float64{
-		"mcm_cloud_api_requests_total":               requests,
-		"mcm_cloud_api_requests_failed_total":        failed,
-		"mcm_cloud_api_api_request_duration_seconds": timed,
-	}
-	for _, f := range fams {
-		dst := dsts[f.GetName()]
-		if dst == nil {
-			continue
-		}
-		for _, m := range f.Metric {
-			labels := map[string]string{}
-			var names []string
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
-				names = append(names, l.GetName())
-			}
-			sort.Strings(names)
-			if !slices.Equal(names, []string{"provider", "service"}) {
-				t.Errorf("%s has labels %v, MCM's are provider and service", f.GetName(), names)
-			}
-			if labels["provider"] == Name {
-				dst[labels["service"]] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return requests, failed, timed
-}
 
 // TestCloudAPIRequestsCountedAsMCMsProviderCounts: each EC2 operation counts once (its retries
 // included) under MCM's AWS service names (instance_get_by_id, instance_get_by_tag_and_status,
@@ -64,7 +21,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	e.class = e.classWith("nat", func(s *ProviderSpec) { s.SrcAndDstChecksEnabled = ptr.To(false) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reqBefore, failBefore, _ := awsCounts(t)
+	reqBefore, failBefore, _ := cloudmetricstest.Counts(t, Name)
 
 	e.cloud.Inject(fakeaws.Throttle("RunInstances", 1)) // retried by the SDK: one operation
 	resp := e.mustCreate(t, "metrics-1")
@@ -79,7 +36,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if err := e.delete(t, e.class, m); err != nil {
 		t.Fatal(err)
 	}
-	req, failed, timed := awsCounts(t)
+	req, failed, timed := cloudmetricstest.Counts(t, Name)
 	for svc, want := range map[string]float64{
 		serviceRunInstances: 1, serviceDescribeImages: 1, serviceTerminate: 1, serviceDisableSrcDst: 1,
 	} {
@@ -111,7 +68,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if _, err := e.create(t, "metrics-2"); !driver.IsCode(err, driver.PermissionDenied) {
 		t.Fatalf("CreateMachine without ec2:RunInstances = %v", err)
 	}
-	req2, failed2, _ := awsCounts(t)
+	req2, failed2, _ := cloudmetricstest.Counts(t, Name)
 	if got := failed2[serviceRunInstances] - failed[serviceRunInstances]; got != 1 {
 		t.Errorf("failed %s rose by %v, want 1", serviceRunInstances, got)
 	}

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	compute "google.golang.org/api/compute/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricstest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
@@ -168,45 +167,11 @@ func TestListIsFilteredServerSideAndPaged(t *testing.T) {
 	}
 }
 
-// gcpCounts reads mcm_cloud_api_requests_total, …_failed_total and the sample counts of
-// …_api_request_duration_seconds of provider gcp by service, checking MCM's label names.
-func gcpCounts(t *testing.T) (requests, failed, timed map[string]float64) {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudmetricsprom.Collector())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests, failed, timed = map[string]float64{}, map[string]float64{}, map[string]float64{}
-	dsts := map[string]map[string]float64{
-		"mcm_cloud_api_requests_total":               requests,
-		"mcm_cloud_api_requests_failed_total":        failed,
-		"mcm_cloud_api_api_request_duration_seconds": timed,
-	}
-	for _, f := range fams {
-		dst := dsts[f.GetName()]
-		if dst == nil {
-			continue
-		}
-		for _, m := range f.Metric {
-			labels := map[string]string{}
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["provider"] == Name {
-				dst[labels["service"]] += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return requests, failed, timed
-}
-
 // TestCloudAPIRequestsCountedAsMCMsProviderCounts: the calls count under MCM's service names;
 // a 404 lookup is a success; a refused call counts only as failed; retries are one call.
 func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	e := newTestEnv(t)
-	req0, fail0, timed0 := gcpCounts(t)
+	req0, fail0, timed0 := cloudmetricstest.Counts(t, Name)
 	e.mustCreate(t, "m-1") // get (404), insert, wait, get
 	e.list(t, e.class)
 	if _, err := e.drv.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret}); err != nil {
@@ -221,7 +186,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if err := e.delete(t, e.class, "m-2"); driver.CodeOf(err) != driver.PermissionDenied {
 		t.Fatalf("denied delete: %v", err)
 	}
-	req, fail, timed := gcpCounts(t)
+	req, fail, timed := cloudmetricstest.Counts(t, Name)
 	want := map[string][3]float64{ // requests, failed, timed
 		serviceInstanceGet:    {5, 0, 5},
 		serviceInstanceCreate: {2, 0, 2},

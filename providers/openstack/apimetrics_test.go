@@ -2,50 +2,12 @@ package openstack
 
 import (
 	"slices"
-	"sort"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricsprom"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricstest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
-
-// cloudAPICounts reads mcm_cloud_api_requests_total and …_failed_total of provider openstack
-// by service, checking each series has MCM's label names provider and service.
-func cloudAPICounts(t *testing.T) (requests, failed map[string]float64) {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(cloudmetricsprom.Collector())
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	requests, failed = map[string]float64{}, map[string]float64{}
-	for _, f := range fams {
-		dst := map[string]map[string]float64{"mcm_cloud_api_requests_total": requests, "mcm_cloud_api_requests_failed_total": failed}[f.GetName()]
-		if dst == nil {
-			continue
-		}
-		for _, m := range f.Metric {
-			labels := map[string]string{}
-			var names []string
-			for _, l := range m.Label {
-				labels[l.GetName()] = l.GetValue()
-				names = append(names, l.GetName())
-			}
-			sort.Strings(names)
-			if !slices.Equal(names, []string{"provider", "service"}) {
-				t.Errorf("%s has labels %v, MCM's are provider and service", f.GetName(), names)
-			}
-			if labels["provider"] == ProviderName {
-				dst[labels["service"]] += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return requests, failed
-}
 
 // TestCloudAPIRequestsCountedAsMCMsProviderCounts: creating and deleting a boot-from-volume
 // machine counts requests to nova, neutron, cinder and glance (MCM's service names, glance for
@@ -57,7 +19,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	ctx := ctxT(t)
 	secret := passwordSecret(cloud)
 	class := testClass(t, func(s *MachineProviderConfigSpec) { s.RootDiskSize = 20 })
-	reqBefore, failBefore := cloudAPICounts(t)
+	reqBefore, failBefore, _ := cloudmetricstest.Counts(t, ProviderName)
 
 	m := machine("worker-metrics")
 	resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
@@ -76,7 +38,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 		t.Fatal("CreateMachine beyond quota succeeded")
 	}
 
-	req, failed := cloudAPICounts(t)
+	req, failed, _ := cloudmetricstest.Counts(t, ProviderName)
 	for svc, n := range req {
 		if !slices.Contains([]string{serviceNova, serviceNeutron, serviceCinder, serviceGlance}, svc) {
 			t.Errorf("requests counted for service %q (%v): Keystone and unknown endpoints are not counted", svc, n)
