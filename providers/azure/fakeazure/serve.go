@@ -2,7 +2,6 @@ package fakeazure
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,12 +9,11 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/machinist-io/machinist/internal/pki"
+	"github.com/machinist-io/machinist/internal/fakehttps"
 )
 
 // ControlPrefix is the path under which a served cloud answers its control requests: GET
@@ -27,57 +25,24 @@ const ControlPrefix = "/.fakecloud/"
 // told apart by path, with a certificate from a CA of its own. Point a custom cloud at it
 // (activeDirectoryAuthorityHost and resourceManagerEndpoint = URL) and trust CACert.
 type Server struct {
-	// URL is the root of both endpoints, e.g. https://127.0.0.1:8443/.
-	URL string
-	// CACert is the PEM certificate of the CA that signed the server's certificate.
-	CACert []byte
-
-	srv  *http.Server
-	done chan struct{}
+	*fakehttps.Server
 }
 
 // Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
 // requests). The certificate is valid for the listener's address, 127.0.0.1, ::1 and localhost.
 func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Server, error) {
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return nil, fmt.Errorf("fakeazure: serve: %s is not a TCP listener", l.Addr())
-	}
-	caPEM, cert, err := pki.LoopbackServer("fakeazure", addr.IP)
-	if err != nil {
-		return nil, err
-	}
-	host := addr.IP.String()
-	if addr.IP.To4() == nil {
-		host = "[" + host + "]"
-	}
-	s := &Server{URL: fmt.Sprintf("https://%s:%d/", host, addr.Port), CACert: caPEM, done: make(chan struct{})}
-	c.mu.Lock()
-	c.audiences = append(c.audiences, s.URL)
-	c.mu.Unlock()
 	var h http.Handler = c.transport
 	if wrap != nil {
 		h = wrap(h)
 	}
-	s.srv = &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}},
+	srv, err := fakehttps.Serve("fakeazure", l, h)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		defer close(s.done)
-		_ = s.srv.Serve(tls.NewListener(l, s.srv.TLSConfig))
-	}()
-	return s, nil
-}
-
-// Close stops the server.
-func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	<-s.done
-	return err
+	c.mu.Lock()
+	c.audiences = append(c.audiences, srv.URL)
+	c.mu.Unlock()
+	return &Server{Server: srv}, nil
 }
 
 // ServeHTTP answers a request that arrived over the network: the control requests, Entra ID's

@@ -1,16 +1,13 @@
 package fakegcp
 
 import (
-	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
-	"github.com/machinist-io/machinist/internal/pki"
+	"github.com/machinist-io/machinist/internal/fakehttps"
 )
 
 // ControlPrefix is the path under which a served fake answers its control requests: GET
@@ -25,13 +22,7 @@ const ComputePath = "compute/v1/"
 // ComputePath, the token endpoints (TokenPath, STSPath, IAMCredentialsPath) and the control
 // requests, at one URL.
 type Server struct {
-	// URL is the server's root, e.g. https://127.0.0.1:8443/.
-	URL string
-	// CACert is the PEM certificate of the CA that signed the server's certificate.
-	CACert []byte
-
-	srv  *http.Server
-	done chan struct{}
+	*fakehttps.Server
 }
 
 // ComputeEndpoint is the base URL of the Compute API (the client's endpoint option).
@@ -51,45 +42,15 @@ func (s *Server) ImpersonationURL(email string) string {
 // Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
 // requests). The certificate is valid for the listener's address, 127.0.0.1, ::1 and localhost.
 func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Server, error) {
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return nil, fmt.Errorf("fakegcp: serve: %s is not a TCP listener", l.Addr())
-	}
-	caPEM, cert, err := pki.LoopbackServer("fakegcp", addr.IP)
-	if err != nil {
-		return nil, err
-	}
-	host := addr.IP.String()
-	if addr.IP.To4() == nil {
-		host = "[" + host + "]"
-	}
-	s := &Server{URL: fmt.Sprintf("https://%s:%d/", host, addr.Port), CACert: caPEM, done: make(chan struct{})}
 	var h http.Handler = c
 	if wrap != nil {
 		h = wrap(h)
 	}
-	s.srv = &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}},
-	}
-	go func() {
-		defer close(s.done)
-		_ = s.srv.Serve(tls.NewListener(l, s.srv.TLSConfig))
-	}()
-	return s, nil
-}
-
-// Close stops the server; requests still held (an operation wait) end.
-func (s *Server) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
+	srv, err := fakehttps.Serve("fakegcp", l, h)
 	if err != nil {
-		_ = s.srv.Close()
+		return nil, err
 	}
-	<-s.done
-	return err
+	return &Server{Server: srv}, nil
 }
 
 // ServeHTTP answers one request and records it.
