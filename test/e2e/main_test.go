@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -40,27 +39,7 @@ import (
 // machinistBin is bin/machinist built once for the package by TestMain.
 var machinistBin string
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e: skipped with -short")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "machinist-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		if machinistBin, err = machinistbin.Build(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "e2e:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { machinistbin.Main(m, "e2e", &machinistBin) }
 
 // ns is the namespace of every test object.
 const ns = "default"

@@ -2,8 +2,6 @@ package run
 
 import (
 	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,27 +17,7 @@ import (
 // machinistBin is bin/machinist built once for the package by TestMain.
 var machinistBin string
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("run: skipped with -short")
-		os.Exit(0)
-	}
-	dir, err := os.MkdirTemp("", "machinist-run-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		if machinistBin, err = machinistbin.Build(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "run:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { machinistbin.Main(m, "run", &machinistBin) }
 
 // startMachinist runs `machinist <args>` with its output (stdout and stderr) in out, and returns
 // stop: an interrupt (Ctrl-C), then the wait for it to finish (a kill after a minute). A process

@@ -4,10 +4,13 @@
 package machinistbin
 
 import (
+	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
@@ -33,4 +36,29 @@ func Build(dir string, tags ...string) (string, error) {
 		return "", fmt.Errorf("build machinist: %w\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// Main is the TestMain of an end-to-end package called name: with -short it skips the package;
+// otherwise it builds bin/machinist into a temporary directory, points *bin at it, runs the
+// tests and removes the directory.
+func Main(m *testing.M, name string, bin *string) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println(name + ": skipped with -short")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "machinist-"+name+"-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		if *bin, err = Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, name+":", err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
 }
