@@ -6,6 +6,9 @@
 package clientcache
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"sync"
 
 	"k8s.io/utils/lru"
@@ -58,3 +61,17 @@ func (c *Cache[V]) Get(key string, build func() (V, error)) (V, error) {
 
 // Len returns the number of credential sets kept.
 func (c *Cache[V]) Len() int { return c.lru.Len() }
+
+// Key identifies a credential set by its fields without keeping them: a SHA-256 over every
+// field, each length-prefixed so that ("ab", "c") and ("a", "bc") differ. Put every field that
+// changes what a client may do or where it goes (secrets, endpoints, CA) in it.
+func Key(fields ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range fields {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -3,6 +3,7 @@ package clientcache_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,5 +91,19 @@ func TestLeastRecentlyUsedAgeOut(t *testing.T) {
 	get("b")
 	if fmt.Sprint(builds) != "map[a:1 b:2 c:1]" {
 		t.Fatalf("builds %v: want a kept, b evicted and built again", builds)
+	}
+}
+
+// TestKeyTellsFieldBoundaries: the same bytes split differently are different credentials, and
+// the key reveals none of them.
+func TestKeyTellsFieldBoundaries(t *testing.T) {
+	if clientcache.Key("ab", "c") == clientcache.Key("a", "bc") || clientcache.Key("a", "") == clientcache.Key("", "a") {
+		t.Fatal("fields split differently gave one key")
+	}
+	if clientcache.Key("id", "s3cr3t") != clientcache.Key("id", "s3cr3t") {
+		t.Fatal("the same fields gave two keys")
+	}
+	if k := clientcache.Key("id", "s3cr3t"); strings.Contains(k, "s3cr3t") || len(k) != 64 {
+		t.Fatalf("key %q", k)
 	}
 }

@@ -1,8 +1,6 @@
 package aws
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"net/url"
 	"os"
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 )
 
 // Secret keys. The first six are Gardener's (machine-controller-manager-provider-aws
@@ -68,12 +67,7 @@ type credentials struct {
 
 // key identifies a credential set in a region without keeping the secret in a map key.
 func (c credentials) key(region string) string {
-	h := sha256.New()
-	for _, s := range []string{c.mode.String(), c.accessKeyID, c.secretAccessKey, c.tokenFile, c.roleARN, c.ec2Endpoint, c.stsEndpoint, region} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return clientcache.Key(c.mode.String(), c.accessKeyID, c.secretAccessKey, c.tokenFile, c.roleARN, c.ec2Endpoint, c.stsEndpoint, region)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys, never the values.

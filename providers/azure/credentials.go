@@ -1,8 +1,6 @@
 package azure
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 )
 
 // Secret keys, as in Gardener's Azure provider. The azure* keys are deprecated aliases that are
@@ -57,13 +56,8 @@ func (c credentials) custom() bool { return c.armEndpoint != "" }
 
 // hash identifies a credential set (and cloud) without keeping the secret in a map key.
 func (c credentials) hash(cloudName string) string {
-	h := sha256.New()
-	for _, s := range []string{c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
-		c.authorityHost, c.armEndpoint, c.armAudience, c.caCert} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return clientcache.Key(c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
+		c.authorityHost, c.armEndpoint, c.armAudience, c.caCert)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys, never the values.

@@ -2,9 +2,7 @@ package gcp
 
 import (
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -19,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 )
 
 // Secret keys, as Gardener's provider reads them (pkg/api/v1alpha1/provider_spec.go and
@@ -87,12 +86,7 @@ type externalAccount struct {
 
 // hash identifies a credential set without keeping the secret in a map key.
 func (c credentials) hash() string {
-	h := sha256.New()
-	for _, s := range []string{c.key, string(c.json), c.project, c.endpoint, c.caCert} {
-		h.Write([]byte(s))
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return clientcache.Key(c.key, string(c.json), c.project, c.endpoint, c.caCert)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys and fields, never values.

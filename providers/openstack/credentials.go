@@ -1,10 +1,8 @@
 package openstack
 
 import (
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"net/url"
 	"strings"
 
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/clientcache"
 )
 
 // Secret keys, as Gardener's OpenStack provider reads them.
@@ -131,17 +130,11 @@ func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
 	return c, nil
 }
 
-// key identifies a credential set without revealing it: a SHA-256 over every field.
+// key identifies a credential set without revealing it (clientcache.Key).
 func (c *credentials) key() string {
-	h := sha256.New()
-	for _, f := range []string{c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
+	return clientcache.Key(c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
 		c.userDomainName, c.userDomainID, c.username, c.password, c.appCredID, c.appCredName, c.appCredSecret,
-		c.clientCert, c.clientKey} {
-		// Length-prefix each field so ("ab","c") and ("a","bc") differ.
-		h.Write([]byte{byte(len(f) >> 24), byte(len(f) >> 16), byte(len(f) >> 8), byte(len(f))})
-		h.Write([]byte(f))
-	}
-	return hex.EncodeToString(h.Sum(nil))
+		c.clientCert, c.clientKey)
 }
 
 func boolString(b bool) string {
