@@ -17,8 +17,9 @@ import (
 )
 
 const (
-	clusterKey = "kubernetes.io-cluster-shoot--machinist--real"
-	roleKey    = "kubernetes.io-role-node"
+	clusterKey      = "kubernetes.io-cluster-shoot--machinist--real"
+	otherClusterKey = "kubernetes.io-cluster-shoot--machinist--other"
+	roleKey         = "kubernetes.io-role-node"
 )
 
 // fullSpec is the richest spec the driver supports on this cloud: a pre-created port on the
@@ -73,7 +74,7 @@ func TestConformance(t *testing.T) {
 	drivertest.Run(t, func(t testing.TB) drivertest.Target {
 		d, _ := newDriver(t)
 		other := fullSpec(t)
-		other.Tags = map[string]string{"kubernetes.io-cluster-shoot--machinist--other": "1", roleKey: "1"}
+		other.Tags = map[string]string{otherClusterKey: "1", roleKey: "1"}
 		return drivertest.Target{
 			Driver:     d,
 			Class:      classOf(t, "real-a", fullSpec(t)),
@@ -87,7 +88,8 @@ func TestConformance(t *testing.T) {
 			Close: func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				left, err := c.leftovers(ctx, "kubernetes.io-cluster-shoot--machinist--")
+				// Only the kit's two clusters: the other tests' machines share the project.
+				left, err := c.leftovers(ctx, clusterKey, otherClusterKey)
 				if err != nil {
 					t.Errorf("list what the rule left: %v", err)
 				}

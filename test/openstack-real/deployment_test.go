@@ -31,7 +31,13 @@ import (
 	"github.com/machinist-io/machinist/providers/openstack"
 )
 
-const ns = "default"
+const (
+	ns = "default"
+	// sampleClusterKey is the cluster tag of kubernetes/samples/openstack's class.
+	sampleClusterKey = "kubernetes.io-cluster-my-cluster"
+	// quotaClusterKey tags the machines of the quota deployment, on either of its classes.
+	quotaClusterKey = "kubernetes.io-cluster-shoot--machinist--quota"
+)
 
 // TestMachineDeployments runs the real `machinist run` on a real kube-apiserver against the real
 // cloud: the repository's OpenStack sample (kubernetes/samples/openstack, adapted to this cloud)
@@ -79,7 +85,7 @@ func TestMachineDeployments(t *testing.T) {
 
 	// The sample: three ACTIVE servers with the class's tags, a bound port and a root volume each.
 	main := userClients(t, osr(t, "PROJECT"))
-	left, err := main.leftovers(ctx, "kubernetes.io-cluster-my-cluster")
+	left, err := main.leftovers(ctx, sampleClusterKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +152,8 @@ func TestMachineDeployments(t *testing.T) {
 	})
 	small := userClients(t, osr(t, "QUOTA_PROJECT"))
 	for name, cl := range map[string]*clients{"machinist": main, "machinist-quota": small} {
-		left, err := cl.leftovers(ctx, "kubernetes.io-cluster-")
+		// Only this test's clusters: the other tests' machines share the projects.
+		left, err := cl.leftovers(ctx, sampleClusterKey, quotaClusterKey)
 		if err != nil || len(left) > 0 {
 			t.Errorf("after scaling to 0 project %s holds %v (%v)", name, left, err)
 		}
@@ -233,7 +240,7 @@ func quotaClasses(t *testing.T, ctx context.Context, c client.Client) (quota, fa
 	create(t, ctx, c, mainSecret)
 
 	spec := simpleSpec(t)
-	spec.Tags = map[string]string{"kubernetes.io-cluster-shoot--machinist--quota": "1", roleKey: "1"}
+	spec.Tags = map[string]string{quotaClusterKey: "1", roleKey: "1"}
 	spec.NetworkID = osr(t, "QUOTA_NETWORK_ID")
 	qc := classOf(t, "real-quota", spec)
 	qc.SecretRef = &corev1.SecretReference{Name: small.Name, Namespace: ns}
@@ -339,7 +346,9 @@ func startRun(t *testing.T, kubeconfig string) {
 
 // standInKubelet registers a Ready Node for every machine whose server exists (the fake virt
 // driver boots nothing a kubelet could run in), as the kubelet of a booted server would: named
-// after the machine, with the server's provider ID. It stops when ctx ends.
+// after the machine, with the server's provider ID. A node whose Ready status could not be
+// written (machinist labels new nodes, so the write can conflict) is written again on the next
+// pass. It stops when ctx ends.
 func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
 	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		list := &v1alpha1.MachineList{}
@@ -351,21 +360,34 @@ func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
 			if name == "" || m.Spec.ProviderID == "" || m.DeletionTimestamp != nil {
 				continue
 			}
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
-			err := c.Create(ctx, node)
-			if apierrors.IsAlreadyExists(err) || err != nil {
+			node := &corev1.Node{}
+			err := c.Get(ctx, client.ObjectKey{Name: name}, node)
+			if apierrors.IsNotFound(err) {
+				node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
+				err = c.Create(ctx, node)
+			}
+			if err != nil || node.DeletionTimestamp != nil || nodeReady(node) {
 				continue
 			}
 			node.Status.Conditions = []corev1.NodeCondition{{
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
 			}}
-			if err := c.Status().Update(ctx, node); err != nil {
+			if err := c.Status().Update(ctx, node); err != nil && !apierrors.IsConflict(err) {
 				t.Logf("stand-in kubelet: node %s status: %v", name, err)
 			}
 		}
 		return false, nil
 	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func freePort(t *testing.T) int {

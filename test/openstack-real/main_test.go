@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,13 +227,16 @@ func (c *clients) serversNamed(ctx context.Context, name string) (int, error) {
 }
 
 // leftovers describes every server, port and volume of the project that belongs to a cluster
-// whose tag key starts with prefix (server and volume metadata, port tags), and every port
-// Nova made for a server (device owner compute:*) whose server is gone.
-func (c *clients) leftovers(ctx context.Context, prefix string) ([]string, error) {
+// whose tag key starts with one of prefixes (server and volume metadata, port tags), and every
+// port Nova made for a server (device owner compute:*) whose server is gone. Tests run side by
+// side in the same projects, so each names only its own clusters.
+func (c *clients) leftovers(ctx context.Context, prefixes ...string) ([]string, error) {
 	tagged := func(keys []string) bool {
 		for _, k := range keys {
-			if strings.HasPrefix(k, prefix) {
-				return true
+			for _, p := range prefixes {
+				if strings.HasPrefix(k, p) {
+					return true
+				}
 			}
 		}
 		return false
@@ -262,9 +266,22 @@ func (c *clients) leftovers(ctx context.Context, prefix string) ([]string, error
 		return nil, err
 	}
 	for _, p := range ps {
-		orphan := strings.HasPrefix(p.DeviceOwner, "compute:") && !live[p.DeviceID]
-		if tagged(p.Tags) || orphan {
+		if tagged(p.Tags) {
 			out = append(out, fmt.Sprintf("port %q %s (device %s)", p.Name, p.ID, p.DeviceID))
+			continue
+		}
+		if !strings.HasPrefix(p.DeviceOwner, "compute:") || live[p.DeviceID] {
+			continue
+		}
+		// Servers and ports are two listings: a server another test creates after the first can
+		// have its port by the second, and a server being deleted loses its port before Nova
+		// forgets it. The port is an orphan only if it is still there and its server is not.
+		orphan, err := c.orphanPort(ctx, p.ID, p.DeviceID)
+		if err != nil {
+			return nil, err
+		}
+		if orphan {
+			out = append(out, fmt.Sprintf("port %q %s (device %s, a server that is gone)", p.Name, p.ID, p.DeviceID))
 		}
 	}
 	pages, err = volumes.List(c.volume, volumes.ListOpts{}).AllPages(ctx)
@@ -283,13 +300,54 @@ func (c *clients) leftovers(ctx context.Context, prefix string) ([]string, error
 	return out, nil
 }
 
+// orphanPort reports whether port still exists while Nova no longer knows server.
+func (c *clients) orphanPort(ctx context.Context, port, server string) (bool, error) {
+	_, err := servers.Get(ctx, c.compute, server).Extract()
+	switch {
+	case err == nil:
+		return false, nil
+	case !gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return false, err
+	}
+	_, err = ports.Get(ctx, c.network, port).Extract()
+	switch {
+	case err == nil:
+		return true, nil
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// adminNetwork is a Neutron client of the cloud's admin: a port's binding (binding:host_id,
+// binding:vif_type) is shown to admins only (Neutron's policy get_port:binding:*).
+func adminNetwork(t testing.TB) *gophercloud.ServiceClient {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pc, err := gopenstack.AuthenticatedClient(ctx, gophercloud.AuthOptions{
+		IdentityEndpoint: authURL(t), Username: "admin", Password: osr(t, "ADMIN_PASSWORD"),
+		DomainName: osr(t, "DOMAIN"), TenantName: "admin", AllowReauth: true,
+	})
+	if err != nil {
+		t.Fatalf("authenticate as admin: %v", err)
+	}
+	nc, err := gopenstack.NewNetworkV2(pc, gophercloud.EndpointOpts{Region: osr(t, "REGION")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
+}
+
 // eventually polls cond every second until it holds or timeout passes.
 func eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
 	last := ""
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, state := cond(ctx)
-		last = state
+		if ctx.Err() == nil { // a read the deadline cut short says nothing about the state
+			last = state
+		}
 		return ok, nil
 	})
 	if err != nil {

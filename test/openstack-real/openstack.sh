@@ -256,7 +256,8 @@ start rabbitmq "${rabbit_env[@]}" /usr/lib/rabbitmq/bin/rabbitmq-server
 wait_for "RabbitMQ on 127.0.0.1:$P_RABBIT" 120 rabbitmq bash -c "exec 3<>/dev/tcp/127.0.0.1/$P_RABBIT"
 
 # ------------------------------------------------------------------ configuration
-# auth SECTION: a keystoneauth password block of the service user (service project, admin role).
+# auth SECTION: a keystoneauth password block of the service user (service project, roles admin
+# and service: Cinder only trusts a service token whose user has the service role).
 auth() {
 	cat <<INI
 [$1]

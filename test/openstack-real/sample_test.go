@@ -73,40 +73,41 @@ func TestGardenerSample(t *testing.T) {
 	}
 	serverID := created.ProviderID[strings.LastIndex(created.ProviderID, "/")+1:]
 
-	var srv struct {
-		servers.Server
-		AZ string `json:"OS-EXT-AZ:availability_zone"`
-	}
-	if err := servers.Get(ctx, c.compute, serverID).ExtractInto(&srv); err != nil {
+	// servers.Server decodes itself (its UnmarshalJSON would be promoted past any field added
+	// around it), and it carries OS-EXT-AZ:availability_zone, which Nova shows to members.
+	srv, err := servers.Get(ctx, c.compute, serverID).Extract()
+	if err != nil {
 		t.Fatalf("Nova does not show server %s: %v", serverID, err)
 	}
-	if srv.Status != "ACTIVE" || srv.AZ != "eu-nl-1b" || srv.Metadata["kubernetes.io-cluster-shoot--foobar--openstack"] != "1" || srv.Metadata["kubernetes.io-role-node"] != "1" {
-		t.Errorf("Nova shows server %s as status %s, zone %q, metadata %v: want ACTIVE in eu-nl-1b with the class's tags", serverID, srv.Status, srv.AZ, srv.Metadata)
+	if srv.Status != "ACTIVE" || srv.AvailabilityZone != "eu-nl-1b" || srv.Metadata["kubernetes.io-cluster-shoot--foobar--openstack"] != "1" || srv.Metadata["kubernetes.io-role-node"] != "1" {
+		t.Errorf("Nova shows server %s as status %s, zone %q, metadata %v: want ACTIVE in eu-nl-1b with the class's tags", serverID, srv.Status, srv.AvailabilityZone, srv.Metadata)
 	}
-	if got, _ := srv.KeyName, ""; got != "shoot--foobar--openstack" {
-		t.Errorf("server key pair %q, want the sample's shoot--foobar--openstack", got)
+	if srv.KeyName != "shoot--foobar--openstack" {
+		t.Errorf("server key pair %q, want the sample's shoot--foobar--openstack", srv.KeyName)
 	}
-	// The port Nova made is bound to the compute host and carries the pod CIDR the sample allows.
+	// The port Nova made carries the pod CIDR the sample allows and is bound to the compute host.
 	pages, err := ports.List(c.network, ports.ListOpts{DeviceID: serverID}).AllPages(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var bound []struct {
-		ports.Port
-		portsbinding.PortsBindingExt
-	}
-	if err := ports.ExtractPortsInto(pages, &bound); err != nil {
+	ps, err := ports.ExtractPorts(pages)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(bound) != 1 {
-		t.Fatalf("server %s has %d ports, want 1", serverID, len(bound))
+	if len(ps) != 1 {
+		t.Fatalf("server %s has %d ports, want 1", serverID, len(ps))
 	}
-	p := bound[0]
-	if p.VIFType == "binding_failed" || p.VIFType == "unbound" || p.HostID == "" {
-		t.Errorf("port %s of the server is not bound: vif_type %q host %q", p.ID, p.VIFType, p.HostID)
-	}
+	p := ps[0]
 	if len(p.AllowedAddressPairs) != 1 || p.AllowedAddressPairs[0].IPAddress != "100.96.0.0/11" {
 		t.Errorf("port %s allows %v, want the sample's podNetworkCidr 100.96.0.0/11", p.ID, p.AllowedAddressPairs)
+	}
+	// Neutron shows the binding to admins only; decoded on its own, as ports.Port decodes itself.
+	var binding portsbinding.PortsBindingExt
+	if err := ports.Get(ctx, adminNetwork(t), p.ID).ExtractInto(&binding); err != nil {
+		t.Fatalf("read port %s as admin: %v", p.ID, err)
+	}
+	if binding.VIFType == "" || binding.VIFType == "binding_failed" || binding.VIFType == "unbound" || binding.HostID == "" {
+		t.Errorf("port %s of the server is not bound: vif_type %q host %q", p.ID, binding.VIFType, binding.HostID)
 	}
 
 	status, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})

@@ -40,6 +40,13 @@ def identity():
     service = idn.create_project(name="service", domain_id="default")
     svc_user = idn.create_user(name="osreal-service", password=env["SEED_SERVICE_PASSWORD"], domain_id="default")
     idn.assign_project_role_to_user(service, svc_user, admin_role)
+    # The "service" role marks the service token Nova sends with its calls to Cinder. Without it
+    # Cinder (OSSA-2023-003, bug 2004555) treats Nova's attachment delete after a server delete as
+    # a user's and asks Nova about the server with the user's token, which fails for a token of an
+    # application credential (Keystone: "Using a delegated token to create another token is not
+    # allowed"); the volume then stays in-use with no server.
+    service_role = idn.find_role("service") or idn.create_role(name="service")
+    idn.assign_project_role_to_user(service, svc_user, service_role)
     for stype, name, url in [
         ("image", "glance", env["SEED_GLANCE_URL"]),
         ("placement", "placement", env["SEED_PLACEMENT_URL"]),
