@@ -207,3 +207,26 @@ func (c *credentials) tlsConfig() (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// authError is a failed authentication as the driver reports it. Keystone answers an unknown
+// application credential ID with 404 and quotes the ID ("Could not find Application
+// Credential: <id>."): read as NotFound, a DeleteMachine would tell the controllers that the VM is
+// gone, so any 404 of the authentication is Unauthenticated; and every credential value Keystone
+// may quote is replaced by the key of the secret that holds it.
+func (c *credentials) authError(err error) error {
+	st := apiError("authenticate with Keystone", err)
+	code, msg := driver.CodeOf(st), driver.MessageOf(st)
+	if code == driver.NotFound {
+		code, msg = driver.Unauthenticated, msg+": check the credentials secret"
+	}
+	for _, f := range []struct{ key, value string }{
+		{KeyApplicationCredentialSecret, c.appCredSecret}, {KeyApplicationCredentialID, c.appCredID},
+		{KeyApplicationCredentialName, c.appCredName}, {KeyPassword, c.password}, {KeyUsername, c.username},
+	} {
+		// Short values would replace parts of ordinary words.
+		if len(f.value) >= 4 {
+			msg = strings.ReplaceAll(msg, f.value, "<"+f.key+">")
+		}
+	}
+	return driver.Error(code, msg)
+}

@@ -95,7 +95,7 @@ func (p *pool) open(ctx context.Context, c *credentials, region string) (*sessio
 	pc.RetryBackoffFunc = p.backoff
 	pc.RetryFunc = p.retry
 	if err := gopenstack.AuthenticateV3(ctx, pc, c.authOptions(), gophercloud.EndpointOpts{}); err != nil {
-		return nil, apiError("authenticate with Keystone", err)
+		return nil, c.authError(err)
 	}
 	s := &session{provider: pc}
 	eo := gophercloud.EndpointOpts{Region: region, Availability: gophercloud.AvailabilityPublic}

@@ -123,8 +123,12 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
 	case len(id.Methods) == 1 && id.Methods[0] == "application_credential" && id.ApplicationCredential != nil:
 		ac := id.ApplicationCredential
 		switch {
+		case ac.ID != "" && ac.ID != AppCredentialID:
+			// As Keystone does (ApplicationCredentialNotFound): 404, quoting the ID.
+			writeError(w, "identity", http.StatusNotFound, "Not Found", "Could not find Application Credential: "+ac.ID+".")
+			return
 		case ac.ID != "":
-			ok = ac.ID == AppCredentialID
+			ok = true
 		default:
 			ok = ac.Name == AppCredentialName && ac.User.isUser()
 		}
