@@ -96,14 +96,16 @@ tools: $(CONTROL_PLANE) $(GEN_TOOLS) $(BIN)/golangci-lint ## build every pinned 
 
 ## ---------------------------------------------------------------- generate
 .PHONY: generate
-generate: $(GEN_TOOLS) ## regenerate deepcopy, CRDs, providers/all and protobuf code
+generate: $(GEN_TOOLS) ## regenerate deepcopy, CRDs, providers/all and protobuf code; tidy the example modules
 	$(BIN)/controller-gen object paths=./core/apis/...
 	$(BIN)/controller-gen crd:generateEmbeddedObjectMeta=true paths=./core/apis/... output:crd:artifacts:config=kubernetes/crds
 	$(GO) run ./build/genproviders -dir providers
 	@if [ -f grpcbridge/proto/buf.gen.yaml ]; then cd grpcbridge/proto && $(BIN)/buf generate; fi
+	@# The example modules replace this repository: a change of its dependencies changes theirs.
+	@for m in $(EXAMPLES); do (cd $$m && $(GO) mod tidy) || exit 1; done
 
 .PHONY: check-generated
-GENERATED := core/apis kubernetes/crds providers/all grpcbridge/proto cmd/machinist/fakecloud_*.go
+GENERATED = core/apis kubernetes/crds providers/all grpcbridge/proto cmd/machinist/fakecloud_*.go $(EXAMPLES:%=%/go.mod) $(EXAMPLES:%=%/go.sum)
 # Compares the generated paths before and after `make generate`, so uncommitted but up-to-date
 # generated code passes and stale code fails, in a clean clone (CI) and in a working tree alike.
 check-generated: $(GEN_TOOLS) ## fail when generated code differs from what `make generate` writes
