@@ -41,6 +41,14 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 			message: []string{"No valid host was found", "Nova fault"},
 		},
 		{
+			// Real Nova (Zed) when creates race for the last of a quota: the create is accepted,
+			// the conductor's recheck puts the server in ERROR with a 413 quota fault.
+			name:    "quota recheck fails the build",
+			inject:  func(c *fakeopenstack.Cloud) { c.QuotaRecheckFails(1) },
+			code:    driver.ResourceExhausted,
+			message: []string{"Quota exceeded for instances", "Nova fault", "code 413"},
+		},
+		{
 			name:    "server quota exceeded (403)",
 			inject:  func(c *fakeopenstack.Cloud) { c.Inject(fakeopenstack.ServerQuotaExceeded(1)) },
 			code:    driver.ResourceExhausted,

@@ -124,12 +124,12 @@ type Cloud struct {
 	volumes     map[string]*Volume
 	order       int // creation sequence, for stable listings
 
-	faults      []*Fault
-	late        []*http.Request // held by ActsLate faults until ActLate
-	noValidHost int
-	counts      map[string]int
-	requests    int
-	rejected    int // requests answered 401 for a missing, unknown or expired token
+	faults     []*Fault
+	late       []*http.Request // held by ActsLate faults until ActLate
+	failBuilds []ServerFault   // the faults the next server builds end with, first first
+	counts     map[string]int
+	requests   int
+	rejected   int // requests answered 401 for a missing, unknown or expired token
 }
 
 // TB is the part of testing.TB that Start uses; the package does not import testing, because
@@ -285,9 +285,28 @@ func (c *Cloud) ExpireAllTokens() {
 // NoValidHost makes the scheduler fail the next n server builds: the servers go to ERROR with
 // Nova's "No valid host was found" fault.
 func (c *Cloud) NoValidHost(n int) {
+	// Zed's message when Placement has no allocation candidates (an empty reason after the
+	// period), as the real run showed; the details are for admins only.
+	c.failNextBuilds(n, ServerFault{Code: 500, Message: "No valid host was found. ",
+		Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", line 1587, in schedule_and_build_instances\nnova.exception.NoValidHost: No valid host was found. \n"})
+}
+
+// QuotaRecheckFails makes the next n server builds fail Nova's second quota check: the create
+// was accepted (202), then the conductor, counting the instances that now exist, finds the
+// project over its quota and puts the server in ERROR with the 413 quota fault. Real Nova does
+// this when creates race for the last of a quota; it can refuse every one of them.
+func (c *Cloud) QuotaRecheckFails(n int) {
+	c.failNextBuilds(n, ServerFault{Code: 413,
+		Message: "Quota exceeded for instances: Requested 1, but already used 2 of 2 instances",
+		Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", in schedule_and_build_instances\nnova.exception.TooManyInstances: Quota exceeded for instances: Requested 1, but already used 2 of 2 instances\n"})
+}
+
+func (c *Cloud) failNextBuilds(n int, f ServerFault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.noValidHost = n
+	for range n {
+		c.failBuilds = append(c.failBuilds, f)
+	}
 }
 
 // Count returns how many requests matched key, "<service> <METHOD> <route>", for example

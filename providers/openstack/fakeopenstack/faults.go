@@ -48,12 +48,13 @@ func (c *Cloud) Inject(f Fault) {
 	c.faults = append(c.faults, &cp)
 }
 
-// ClearFaults removes every injected fault and pending NoValidHost.
+// ClearFaults removes every injected fault and pending build failure (NoValidHost,
+// QuotaRecheckFails).
 func (c *Cloud) ClearFaults() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults = nil
-	c.noValidHost = 0
+	c.failBuilds = nil
 }
 
 // FaultHits returns how many requests the injected faults have failed so far.

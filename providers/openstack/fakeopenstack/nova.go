@@ -358,14 +358,13 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if group != "" {
 		c.groups[group].Members = append(c.groups[group].Members, srv.ID)
 	}
-	if c.noValidHost > 0 {
-		// The scheduler finds no host: nothing is wired up, the server goes to ERROR.
-		c.noValidHost--
-		// Zed's message when Placement has no allocation candidates (an empty reason after the
-		// period), as the real run showed; the details are for admins only.
-		srv.failBuild = &ServerFault{Code: 500, Created: c.now(),
-			Message: "No valid host was found. ",
-			Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", line 1587, in schedule_and_build_instances\nnova.exception.NoValidHost: No valid host was found. \n"}
+	if len(c.failBuilds) > 0 {
+		// The scheduler finds no host, or the conductor's quota recheck refuses: nothing is
+		// wired up, the server goes to ERROR.
+		f := c.failBuilds[0]
+		c.failBuilds = c.failBuilds[1:]
+		f.Created = c.now()
+		srv.failBuild = &f
 	} else {
 		for _, n := range nics {
 			if n.port != "" {
