@@ -126,7 +126,7 @@ type Cloud struct {
 
 	faults     []*Fault
 	late       []*http.Request // held by ActsLate faults until ActLate
-	failBuilds []ServerFault   // the faults the next server builds end with, first first
+	failBuilds []ServerFault   // the faults the next server builds end with, in order
 	counts     map[string]int
 	requests   int
 	rejected   int // requests answered 401 for a missing, unknown or expired token
