@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // autoscaler is Cluster Autoscaler's main loop, reduced to what these flows need, driving
@@ -237,7 +238,7 @@ func (a *autoscaler) runOnce() error {
 		members := groupNodes[id]
 		sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
 		for _, n := range members {
-			if !nodeReady(&n) || !idle(podsOn[n.Name]) {
+			if !machinetest.NodeReady(&n) || !idle(podsOn[n.Name]) {
 				delete(a.unneeded, n.Name)
 				continue
 			}
@@ -329,15 +330,6 @@ func unschedulable(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return true
-		}
-	}
-	return false
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

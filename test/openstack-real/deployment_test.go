@@ -392,7 +392,7 @@ func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
 				node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
 				err = c.Create(ctx, node)
 			}
-			if err != nil || node.DeletionTimestamp != nil || nodeReady(node) {
+			if err != nil || node.DeletionTimestamp != nil || machinetest.NodeReady(node) {
 				continue
 			}
 			node.Status.Conditions = []corev1.NodeCondition{{
@@ -405,15 +405,6 @@ func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
 		}
 		return false, nil
 	})
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func freePort(t *testing.T) int {
