@@ -62,7 +62,7 @@ var notInSlim = []rule{
 	{"sigs.k8s.io/controller-runtime", "controller-runtime belongs to the controllers (run, dev)", false},
 	{module + "/core/controller", "the controllers belong to run and dev", false},
 	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server belongs to autoscaler", false},
-	{module + "/internal/localcontrolplane", "the local control plane belongs to dev and controlplane", false},
+	{module + "/harness/localcontrolplane", "the local control plane belongs to dev and controlplane", false},
 	{"k8s.io/apiextensions-apiserver", "CRD types belong to the controllers and the control plane", false},
 	{"k8s.io/client-go/kubernetes", "client-go's clientset registers every API group (~20 MB stripped): use internal/kubeclient", false},
 	{"k8s.io/client-go/applyconfigurations", "apply configurations of every API type come with client-go's typed clients: use internal/kubeclient", false},
@@ -99,7 +99,7 @@ var inProviderHalf = append([]rule{
 // subcommands need (its fake clouds are refused by fakePackages).
 var notInProviderHalf = []rule{
 	{module + "/grpcbridge/autoscaler", "the Cluster Autoscaler server belongs to autoscaler", false},
-	{module + "/core/testenv", "the local control plane belongs to dev and controlplane", false},
+	{module + "/harness/testenv", "the local control plane belongs to dev and controlplane", false},
 	{"testing", "test-only", false},
 	{module + "/core/drivertest", "the conformance kit is test-only", false},
 }
@@ -133,7 +133,7 @@ var inFull = []rule{
 // testOnly must reach no binary.
 var testOnly = []rule{
 	{"testing", "test-only", false},
-	{module + "/core/testenv", "it wraps testing.TB; dev and controlplane use internal/localcontrolplane", false},
+	{module + "/harness/testenv", "it wraps testing.TB; dev and controlplane use harness/localcontrolplane", false},
 	{module + "/core/drivertest", "the conformance kit is test-only", false},
 }
 

@@ -103,12 +103,12 @@ func TestRefusedAndMissing(t *testing.T) {
 	if probs := refused(deps(root, pkg{path: module + "/core", module: module}), exact); len(probs) != 1 {
 		t.Errorf("the package of an exact rule not refused: %q", probs)
 	}
-	// Every package of core/testenv is test-only; the local control plane is not.
-	if probs := refused(deps(root, pkg{path: module + "/core/testenv/mcmcrds", module: module}), testOnly); len(probs) != 1 {
-		t.Errorf("core/testenv/mcmcrds not refused: %q", probs)
+	// Every package of harness/testenv is test-only; the local control plane is not.
+	if probs := refused(deps(root, pkg{path: module + "/harness/testenv/mcmcrds", module: module}), testOnly); len(probs) != 1 {
+		t.Errorf("harness/testenv/mcmcrds not refused: %q", probs)
 	}
-	if probs := refused(deps(root, pkg{path: module + "/internal/localcontrolplane", module: module}), testOnly); len(probs) != 0 {
-		t.Errorf("internal/localcontrolplane refused: %q", probs)
+	if probs := refused(deps(root, pkg{path: module + "/harness/localcontrolplane", module: module}), testOnly); len(probs) != 0 {
+		t.Errorf("harness/localcontrolplane refused: %q", probs)
 	}
 }
 

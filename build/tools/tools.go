@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package tools pins the binaries the build and tests need: a real kube-apiserver and etcd for
-// core/testenv, controller-gen for deepcopy and CRDs, and the protoc plugins for grpcbridge.
+// harness/testenv, controller-gen for deepcopy and CRDs, and the protoc plugins for grpcbridge.
 // They live in their own module so their dependency graph never leaks into machinist's.
 package tools
 

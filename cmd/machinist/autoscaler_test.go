@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 

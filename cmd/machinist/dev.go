@@ -33,8 +33,8 @@ import (
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/livedir"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 func init() { commands = append(commands, devCommand()) }
@@ -43,7 +43,7 @@ func init() { commands = append(commands, devCommand()) }
 // kube-scheduler and kube-controller-manager), the controller manager with the local provider,
 // and the samples, with progress until the machines and the sample workload are Running. It
 // lives in the product binary next to `machinist controlplane` (both run
-// internal/localcontrolplane) so one process owns everything and Ctrl-C cleans it all up.
+// harness/localcontrolplane) so one process owns everything and Ctrl-C cleans it all up.
 func devCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dev",

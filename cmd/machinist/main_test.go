@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 // run runs the CLI in-process and returns stdout and the rendered error ("" when none).

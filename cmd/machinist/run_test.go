@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 // TestRunRefusesBadFlags: values that cannot work are refused before anything starts, naming

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 const deployDir = "../../kubernetes/deploy/autoscaler"

@@ -13,7 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/drivertest"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 func TestConformance(t *testing.T) {

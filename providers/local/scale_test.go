@@ -21,7 +21,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
 )
 

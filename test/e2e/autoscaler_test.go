@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
-	"github.com/machinist-io/machinist/internal/machinetest"
+	"github.com/machinist-io/machinist/harness/machinetest"
 )
 
 // autoscaler is Cluster Autoscaler's main loop, reduced to what these flows need, driving

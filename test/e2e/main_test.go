@@ -27,12 +27,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
-	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/test/internal/machinistbin"
 )
 

@@ -26,9 +26,9 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
-	"github.com/machinist-io/machinist/internal/machinetest"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/providers/openstack"
 )
 

@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/openstack"
 )

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/harness/machinetest"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/aws"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )

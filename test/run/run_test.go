@@ -35,15 +35,15 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/logbridge"
-	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	_ "github.com/machinist-io/machinist/providers/local" // vms lists the local provider's state dir
 )

@@ -31,11 +31,11 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
-	"github.com/machinist-io/machinist/internal/machinetest"
 	_ "github.com/machinist-io/machinist/providers/local"
 )
 

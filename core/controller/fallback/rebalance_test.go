@@ -15,7 +15,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
 )
 

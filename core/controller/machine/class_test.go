@@ -17,7 +17,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 )
 
 // TestCredentialsSecretOverlay: the driver gets the class's secretRef data overlaid by its

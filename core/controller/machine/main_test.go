@@ -3,7 +3,7 @@ package machine_test
 import (
 	"testing"
 
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 )
 
 func TestMain(m *testing.M) { ctrltest.Main(m) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 )
 
 // TestPreserveWithoutTarget: without a target cluster (no node) preservation is the expiry time

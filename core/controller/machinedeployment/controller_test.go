@@ -17,8 +17,8 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machineset/machinesettest"
+	"github.com/machinist-io/machinist/harness/machinetest"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 func isConflict(err error) bool { return apierrors.IsConflict(err) }

@@ -12,9 +12,9 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/ctrltest"
-	"github.com/machinist-io/machinist/internal/machinetest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 // One control plane serves every test of the package; each test has its own namespace.

@@ -26,12 +26,12 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
+	"github.com/machinist-io/machinist/harness/testenv/mcmcrds"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
-	"github.com/machinist-io/machinist/internal/machinetest"
 	"github.com/machinist-io/machinist/providers/local"
 )
 
@@ -59,7 +59,7 @@ func machinistCRDs(t *testing.T) *world {
 }
 
 // mcmShapedCRDs is a world on an API server of its own serving CRDs shaped like Gardener MCM's
-// (built from machinist's with the facts of core/testenv/mcmcrds).
+// (built from machinist's with the facts of harness/testenv/mcmcrds).
 func mcmShapedCRDs(t *testing.T) *world {
 	root, err := localcontrolplane.RepoRoot()
 	if err != nil {

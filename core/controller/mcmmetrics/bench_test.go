@@ -22,8 +22,8 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
+	"github.com/machinist-io/machinist/harness/testenv"
 )
 
 const (

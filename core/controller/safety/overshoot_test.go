@@ -20,10 +20,10 @@ import (
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
+	"github.com/machinist-io/machinist/harness/machinetest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/machinetest"
 )
 
 // TestOvershootScaleDownDoesNotFreeze: a MachineDeployment of 300 machines scaled to 0

@@ -21,7 +21,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
-	"github.com/machinist-io/machinist/internal/ctrltest"
+	"github.com/machinist-io/machinist/harness/ctrltest"
 	"github.com/machinist-io/machinist/internal/eventually"
 	_ "github.com/machinist-io/machinist/providers/local"
 )

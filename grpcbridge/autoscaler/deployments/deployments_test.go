@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
 )
 

@@ -24,12 +24,12 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
 	"github.com/machinist-io/machinist/grpcbridge"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
 	_ "github.com/machinist-io/machinist/providers/local"
 )

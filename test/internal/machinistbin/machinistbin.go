@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
 )
 
 // Build compiles ./cmd/machinist (every subcommand and provider) into dir and returns the

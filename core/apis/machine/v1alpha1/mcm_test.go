@@ -14,12 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/machinist-io/machinist/core/testenv"
-	"github.com/machinist-io/machinist/core/testenv/mcmcrds"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/testenv"
+	"github.com/machinist-io/machinist/harness/testenv/mcmcrds"
 )
 
-// Facts of Gardener MCM's published CRDs are in core/testenv/mcmcrds (source: mcmcrds.Source).
+// Facts of Gardener MCM's published CRDs are in harness/testenv/mcmcrds (source: mcmcrds.Source).
 
 func machinistCRDs(t *testing.T) (string, []*apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()

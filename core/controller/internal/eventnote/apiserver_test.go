@@ -22,7 +22,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
 )
 
 // fleet is the machine count the events are sized for.

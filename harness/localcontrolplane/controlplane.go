@@ -1,7 +1,7 @@
 // Package localcontrolplane runs a real Kubernetes control plane — the pinned etcd and
 // kube-apiserver that `make tools` builds into bin/ — on loopback, installs machinist's CRDs and
 // hands out a rest.Config. It is product code: `machinist dev` (make run) and `machinist
-// controlplane` run it, and build/benchscale measures on it; tests use it through core/testenv,
+// controlplane` run it, and build/benchscale measures on it; tests use it through harness/testenv,
 // which adds what only tests need (testing.TB). Its certificates come from internal/pki.
 //
 // On request it also runs kube-scheduler and kube-controller-manager, built from the same pinned

@@ -43,9 +43,9 @@ import (
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/core/testenv"
+	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/internal/eventually"
-	"github.com/machinist-io/machinist/internal/localcontrolplane"
 )
 
 // ControlPlane is the API server of the test binary, started by Main.

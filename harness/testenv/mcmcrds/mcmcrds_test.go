@@ -7,7 +7,7 @@ import (
 
 // TestFactsMatchMCMCRDs re-reads the facts from a checkout of MCM's CRDs, when one is given:
 //
-//	MCM_CRDS=/path/to/machine-controller-manager/kubernetes/crds go test ./core/testenv/mcmcrds
+//	MCM_CRDS=/path/to/machine-controller-manager/kubernetes/crds go test ./harness/testenv/mcmcrds
 //
 // CI has no such checkout (it cannot fetch), so the test is skipped there; run it when MCM's
 // CRDs change and update All (and Source) from what it reports.
