@@ -150,7 +150,7 @@ func buildLine(path string) (string, error) {
 		if constraint.IsGoBuild(line) {
 			expr, err := constraint.Parse(line)
 			if err != nil {
-				return "", fmt.Errorf("%s: %v", path, err)
+				return "", fmt.Errorf("%s: %w", path, err)
 			}
 			return expr.String(), nil
 		}
