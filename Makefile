@@ -48,7 +48,7 @@ $(BIN)/kube-apiserver: $(TOOLS_DEPS)
 
 # kube-scheduler and kube-controller-manager complete the local control plane (machinist dev,
 # make run, tests that opt in). They share most of kube-apiserver's dependencies, so they come
-# after it: about 3 more CPU-minutes on a cold cache (docs/performance.md).
+# after it: about 3 more CPU-minutes on a cold cache (docs/history.md, "The test suite").
 $(BIN)/kube-scheduler: $(TOOLS_DEPS) | $(BIN)/kube-apiserver
 	@echo ">> building kube-scheduler $(KUBE_VERSION) from build/tools"
 	cd build/tools && $(GO) build -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
@@ -82,9 +82,11 @@ GEN_TOOLS     := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go
 # Debian packages, installed with apt-get when missing (build/system-deps.sh says what each is
 # for). `make deps` installs every group the build and the whole suite need, and `make test`
 # runs it first; `make run` installs only the build group (no compiler for -race, no podman).
+# Without apt-get (another distribution), deps fails only for what the build and `go test -race`
+# need, and says so; podman and runc are optional there: the image test skips without them.
 .PHONY: deps deps-build system-deps
 deps: ## install the Debian packages the build and every test need (git, make, ca-certificates, gcc, podman, runc) with apt-get
-	@build/system-deps.sh build test image
+	@build/system-deps.sh build test --optional image
 
 deps-build: ## install only what building and `make run` need (git, make, ca-certificates) with apt-get
 	@build/system-deps.sh build
@@ -229,7 +231,7 @@ kubectl: $(BIN)/kubectl ## build the pinned kubectl into bin/
 # growth table; bench-scale-faults kills the provider twice and the controller once in each phase
 # and checks that nothing is lost. BENCH_FLAGS passes more flags, e.g. BENCH_FLAGS="--profile-dir
 # .cache/profiles" for CPU profiles of the controller (`go run ./build/benchscale --help`).
-# Results are printed and appended to docs/performance.md by hand.
+# Results are printed; docs/performance.md keeps the current figures, docs/history.md the runs.
 BENCH_MACHINES ?= 1000
 BENCH_GROWTH   ?= 1000,3000,5000
 BENCH_FLAGS    ?=

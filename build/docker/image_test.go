@@ -209,7 +209,10 @@ func TestImageBuildsTheChosenImage(t *testing.T) {
 			}
 			goCalls := fakeGo(t, dir)
 			tmp := t.TempDir()
-			env := append([]string{"GO=" + filepath.Join(dir, "fakego"), "REVISION=0123abc", "TMPDIR=" + tmp}, tc.env...)
+			// A bundle of its own: the host's default path is Debian's, which other distributions lack.
+			bundle := filepath.Join(dir, "ca-bundle.crt")
+			write(t, bundle, "-----BEGIN CERTIFICATE-----\nstand-in\n-----END CERTIFICATE-----\n")
+			env := append([]string{"GO=" + filepath.Join(dir, "fakego"), "REVISION=0123abc", "TMPDIR=" + tmp, "CA_BUNDLE=" + bundle}, tc.env...)
 			out, code := runImage(t, toolsPath(t, dir), env, tc.args...)
 			if code != 0 {
 				t.Fatalf("image.sh failed (%d):\n%s", code, out)
@@ -251,7 +254,7 @@ func TestImageBuildsTheChosenImage(t *testing.T) {
 				"rootfs/" + tc.binary:                      "binary\n",
 				"rootfs/etc/passwd":                        "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
 				"rootfs/etc/group":                         "root:x:0:\nnonroot:x:65532:\n",
-				"rootfs/etc/ssl/certs/ca-certificates.crt": string(mustRead(t, "/etc/ssl/certs/ca-certificates.crt")),
+				"rootfs/etc/ssl/certs/ca-certificates.crt": string(mustRead(t, bundle)),
 			} {
 				if got := string(mustRead(t, filepath.Join(context, path))); got != want {
 					t.Errorf("context %s = %.200q, want %.200q", path, got, want)

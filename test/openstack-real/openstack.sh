@@ -11,7 +11,7 @@
 #   uwsgi, Glance, Nova (api, conductor, scheduler, compute with compute_driver=fake.FakeDriver),
 #   Neutron (ML2 with Neutron's own `test` mechanism driver, which binds ports of the compute host
 #   named host-ovs-filter-active without an agent), Cinder (api, scheduler, volume with Cinder's
-#   FakeLoggingVolumeDriver: this machine's kernel has no device-mapper, so LVM cannot run).
+#   FakeLoggingVolumeDriver: LVM needs device-mapper, which our machines' kernels lack).
 #
 # CMD gets these variables: OS_AUTH_URL, OS_REGION_NAME, OPENSTACK_REAL_ENV (a file holding every
 # variable below), OPENSTACK_REAL_STATE, and the IDs and names of what was seeded:
@@ -119,6 +119,21 @@ backing_pids() {
 		}'
 }
 
+# remove_dev_mapper: the /dev/mapper this run created goes, once empty and no process of
+# another run (another OPENSTACK_REAL_OWNER) is left that may be using it.
+made_dev_mapper=
+remove_dev_mapper() {
+	[ -n "$made_dev_mapper" ] || return 0
+	local others
+	others=$({ grep -lzE "^OPENSTACK_REAL_OWNER=" /proc/[0-9]*/environ 2>/dev/null || true; } |
+		{ xargs -r grep -LzxF "OPENSTACK_REAL_OWNER=$OWNER" 2>/dev/null || true; })
+	if [ -n "$others" ]; then
+		log "another run is using /dev/mapper: left in place"
+		return 0
+	fi
+	rmdir /dev/mapper 2>/dev/null || log "/dev/mapper is no longer empty: left in place"
+}
+
 stopped=
 teardown() {
 	local rc=$?
@@ -159,6 +174,7 @@ teardown() {
 		log "processes still running after KILL: $(echo $pids)"
 		rc=1
 	fi
+	remove_dev_mapper
 	if [ "$rc" -ne 0 ] && [ -d "$state/log" ]; then
 		log "logs are in $state/log (kept)"
 		OPENSTACK_REAL_KEEP=1
@@ -173,6 +189,19 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 mkdir -p "$state"/{log,run,etc,lib}
+
+# Cinder's fake backend writes a volume made from an image to /dev/mapper/<volume_group>-<name>,
+# and volume_group leads from there into the state directory (cinder.conf below). The kernel
+# resolves "/dev/mapper/../.." only through an existing /dev/mapper directory, which a machine
+# without device-mapper lacks (qemu-img then fails: "Could not create ... No such file or
+# directory"). Such a run creates the empty directory and removes it at the end, unless another
+# run still uses it.
+made_dev_mapper=
+if [ ! -d /dev/mapper ]; then
+	mkdir /dev/mapper || die "cannot create /dev/mapper, which Cinder's volume path goes through"
+	made_dev_mapper=1
+	log "created /dev/mapper (no device-mapper here): removed again at the end"
+fi
 LOG=$state/log
 ENVF=$state/env
 
@@ -459,7 +488,7 @@ connection = $(db_url cinder)
 [fake]
 # Cinder's fake backend (cinder.tests.fake_driver): its data path is LVM's, minus the LVM
 # commands. Images are written to local_path = /dev/mapper/<volume_group>-<volume>, so the
-# volume group name leads from /dev/mapper into the state directory.
+# volume group name leads from /dev/mapper (created above where missing) into the state directory.
 volume_driver = cinder.tests.fake_driver.FakeLoggingVolumeDriver
 volume_backend_name = fake
 volume_group = ../..$state/lib/cinder/volumes/vg
