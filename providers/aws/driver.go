@@ -1,7 +1,7 @@
 // Package aws is machinist's AWS provider: it creates each machine as an EC2 instance, with its
 // EBS volumes and network interfaces, through aws-sdk-go-v2, authenticating with the secret's
-// access key, its workload identity token (STS AssumeRoleWithWebIdentity) or, when the secret
-// holds neither, the SDK's default credential chain.
+// access key or its workload identity token (STS AssumeRoleWithWebIdentity); the SDK's default
+// credential chain only when the operator allows it (Options.AmbientCredentials).
 //
 // The provider spec and secret are Gardener's, so existing AWS MachineClasses work unchanged;
 // README.md lists the fields, secret keys, tags and the IAM permissions the identity needs.
@@ -56,6 +56,11 @@ type Options struct {
 	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
 	// does, or driver.Strict.
 	SpecMode driver.SpecMode
+	// AmbientCredentials lets a secret without credentials use the SDK's default chain of this
+	// process (environment, shared files, IRSA, EKS Pod Identity, the instance metadata service).
+	// Off (the default), such a secret is refused, as Gardener's provider refuses it: in a seed on
+	// AWS the chain ends at the seed node's own role.
+	AmbientCredentials bool
 }
 
 // Driver manages EC2 instances. It is safe for concurrent use.
@@ -117,7 +122,7 @@ func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secr
 	if err != nil {
 		return nil, err
 	}
-	creds, err := credentialsFrom(secret)
+	creds, err := credentialsFrom(secret, d.opts.AmbientCredentials)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,8 @@ type testEnv struct {
 	class  *v1alpha1.MachineClass
 	secret *corev1.Secret
 	logs   *syncbuf.Buffer
+	// ambient is Options.AmbientCredentials of the drivers newDriver makes.
+	ambient bool
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -83,12 +85,13 @@ func newTestCloud() *fakeaws.Cloud {
 // process (no cached clients).
 func (e *testEnv) newDriver() *Driver {
 	return New(Options{
-		MaxAttempts:    3,
-		MaxRetryWait:   5 * time.Millisecond,
-		PollInterval:   5 * time.Millisecond,
-		VisibleTimeout: 10 * time.Second,
-		CleanupTimeout: 20 * time.Second,
-		Log:            slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		MaxAttempts:        3,
+		MaxRetryWait:       5 * time.Millisecond,
+		PollInterval:       5 * time.Millisecond,
+		VisibleTimeout:     10 * time.Second,
+		CleanupTimeout:     20 * time.Second,
+		Log:                slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		AmbientCredentials: e.ambient,
 	})
 }
 
