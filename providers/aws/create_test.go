@@ -296,7 +296,7 @@ func TestDeleteScopes(t *testing.T) {
 	}
 	// A providerID that names no instance of EC2's is success; a malformed one is refused.
 	gone := machine("m-4")
-	gone.Spec.ProviderID = "aws:///" + testZoneA + "/i-0123456789abcdef0"
+	gone.Spec.ProviderID = "aws:///" + testRegion + "/i-0123456789abcdef0"
 	if err := e.delete(t, e.class, gone); err != nil {
 		t.Fatalf("delete of an unknown instance = %v", err)
 	}

@@ -116,9 +116,28 @@ type request struct {
 	api  *ec2API
 }
 
-// prepare decodes the class and secret and returns the spec and the client.
-func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret) (*request, error) {
-	spec, _, err := decodeSpec(class, d.opts.SpecMode)
+// purpose is what an operation does with the class, and so how much of it must be valid.
+type purpose int
+
+const (
+	// toLaunch: CreateMachine and InitializeMachine act on the whole spec, decoded in the
+	// driver's mode and validated as Gardener's provider validates it.
+	toLaunch purpose = iota
+	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach VMs that exist; they need
+	// only the region and the cluster and role tags that scope the class (decodeScope), so a
+	// class that no longer validates can still have its VMs found and deleted.
+	toReach
+)
+
+// prepare decodes the class and secret for purpose and returns the spec and the client.
+func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*request, error) {
+	var spec *ProviderSpec
+	var err error
+	if p == toLaunch {
+		spec, _, err = decodeSpec(class, d.opts.SpecMode)
+	} else {
+		spec, err = decodeScope(class)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -250,12 +269,8 @@ func tagValue(tags []ec2types.Tag, key string) (string, bool) {
 	return "", false
 }
 
-// identity is what the controllers learn of an instance.
-func identity(i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAddress) {
-	zone := ""
-	if i.Placement != nil {
-		zone = ptr.Deref(i.Placement.AvailabilityZone, "")
-	}
+// identity is what the controllers learn of an instance of region.
+func identity(region string, i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAddress) {
 	nodeName = ptr.Deref(i.PrivateDnsName, "")
 	if ip := ptr.Deref(i.PrivateIpAddress, ""); ip != "" {
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
@@ -266,7 +281,7 @@ func identity(i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAd
 	if ip := ptr.Deref(i.PublicIpAddress, ""); ip != "" {
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
 	}
-	return providerID(zone, ptr.Deref(i.InstanceId, "")), nodeName, addrs
+	return providerID(region, ptr.Deref(i.InstanceId, "")), nodeName, addrs
 }
 
 func machineName(m *v1alpha1.Machine) (string, error) {

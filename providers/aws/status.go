@@ -50,7 +50,7 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 // an interface still has it, or an interface lacks its IPv6 prefixes: InitializeMachine does
 // both.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
-	pid, node, addrs := identity(inst)
+	pid, node, addrs := identity(r.spec.Region, inst)
 	resp := &driver.GetMachineStatusResponse{ProviderID: pid, NodeName: node, Addresses: addrs}
 	if todo := pendingInitialization(r.spec, inst); len(todo) > 0 {
 		return resp, driver.Errorf(driver.Uninitialized, "aws: instance %s is not initialized yet: %s", ptr.Deref(inst.InstanceId, ""), strings.Join(todo, "; "))
@@ -113,7 +113,7 @@ func prefixCount(spec *ProviderSpec, ni ec2types.InstanceNetworkInterface) int32
 // the class asks for, as Gardener's provider does (pkg/aws/core.go InitializeMachine). It is
 // idempotent; an instance not (yet) found is Uninitialized.
 func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +146,14 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 			}
 		}
 	}
-	pid, node, addrs := identity(inst)
+	pid, node, addrs := identity(r.spec.Region, inst)
 	return &driver.InitializeMachineResponse{ProviderID: pid, NodeName: node, Addresses: addrs}, nil
 }
 
 // ListMachines lists the live instances that carry every cluster and role tag of the class, as
 // provider ID -> machine (their Name tag), filtered by EC2.
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +165,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	}
 	out := make(map[string]string, len(found))
 	for i := range found {
-		pid, _, _ := identity(&found[i])
+		pid, _, _ := identity(r.spec.Region, &found[i])
 		name, _ := tagValue(found[i].Tags, NameTag)
 		out[pid] = name
 	}
