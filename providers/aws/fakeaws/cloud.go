@@ -19,7 +19,9 @@
 // RequestLimitExceeded, 5xx, any error code, a delay, an answer lost after the request took
 // effect, a hang until released). STS's AssumeRoleWithWebIdentity is served at the same URL for
 // web-identity (IRSA-style) credentials. Every request is recorded (Requests) with its action,
-// time and request ID.
+// time, request ID, answer code and parameters, and dumped as JSON on the control endpoint: the
+// differential run against Gardener's provider (providers/aws/oracle) compares what reaches the
+// fake request by request.
 package fakeaws
 
 import (

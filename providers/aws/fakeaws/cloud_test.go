@@ -2,6 +2,7 @@ package fakeaws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -413,5 +414,55 @@ func TestFaultsAndControl(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `"terminatedInstances":1`) {
 		t.Errorf("state dump %s", body)
+	}
+}
+
+// TestRecorder: every request is recorded with its action, answer code and flattened
+// parameters (no credentials), dumped as JSON on the control endpoint and forgotten on DELETE.
+func TestRecorder(t *testing.T) {
+	e := newEnv(t)
+	e.c.Inject(Throttle("RunInstances", 1))
+	if _, err := e.run(t, "tok-1", "subnet-0bbbbbbbbbbbbbbb2", map[string]string{"Name": "m-1"}); code(err) != "RequestLimitExceeded" {
+		t.Fatalf("RunInstances = %v", err)
+	}
+	reqs := e.c.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("recorded %d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	want := map[string]string{"ClientToken": "tok-1", "ImageId": "ami-0aaaaaaaaaaaaaaa1", "InstanceType": "m5.large",
+		"NetworkInterface.1.SubnetId": "subnet-0bbbbbbbbbbbbbbb2", "BlockDeviceMapping.2.Ebs.DeleteOnTermination": "false",
+		"TagSpecification.1.ResourceType": "instance", "TagSpecification.1.Tag.1.Key": "Name", "TagSpecification.1.Tag.1.Value": "m-1"}
+	for k, v := range want {
+		if r.Params[k] != v {
+			t.Errorf("recorded %s = %q, want %q", k, r.Params[k], v)
+		}
+	}
+	if r.Action != "RunInstances" || r.Code != "RequestLimitExceeded" || r.RequestID == "" || r.Params["Action"] != "" || r.Params["Version"] != "" {
+		t.Errorf("recorded %+v", r)
+	}
+	for k, v := range r.Params {
+		if strings.Contains(v, secret) || strings.Contains(v, keyID) {
+			t.Errorf("parameter %s carries a credential", k)
+		}
+	}
+	resp, err := http.Get(e.srv.URL + ControlPrefix + "requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dumped []Request
+	err = json.NewDecoder(resp.Body).Decode(&dumped)
+	_ = resp.Body.Close()
+	if err != nil || len(dumped) != 1 || dumped[0].Params["ClientToken"] != "tok-1" {
+		t.Fatalf("dump = %+v, %v", dumped, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodDelete, e.srv.URL+ControlPrefix+"requests", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE requests: %v %v", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	if n := len(e.c.Requests()); n != 0 {
+		t.Fatalf("%d requests after DELETE", n)
 	}
 }
