@@ -23,21 +23,23 @@ import (
 )
 
 const (
-	testRegion    = "eu-west-1"
-	testZoneA     = "eu-west-1a"
-	testZoneB     = "eu-west-1b"
-	testVPC       = "vpc-0a1b2c3d4e5f60718"
-	testSubnetA   = "subnet-0aaaaaaaaaaaaaaa1"
-	testSubnetB   = "subnet-0bbbbbbbbbbbbbbb2"
-	testSG        = "sg-0a1b2c3d4e5f60718"
-	testAMI       = "ami-0a1b2c3d4e5f60718"
-	testKeyName   = "shoot--dev--alpha-ssh"
-	testProfile   = "shoot--dev--alpha-nodes"
-	testAccessKey = "AKIAMACHINISTTEST001"
-	testSecretKey = "machinist-test-secret-access-key-9f8e7d6c"
-	testUserData  = "#cloud-config\nruncmd:\n- echo join-token-abcdef123456\n"
-	clusterTag    = "kubernetes.io/cluster/shoot--dev--alpha"
-	roleTag       = "kubernetes.io/role/node"
+	testRegion  = "eu-west-1"
+	testZoneA   = "eu-west-1a"
+	testZoneB   = "eu-west-1b"
+	testVPC     = "vpc-0a1b2c3d4e5f60718"
+	testSubnetA = "subnet-0aaaaaaaaaaaaaaa1"
+	testSubnetB = "subnet-0bbbbbbbbbbbbbbb2"
+	testSG      = "sg-0a1b2c3d4e5f60718"
+	testAMI     = "ami-0a1b2c3d4e5f60718"
+	testKeyName = "shoot--dev--alpha-ssh"
+	testProfile = "shoot--dev--alpha-nodes"
+	// testPlacementGroup is a partition group of 3, named pg-1.
+	testPlacementGroup = "pg-0a1b2c3d4e5f60718"
+	testAccessKey      = "AKIAMACHINISTTEST001"
+	testSecretKey      = "machinist-test-secret-access-key-9f8e7d6c"
+	testUserData       = "#cloud-config\nruncmd:\n- echo join-token-abcdef123456\n"
+	clusterTag         = "kubernetes.io/cluster/shoot--dev--alpha"
+	roleTag            = "kubernetes.io/role/node"
 )
 
 // testEnv is a fake EC2 served on loopback with a VPC of two zones, a security group, an AMI,
@@ -78,6 +80,7 @@ func newTestCloud() *fakeaws.Cloud {
 	c.AddImage(testAMI, "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddKeyPair(testKeyName)
 	c.AddInstanceProfile(testProfile)
+	c.AddPlacementGroup(testPlacementGroup, "pg-1", "partition", 3)
 	return c
 }
 
