@@ -15,13 +15,27 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 )
 
-// instanceOf finds the machine's live instance: the one its provider ID names (when it carries
-// the class's tags), else the class's instances with its Name. NotFound when there is none,
-// OutOfRange when several carry its name.
+// instanceOf finds the machine's live instance as Gardener's provider does
+// (pkg/aws/core_util.go getMatchingInstancesForMachine): the class's live instances with its
+// Name, else the one its provider ID names. NotFound when there is none, OutOfRange when several
+// carry its name. Unlike Gardener's, the instance found by provider ID counts only when it is
+// live and carries the class's tags: a terminated instance is NotFound, so the controller
+// replaces the machine instead of waiting on a VM that is gone.
 func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine) (*ec2types.Instance, error) {
 	name, err := machineName(m)
 	if err != nil {
 		return nil, err
+	}
+	found, err := d.byName(ctx, r, name)
+	if err != nil {
+		return nil, err
+	}
+	switch len(found) {
+	case 1:
+		return &found[0], nil
+	case 0:
+	default:
+		return nil, driver.Errorf(driver.OutOfRange, "aws: machine %s has %d instances (%s): terminate all but the one its node runs on", name, len(found), strings.Join(instanceIDs(found), ", "))
 	}
 	if id, ok := instanceFromProviderID(m.Spec.ProviderID); ok {
 		inst, err := d.byID(ctx, r, id)
@@ -32,17 +46,7 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 			return inst, nil
 		}
 	}
-	found, err := d.byName(ctx, r, name)
-	if err != nil {
-		return nil, err
-	}
-	switch len(found) {
-	case 0:
-		return nil, driver.Errorf(driver.NotFound, "aws: machine %s has no live instance of cluster and role %s in region %s", name, strings.Join(r.spec.scopeTags(), ", "), r.spec.Region)
-	case 1:
-		return &found[0], nil
-	}
-	return nil, driver.Errorf(driver.OutOfRange, "aws: machine %s has %d instances (%s): terminate all but the one its node runs on", name, len(found), strings.Join(instanceIDs(found), ", "))
+	return nil, driver.Errorf(driver.NotFound, "aws: machine %s has no live instance of cluster and role %s in region %s", name, strings.Join(r.spec.scopeTags(), ", "), r.spec.Region)
 }
 
 // GetMachineStatus reports the machine's instance. As Gardener's provider does, it answers
