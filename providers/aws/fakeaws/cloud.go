@@ -285,6 +285,10 @@ func New(region string, clk clock.Clock) *Cloud {
 	}
 }
 
+// IDPrefix is the random part every resource ID of this cloud starts with after its kind
+// (i-<prefix><sequence>): a normalizer drops it to compare two clouds' IDs by sequence.
+func (c *Cloud) IDPrefix() string { return c.idPrefix }
+
 // Region is the cloud's region.
 func (c *Cloud) Region() string { return c.region }
 

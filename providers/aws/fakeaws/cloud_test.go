@@ -438,7 +438,8 @@ func TestRecorder(t *testing.T) {
 			t.Errorf("recorded %s = %q, want %q", k, r.Params[k], v)
 		}
 	}
-	if r.Action != "RunInstances" || r.Code != "RequestLimitExceeded" || r.RequestID == "" || r.Params["Action"] != "" || r.Params["Version"] != "" {
+	if r.Action != "RunInstances" || r.Code != "RequestLimitExceeded" || r.RequestID == "" || r.Params["Action"] != "" || r.Params["Version"] != "" ||
+		r.Invocation == "" || r.Attempt != 1 {
 		t.Errorf("recorded %+v", r)
 	}
 	for k, v := range r.Params {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,12 @@ type Request struct {
 	// (TagSpecification.1.Tag.2.Key), without Action and Version. Credentials travel in headers
 	// and are not among them; STS's WebIdentityToken is replaced by "<token>".
 	Params map[string]string `json:"params,omitempty"`
+	// Invocation and Attempt are the SDK's amz-sdk-invocation-id and the attempt of its
+	// amz-sdk-request header: the attempts of one call share the invocation. A successful
+	// answer followed by another attempt of its invocation never reached the client (the SDK
+	// retries a connection it lost while reading the answer).
+	Invocation string `json:"invocation,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
 }
 
 // Requests returns the requests answered so far, oldest first.
@@ -67,6 +74,17 @@ func recorded(p params) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// attemptOf reads the attempt of an amz-sdk-request header ("attempt=2; max=3"), 0 without one.
+func attemptOf(header string) int {
+	for _, part := range strings.Split(header, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // RequestsFor returns the requests of one action.
@@ -151,7 +169,8 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = apiErr.code
 		}
 		c.mu.Lock()
-		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code, Params: recorded(p)})
+		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code, Params: recorded(p),
+			Invocation: r.Header.Get("Amz-Sdk-Invocation-Id"), Attempt: attemptOf(r.Header.Get("Amz-Sdk-Request"))})
 		c.mu.Unlock()
 	}()
 
