@@ -276,3 +276,8 @@ fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds 
 .PHONY: test-openstack-real
 test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against a real OpenStack (Debian's Zed packages, installed with apt-get; needs root; docs/openstack-real.md)
 	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -parallel 8 -timeout 60m ./test/openstack-real/
+
+## ---------------------------------------------------------------- Gardener's providers as the oracle
+.PHONY: test-gardener-oracle
+test-gardener-oracle: ## run Gardener's own providers (built from fetched snapshots) and machinist's through the same scenarios on the fakes and compare them request by request (by hand; docs/compatibility/aws.md; ORACLE_UPDATE=1 records the corpus)
+	test/oracle/run.sh
