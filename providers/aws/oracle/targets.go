@@ -130,21 +130,30 @@ func (g *Gardener) Call(ctx context.Context, c Call) (Result, error) {
 	if _, err := g.in.Write(append(line, '\n')); err != nil {
 		return Result{}, fmt.Errorf("oracle: Gardener's driver: %w", err)
 	}
-	got := make(chan error, 1)
-	var r Result
+	type answer struct {
+		r   Result
+		err error
+	}
+	got := make(chan answer, 1)
 	go func() {
+		var a answer
 		if !g.out.Scan() {
-			got <- fmt.Errorf("oracle: Gardener's driver ended: %v", g.out.Err())
-			return
+			err := g.out.Err()
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			a.err = fmt.Errorf("oracle: Gardener's driver ended: %w", err)
+		} else {
+			a.err = json.Unmarshal(g.out.Bytes(), &a.r)
 		}
-		got <- json.Unmarshal(g.out.Bytes(), &r)
+		got <- a
 	}()
 	select {
-	case err := <-got:
-		return r, err
+	case a := <-got:
+		return a.r, a.err
 	case <-ctx.Done():
 		_ = g.cmd.Process.Kill()
-		return r, ctx.Err()
+		return Result{}, ctx.Err()
 	}
 }
 
