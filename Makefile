@@ -279,5 +279,5 @@ test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against 
 
 ## ---------------------------------------------------------------- Gardener's providers as the oracle
 .PHONY: test-gardener-oracle
-test-gardener-oracle: ## run Gardener's own providers (built from fetched snapshots) and machinist's through the same scenarios on the fakes and compare them request by request (by hand; docs/compatibility/aws.md; ORACLE_UPDATE=1 records the corpus)
+test-gardener-oracle: ## compare Gardener's own providers (executables you supply: ORACLE_AWS_DRIVER, …) with machinist's through the same scenarios on the fakes, request by request (by hand; docs/compatibility/aws.md; ORACLE_UPDATE=1 records the corpus)
 	test/oracle/run.sh

@@ -76,8 +76,9 @@ func (m *Machinist) Call(ctx context.Context, c Call) (Result, error) {
 // Close does nothing: the driver holds no process.
 func (m *Machinist) Close() error { return nil }
 
-// Gardener is Gardener's AWS driver as a Target: a process built from Gardener's source
-// (test/oracle/aws/gardener-driver.go.txt) that reads calls as JSON lines and answers results.
+// Gardener is Gardener's AWS driver as a Target: a process the operator supplies that serves
+// Gardener's driver over the oracle's protocol (one Call per line of JSON on stdin, one Result per
+// line on stdout; docs/compatibility/aws.md, "The oracle's driver process").
 type Gardener struct {
 	cmd  *exec.Cmd
 	in   io.WriteCloser

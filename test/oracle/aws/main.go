@@ -1,6 +1,6 @@
 // Command aws is the AWS part of the differential run against Gardener's providers (make
 // test-gardener-oracle, test/oracle/run.sh): it runs every scenario of providers/aws/oracle
-// through Gardener's AWS driver (built by run.sh from fetched snapshots) and machinist's, each
+// through Gardener's AWS driver (an executable the operator supplies) and machinist's, each
 // against a fresh fakeaws, checks Gardener's transcripts against the recorded corpus (or writes
 // them with -update), and compares the two drivers step by step. It exits 1 when a difference is
 // not a documented one, or Gardener's side no longer matches the corpus.
@@ -20,14 +20,14 @@ import (
 )
 
 func main() {
-	gardener := flag.String("gardener-driver", "", "Gardener's driver process, built by test/oracle/aws/run.sh")
+	gardener := flag.String("gardener-driver", "", "Gardener's driver process: an executable serving the oracle's JSON-lines protocol (docs/compatibility/aws.md)")
 	corpus := flag.String("corpus", filepath.Join("providers", "aws", "oracle", oracle.CorpusDir), "the recorded corpus of Gardener's transcripts")
 	update := flag.Bool("update", false, "write Gardener's transcripts into the corpus instead of checking them")
 	out := flag.String("out", "", "also write both drivers' transcripts and Gardener's logs into this directory")
 	run := flag.String("run", "", "only the scenarios whose name matches this regular expression")
 	flag.Parse()
 	if *gardener == "" {
-		fmt.Fprintln(os.Stderr, "oracle: -gardener-driver is required (test/oracle/aws/run.sh builds it)")
+		fmt.Fprintln(os.Stderr, "oracle: -gardener-driver is required: an executable serving the oracle's JSON-lines protocol (docs/compatibility/aws.md)")
 		os.Exit(2)
 	}
 	match := regexp.MustCompile(*run)
