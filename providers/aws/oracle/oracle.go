@@ -4,8 +4,9 @@
 // the two: the API actions, their parameters (tags, block devices, interfaces, idempotency
 // tokens, ...), their order, and what each driver reports (provider ID, node, list, error code).
 //
-// Gardener's driver cannot be built here from the module proxy; test/oracle/aws/run.sh builds it
-// from fetched snapshots and runs both (`make test-gardener-oracle`), checks Gardener's side
+// Gardener's driver cannot be built from the module proxy and the repository carries no build of
+// it: `make test-gardener-oracle` takes it as an executable serving the oracle's protocol
+// (ORACLE_AWS_DRIVER; docs/compatibility/aws.md), runs both, checks Gardener's side
 // against the recorded corpus in testdata/gardener and writes it anew with -update. The replay
 // test in this package runs machinist's side over the same scenarios in every `make test` and
 // compares it with that corpus, so the fake and the provider stay honest without the network.
