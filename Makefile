@@ -278,3 +278,8 @@ fuzz-grpcbridge: ## fuzz the bridge's object codecs for $(FUZZTIME) each (seeds 
 .PHONY: test-openstack-real
 test-openstack-real: system-deps $(CONTROL_PLANE) ## OpenStack provider against a real OpenStack (Debian's Zed packages, installed with apt-get; needs root; docs/openstack-real.md)
 	test/openstack-real/openstack.sh run -- $(GO) test -count=1 -v -parallel 8 -timeout 60m ./test/openstack-real/
+
+## ---------------------------------------------------------------- Gardener's providers as the oracle
+.PHONY: test-gardener-oracle
+test-gardener-oracle: ## compare Gardener's own providers (executables you supply: ORACLE_AWS_DRIVER, …) with machinist's through the same scenarios on the fakes, request by request (by hand; docs/compatibility/aws.md; ORACLE_UPDATE=1 records the corpus)
+	test/oracle/run.sh

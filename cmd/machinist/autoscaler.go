@@ -67,6 +67,7 @@ func autoscalerCommand() *cli.Command {
 			&cli.StringFlag{Name: "config", Usage: "static groups file: serve groups straight from a driver instead of MachineDeployments", TakesFile: true},
 			&cli.StringFlag{Name: "target-kubeconfig", Usage: "static mode: kubeconfig of the cluster the nodes join (Node deletion, bootstrap tokens, local provider)", TakesFile: true, EnvVars: []string{"TARGET_KUBECONFIG"}},
 			&cli.StringFlag{Name: "state-dir", Value: defaultStateDir(), Usage: "static mode: directory drivers keep state in (the local provider's machines)", EnvVars: []string{"MACHINIST_STATE_DIR"}},
+			&cli.BoolFlag{Name: "aws-ambient-credentials", EnvVars: []string{"MACHINIST_AWS_AMBIENT_CREDENTIALS"}, Usage: "static mode: let the compiled-in AWS driver use this process's own AWS identity for classes whose secret holds no credentials (see machinist run)"},
 			&cli.DurationFlag{Name: "resync", Value: static.DefaultResync, Usage: "static mode: how often every group is listed from the cloud"},
 			&cli.StringSliceFlag{Name: "driver-endpoint", Usage: "static mode: <provider>=<address> of a driver server (machinist serve) to use for that provider instead of a compiled-in driver; repeatable"},
 			&cli.StringFlag{Name: "driver-cert", Usage: "static mode: client certificate (PEM) for --driver-endpoint servers", TakesFile: true},
@@ -242,7 +243,7 @@ func newStaticSource(c *cli.Context, path string, log *slog.Logger) (*static.Sou
 	if err != nil {
 		return nil, nil, err
 	}
-	resolver := &registry.Resolver{Endpoints: endpoints, Env: registry.Env{Target: target, StateDir: c.String("state-dir"), Log: log}}
+	resolver := &registry.Resolver{Endpoints: endpoints, Env: registry.Env{Target: target, StateDir: c.String("state-dir"), Log: log, AmbientCredentials: ambientCredentials(c)}}
 	closeAll := func() { _ = resolver.Close(); closeEndpoints() }
 	p, err := static.New(static.Config{
 		Groups: groups, Drivers: resolver, Target: cs, GPULabel: c.String("gpu-label"),

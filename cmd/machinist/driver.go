@@ -43,6 +43,7 @@ func driverCommand() *cli.Command {
 		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "bound of the driver call"},
 		&cli.BoolFlag{Name: "strict", Usage: "refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of reading them as Gardener's providers do"},
+		awsAmbientFlag(""),
 	}
 	common = append(common, endpointFlags()...) // --endpoint ADDR and its TLS flags (serve.go)
 	with := func(flags ...cli.Flag) []cli.Flag { return append(flags, common...) }
@@ -186,7 +187,7 @@ func openDriver(c *cli.Context, provider string) (driver.Driver, error) {
 	if c.String("endpoint") != "" {
 		return dialDriver(c, provider)
 	}
-	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), SpecMode: specMode(c)}
+	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), SpecMode: specMode(c), AmbientCredentials: ambientCredentials(c)}
 	if path := c.String("target-kubeconfig"); path != "" {
 		env.Target = registry.Kubeconfig(path)
 	}

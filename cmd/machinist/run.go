@@ -103,6 +103,7 @@ func runCommand() *cli.Command {
 
 			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
 			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
+			awsAmbientFlag(drivers),
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
 			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the 2018 design's infra.Infragrpc); empty: no dial-in"},
@@ -207,6 +208,7 @@ func runOptions(c *cli.Context, h manager.Half) (manager.Options, error) {
 	if c.Bool("strict-provider-specs") {
 		o.SpecMode = driver.Strict
 	}
+	o.AmbientCredentials = ambientCredentials(c)
 
 	mo := &o.Machine
 	mo.ConcurrentSyncs = c.Int("concurrent-syncs")
@@ -289,7 +291,12 @@ func dialEndpoints(c *cli.Context) (registry.Source, func(), error) {
 			closeAll()
 			return nil, nil, fmt.Errorf("run: --driver-exec: provider %q given twice", name)
 		}
-		child, err := childproc.Start(c.Context, name, path, childproc.Options{Log: slog.Default().With("component", "driver-exec")})
+		opts := childproc.Options{Log: slog.Default().With("component", "driver-exec")}
+		if c.Bool("aws-ambient-credentials") {
+			// The child opens the driver; it gets the choice as its own flag.
+			opts.Args = []string{"--aws-ambient-credentials"}
+		}
+		child, err := childproc.Start(c.Context, name, path, opts)
 		if err != nil {
 			closeAll()
 			return nil, nil, fmt.Errorf("run: --driver-exec %s: %w", spec, err)

@@ -80,6 +80,7 @@ func driverEnvFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
 		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
+		awsAmbientFlag(""),
 	}
 }
 
@@ -92,7 +93,7 @@ func openDrivers(c *cli.Context) (map[string]driver.Driver, func(), error) {
 	if len(names) == 0 {
 		return nil, nil, errors.New("this binary has no compiled-in provider: build it with -tags provider_<name>")
 	}
-	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default()}
+	env := registry.Env{StateDir: c.String("state-dir"), Log: slog.Default(), AmbientCredentials: ambientCredentials(c)}
 	if path := c.String("target-kubeconfig"); path != "" {
 		env.Target = registry.Kubeconfig(path)
 	}

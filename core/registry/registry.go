@@ -51,6 +51,12 @@ type Env struct {
 	// SpecMode is how the driver decodes providerSpecs: driver.Lenient (the zero value) as
 	// Gardener's providers do, or driver.Strict, refusing unknown, mis-cased and repeated fields.
 	SpecMode driver.SpecMode
+	// AmbientCredentials names the providers whose drivers may act with the process's own cloud
+	// identity (their SDK's default chain: environment variables, shared files, the pod's
+	// workload identity, the instance metadata service) when a class's secret holds no
+	// credentials. Empty, the default: credentials come only from secrets, and a secret without
+	// them is refused. `--aws-ambient-credentials` adds "aws".
+	AmbientCredentials []string
 	// UpdateTargets, when set, tells a driver whose node agents update nodes in place (the
 	// local provider) what a machine is being updated to; nil where the process runs no
 	// controllers.
@@ -70,6 +76,17 @@ type UpdateTargets interface {
 // Kubeconfig is a kubeconfig flag's value naming the target cluster, a form of Env.Target: a
 // file, or "inClusterConfig" for the in-cluster config (internal/kubeconfig reads it).
 type Kubeconfig string
+
+// AmbientCredentialsFor reports whether the driver of provider name may use the process's own
+// cloud identity (AmbientCredentials).
+func (e Env) AmbientCredentialsFor(name string) bool {
+	for _, n := range e.AmbientCredentials {
+		if Normalize(n) == Normalize(name) {
+			return true
+		}
+	}
+	return false
+}
 
 // Logger returns Log or the default logger.
 func (e Env) Logger() *slog.Logger {

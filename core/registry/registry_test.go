@@ -266,3 +266,13 @@ func TestResolverCheckSpec(t *testing.T) {
 		t.Fatalf("CheckSpec: %+v", got)
 	}
 }
+
+func TestAmbientCredentialsFor(t *testing.T) {
+	env := Env{AmbientCredentials: []string{"AWS"}}
+	if !env.AmbientCredentialsFor("aws") || env.AmbientCredentialsFor("gcp") {
+		t.Errorf("AmbientCredentialsFor with %v: aws %v, gcp %v; want true, false", env.AmbientCredentials, env.AmbientCredentialsFor("aws"), env.AmbientCredentialsFor("gcp"))
+	}
+	if (Env{}).AmbientCredentialsFor("aws") {
+		t.Error("the zero Env allows ambient credentials")
+	}
+}

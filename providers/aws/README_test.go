@@ -65,7 +65,7 @@ func checkSample(t *testing.T, docs [][]byte, ami string) *ProviderSpec {
 	if spec.AMI != ami || len(spec.scopeTags()) != 2 {
 		t.Errorf("decoded spec = %+v", spec)
 	}
-	creds, err := credentialsFrom(merged)
+	creds, err := credentialsFrom(merged, false)
 	if err != nil || creds.mode != staticKeys {
 		t.Fatalf("sample Secret: %v (%v)", err, creds.mode)
 	}

@@ -39,7 +39,7 @@ const (
 // gets the instance the first one launched. When the instance does not show up, the create
 // terminates it.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			log.Warn("aws: several instances carry the machine's name; adopting the oldest, the orphan collector reports the others", "instances", instanceIDs(found))
 		}
 		log.Info("aws: adopting existing instance", "instance", ptr.Deref(found[0].InstanceId, ""), "state", found[0].State.Name)
-		return createResponse(&found[0]), nil
+		return createResponse(r.spec.Region, &found[0]), nil
 	}
 
 	rootDevice, err := d.rootDevice(ctx, r)
@@ -99,11 +99,11 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 		return nil, d.cleanup(ctx, r, id, err, log)
 	}
 	log.Info("aws: launched instance", "instance", id, "zone", ptr.Deref(ready.Placement.AvailabilityZone, ""), "node", ptr.Deref(ready.PrivateDnsName, ""))
-	return createResponse(ready), nil
+	return createResponse(r.spec.Region, ready), nil
 }
 
-func createResponse(i *ec2types.Instance) *driver.CreateMachineResponse {
-	pid, node, addrs := identity(i)
+func createResponse(region string, i *ec2types.Instance) *driver.CreateMachineResponse {
+	pid, node, addrs := identity(region, i)
 	return &driver.CreateMachineResponse{ProviderID: pid, NodeName: node, Addresses: addrs}
 }
 

@@ -296,7 +296,7 @@ func TestDeleteScopes(t *testing.T) {
 	}
 	// A providerID that names no instance of EC2's is success; a malformed one is refused.
 	gone := machine("m-4")
-	gone.Spec.ProviderID = "aws:///" + testZoneA + "/i-0123456789abcdef0"
+	gone.Spec.ProviderID = "aws:///" + testRegion + "/i-0123456789abcdef0"
 	if err := e.delete(t, e.class, gone); err != nil {
 		t.Fatalf("delete of an unknown instance = %v", err)
 	}
@@ -333,5 +333,23 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) { return cond(), nil })
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestPlacementGroup: providerSpec.placement.groupId and partitionNumber place the instance in
+// the group's partition; a group EC2 does not know is InvalidArgument naming the field.
+func TestPlacementGroup(t *testing.T) {
+	e := newTestEnv(t)
+	e.class = e.classWith("workers", func(s *ProviderSpec) {
+		s.Placement = &Placement{GroupID: ptr.To(testPlacementGroup), PartitionNumber: ptr.To(int32(2))}
+	})
+	e.mustCreate(t, "m-1")
+	if live := e.liveOf("m-1"); len(live) != 1 || live[0].PlacementID != testPlacementGroup || live[0].PlacementGroup != "pg-1" || live[0].Partition != 2 {
+		t.Fatalf("instances %+v, want partition 2 of %s", live, testPlacementGroup)
+	}
+	e.class = e.classWith("workers", func(s *ProviderSpec) { s.Placement = &Placement{GroupID: ptr.To("pg-0000000000000dead")} })
+	_, err := e.create(t, "m-2")
+	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "InvalidPlacementGroup.Unknown") || !strings.Contains(driver.MessageOf(err), "providerSpec.placement") {
+		t.Fatalf("create in an unknown group = %v", err)
 	}
 }

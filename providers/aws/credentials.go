@@ -38,9 +38,10 @@ const (
 	// webIdentity: the secret's workloadIdentityTokenFile and roleARN, exchanged with STS's
 	// AssumeRoleWithWebIdentity (Gardener's workload identity).
 	webIdentity
-	// defaultChain: the secret holds no keys, so the SDK's default chain of the process's
-	// environment applies (environment variables, shared files, IRSA web identity, EKS Pod
-	// Identity or ECS container credentials, the EC2 instance profile).
+	// defaultChain: the secret holds no keys and the operator allows ambient credentials
+	// (Options.AmbientCredentials), so the SDK's default chain of the process's environment
+	// applies (environment variables, shared files, IRSA web identity, EKS Pod Identity or ECS
+	// container credentials, the EC2 instance profile).
 	defaultChain
 )
 
@@ -74,8 +75,11 @@ func (c credentials) key(region string) string {
 //
 // Gardener's provider takes a key's value from the first of its names that exists, even when
 // empty; machinist takes the first that is not empty. A secret with a workload identity token
-// file uses it, as in Gardener (pkg/cpi/aws.go NewConfig), even if it also holds access keys.
-func credentialsFrom(secret *corev1.Secret) (credentials, error) {
+// file uses it, as in Gardener (pkg/cpi/aws.go NewConfig), even if it also holds access keys. A
+// secret with neither is refused, as Gardener's validation refuses it
+// (pkg/aws/apis/validation/validation.go ValidateSecret), unless ambient is set: then the SDK's
+// default chain of this process applies.
+func credentialsFrom(secret *corev1.Secret, ambient bool) (credentials, error) {
 	if secret == nil {
 		return credentials{}, driver.Error(driver.InvalidArgument, "aws: the request carries no secret: set the MachineClass's secretRef (or credentialsSecretRef) to a secret with userData and providerAccessKeyId/providerSecretAccessKey")
 	}
@@ -122,8 +126,10 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 		if c.secretAccessKey == "" {
 			errs = append(errs, field.Required(data.Key(KeySecretAccessKey), "set the secret access key (or "+KeyAlternativeSecretAccessKey+") that belongs to the secret's access key ID"))
 		}
-	default:
+	case ambient:
 		c.mode = defaultChain
+	default:
+		errs = append(errs, field.Required(data.Key(KeyAccessKeyID), noCredentials))
 	}
 	for _, k := range []struct{ key, value string }{{KeyEC2Endpoint, c.ec2Endpoint}, {KeySTSEndpoint, c.stsEndpoint}} {
 		if k.value != "" && !validEndpoint(k.value) {
@@ -135,6 +141,13 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 	}
 	return c, nil
 }
+
+// noCredentials explains a secret without credentials: the keys Gardener accepts, and why the
+// process's own identity is not used.
+const noCredentials = "the secret holds no AWS credentials: set " + KeyAccessKeyID + " and " + KeySecretAccessKey +
+	" (or " + KeyAlternativeAccessKeyID + " and " + KeyAlternativeSecretAccessKey + "), or " + KeyWorkloadIdentityTokenFile +
+	" and " + KeyRoleARN + " for workload identity; the process's own AWS identity (environment, IRSA, the instance metadata service) " +
+	"is used only when machinist runs with --aws-ambient-credentials"
 
 // validEndpoint accepts https URLs, and http ones to loopback (the fake): the requests are
 // signed, but their contents (user data) are not encrypted.

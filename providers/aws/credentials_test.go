@@ -22,6 +22,7 @@ func TestSecretKeys(t *testing.T) {
 	}
 	cases := map[string]struct {
 		data     map[string]string
+		ambient  bool // --aws-ambient-credentials
 		mode     credentialMode
 		mentions []string // in the error; none means valid
 	}{
@@ -30,8 +31,12 @@ func TestSecretKeys(t *testing.T) {
 		"an empty key falls back to the alternative": {data: map[string]string{KeyAccessKeyID: " ", KeyAlternativeAccessKeyID: "AKIAX", KeySecretAccessKey: "s3cr3t-value"}, mode: staticKeys},
 		"id without secret":                          {data: map[string]string{KeyAccessKeyID: "AKIAX"}, mentions: []string{"secret.data[providerSecretAccessKey]"}},
 		"secret without id":                          {data: map[string]string{KeySecretAccessKey: "s3cr3t-value"}, mentions: []string{"secret.data[providerAccessKeyId]"}},
-		"no keys: default chain":                     {data: map[string]string{}, mode: defaultChain},
-		"workload identity":                          {data: map[string]string{KeyWorkloadIdentityTokenFile: tokenFile, KeyRoleARN: "arn:aws:iam::123456789012:role/nodes"}, mode: webIdentity},
+		"no keys: refused, naming the keys Gardener accepts": {data: map[string]string{KeyUserData: "#cloud-config"}, mentions: []string{
+			"secret.data[providerAccessKeyId]", "providerSecretAccessKey", "accessKeyID", "secretAccessKey", "workloadIdentityTokenFile", "roleARN", "--aws-ambient-credentials"}},
+		"empty keys: refused":                     {data: map[string]string{KeyAccessKeyID: "", KeySecretAccessKey: " "}, mentions: []string{"holds no AWS credentials"}},
+		"no keys, ambient allowed: default chain": {data: map[string]string{}, ambient: true, mode: defaultChain},
+		"keys win over ambient":                   {data: map[string]string{KeyAccessKeyID: "AKIAX", KeySecretAccessKey: "s3cr3t-value"}, ambient: true, mode: staticKeys},
+		"workload identity":                       {data: map[string]string{KeyWorkloadIdentityTokenFile: tokenFile, KeyRoleARN: "arn:aws:iam::123456789012:role/nodes"}, mode: webIdentity},
 		"workload identity wins over keys": {data: map[string]string{KeyWorkloadIdentityTokenFile: tokenFile, KeyRoleARN: "arn:aws:iam::123456789012:role/nodes",
 			KeyAccessKeyID: "AKIAX", KeySecretAccessKey: "s3cr3t-value"}, mode: webIdentity},
 		"token without role":         {data: map[string]string{KeyWorkloadIdentityTokenFile: tokenFile}, mentions: []string{"secret.data[roleARN]"}},
@@ -39,7 +44,7 @@ func TestSecretKeys(t *testing.T) {
 		"empty token file key":       {data: map[string]string{KeyWorkloadIdentityTokenFile: "", KeyRoleARN: "arn:aws:iam::1:role/r"}, mentions: []string{"secret.data[workloadIdentityTokenFile]"}},
 		"unreadable token file":      {data: map[string]string{KeyWorkloadIdentityTokenFile: "/nonexistent/token", KeyRoleARN: "arn:aws:iam::1:role/r"}, mentions: []string{"cannot be read"}},
 		"http endpoint off loopback": {data: map[string]string{KeyEC2Endpoint: "http://ec2.example.com"}, mentions: []string{"secret.data[ec2Endpoint]", "https://"}},
-		"https endpoint":             {data: map[string]string{KeyEC2Endpoint: "https://ec2.eu-west-1.amazonaws.com", KeySTSEndpoint: "http://127.0.0.1:9"}, mode: defaultChain},
+		"https endpoint":             {data: map[string]string{KeyEC2Endpoint: "https://ec2.eu-west-1.amazonaws.com", KeySTSEndpoint: "http://127.0.0.1:9"}, ambient: true, mode: defaultChain},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -48,7 +53,7 @@ func TestSecretKeys(t *testing.T) {
 			for k, v := range tc.data {
 				s.Data[k] = []byte(v)
 			}
-			c, err := credentialsFrom(s)
+			c, err := credentialsFrom(s, tc.ambient)
 			if len(tc.mentions) == 0 {
 				if err != nil || c.mode != tc.mode {
 					t.Fatalf("credentials = %v (%v), want %v", c.mode, err, tc.mode)
@@ -71,7 +76,7 @@ func TestSecretKeys(t *testing.T) {
 			}
 		})
 	}
-	if _, err := credentialsFrom(nil); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, err := credentialsFrom(nil, true); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Errorf("no secret = %v", err)
 	}
 }
@@ -127,10 +132,12 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 }
 
-// TestDefaultChain: a secret without keys uses the SDK's default chain of the process's
-// environment: access keys in the environment, IRSA (a web identity token file and role ARN
-// in the environment), the EC2 instance profile (IMDS), and, with none, Unauthenticated.
-func TestDefaultChain(t *testing.T) {
+// TestAmbientCredentials: with Options.AmbientCredentials (--aws-ambient-credentials) a secret
+// without keys uses the SDK's default chain of the process's environment: access keys in the
+// environment, IRSA (a web identity token file and role ARN in the environment), the EC2
+// instance profile (IMDS), and, with none, Unauthenticated. Without the option, the same secret
+// is refused before any request, however the environment is set up.
+func TestAmbientCredentials(t *testing.T) {
 	e := newTestEnv(t)
 	const role = "arn:aws:iam::123456789012:role/machinist-irsa"
 	e.cloud.AddWebIdentityRole(role, "irsa-token")
@@ -151,11 +158,15 @@ func TestDefaultChain(t *testing.T) {
 	}
 	secret := map[string][]byte{KeyEC2Endpoint: []byte(e.srv.URL), KeyUserData: []byte(testUserData)}
 	for name, tc := range map[string]struct {
-		env     map[string]string
-		setup   func()
-		code    driver.Code
-		request string // the credential request the fake must have seen
+		env        map[string]string
+		setup      func()
+		notAmbient bool
+		code       driver.Code
+		request    string // the credential request the fake must have seen
 	}{
+		"not allowed: refused although the environment has keys and IMDS serves a role": {notAmbient: true, code: driver.InvalidArgument,
+			env:   map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey, "AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": e.srv.URL + "/"},
+			setup: func() { e.cloud.ServeInstanceProfile("seed-nodes") }},
 		"environment keys": {env: map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey}},
 		"IRSA": {env: map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile, "AWS_ROLE_ARN": role, "AWS_ENDPOINT_URL_STS": e.srv.URL},
 			request: "AssumeRoleWithWebIdentity"},
@@ -171,9 +182,11 @@ func TestDefaultChain(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup()
 			}
+			e.ambient = !tc.notAmbient
 			e.drv = e.newDriver()
 			e.secret.Data = secret
 			before := len(e.cloud.RequestsFor(tc.request))
+			requests := len(e.cloud.Requests())
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_, err := e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: e.class, Secret: e.secret})
@@ -185,6 +198,20 @@ func TestDefaultChain(t *testing.T) {
 			}
 			if tc.request != "" && len(e.cloud.RequestsFor(tc.request)) != before+1 {
 				t.Errorf("no %s request", tc.request)
+			}
+			if tc.notAmbient {
+				msg := driver.MessageOf(err)
+				for _, key := range []string{KeyAccessKeyID, KeySecretAccessKey, KeyAlternativeAccessKeyID, KeyWorkloadIdentityTokenFile, KeyRoleARN, "--aws-ambient-credentials"} {
+					if !strings.Contains(msg, key) {
+						t.Errorf("refusal %q does not name %s", msg, key)
+					}
+				}
+				if n := len(e.cloud.Requests()); n != requests {
+					t.Errorf("the refused secret made %d requests", n-requests)
+				}
+				if strings.Contains(msg, testSecretKey) {
+					t.Errorf("refusal %q shows the environment's secret key", msg)
+				}
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -14,7 +15,7 @@ import (
 // the class keeps them (deleteOnTermination false). An instance that does not exist is success;
 // one tagged for another cluster is left alone.
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +65,11 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	return &driver.DeleteMachineResponse{}, nil
 }
 
-// terminate terminates instances; one that EC2 does not know is already gone.
+// terminate terminates instances, one request each with DryRun false, as Gardener's provider
+// sends it (pkg/aws/core_util.go terminateInstance); one that EC2 does not know is gone.
 func (d *Driver) terminate(ctx context.Context, r *request, ids []string) error {
 	for _, id := range ids {
-		_, err := r.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+		_, err := r.api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}, DryRun: aws.Bool(false)})
 		if errorCode(err) == "InvalidInstanceID.NotFound" {
 			continue
 		}

@@ -1,7 +1,7 @@
 // Package aws is machinist's AWS provider: it creates each machine as an EC2 instance, with its
 // EBS volumes and network interfaces, through aws-sdk-go-v2, authenticating with the secret's
-// access key, its workload identity token (STS AssumeRoleWithWebIdentity) or, when the secret
-// holds neither, the SDK's default credential chain.
+// access key or its workload identity token (STS AssumeRoleWithWebIdentity); the SDK's default
+// credential chain only when the operator allows it (Options.AmbientCredentials).
 //
 // The provider spec and secret are Gardener's, so existing AWS MachineClasses work unchanged;
 // README.md lists the fields, secret keys, tags and the IAM permissions the identity needs.
@@ -56,6 +56,11 @@ type Options struct {
 	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
 	// does, or driver.Strict.
 	SpecMode driver.SpecMode
+	// AmbientCredentials lets a secret without credentials use the SDK's default chain of this
+	// process (environment, shared files, IRSA, EKS Pod Identity, the instance metadata service).
+	// Off (the default), such a secret is refused, as Gardener's provider refuses it: in a seed on
+	// AWS the chain ends at the seed node's own role.
+	AmbientCredentials bool
 }
 
 // Driver manages EC2 instances. It is safe for concurrent use.
@@ -111,13 +116,32 @@ type request struct {
 	api  *ec2API
 }
 
-// prepare decodes the class and secret and returns the spec and the client.
-func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret) (*request, error) {
-	spec, _, err := decodeSpec(class, d.opts.SpecMode)
+// purpose is what an operation does with the class, and so how much of it must be valid.
+type purpose int
+
+const (
+	// toLaunch: CreateMachine and InitializeMachine act on the whole spec, decoded in the
+	// driver's mode and validated as Gardener's provider validates it.
+	toLaunch purpose = iota
+	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach VMs that exist; they need
+	// only the region and the cluster and role tags that scope the class (decodeScope), so a
+	// class that no longer validates can still have its VMs found and deleted.
+	toReach
+)
+
+// prepare decodes the class and secret for purpose and returns the spec and the client.
+func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*request, error) {
+	var spec *ProviderSpec
+	var err error
+	if p == toLaunch {
+		spec, _, err = decodeSpec(class, d.opts.SpecMode)
+	} else {
+		spec, err = decodeScope(class)
+	}
 	if err != nil {
 		return nil, err
 	}
-	creds, err := credentialsFrom(secret)
+	creds, err := credentialsFrom(secret, d.opts.AmbientCredentials)
 	if err != nil {
 		return nil, err
 	}
@@ -245,12 +269,8 @@ func tagValue(tags []ec2types.Tag, key string) (string, bool) {
 	return "", false
 }
 
-// identity is what the controllers learn of an instance.
-func identity(i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAddress) {
-	zone := ""
-	if i.Placement != nil {
-		zone = ptr.Deref(i.Placement.AvailabilityZone, "")
-	}
+// identity is what the controllers learn of an instance of region.
+func identity(region string, i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAddress) {
 	nodeName = ptr.Deref(i.PrivateDnsName, "")
 	if ip := ptr.Deref(i.PrivateIpAddress, ""); ip != "" {
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
@@ -261,7 +281,7 @@ func identity(i *ec2types.Instance) (pid, nodeName string, addrs []corev1.NodeAd
 	if ip := ptr.Deref(i.PublicIpAddress, ""); ip != "" {
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
 	}
-	return providerID(zone, ptr.Deref(i.InstanceId, "")), nodeName, addrs
+	return providerID(region, ptr.Deref(i.InstanceId, "")), nodeName, addrs
 }
 
 func machineName(m *v1alpha1.Machine) (string, error) {

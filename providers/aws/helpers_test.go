@@ -23,21 +23,23 @@ import (
 )
 
 const (
-	testRegion    = "eu-west-1"
-	testZoneA     = "eu-west-1a"
-	testZoneB     = "eu-west-1b"
-	testVPC       = "vpc-0a1b2c3d4e5f60718"
-	testSubnetA   = "subnet-0aaaaaaaaaaaaaaa1"
-	testSubnetB   = "subnet-0bbbbbbbbbbbbbbb2"
-	testSG        = "sg-0a1b2c3d4e5f60718"
-	testAMI       = "ami-0a1b2c3d4e5f60718"
-	testKeyName   = "shoot--dev--alpha-ssh"
-	testProfile   = "shoot--dev--alpha-nodes"
-	testAccessKey = "AKIAMACHINISTTEST001"
-	testSecretKey = "machinist-test-secret-access-key-9f8e7d6c"
-	testUserData  = "#cloud-config\nruncmd:\n- echo join-token-abcdef123456\n"
-	clusterTag    = "kubernetes.io/cluster/shoot--dev--alpha"
-	roleTag       = "kubernetes.io/role/node"
+	testRegion  = "eu-west-1"
+	testZoneA   = "eu-west-1a"
+	testZoneB   = "eu-west-1b"
+	testVPC     = "vpc-0a1b2c3d4e5f60718"
+	testSubnetA = "subnet-0aaaaaaaaaaaaaaa1"
+	testSubnetB = "subnet-0bbbbbbbbbbbbbbb2"
+	testSG      = "sg-0a1b2c3d4e5f60718"
+	testAMI     = "ami-0a1b2c3d4e5f60718"
+	testKeyName = "shoot--dev--alpha-ssh"
+	testProfile = "shoot--dev--alpha-nodes"
+	// testPlacementGroup is a partition group of 3, named pg-1.
+	testPlacementGroup = "pg-0a1b2c3d4e5f60718"
+	testAccessKey      = "AKIAMACHINISTTEST001"
+	testSecretKey      = "machinist-test-secret-access-key-9f8e7d6c"
+	testUserData       = "#cloud-config\nruncmd:\n- echo join-token-abcdef123456\n"
+	clusterTag         = "kubernetes.io/cluster/shoot--dev--alpha"
+	roleTag            = "kubernetes.io/role/node"
 )
 
 // testEnv is a fake EC2 served on loopback with a VPC of two zones, a security group, an AMI,
@@ -49,6 +51,8 @@ type testEnv struct {
 	class  *v1alpha1.MachineClass
 	secret *corev1.Secret
 	logs   *syncbuf.Buffer
+	// ambient is Options.AmbientCredentials of the drivers newDriver makes.
+	ambient bool
 }
 
 func newTestEnv(t testing.TB) *testEnv {
@@ -76,6 +80,7 @@ func newTestCloud() *fakeaws.Cloud {
 	c.AddImage(testAMI, "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddKeyPair(testKeyName)
 	c.AddInstanceProfile(testProfile)
+	c.AddPlacementGroup(testPlacementGroup, "pg-1", "partition", 3)
 	return c
 }
 
@@ -83,12 +88,13 @@ func newTestCloud() *fakeaws.Cloud {
 // process (no cached clients).
 func (e *testEnv) newDriver() *Driver {
 	return New(Options{
-		MaxAttempts:    3,
-		MaxRetryWait:   5 * time.Millisecond,
-		PollInterval:   5 * time.Millisecond,
-		VisibleTimeout: 10 * time.Second,
-		CleanupTimeout: 20 * time.Second,
-		Log:            slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		MaxAttempts:        3,
+		MaxRetryWait:       5 * time.Millisecond,
+		PollInterval:       5 * time.Millisecond,
+		VisibleTimeout:     10 * time.Second,
+		CleanupTimeout:     20 * time.Second,
+		Log:                slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		AmbientCredentials: e.ambient,
 	})
 }
 

@@ -3,11 +3,14 @@ package aws
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
 
@@ -22,7 +25,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("live instances of m-1: %+v", live)
 	}
 	inst := live[0]
-	if want := "aws:///" + testZoneA + "/" + inst.ID; resp.ProviderID != want {
+	if want := "aws:///" + testRegion + "/" + inst.ID; resp.ProviderID != want {
 		t.Errorf("ProviderID = %q, want %q", resp.ProviderID, want)
 	}
 	if resp.NodeName != inst.PrivateDNSName || !strings.HasSuffix(resp.NodeName, ".eu-west-1.compute.internal") {
@@ -90,5 +93,129 @@ func TestLifecycle(t *testing.T) {
 	}
 	if err := e.delete(t, e.class, m); err != nil {
 		t.Fatalf("second DeleteMachine: %v", err)
+	}
+}
+
+// TestProviderIDForms: machines get Gardener's provider ID, aws:///<region>/<instance-id>
+// (pkg/aws/util.go encodeInstanceID); a machine that still records the zone form machinist
+// wrote before (the cloud controller manager's form) is found, reported and deleted by it.
+func TestProviderIDForms(t *testing.T) {
+	e := newTestEnv(t)
+	resp := e.mustCreate(t, "m-1")
+	inst := e.liveOf("m-1")[0]
+	if want := "aws:///eu-west-1/" + inst.ID; resp.ProviderID != want {
+		t.Fatalf("ProviderID = %q, want Gardener's %q", resp.ProviderID, want)
+	}
+	old := machine("m-1")
+	old.Spec.ProviderID = "aws:///" + inst.Zone + "/" + inst.ID
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := e.drv.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: old, MachineClass: e.class, Secret: e.secret})
+	if err != nil || st.ProviderID != resp.ProviderID || !driver.SameProviderID(st.ProviderID, old.Spec.ProviderID) {
+		t.Fatalf("GetMachineStatus of a zone-form machine = %+v, %v; want %s", st, err, resp.ProviderID)
+	}
+	// Renamed: only the provider ID leads to the instance.
+	renamed := machine("m-renamed")
+	renamed.Spec.ProviderID = old.Spec.ProviderID
+	if st, err := e.drv.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: renamed, MachineClass: e.class, Secret: e.secret}); err != nil || st.ProviderID != resp.ProviderID {
+		t.Fatalf("GetMachineStatus by a zone-form provider ID alone = %+v, %v", st, err)
+	}
+	if err := e.delete(t, e.class, renamed); err != nil {
+		t.Fatalf("DeleteMachine by a zone-form provider ID: %v", err)
+	}
+	if n := len(e.liveOf("m-1")); n != 0 {
+		t.Fatalf("%d live instances after a delete by the zone form", n)
+	}
+}
+
+// TestInvalidClassReachesExistingVMs: a class that no longer validates (here: fields removed,
+// an invalid value, a value of the wrong type, an unknown field under strict decoding) cannot
+// launch, but its existing VMs are still statused, listed and deleted: those need only the
+// region and the cluster and role tags. Without a role tag the class's VMs cannot be told from
+// others', so that is refused for every operation.
+func TestInvalidClassReachesExistingVMs(t *testing.T) {
+	e := newTestEnv(t)
+	resp := e.mustCreate(t, "m-1")
+	e.drv = New(Options{SpecMode: driver.Strict, MaxRetryWait: time.Millisecond, PollInterval: time.Millisecond})
+	var spec map[string]any
+	if err := json.Unmarshal(e.class.ProviderSpec.Raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	delete(spec, "ami")
+	delete(spec, "networkInterfaces")
+	spec["machineType"] = ""
+	spec["iam"] = map[string]any{"name": "a", "arn": "b"}
+	spec["blockDevices"] = "not a list"
+	spec["placement"] = map[string]any{"tenancy": "shared"}
+	spec["instanceMetadataOptions"] = map[string]any{"httpPutResponseHopLimit": 99}
+	spec["futureField"] = true
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := e.class.DeepCopy()
+	broken.ProviderSpec.Raw = raw
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, err = e.drv.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("m-2"), MachineClass: broken, Secret: e.secret})
+	if driver.CodeOf(err) != driver.InvalidArgument {
+		t.Fatalf("CreateMachine with the broken class = %v, want InvalidArgument", err)
+	}
+	st, err := e.drv.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: machine("m-1"), MachineClass: broken, Secret: e.secret})
+	if err != nil || st.ProviderID != resp.ProviderID {
+		t.Fatalf("GetMachineStatus with the broken class = %+v, %v", st, err)
+	}
+	list, err := e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: broken, Secret: e.secret})
+	if err != nil || list.MachineList[resp.ProviderID] != "m-1" {
+		t.Fatalf("ListMachines with the broken class = %+v, %v", list, err)
+	}
+	roleless := map[string]any{}
+	for k, v := range spec {
+		roleless[k] = v
+	}
+	roleless["tags"] = map[string]string{clusterTag: "1"}
+	if raw, err = json.Marshal(roleless); err != nil {
+		t.Fatal(err)
+	}
+	noRole := broken.DeepCopy()
+	noRole.ProviderSpec.Raw = raw
+	m := machine("m-1")
+	m.Spec.ProviderID = resp.ProviderID
+	err = e.delete(t, noRole, m)
+	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "kubernetes.io/role/<role>") {
+		t.Fatalf("DeleteMachine with a class without its role tag = %v, want InvalidArgument naming the tag", err)
+	}
+	if err := e.delete(t, broken, m); err != nil {
+		t.Fatalf("DeleteMachine with the broken class: %v", err)
+	}
+	if n := len(e.liveOf("m-1")); n != 0 {
+		t.Fatalf("%d live instances after the delete", n)
+	}
+}
+
+// TestSovereignCloudRegion: a class in eusc-de-east-1 (the European Sovereign Cloud, which the
+// bundled SDK lists) launches; machinist refused its name before.
+func TestSovereignCloudRegion(t *testing.T) {
+	c := fakeaws.New("eusc-de-east-1", nil)
+	c.AddAccessKey(testAccessKey, testSecretKey)
+	c.AddSubnet(testSubnetA, testVPC, "eusc-de-east-1a", "10.250.0.0/19")
+	c.AddSecurityGroup(testSG, testVPC, "nodes")
+	c.AddImage(testAMI, "gardenlinux", "/dev/xvda")
+	c.AddKeyPair(testKeyName)
+	c.AddInstanceProfile(testProfile)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := c.Serve(l, nil)
+	t.Cleanup(func() { _ = srv.Close() })
+	e := &testEnv{cloud: c, srv: srv, logs: &syncbuf.Buffer{}}
+	e.drv = e.newDriver()
+	e.secret = testSecretObj(srv.URL)
+	e.class = e.classWith("workers", func(s *ProviderSpec) { s.Region = "eusc-de-east-1" })
+	resp := e.mustCreate(t, "m-1")
+	if !strings.HasPrefix(resp.ProviderID, "aws:///eusc-de-east-1/i-") {
+		t.Fatalf("ProviderID = %q", resp.ProviderID)
 	}
 }

@@ -10,15 +10,18 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
 
-// providerID is aws:///<zone>/<instance-id>, what the AWS cloud controller manager puts on the
-// instance's Node, so machines and nodes match by provider ID.
-func providerID(zone, instanceID string) string { return "aws:///" + zone + "/" + instanceID }
+// providerID is aws:///<region>/<instance-id>, what Gardener's provider writes on machines
+// (pkg/aws/util.go encodeInstanceID), so tools that compare machines' provider IDs as strings
+// see no change after a takeover from MCM or a handback to it. The AWS cloud controller manager
+// writes aws:///<zone>/<instance-id> on the Node; the controllers compare the two by instance ID
+// (driver.SameProviderID).
+func providerID(region, instanceID string) string { return "aws:///" + region + "/" + instanceID }
 
 var instanceIDPattern = regexp.MustCompile(`^i-[0-9a-f]{8,17}$`)
 
-// instanceFromProviderID returns the instance ID of a provider ID. It takes the zone form
-// machinist writes and the region form Gardener's provider writes (aws:///<region>/<id>,
-// pkg/aws/util.go encodeInstanceID), so machines taken over from MCM are found too.
+// instanceFromProviderID returns the instance ID of a provider ID. It takes the region form
+// machinist and Gardener's provider write and the zone form machinist wrote before (and the
+// cloud controller manager writes on Nodes), so existing machines are found too.
 func instanceFromProviderID(id string) (string, bool) {
 	rest, ok := strings.CutPrefix(id, "aws://")
 	if !ok {

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -191,6 +194,7 @@ func TestValidation(t *testing.T) {
 		"no ami":               {func(s *ProviderSpec) { s.AMI = "" }, []string{"providerSpec.ami"}},
 		"no region":            {func(s *ProviderSpec) { s.Region = "" }, []string{"providerSpec.region"}},
 		"bad region":           {func(s *ProviderSpec) { s.Region = "Frankfurt" }, []string{"providerSpec.region", "eu-west-1"}},
+		"region not a label":   {func(s *ProviderSpec) { s.Region = "eu-west-1.example.com" }, []string{"providerSpec.region", "hyphens"}},
 		"no machine type":      {func(s *ProviderSpec) { s.MachineType = "" }, []string{"providerSpec.machineType"}},
 		"no iam":               {func(s *ProviderSpec) { s.IAM = IAMProfile{} }, []string{"providerSpec.iam"}},
 		"both iam":             {func(s *ProviderSpec) { s.IAM = IAMProfile{Name: "a", ARN: "b"} }, []string{"providerSpec.iam", "exactly one"}},
@@ -245,5 +249,28 @@ func TestValidation(t *testing.T) {
 	c.Provider = "Azure"
 	if _, _, err := decodeSpec(c, driver.Lenient); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "aws") {
 		t.Errorf("wrong provider = %v", err)
+	}
+}
+
+// TestRegions: a region is checked as the bundled aws-sdk-go-v2 checks it (a DNS label), not
+// against a list: the partitions' regions (eusc-de-east-1 of the European Sovereign Cloud among
+// them) decode, and the SDK resolves each to its partition's endpoint.
+func TestRegions(t *testing.T) {
+	resolver := ec2.NewDefaultEndpointResolverV2()
+	for region, host := range map[string]string{
+		"eu-west-1": "ec2.eu-west-1.amazonaws.com", "eusc-de-east-1": "ec2.eusc-de-east-1.amazonaws.eu",
+		"us-gov-west-1": "ec2.us-gov-west-1.amazonaws.com", "cn-north-1": "ec2.cn-north-1.amazonaws.com.cn",
+		"us-isob-east-1": "ec2.us-isob-east-1.sc2s.sgov.gov", "il-central-1": "ec2.il-central-1.amazonaws.com",
+		"mx-central-1": "ec2.mx-central-1.amazonaws.com",
+	} {
+		s := baseSpec()
+		s.Region = region
+		if _, _, err := decodeSpec(testClass("workers", s), driver.Strict); err != nil {
+			t.Errorf("region %s: %v", region, err)
+		}
+		ep, err := resolver.ResolveEndpoint(context.Background(), ec2.EndpointParameters{Region: &region, UseFIPS: aws.Bool(false), UseDualStack: aws.Bool(false)})
+		if err != nil || ep.URI.Host != host {
+			t.Errorf("the SDK resolves region %s to %v (%v), want %s", region, ep.URI.Host, err, host)
+		}
 	}
 }

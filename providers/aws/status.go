@@ -15,13 +15,27 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 )
 
-// instanceOf finds the machine's live instance: the one its provider ID names (when it carries
-// the class's tags), else the class's instances with its Name. NotFound when there is none,
-// OutOfRange when several carry its name.
+// instanceOf finds the machine's live instance as Gardener's provider does
+// (pkg/aws/core_util.go getMatchingInstancesForMachine): the class's live instances with its
+// Name, else the one its provider ID names. NotFound when there is none, OutOfRange when several
+// carry its name. Unlike Gardener's, the instance found by provider ID counts only when it is
+// live and carries the class's tags: a terminated instance is NotFound, so the controller
+// replaces the machine instead of waiting on a VM that is gone.
 func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine) (*ec2types.Instance, error) {
 	name, err := machineName(m)
 	if err != nil {
 		return nil, err
+	}
+	found, err := d.byName(ctx, r, name)
+	if err != nil {
+		return nil, err
+	}
+	switch len(found) {
+	case 1:
+		return &found[0], nil
+	case 0:
+	default:
+		return nil, driver.Errorf(driver.OutOfRange, "aws: machine %s has %d instances (%s): terminate all but the one its node runs on", name, len(found), strings.Join(instanceIDs(found), ", "))
 	}
 	if id, ok := instanceFromProviderID(m.Spec.ProviderID); ok {
 		inst, err := d.byID(ctx, r, id)
@@ -32,17 +46,7 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 			return inst, nil
 		}
 	}
-	found, err := d.byName(ctx, r, name)
-	if err != nil {
-		return nil, err
-	}
-	switch len(found) {
-	case 0:
-		return nil, driver.Errorf(driver.NotFound, "aws: machine %s has no live instance of cluster and role %s in region %s", name, strings.Join(r.spec.scopeTags(), ", "), r.spec.Region)
-	case 1:
-		return &found[0], nil
-	}
-	return nil, driver.Errorf(driver.OutOfRange, "aws: machine %s has %d instances (%s): terminate all but the one its node runs on", name, len(found), strings.Join(instanceIDs(found), ", "))
+	return nil, driver.Errorf(driver.NotFound, "aws: machine %s has no live instance of cluster and role %s in region %s", name, strings.Join(r.spec.scopeTags(), ", "), r.spec.Region)
 }
 
 // GetMachineStatus reports the machine's instance. As Gardener's provider does, it answers
@@ -50,7 +54,7 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 // an interface still has it, or an interface lacks its IPv6 prefixes: InitializeMachine does
 // both.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +64,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
-	pid, node, addrs := identity(inst)
+	pid, node, addrs := identity(r.spec.Region, inst)
 	resp := &driver.GetMachineStatusResponse{ProviderID: pid, NodeName: node, Addresses: addrs}
 	if todo := pendingInitialization(r.spec, inst); len(todo) > 0 {
 		return resp, driver.Errorf(driver.Uninitialized, "aws: instance %s is not initialized yet: %s", ptr.Deref(inst.InstanceId, ""), strings.Join(todo, "; "))
@@ -113,7 +117,7 @@ func prefixCount(spec *ProviderSpec, ni ec2types.InstanceNetworkInterface) int32
 // the class asks for, as Gardener's provider does (pkg/aws/core.go InitializeMachine). It is
 // idempotent; an instance not (yet) found is Uninitialized.
 func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +150,14 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 			}
 		}
 	}
-	pid, node, addrs := identity(inst)
+	pid, node, addrs := identity(r.spec.Region, inst)
 	return &driver.InitializeMachineResponse{ProviderID: pid, NodeName: node, Addresses: addrs}, nil
 }
 
 // ListMachines lists the live instances that carry every cluster and role tag of the class, as
 // provider ID -> machine (their Name tag), filtered by EC2.
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +169,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	}
 	out := make(map[string]string, len(found))
 	for i := range found {
-		pid, _, _ := identity(&found[i])
+		pid, _, _ := identity(r.spec.Region, &found[i])
 		name, _ := tagValue(found[i].Tags, NameTag)
 		out[pid] = name
 	}

@@ -1,6 +1,8 @@
 package aws
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -21,6 +23,65 @@ func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSp
 	return driver.DecodeValidSpec(class, Name, mode, driver.FoldedNames, validateSpec)
 }
 
+// decodeScope decodes what DeleteMachine, GetMachineStatus and ListMachines need of a class:
+// its region and the cluster and role tags that scope it (validateScope). The rest of the spec is
+// read as far as it decodes (encoding/json skips a value of the wrong type and goes on) and not
+// validated, in any mode: a class machinist would now refuse to launch from must not keep its
+// existing VMs from being found and deleted. Gardener's provider validates the whole spec and
+// secret on every call (pkg/aws/core_util.go decodeProviderSpecAndSecret).
+func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
+	if err := driver.CheckProvider(class, Name); err != nil {
+		return nil, err
+	}
+	raw := class.ProviderSpec.Raw
+	if len(raw) == 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
+	}
+	spec := &ProviderSpec{}
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, spec); err != nil && !errors.As(err, &typeErr) {
+		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is not valid JSON: %s: fix the manifest", class.Name, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if err := driver.Invalid(class, validateScope(spec)); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// validateScope checks what reaching a class's existing VMs needs: the region the client
+// talks to, and the cluster and role tags without which the driver cannot tell the class's VMs
+// from others'.
+func validateScope(s *ProviderSpec) field.ErrorList {
+	p := driver.ProviderSpecPath
+	errs := validateRegion(s.Region, p.Child("region"))
+	cluster, role := false, false
+	for k := range s.Tags {
+		cluster = cluster || strings.Contains(k, ClusterTagPrefix)
+		role = role || strings.Contains(k, RoleTagPrefix)
+	}
+	if !cluster {
+		errs = append(errs, field.Required(p.Child("tags").Key(ClusterTagPrefix+"<cluster>"), `add a tag `+ClusterTagPrefix+`<cluster name> (value "1"): it scopes the class to its cluster`))
+	}
+	if !role {
+		errs = append(errs, field.Required(p.Child("tags").Key(RoleTagPrefix+"<role>"), `add a tag `+RoleTagPrefix+`<role>, e.g. `+RoleTagPrefix+`node (value "1"): it scopes the class to its role`))
+	}
+	return errs
+}
+
+// validateRegion requires a region and checks it as the bundled aws-sdk-go-v2 does before it
+// puts it into the endpoint's host name (a DNS label; service/ec2 bindRegion). Which regions
+// exist is not checked here: the SDK resolves any such name (eusc-de-east-1 in the aws-eusc
+// partition, a region newer than the SDK in the aws partition), and EC2 answers the rest.
+func validateRegion(region string, p *field.Path) field.ErrorList {
+	switch {
+	case strings.TrimSpace(region) == "":
+		return field.ErrorList{field.Required(p, "set the AWS region, e.g. eu-west-1")}
+	case !regionPattern.MatchString(region):
+		return field.ErrorList{field.Invalid(p, region, "must be an AWS region name, e.g. eu-west-1: lower-case letters, digits and hyphens")}
+	}
+	return nil
+}
+
 // checkSpec is the provider's registry.Registration.CheckSpec.
 func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
 	_, warnings, err := decodeSpec(class, mode)
@@ -28,10 +89,9 @@ func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.Spe
 }
 
 var (
-	// regionPattern matches AWS region names (eu-west-1, us-gov-west-1, cn-north-1, ...). The
-	// region becomes part of the endpoint's host name, so a typo would only show up as a DNS
-	// failure retried for ever.
-	regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	// regionPattern matches a DNS label, what the SDK accepts as a region (it becomes part of
+	// the endpoint's host name): eu-west-1, us-gov-west-1, eusc-de-east-1, ...
+	regionPattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	// dataDeviceNamePattern is Gardener's DataDeviceNameFormat (AWS's device naming).
 	dataDeviceNamePattern = regexp.MustCompile(`^/dev/(sd[a-z]|xvd[a-c][a-z]?)$`)
 	// volumeTypes are the EBS volume types Gardener accepts (ValidVolumeTypes).
@@ -48,12 +108,7 @@ func validateSpec(s *ProviderSpec) field.ErrorList {
 	if strings.TrimSpace(s.AMI) == "" {
 		errs = append(errs, field.Required(p.Child("ami"), "set the AMI of the machines (ami-...)"))
 	}
-	switch {
-	case strings.TrimSpace(s.Region) == "":
-		errs = append(errs, field.Required(p.Child("region"), "set the AWS region, e.g. eu-west-1"))
-	case !regionPattern.MatchString(s.Region):
-		errs = append(errs, field.Invalid(p.Child("region"), s.Region, "must be an AWS region name, e.g. eu-west-1"))
-	}
+	errs = append(errs, validateScope(s)...)
 	if strings.TrimSpace(s.MachineType) == "" {
 		errs = append(errs, field.Required(p.Child("machineType"), "set the EC2 instance type, e.g. m5.large"))
 	}
@@ -215,18 +270,11 @@ func validateMarket(s *ProviderSpec, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// validateTags requires the cluster and role tags (Gardener's validateSpecTags) and checks EC2's
-// limits on tags, which would otherwise fail every create.
+// validateTags checks EC2's limits on tags, which would otherwise fail every create; the
+// cluster and role tags (Gardener's validateSpecTags) are validateScope's.
 func validateTags(tags map[string]string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	cluster, role := false, false
 	for k, v := range tags {
-		switch {
-		case strings.Contains(k, ClusterTagPrefix):
-			cluster = true
-		case strings.Contains(k, RoleTagPrefix):
-			role = true
-		}
 		if k == "" || len(k) > 128 {
 			errs = append(errs, field.Invalid(p.Key(k), k, "a tag key is 1-128 characters"))
 		} else if strings.HasPrefix(strings.ToLower(k), "aws:") {
@@ -243,12 +291,6 @@ func validateTags(tags map[string]string, p *field.Path) field.ErrorList {
 	}
 	if n > 50 {
 		errs = append(errs, field.TooMany(p, n, 50))
-	}
-	if !cluster {
-		errs = append(errs, field.Required(p.Key(ClusterTagPrefix+"<cluster>"), `add a tag `+ClusterTagPrefix+`<cluster name> (value "1"): it scopes the class to its cluster`))
-	}
-	if !role {
-		errs = append(errs, field.Required(p.Key(RoleTagPrefix+"<role>"), `add a tag `+RoleTagPrefix+`<role>, e.g. `+RoleTagPrefix+`node (value "1"): it scopes the class to its role`))
 	}
 	return errs
 }

@@ -180,6 +180,10 @@ type Options struct {
 	// SpecMode is how compiled-in drivers decode providerSpecs (registry.Env.SpecMode;
 	// --strict-provider-specs).
 	SpecMode driver.SpecMode
+	// AmbientCredentials names the providers whose compiled-in drivers may act with the
+	// process's own cloud identity when a secret holds no credentials
+	// (registry.Env.AmbientCredentials; --aws-ambient-credentials).
+	AmbientCredentials []string
 	// Endpoints serve providers from driver servers this process dials (--driver-endpoint,
 	// --driver-exec); nil means none.
 	Endpoints registry.Source
@@ -360,7 +364,8 @@ func New(opts Options) (*Manager, error) {
 	m.Drivers = &registry.Resolver{
 		Endpoints: opts.Endpoints,
 		Env: registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode,
-			UpdateTargets: &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
+			AmbientCredentials: opts.AmbientCredentials,
+			UpdateTargets:      &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
 	}
 	m.Drivers.PreferRemote = opts.PreferRemote
 	if opts.Remote != nil {

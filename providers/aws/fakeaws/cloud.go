@@ -8,9 +8,12 @@
 // capacity reservations are seeded with the Add methods; instances, their EBS volumes, network
 // interfaces and spot instance requests are made by RunInstances. Instances go pending → running
 // (after SetStartDelay) and, once terminated, shutting-down → terminated (after SetStopDelay);
-// terminated instances stay visible, as in EC2, and deleteOnTermination volumes and interfaces
-// go with them. RunInstances honours ClientToken as EC2 does (the same token returns the same
-// reservation, even after termination; different parameters are IdempotentParameterMismatch).
+// terminated instances stay visible for an hour, as in EC2 (SetTerminatedRetention), and
+// deleteOnTermination volumes and interfaces go with them. The instance types are a table of
+// real ones (InstanceTypes: vCPUs, memory, architecture, GPUs) checked against the AMI's
+// architecture; placement groups are taken by ID or name (AddPlacementGroup). RunInstances
+// honours ClientToken as EC2 does (the same token returns the same reservation, even after
+// termination; different parameters are IdempotentParameterMismatch).
 // DescribeInstances, DescribeVolumes, DescribeNetworkInterfaces and DescribeSpotInstanceRequests
 // take EC2's filters (with * and ? wildcards) and paginate with MaxResults and NextToken.
 //
@@ -19,7 +22,9 @@
 // RequestLimitExceeded, 5xx, any error code, a delay, an answer lost after the request took
 // effect, a hang until released). STS's AssumeRoleWithWebIdentity is served at the same URL for
 // web-identity (IRSA-style) credentials. Every request is recorded (Requests) with its action,
-// time and request ID.
+// time, request ID, answer code and parameters, and dumped as JSON on the control endpoint: the
+// differential run against Gardener's provider (providers/aws/oracle) compares what reaches the
+// fake request by request.
 package fakeaws
 
 import (
@@ -38,6 +43,9 @@ import (
 const (
 	DefaultRegion    = "eu-west-1"
 	DefaultAccountID = "123456789012"
+	// DefaultTerminatedRetention is how long a terminated instance stays visible to
+	// DescribeInstances: EC2 documents "about an hour" (SetTerminatedRetention changes it).
+	DefaultTerminatedRetention = time.Hour
 	// DemoAccessKeyID and DemoSecretAccessKey are the key SeedDemo adds.
 	DemoAccessKeyID     = "AKIAFAKEAWSDEMO00001"
 	DemoSecretAccessKey = "fakeaws/demo/secret/key/not/for/real/use0"
@@ -54,14 +62,6 @@ const (
 )
 
 var stateCodes = map[string]int{StatePending: 0, StateRunning: 16, StateShuttingDown: 32, StateTerminated: 48, StateStopping: 64, StateStopped: 80}
-
-// InstanceTypes are the instance types the fake knows, with their vCPUs (for SetVcpuQuota).
-var InstanceTypes = map[string]int{
-	"t3.micro": 2, "t3.small": 2, "t3.medium": 2, "t3.large": 2, "t3.xlarge": 4,
-	"m5.large": 2, "m5.xlarge": 4, "m5.2xlarge": 8, "m5.4xlarge": 16,
-	"m6i.large": 2, "m6i.xlarge": 4, "c5.large": 2, "c5.xlarge": 4, "r5.large": 2,
-	"p4d.24xlarge": 96,
-}
 
 // Cloud is one fake AWS account in one region. Create it with New; all methods are safe for
 // concurrent use.
@@ -81,7 +81,10 @@ type Cloud struct {
 	keyPairs     map[string]bool
 	profiles     map[string]string // instance profile name -> ARN
 	reservations map[string]*CapacityReservation
+	pgroups      map[string]*PlacementGroup // by ID
 	instances    map[string]*Instance
+	expired      map[string]*Instance // terminated longer than the retention: gone from Describe
+	retention    time.Duration        // how long terminated instances stay visible
 	volumes      map[string]*Volume
 	nics         map[string]*NetworkInterface
 	spots        map[string]*SpotRequest
@@ -141,6 +144,14 @@ type Image struct {
 	Architecture   string
 }
 
+// PlacementGroup is a placement group of the account.
+type PlacementGroup struct {
+	ID         string
+	Name       string
+	Strategy   string // cluster, spread, partition
+	Partitions int    // of a partition group
+}
+
 // CapacityReservation reserves instances of one type in one zone.
 type CapacityReservation struct {
 	ID           string
@@ -167,6 +178,7 @@ type Instance struct {
 	ClientToken     string            `json:",omitempty"`
 	LaunchTime      time.Time         //
 	ShutdownAt      time.Time         `json:",omitempty"`
+	TerminatedAt    time.Time         `json:",omitempty"`
 	Tags            map[string]string `json:",omitempty"`
 	SecurityGroups  []string
 	Devices         []Device          // block device mapping
@@ -179,7 +191,9 @@ type Instance struct {
 	EbsOptimized    bool              `json:",omitempty"`
 	Monitoring      bool              `json:",omitempty"`
 	Tenancy         string            `json:",omitempty"`
-	PlacementGroup  string            `json:",omitempty"`
+	PlacementGroup  string            `json:",omitempty"` // its name
+	PlacementID     string            `json:",omitempty"`
+	Partition       int32             `json:",omitempty"`
 	CoreCount       int32             `json:",omitempty"`
 	ThreadsPerCore  int32             `json:",omitempty"`
 	MetadataOptions map[string]string `json:",omitempty"`
@@ -264,12 +278,16 @@ func New(region string, clk clock.Clock) *Cloud {
 		region: region, accountID: DefaultAccountID, clock: clk, idPrefix: hex.EncodeToString(b[:]),
 		keys: map[string]*accessKey{}, roles: map[string]string{}, vpcs: map[string]bool{},
 		subnets: map[string]*Subnet{}, groups: map[string]*SecurityGroup{}, images: map[string]*Image{},
-		keyPairs: map[string]bool{}, profiles: map[string]string{}, reservations: map[string]*CapacityReservation{},
-		instances: map[string]*Instance{}, volumes: map[string]*Volume{}, nics: map[string]*NetworkInterface{},
+		keyPairs: map[string]bool{}, profiles: map[string]string{}, reservations: map[string]*CapacityReservation{}, pgroups: map[string]*PlacementGroup{},
+		instances: map[string]*Instance{}, expired: map[string]*Instance{}, retention: DefaultTerminatedRetention, volumes: map[string]*Volume{}, nics: map[string]*NetworkInterface{},
 		spots: map[string]*SpotRequest{}, tokens: map[string]*tokenUse{}, zoneCap: map[string]int{},
 		spotCap: map[string]int{}, spotPrice: map[string]float64{},
 	}
 }
+
+// IDPrefix is the random part every resource ID of this cloud starts with after its kind
+// (i-<prefix><sequence>): a normalizer drops it to compare two clouds' IDs by sequence.
+func (c *Cloud) IDPrefix() string { return c.idPrefix }
 
 // Region is the cloud's region.
 func (c *Cloud) Region() string { return c.region }
@@ -330,11 +348,15 @@ func (c *Cloud) AddSecurityGroup(id, vpcID, name string) {
 	c.groups[id] = &SecurityGroup{ID: id, VpcID: vpcID, Name: name}
 }
 
-// AddImage adds an AMI whose root device is rootDevice (e.g. /dev/xvda).
-func (c *Cloud) AddImage(id, name, rootDevice string) {
+// AddImage adds an x86_64 AMI whose root device is rootDevice (e.g. /dev/xvda).
+func (c *Cloud) AddImage(id, name, rootDevice string) { c.AddImageFor(id, name, rootDevice, "x86_64") }
+
+// AddImageFor adds an AMI of architecture arch (x86_64 or arm64): RunInstances refuses an
+// instance type of another architecture, as EC2 does.
+func (c *Cloud) AddImageFor(id, name, rootDevice, arch string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.images[id] = &Image{ID: id, Name: name, RootDeviceName: rootDevice, Architecture: "x86_64"}
+	c.images[id] = &Image{ID: id, Name: name, RootDeviceName: rootDevice, Architecture: arch}
 }
 
 // AddKeyPair adds an EC2 key pair.
@@ -351,6 +373,14 @@ func (c *Cloud) AddInstanceProfile(name string) string {
 	defer c.mu.Unlock()
 	c.profiles[name] = arn
 	return arn
+}
+
+// AddPlacementGroup adds a placement group: strategy cluster, spread or partition (with
+// partitions partitions). RunInstances takes it by Placement.GroupId or Placement.GroupName.
+func (c *Cloud) AddPlacementGroup(id, name, strategy string, partitions int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pgroups[id] = &PlacementGroup{ID: id, Name: name, Strategy: strategy, Partitions: partitions}
 }
 
 // AddCapacityReservation reserves total instances of instanceType in zone.
@@ -419,6 +449,16 @@ func (c *Cloud) SetStopDelay(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.stopDelay = d
+}
+
+// SetTerminatedRetention is how long terminated instances stay visible after they reached
+// terminated (by the cloud's clock); then DescribeInstances and TerminateInstances answer their
+// IDs with InvalidInstanceID.NotFound, as EC2 does, and Instances no longer lists them. A client
+// token keeps answering with its instance. 0 keeps them for ever.
+func (c *Cloud) SetTerminatedRetention(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.retention = d
 }
 
 // SetDescribeLag makes each new instance invisible to the first n DescribeInstances requests
@@ -562,7 +602,8 @@ func (c *Cloud) State() State {
 }
 
 // advanceLocked applies the state transitions that are due: pending → running after the start
-// delay, shutting-down → terminated after the stop delay (deleting what goes with the instance).
+// delay, shutting-down → terminated after the stop delay (deleting what goes with the instance),
+// terminated → expired after the retention.
 func (c *Cloud) advanceLocked() {
 	now := c.clock.Now()
 	for _, i := range c.instances {
@@ -579,7 +620,12 @@ func (c *Cloud) advanceLocked() {
 		case StateShuttingDown:
 			if !now.Before(i.ShutdownAt.Add(c.stopDelay)) {
 				c.terminatedLocked(i)
+				i.TerminatedAt = i.ShutdownAt.Add(c.stopDelay) // when it was due, not when seen
 			}
+		}
+		if i.State == StateTerminated && c.retention > 0 && !now.Before(i.TerminatedAt.Add(c.retention)) {
+			delete(c.instances, i.ID)
+			c.expired[i.ID] = i
 		}
 	}
 }
@@ -587,7 +633,7 @@ func (c *Cloud) advanceLocked() {
 // terminatedLocked completes an instance's termination: its deleteOnTermination volumes and
 // interfaces are deleted, the others detached; capacity it held is given back.
 func (c *Cloud) terminatedLocked(i *Instance) {
-	i.State = StateTerminated
+	i.State, i.TerminatedAt = StateTerminated, c.clock.Now()
 	for _, d := range i.Devices {
 		v := c.volumes[d.VolumeID]
 		if v == nil {

@@ -2,6 +2,7 @@ package fakeaws
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -413,5 +414,179 @@ func TestFaultsAndControl(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `"terminatedInstances":1`) {
 		t.Errorf("state dump %s", body)
+	}
+}
+
+// TestRecorder: every request is recorded with its action, answer code and flattened
+// parameters (no credentials), dumped as JSON on the control endpoint and forgotten on DELETE.
+func TestRecorder(t *testing.T) {
+	e := newEnv(t)
+	e.c.Inject(Throttle("RunInstances", 1))
+	if _, err := e.run(t, "tok-1", "subnet-0bbbbbbbbbbbbbbb2", map[string]string{"Name": "m-1"}); code(err) != "RequestLimitExceeded" {
+		t.Fatalf("RunInstances = %v", err)
+	}
+	reqs := e.c.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("recorded %d requests, want 1", len(reqs))
+	}
+	r := reqs[0]
+	want := map[string]string{"ClientToken": "tok-1", "ImageId": "ami-0aaaaaaaaaaaaaaa1", "InstanceType": "m5.large",
+		"NetworkInterface.1.SubnetId": "subnet-0bbbbbbbbbbbbbbb2", "BlockDeviceMapping.2.Ebs.DeleteOnTermination": "false",
+		"TagSpecification.1.ResourceType": "instance", "TagSpecification.1.Tag.1.Key": "Name", "TagSpecification.1.Tag.1.Value": "m-1"}
+	for k, v := range want {
+		if r.Params[k] != v {
+			t.Errorf("recorded %s = %q, want %q", k, r.Params[k], v)
+		}
+	}
+	if r.Action != "RunInstances" || r.Code != "RequestLimitExceeded" || r.RequestID == "" || r.Params["Action"] != "" || r.Params["Version"] != "" ||
+		r.Invocation == "" || r.Attempt != 1 {
+		t.Errorf("recorded %+v", r)
+	}
+	for k, v := range r.Params {
+		if strings.Contains(v, secret) || strings.Contains(v, keyID) {
+			t.Errorf("parameter %s carries a credential", k)
+		}
+	}
+	resp, err := http.Get(e.srv.URL + ControlPrefix + "requests")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dumped []Request
+	err = json.NewDecoder(resp.Body).Decode(&dumped)
+	_ = resp.Body.Close()
+	if err != nil || len(dumped) != 1 || dumped[0].Params["ClientToken"] != "tok-1" {
+		t.Fatalf("dump = %+v, %v", dumped, err)
+	}
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodDelete, e.srv.URL+ControlPrefix+"requests", nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE requests: %v %v", resp, err)
+	} else {
+		_ = resp.Body.Close()
+	}
+	if n := len(e.c.Requests()); n != 0 {
+		t.Fatalf("%d requests after DELETE", n)
+	}
+}
+
+// TestInstanceTypes: an instance type the table does not hold is InvalidParameterValue, as EC2
+// answers an unknown type; a type of another architecture than the AMI's is refused with EC2's
+// message; an arm64 instance reports its architecture.
+func TestInstanceTypes(t *testing.T) {
+	e := newEnv(t)
+	e.c.AddImageFor("ami-0aaaaaaaaaaaaaaa2", "arm-image", "/dev/xvda", "arm64")
+	withType := func(typ, ami string) func(*ec2.RunInstancesInput) {
+		return func(in *ec2.RunInstancesInput) {
+			in.InstanceType, in.ImageId = ec2types.InstanceType(typ), aws.String(ami)
+		}
+	}
+	_, err := e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil, withType("m5.huge", "ami-0aaaaaaaaaaaaaaa1"))
+	if code(err) != "InvalidParameterValue" || !strings.Contains(err.Error(), "Invalid value 'm5.huge' for InstanceType") {
+		t.Fatalf("unknown type = %v", err)
+	}
+	_, err = e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil, withType("m7g.large", "ami-0aaaaaaaaaaaaaaa1"))
+	if code(err) != "InvalidParameterValue" || !strings.Contains(err.Error(), "architecture 'arm64' of the specified instance type does not match the architecture 'x86_64'") {
+		t.Fatalf("arm64 type on an x86_64 AMI = %v", err)
+	}
+	out, err := e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil, withType("m7g.large", "ami-0aaaaaaaaaaaaaaa2"))
+	if err != nil || out.Instances[0].Architecture != ec2types.ArchitectureValuesArm64 {
+		t.Fatalf("arm64 launch = %+v, %v", out, err)
+	}
+	if gpu := InstanceTypes["p4d.24xlarge"]; gpu.VCPUs != 96 || gpu.GPUs != 8 || gpu.MemoryMiB != 1152*1024 {
+		t.Errorf("p4d.24xlarge = %+v", gpu)
+	}
+}
+
+// TestPlacementGroups: a group is taken by ID or name (not both), must exist, and a partition
+// number only fits a partition group's range; DescribeInstances shows the group.
+func TestPlacementGroups(t *testing.T) {
+	e := newEnv(t)
+	e.c.AddPlacementGroup("pg-0aaaaaaaaaaaaaaa1", "workers", "partition", 3)
+	e.c.AddPlacementGroup("pg-0bbbbbbbbbbbbbbb2", "tight", "cluster", 0)
+	place := func(pl ec2types.Placement) func(*ec2.RunInstancesInput) {
+		return func(in *ec2.RunInstancesInput) { in.Placement = &pl }
+	}
+	for name, tc := range map[string]struct {
+		pl   ec2types.Placement
+		code string
+	}{
+		"by ID with a partition": {ec2types.Placement{GroupId: aws.String("pg-0aaaaaaaaaaaaaaa1"), PartitionNumber: aws.Int32(2)}, ""},
+		"by name":                {ec2types.Placement{GroupName: aws.String("tight")}, ""},
+		"unknown ID":             {ec2types.Placement{GroupId: aws.String("pg-0ccccccccccccccc3")}, "InvalidPlacementGroup.Unknown"},
+		"unknown name":           {ec2types.Placement{GroupName: aws.String("loose")}, "InvalidPlacementGroup.Unknown"},
+		"ID and name":            {ec2types.Placement{GroupId: aws.String("pg-0aaaaaaaaaaaaaaa1"), GroupName: aws.String("workers")}, "InvalidParameterCombination"},
+		"partition out of range": {ec2types.Placement{GroupId: aws.String("pg-0aaaaaaaaaaaaaaa1"), PartitionNumber: aws.Int32(4)}, "InvalidParameterValue"},
+		"partition of a cluster": {ec2types.Placement{GroupName: aws.String("tight"), PartitionNumber: aws.Int32(1)}, "InvalidParameterCombination"},
+		"malformed ID":           {ec2types.Placement{GroupId: aws.String("workers")}, "InvalidParameterValue"},
+	} {
+		out, err := e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil, place(tc.pl))
+		if code(err) != tc.code {
+			t.Errorf("%s: %v, want %q", name, err, tc.code)
+			continue
+		}
+		if tc.code != "" {
+			continue
+		}
+		d, err := e.client.DescribeInstances(ctx(t), &ec2.DescribeInstancesInput{InstanceIds: []string{*out.Instances[0].InstanceId}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := d.Reservations[0].Instances[0].Placement
+		if tc.pl.GroupId != nil && (aws.ToString(got.GroupId) != *tc.pl.GroupId || aws.ToString(got.GroupName) != "workers" || aws.ToInt32(got.PartitionNumber) != 2) {
+			t.Errorf("%s: placement %+v", name, got)
+		}
+		if tc.pl.GroupName != nil && (aws.ToString(got.GroupId) != "pg-0bbbbbbbbbbbbbbb2" || aws.ToString(got.GroupName) != "tight") {
+			t.Errorf("%s: placement %+v", name, got)
+		}
+	}
+}
+
+// TestTerminatedRetention: a terminated instance stays visible for the retention (an hour by
+// default, by the cloud's clock), then DescribeInstances and TerminateInstances no longer know
+// its ID, filters no longer find it, and its client token still answers with it.
+func TestTerminatedRetention(t *testing.T) {
+	e := newEnv(t)
+	out, err := e.run(t, "tok-gone", "subnet-0bbbbbbbbbbbbbbb2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := *out.Instances[0].InstanceId
+	if _, err := e.client.TerminateInstances(ctx(t), &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	describe := func() (*ec2.DescribeInstancesOutput, error) {
+		return e.client.DescribeInstances(ctx(t), &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	}
+	e.clock.Step(DefaultTerminatedRetention - time.Second)
+	if d, err := describe(); err != nil || d.Reservations[0].Instances[0].State.Name != ec2types.InstanceStateNameTerminated {
+		t.Fatalf("terminated instance within the retention: %+v, %v", d, err)
+	}
+	e.clock.Step(time.Second)
+	if _, err := describe(); code(err) != "InvalidInstanceID.NotFound" {
+		t.Fatalf("terminated instance after the retention: %v, want InvalidInstanceID.NotFound", err)
+	}
+	if _, err := e.client.TerminateInstances(ctx(t), &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); code(err) != "InvalidInstanceID.NotFound" {
+		t.Fatalf("TerminateInstances after the retention: %v", err)
+	}
+	all, err := e.client.DescribeInstances(ctx(t), &ec2.DescribeInstancesInput{})
+	if err != nil || len(all.Reservations) != 0 || len(e.c.Instances()) != 0 {
+		t.Fatalf("listing after the retention: %+v, %v, %+v", all, err, e.c.Instances())
+	}
+	again, err := e.run(t, "tok-gone", "subnet-0bbbbbbbbbbbbbbb2", nil)
+	if err != nil || *again.Instances[0].InstanceId != id || again.Instances[0].State.Name != ec2types.InstanceStateNameTerminated {
+		t.Fatalf("the client token after the retention: %+v, %v", again, err)
+	}
+	// A shorter retention applies to instances already terminated.
+	e.c.SetTerminatedRetention(time.Minute)
+	out, err = e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id = *out.Instances[0].InstanceId
+	if _, err := e.client.TerminateInstances(ctx(t), &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(time.Minute)
+	if _, err := describe(); code(err) != "InvalidInstanceID.NotFound" {
+		t.Fatalf("after a one-minute retention: %v", err)
 	}
 }

@@ -119,10 +119,16 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		return nil, badRequest("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", imageID)
 	}
 	itype := p.str("InstanceType")
-	vcpus, known := InstanceTypes[itype]
+	typ, known := InstanceTypes[itype]
 	if !known {
 		return nil, badRequest("InvalidParameterValue", "Invalid value '%s' for InstanceType.", itype)
 	}
+	if typ.Arch != image.Architecture {
+		return nil, badRequest("InvalidParameterValue", "The architecture '%s' of the specified instance type does not match the architecture '%s' of the specified AMI. "+
+			"Specify an instance type and an AMI that have matching architectures, and try again. "+
+			"You can use 'describe-instance-types' or 'describe-images' to discover the architecture of the instance type or AMI.", typ.Arch, image.Architecture)
+	}
+	vcpus := typ.VCPUs
 
 	nics, apiErr := c.nicSpecsLocked(p)
 	if apiErr != nil {
@@ -151,11 +157,9 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		return nil, badRequest("InvalidParameterValue", "Value (%s) for parameter availabilityZone is invalid. Subnet '%s' is in the availability zone %s", az, nics[0].subnet.ID, zone)
 	}
 	tenancy := placement.str("Tenancy")
-	if tenancy != "" && !slices.Contains([]string{"default", "dedicated", "host"}, tenancy) {
-		return nil, badRequest("InvalidParameterValue", "Value (%s) for parameter tenancy is invalid.", tenancy)
-	}
-	if placement.str("HostId") != "" && tenancy != "host" {
-		return nil, badRequest("InvalidParameterCombination", "A host ID can only be specified with tenancy 'host'.")
+	group, partition, apiErr := c.placementLocked(placement)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 
 	volumes, apiErr := blockDeviceSpecs(p, image)
@@ -193,7 +197,7 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		}
 		live++
 		if i.Lifecycle != "spot" {
-			liveVcpus += InstanceTypes[i.InstanceType]
+			liveVcpus += InstanceTypes[i.InstanceType].VCPUs
 		}
 	}
 	if c.instLimit > 0 && live+count > c.instLimit {
@@ -247,7 +251,7 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		inst := &Instance{
 			ID: c.newIDLocked("i"), ReservationID: resID, ImageID: imageID, InstanceType: itype, KeyName: p.str("KeyName"),
 			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: copyMap(tags["instance"]),
-			IAMProfileARN: profileARN, UserData: p.str("UserData"), Tenancy: tenancy, PlacementGroup: placement.str("GroupName"),
+			IAMProfileARN: profileARN, UserData: p.str("UserData"), Tenancy: tenancy, Partition: partition,
 			visibleAfter: c.describeLag,
 		}
 		inst.EbsOptimized, _ = p.boolean("EbsOptimized")
@@ -260,6 +264,9 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		}
 		if md := p.obj("MetadataOptions"); len(md) > 0 {
 			inst.MetadataOptions = md
+		}
+		if group != nil {
+			inst.PlacementGroup, inst.PlacementID = group.Name, group.ID
 		}
 		if len(c.failLaunch) > 0 {
 			inst.failReason, c.failLaunch = c.failLaunch[0], c.failLaunch[1:]
@@ -305,6 +312,51 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 		c.tokens[token] = &tokenUse{fingerprint: fp, reservationID: resID, instanceIDs: ids}
 	}
 	return c.reservationLocked(resID, ids), nil
+}
+
+// placementLocked checks a RunInstances request's placement as EC2 does: tenancy and host, and
+// the placement group by ID or name (not both; it must exist), with a partition number only in
+// a partition group's range.
+func (c *Cloud) placementLocked(placement params) (*PlacementGroup, int32, *apiError) {
+	tenancy := placement.str("Tenancy")
+	if tenancy != "" && !slices.Contains([]string{"default", "dedicated", "host"}, tenancy) {
+		return nil, 0, badRequest("InvalidParameterValue", "Value (%s) for parameter tenancy is invalid.", tenancy)
+	}
+	if placement.str("HostId") != "" && tenancy != "host" {
+		return nil, 0, badRequest("InvalidParameterCombination", "A host ID can only be specified with tenancy 'host'.")
+	}
+	id, name := placement.str("GroupId"), placement.str("GroupName")
+	var group *PlacementGroup
+	switch {
+	case id != "" && name != "":
+		return nil, 0, badRequest("InvalidParameterCombination", "The parameter groupName cannot be used with the parameter groupId")
+	case id != "":
+		if err := checkID(id, "pg", "InvalidParameterValue"); err != nil {
+			return nil, 0, err
+		}
+		if group = c.pgroups[id]; group == nil {
+			return nil, 0, badRequest("InvalidPlacementGroup.Unknown", "The Placement Group '%s' is unknown.", id)
+		}
+	case name != "":
+		for _, g := range c.pgroups {
+			if g.Name == name {
+				group = g
+			}
+		}
+		if group == nil {
+			return nil, 0, badRequest("InvalidPlacementGroup.Unknown", "The Placement Group '%s' is unknown.", name)
+		}
+	}
+	n, set, err := placement.int32("PartitionNumber")
+	switch {
+	case !set:
+		return group, 0, nil
+	case err != nil || group == nil || group.Strategy != "partition":
+		return nil, 0, badRequest("InvalidParameterCombination", "A partition number can only be specified for a placement group with the partition strategy.")
+	case n < 1 || int(n) > group.Partitions:
+		return nil, 0, badRequest("InvalidParameterValue", "Value (%d) for parameter partitionNumber is invalid. Placement group '%s' has %d partitions.", n, group.Name, group.Partitions)
+	}
+	return group, n, nil
 }
 
 // nicSpecsLocked reads the network interfaces of a RunInstances request (or its instance-level
@@ -533,7 +585,11 @@ func (c *Cloud) reservationLocked(resID string, ids []string) *runInstancesRespo
 	r := &runInstancesResponse{Xmlns: ec2Namespace}
 	r.ReservationID, r.OwnerID = resID, c.accountID
 	for _, id := range ids {
-		if i := c.instances[id]; i != nil {
+		i := c.instances[id]
+		if i == nil {
+			i = c.expired[id]
+		}
+		if i != nil {
 			r.InstancesSet = append(r.InstancesSet, c.xmlInstanceLocked(i))
 		}
 	}
@@ -544,9 +600,9 @@ func (c *Cloud) xmlInstanceLocked(i *Instance) xmlInstance {
 	x := xmlInstance{
 		InstanceID: i.ID, ImageID: i.ImageID, InstanceState: xmlState{Code: stateCodes[i.State], Name: i.State},
 		PrivateDNSName: i.PrivateDNSName, KeyName: i.KeyName, InstanceType: i.InstanceType, LaunchTime: isoTime(i.LaunchTime),
-		Placement:       xmlPlacement{AvailabilityZone: i.Zone, GroupName: i.PlacementGroup, Tenancy: "default"},
+		Placement:       xmlPlacement{AvailabilityZone: i.Zone, GroupName: i.PlacementGroup, GroupID: i.PlacementID, PartitionNumber: i.Partition, Tenancy: "default"},
 		MonitoringState: "disabled", SubnetID: i.SubnetID, VpcID: i.VpcID, PrivateIPAddress: i.PrivateIP,
-		Architecture: "x86_64", RootDeviceType: "ebs", VirtualizationType: "hvm", ClientToken: i.ClientToken,
+		Architecture: InstanceTypes[i.InstanceType].Arch, RootDeviceType: "ebs", VirtualizationType: "hvm", ClientToken: i.ClientToken,
 		TagSet: xmlTags(i.Tags), Hypervisor: "xen", InstanceLifecycle: i.Lifecycle, SpotInstanceRequestID: i.SpotRequestID,
 		EbsOptimized: i.EbsOptimized, CapacityReservationID: i.Reservation,
 		MetadataOptions: xmlMetadataOptions{State: "applied", HTTPTokens: "optional", HTTPPutResponseHopLimit: "1", HTTPEndpoint: "enabled", HTTPProtocolIpv6: "disabled"},
@@ -733,7 +789,7 @@ func (c *Cloud) describeInstances(p params) (any, *apiError) {
 // instanceFilters are the DescribeInstances filter names the fake knows.
 var instanceFilters = []string{"instance-id", "instance-state-name", "instance-state-code", "availability-zone", "subnet-id", "vpc-id",
 	"instance-type", "image-id", "client-token", "private-dns-name", "private-ip-address", "instance-lifecycle",
-	"spot-instance-request-id", "reservation-id", "key-name", "tag-key", "tag-value", "tag:*"}
+	"spot-instance-request-id", "reservation-id", "key-name", "placement-group-name", "placement-partition-number", "tag-key", "tag-value", "tag:*"}
 
 func instanceAttr(i *Instance, name string) []string {
 	switch name {
@@ -767,6 +823,10 @@ func instanceAttr(i *Instance, name string) []string {
 		return []string{i.ReservationID}
 	case "key-name":
 		return []string{i.KeyName}
+	case "placement-group-name":
+		return []string{i.PlacementGroup}
+	case "placement-partition-number":
+		return []string{strconv.Itoa(int(i.Partition))}
 	}
 	return tagAttr(i.Tags, name)
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,16 +23,28 @@ import (
 
 // ControlPrefix is the path under which a served cloud answers its control requests: GET
 // ControlPrefix+"state" dumps State as JSON, POST ControlPrefix+"faults" injects a Fault given
-// as JSON, DELETE ControlPrefix+"faults" clears them (and releases hung requests).
+// as JSON, DELETE ControlPrefix+"faults" clears them (and releases hung requests), GET
+// ControlPrefix+"requests" dumps the recorded requests (Requests) as JSON and DELETE
+// ControlPrefix+"requests" forgets them.
 const ControlPrefix = "/.fakecloud/"
 
-// Request is one API request the fake answered.
+// Request is one API request the fake answered, as the recorder keeps it.
 type Request struct {
-	Action    string
-	Time      time.Time
-	RequestID string
+	Action    string    `json:"action"`
+	Time      time.Time `json:"time"`
+	RequestID string    `json:"requestID"`
 	// Code is the error code answered, "" for success.
-	Code string
+	Code string `json:"code,omitempty"`
+	// Params are the request's parameters as the query protocol sends them, flattened
+	// (TagSpecification.1.Tag.2.Key), without Action and Version. Credentials travel in headers
+	// and are not among them; STS's WebIdentityToken is replaced by "<token>".
+	Params map[string]string `json:"params,omitempty"`
+	// Invocation and Attempt are the SDK's amz-sdk-invocation-id and the attempt of its
+	// amz-sdk-request header: the attempts of one call share the invocation. A successful
+	// answer followed by another attempt of its invocation never reached the client (the SDK
+	// retries a connection it lost while reading the answer).
+	Invocation string `json:"invocation,omitempty"`
+	Attempt    int    `json:"attempt,omitempty"`
 }
 
 // Requests returns the requests answered so far, oldest first.
@@ -39,6 +52,39 @@ func (c *Cloud) Requests() []Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]Request(nil), c.requests...)
+}
+
+// ClearRequests forgets the requests recorded so far.
+func (c *Cloud) ClearRequests() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.requests = nil
+}
+
+// recorded is what the recorder keeps of a request's parameters.
+func recorded(p params) map[string]string {
+	out := make(map[string]string, len(p))
+	for k, v := range p {
+		switch k {
+		case "Action", "Version":
+			continue
+		case "WebIdentityToken":
+			v = "<token>"
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// attemptOf reads the attempt of an amz-sdk-request header ("attempt=2; max=3"), 0 without one.
+func attemptOf(header string) int {
+	for _, part := range strings.Split(header, ";") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 // RequestsFor returns the requests of one action.
@@ -123,7 +169,8 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = apiErr.code
 		}
 		c.mu.Lock()
-		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code})
+		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code, Params: recorded(p),
+			Invocation: r.Header.Get("Amz-Sdk-Invocation-Id"), Attempt: attemptOf(r.Header.Get("Amz-Sdk-Request"))})
 		c.mu.Unlock()
 	}()
 
@@ -370,8 +417,14 @@ func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
 	case what == "faults" && r.Method == http.MethodDelete:
 		c.ClearFaults()
 		w.WriteHeader(http.StatusNoContent)
+	case what == "requests" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(c.Requests())
+	case what == "requests" && r.Method == http.MethodDelete:
+		c.ClearRequests()
+		w.WriteHeader(http.StatusNoContent)
 	default:
-		http.Error(w, "fakeaws: GET "+ControlPrefix+"state, POST or DELETE "+ControlPrefix+"faults", http.StatusNotFound)
+		http.Error(w, "fakeaws: GET "+ControlPrefix+"state, POST or DELETE "+ControlPrefix+"faults, GET or DELETE "+ControlPrefix+"requests", http.StatusNotFound)
 	}
 }
 

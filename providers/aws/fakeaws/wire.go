@@ -78,6 +78,8 @@ type xmlGroup struct {
 type xmlPlacement struct {
 	AvailabilityZone string `xml:"availabilityZone"`
 	GroupName        string `xml:"groupName,omitempty"`
+	GroupID          string `xml:"groupId,omitempty"`
+	PartitionNumber  int32  `xml:"partitionNumber,omitempty"`
 	Tenancy          string `xml:"tenancy"`
 }
 
