@@ -70,6 +70,7 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
+	enc       *grpcbridge.Encoder
 	classes   *store
 	secrets   *store
 	infragrpc *infragrpcRefs
@@ -94,6 +95,7 @@ func NewServer(o Options) *Server {
 	return &Server{
 		opts:      o,
 		log:       o.Log,
+		enc:       grpcbridge.NewEncoder(),
 		classes:   newStore(),
 		secrets:   newStore(),
 		infragrpc: newInfragrpcRefs(),
