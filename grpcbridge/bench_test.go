@@ -446,6 +446,8 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 
 // BenchmarkGetMachineStatusBreakdown splits the distance between floor and uds (same request
 // bytes, same socket kind, same run):
+//   - deadline: floor with a deadline on the call, as the bridge's client sets one when the
+//     caller has none (a timer and its context on each side);
 //   - messages: the generated request and response types over the real method, pre-encoded
 //     once, no conversion at all;
 //   - machine: as messages, but the Machine is encoded and decoded per call and the response
@@ -466,6 +468,13 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 		Secret:       must(grpcbridge.EncodeSecret(r.Secret)),
 	}
 	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
+	b.Run("deadline", func(b *testing.B) {
+		runFloor(b, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, grpcbridge.DefaultTimeouts.Reading)
+			defer cancel()
+			return env.floor(ctx)
+		})
+	})
 	b.Run("messages", func(b *testing.B) {
 		rpc := open(b, false)
 		runFloor(b, func(ctx context.Context) error {
