@@ -192,13 +192,6 @@ func (e *errClass) Error() string { return e.msg }
 
 func keyOf(m *v1alpha1.Machine) string { return m.Namespace + "/" + m.Name }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
-
 func isTrue(v string) bool { return strings.EqualFold(v, "true") }
 
 func since(now time.Time, t metav1.Time) time.Duration {
