@@ -56,7 +56,7 @@ func runCommand() *cli.Command {
 				Usage: "kubeconfig of the control cluster holding the Machine* objects; inClusterConfig for the pod's service account, as in MCM (default: $KUBECONFIG, else in-cluster)"},
 			&cli.StringFlag{Category: cluster, Name: "target-kubeconfig", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true,
 				Usage: `kubeconfig of the cluster the nodes join; "none" for no target cluster; inClusterConfig for the pod's service account (default: the control cluster)`},
-			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, Usage: "namespace of the Machine* objects in the control cluster"},
+			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, EnvVars: []string{"CONTROL_NAMESPACE"}, Usage: "namespace of the Machine* objects in the control cluster"},
 			&cli.Float64Flag{Category: cluster, Name: "kube-api-qps", Value: float64(gd.KubeAPIQPS), Usage: "requests per second to the control cluster"},
 			&cli.IntFlag{Category: cluster, Name: "kube-api-burst", Value: gd.KubeAPIBurst, Usage: "request burst to the control cluster"},
 			&cli.Float64Flag{Category: cluster, Name: "target-kube-api-qps", Value: float64(gd.TargetKubeAPIQPS), Usage: "requests per second to the target cluster"},
@@ -101,7 +101,7 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-period", Value: sd.APIServerStatusCheckPeriod, Usage: "how often the API servers are probed"},
 			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-timeout", Value: sd.APIServerStatusCheckTimeout, Usage: "unreachable time after which the Machine controller freezes"},
 
-			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
+			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)", EnvVars: []string{"MACHINIST_STATE_DIR"}},
 			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
@@ -120,7 +120,7 @@ func runCommand() *cli.Command {
 // runRenamed: --cert, --key, --cacert and --insecure faced the drivers in run but the command's
 // own server or connection elsewhere; in run they are --driver-* now, as in autoscaler.
 var runRenamed = []renamed{
-	{"cert", "driver-cert"}, {"key", "driver-key"}, {"cacert", "driver-cacert"}, {"insecure", "driver-insecure"},
+	{old: "cert", new: "driver-cert"}, {old: "key", new: "driver-key"}, {old: "cacert", new: "driver-cacert"}, {old: "insecure", new: "driver-insecure"},
 }
 
 func runAction(c *cli.Context) error { return runController(c, manager.AllInOne) }
