@@ -107,6 +107,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
 			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the 2018 design's infra.Infragrpc); empty: no dial-in"},
 			&cli.StringSliceFlag{Category: drivers, Name: "prefer-dialin", Usage: "NAME: while a provider NAME is dialled in, it serves before --driver-endpoint/--driver-exec and the compiled-in driver of that name; repeatable, * for every provider"},
+			&cli.DurationFlag{Category: drivers, Name: "prefer-dialin-grace", Value: manager.DefaultPreferRemoteGrace, Usage: "how long the classes of a --prefer-dialin provider wait for its first replica to connect before --driver-endpoint/--driver-exec or the compiled-in driver serves them (0: no wait)"},
 			&cli.StringFlag{Category: drivers, Name: "driver-cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "driver-key", TakesFile: true, Usage: "key of --driver-cert (PEM)"},
 			&cli.StringFlag{Category: drivers, Name: "driver-cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
@@ -141,6 +142,9 @@ func runController(c *cli.Context, h manager.Half) error {
 		opts.Endpoints = endpoints
 	}
 	opts.PreferRemote = c.StringSlice("prefer-dialin")
+	if opts.PreferRemoteGrace = c.Duration("prefer-dialin-grace"); opts.PreferRemoteGrace < 0 {
+		return fmt.Errorf("run: --prefer-dialin-grace %s: give 0 (no wait) or a positive duration, e.g. 15s", opts.PreferRemoteGrace)
+	}
 	var m *manager.Manager
 	if addr := c.String("dialin-listen"); addr != "" {
 		t, err := dialinTransport(c, addr)

@@ -52,6 +52,9 @@ func (r *machineReconciler) setup(mgr manager.Manager) error {
 		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.nodeToMachines), nodeChanged()))
 	}
+	if a := r.arrivals(); a != nil {
+		b = b.WatchesRawSource(a)
+	}
 	return b.Complete(r)
 }
 
