@@ -170,7 +170,8 @@ func TestRenamedEnvironment(t *testing.T) {
 				warnedRenamed.Clear()
 				logs.Reset()
 				t.Setenv(r.oldEnv, "/from/old-env")
-				os.Unsetenv(newEnv) //nolint:errcheck // t.Setenv above restores the environment
+				t.Setenv(newEnv, "") // restored when the test ends, unset meanwhile
+				os.Unsetenv(newEnv)
 				for range 2 {
 					got, err := capture(t, tc.cmd(), tc.path, tc.extra...)
 					if err != nil {
