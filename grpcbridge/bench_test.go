@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -181,6 +182,27 @@ func runStatus(b *testing.B, d driver.Driver) {
 	}
 }
 
+// runStatusNewMachines is runStatus with a new version of the machine on every call (more
+// versions than the server's decoded-machine cache holds), as most calls of a controller are:
+// only the class and secret repeat.
+func runStatusNewMachines(b *testing.B, d driver.Driver) {
+	reqs := make([]*driver.GetMachineStatusRequest, 1024)
+	for i := range reqs {
+		reqs[i] = benchRequest()
+		reqs[i].Machine.ResourceVersion = strconv.Itoa(2000000 + i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	defer cpuPerOp(b)()
+	i := 0
+	for b.Loop() {
+		if _, err := d.GetMachineStatus(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 func runFloor(b *testing.B, floor func(context.Context) error) {
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -212,12 +234,15 @@ func processCPU() time.Duration {
 
 // BenchmarkGetMachineStatus measures one GetMachineStatus call with a realistic Machine, class
 // and secret: in process (direct), as bare gRPC with payloads of the same size (floor), and
-// through the bridge over a unix socket, TCP, TCP with mutual TLS and dial-in.
+// through the bridge over a unix socket, TCP, TCP with mutual TLS and dial-in. Every case but
+// uds-new-machine repeats one machine version, as the controller does within a reconcile
+// (GetMachineStatus, then CreateMachine); uds-new-machine sends a new one each time.
 func BenchmarkGetMachineStatus(b *testing.B) {
 	env := newBenchEnv(b)
 	b.Run("direct", func(b *testing.B) { runStatus(b, env.direct) })
 	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
 	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
+	b.Run("uds-new-machine", func(b *testing.B) { runStatusNewMachines(b, env.uds) })
 	b.Run("tcp", func(b *testing.B) { runStatus(b, env.tcp) })
 	b.Run("tcp-mtls", func(b *testing.B) { runStatus(b, env.tcpMTLS) })
 	b.Run("dialin", func(b *testing.B) { runStatus(b, env.dialin) })
@@ -421,12 +446,14 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 
 // BenchmarkGetMachineStatusBreakdown splits the distance between floor and uds (same request
 // bytes, same socket kind, same run):
+//   - deadline: floor with a deadline on the call, as the bridge's client sets one when the
+//     caller has none (a timer and its context on each side);
 //   - messages: the generated request and response types over the real method, pre-encoded
 //     once, no conversion at all;
 //   - machine: as messages, but the Machine is encoded and decoded per call and the response
 //     converted back (class and secret travel pre-encoded and are not looked at);
-//   - uds: the whole bridge (also the class and secret per call: encoded, cached by content on
-//     the server, copied for the driver).
+//   - uds: the whole bridge (the class and secret from the client's Encoder, found in the
+//     server's Decoder by content, and each object copied for the driver).
 func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 	env := newBenchEnv(b)
 	open := func(b *testing.B, decodeMachine bool) driverv1.DriverServiceClient {
@@ -441,6 +468,13 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 		Secret:       must(grpcbridge.EncodeSecret(r.Secret)),
 	}
 	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
+	b.Run("deadline", func(b *testing.B) {
+		runFloor(b, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, grpcbridge.DefaultTimeouts.Reading)
+			defer cancel()
+			return env.floor(ctx)
+		})
+	})
 	b.Run("messages", func(b *testing.B) {
 		rpc := open(b, false)
 		runFloor(b, func(ctx context.Context) error {

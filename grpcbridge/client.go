@@ -17,6 +17,7 @@ type client struct {
 	rpc      driverv1.DriverServiceClient
 	provider string
 	timeouts Timeouts
+	enc      *Encoder
 }
 
 // ClientOption configures NewClient.
@@ -32,7 +33,7 @@ func WithTimeouts(t Timeouts) ClientOption { return func(c *client) { c.timeouts
 // NewClient returns a driver.Driver that calls the DriverService on conn. Errors keep their
 // machine code and message; the caller's deadline and cancellation reach the remote driver.
 func NewClient(conn grpc.ClientConnInterface, opts ...ClientOption) driver.Driver {
-	c := &client{rpc: driverv1.NewDriverServiceClient(conn)}
+	c := &client{rpc: driverv1.NewDriverServiceClient(conn), enc: NewEncoder()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -41,7 +42,7 @@ func NewClient(conn grpc.ClientConnInterface, opts ...ClientOption) driver.Drive
 }
 
 func (c *client) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	o, err := c.encodeObjects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +54,7 @@ func (c *client) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 }
 
 func (c *client) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	o, err := c.encodeObjects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (c *client) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 }
 
 func (c *client) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	o, err := c.encodeObjects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func (c *client) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 }
 
 func (c *client) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	o, err := encodeObjects(req.Machine, req.MachineClass, req.Secret)
+	o, err := c.encodeObjects(req.Machine, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func (c *client) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 }
 
 func (c *client) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	o, err := encodeObjects(nil, req.MachineClass, req.Secret)
+	o, err := c.encodeObjects(nil, req.MachineClass, req.Secret)
 	if err != nil {
 		return nil, err
 	}
@@ -117,18 +118,26 @@ func (c *client) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsReque
 }
 
 // encodedObjects are a request's objects in their wire encoding; a nil object is nil bytes,
-// which leaves its field out.
+// which leaves its field out. The class's and secret's bytes are the encoder's, shared with
+// other calls (gRPC only reads them).
 type encodedObjects struct{ machine, class, secret []byte }
 
-func encodeObjects(m *v1alpha1.Machine, c *v1alpha1.MachineClass, s *corev1.Secret) (o encodedObjects, err error) {
+// encodeObjects encodes the Machine per call (the controller changes machines in memory
+// before calling, e.g. a probe with another providerID, so no version names its content) and
+// takes the class and secret from the encoder.
+func (c *client) encodeObjects(m *v1alpha1.Machine, class *v1alpha1.MachineClass, s *corev1.Secret) (o encodedObjects, err error) {
 	if o.machine, err = EncodeMachine(m); err != nil {
 		return o, err
 	}
-	if o.class, err = EncodeMachineClass(c); err != nil {
+	ec, err := c.enc.MachineClass(class)
+	if err != nil {
 		return o, err
 	}
-	o.secret, err = EncodeSecret(s)
-	return o, err
+	es, err := c.enc.Secret(s)
+	if err != nil {
+		return o, err
+	}
+	return encodedObjects{machine: o.machine, class: ec.bytes(), secret: es.bytes()}, nil
 }
 
 // call makes one unary call of the generated client, bounded by timeout when ctx has no

@@ -4,14 +4,54 @@ import (
 	"bytes"
 	"hash/maphash"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/lru"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
 
-// objectCache remembers decoded objects by their encoding. Every machine of a class sends the
-// same class and (outside of creation, where userData is rendered per machine) the same secret
-// bytes, so a server decodes each version once; later requests pay a hash, a comparison and a
-// copy (each call gets its own copy, so a driver that modifies its request cannot affect another).
-// The hash is seeded per process and confirmed by comparing the bytes, so crafted input cannot
+// Decoder decodes the objects of driver requests and keeps the versions it decoded last, by
+// content, so a version that arrives again costs a hash, a comparison and a copy instead of a
+// decode. Classes and secrets repeat on every call of a class (Encoder); a machine repeats when
+// the controller makes two calls for one version of it, as it does for every new machine
+// (GetMachineStatus, then CreateMachine) and on deletion. Every call gets its own copy. It is
+// safe for concurrent use.
+type Decoder struct {
+	machines *objectCache[*v1alpha1.Machine]
+	classes  *objectCache[*v1alpha1.MachineClass]
+	secrets  *objectCache[*corev1.Secret]
+}
+
+// Cache sizes: a controller has tens of classes and a secret each (plus the rendered userData
+// of machines being created); machines repeat within one reconcile, while the controller's
+// other workers make their calls in between.
+const (
+	decodedMachines = 128
+	decodedClasses  = 64
+	decodedSecrets  = 64
+)
+
+// NewDecoder returns an empty Decoder.
+func NewDecoder() *Decoder {
+	return &Decoder{
+		machines: newObjectCache(decodedMachines, DecodeMachine, (*v1alpha1.Machine).DeepCopy),
+		classes:  newObjectCache(decodedClasses, DecodeMachineClass, (*v1alpha1.MachineClass).DeepCopy),
+		secrets:  newObjectCache(decodedSecrets, DecodeSecret, (*corev1.Secret).DeepCopy),
+	}
+}
+
+// Machine decodes as DecodeMachine does; b must not be modified afterwards.
+func (d *Decoder) Machine(b []byte) (*v1alpha1.Machine, error) { return d.machines.get(b) }
+
+// MachineClass decodes as DecodeMachineClass does; b must not be modified afterwards.
+func (d *Decoder) MachineClass(b []byte) (*v1alpha1.MachineClass, error) { return d.classes.get(b) }
+
+// Secret decodes as DecodeSecret does; b must not be modified afterwards.
+func (d *Decoder) Secret(b []byte) (*corev1.Secret, error) { return d.secrets.get(b) }
+
+// objectCache remembers decoded objects by their encoding; later requests of the same bytes pay a
+// hash, a comparison and a copy (each call gets its own copy, so a driver that modifies its
+// request cannot affect another). The hash is seeded per process and confirmed by comparing the bytes, so crafted input cannot
 // make two objects collide.
 type objectCache[T comparable] struct {
 	decode func([]byte) (T, error)

@@ -1,6 +1,7 @@
 package grpcbridge
 
 import (
+	"bytes"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,4 +78,36 @@ func BenchmarkObjectCacheHit(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDecoderMachines: a machine version that arrives again is served from the cache, each call
+// with its own copy; another version is decoded.
+func TestDecoderMachines(t *testing.T) {
+	d := NewDecoder()
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m-1", ResourceVersion: "7"}, Spec: v1alpha1.MachineSpec{ProviderID: "mem:///m-1"}}
+	raw, err := EncodeMachine(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := d.Machine(raw)
+	if err != nil || first.Spec.ProviderID != "mem:///m-1" {
+		t.Fatalf("decode: %v %v", first, err)
+	}
+	first.Spec.ProviderID = "scribbled"
+	second, err := d.Machine(bytes.Clone(raw))
+	if err != nil || second == first || second.Spec.ProviderID != "mem:///m-1" {
+		t.Fatalf("second decode: %v %v", second, err)
+	}
+	if n := d.machines.len(); n != 1 {
+		t.Fatalf("cache holds %d machines, want 1", n)
+	}
+	probe := m.DeepCopy()
+	probe.Spec.ProviderID = "mem:///other" // same version, changed in memory: other bytes
+	raw2, err := EncodeMachine(probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Machine(raw2); got.Spec.ProviderID != "mem:///other" {
+		t.Fatalf("a machine with other content was served from the cache: %s", got.Spec.ProviderID)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/drivertest/memdriver"
@@ -49,7 +50,9 @@ func TestServerRoutesByProvider(t *testing.T) {
 	}
 
 	for provider, want := range map[string]string{"OpenStack": "openstack", "azure": "azure", "AZURE": "azure"} {
-		resp, err := served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: fixture.Class(provider)})
+		class := fixture.Class(provider)
+		class.UID = types.UID("uid-of-" + provider) // classes of different providers are different objects
+		resp, err := served.Client.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: class})
 		mustOK(t, err)
 		if resp.NodeName != want {
 			t.Fatalf("class provider %q went to %q", provider, resp.NodeName)

@@ -30,8 +30,7 @@ type Server struct {
 	providers []string
 	timeouts  Timeouts
 	log       *slog.Logger
-	classes   *objectCache[*v1alpha1.MachineClass]
-	secrets   *objectCache[*corev1.Secret]
+	dec       *Decoder
 }
 
 // ServerOption configures a Server.
@@ -50,11 +49,7 @@ func WithServerLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.
 
 // NewServer returns a server for d.
 func NewServer(d driver.Driver, opts ...ServerOption) *Server {
-	s := &Server{
-		d:       d,
-		classes: newObjectCache(64, DecodeMachineClass, (*v1alpha1.MachineClass).DeepCopy),
-		secrets: newObjectCache(64, DecodeSecret, (*corev1.Secret).DeepCopy),
-	}
+	s := &Server{d: d, dec: NewDecoder()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -144,11 +139,11 @@ func (s *Server) GetMachineStatus(ctx context.Context, req *driverv1.GetMachineS
 }
 
 func (s *Server) ListMachines(ctx context.Context, req *driverv1.ListMachinesRequest) (*driverv1.ListMachinesResponse, error) {
-	c, err := s.classes.get(req.MachineClass)
+	c, err := s.dec.MachineClass(req.MachineClass)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
-	sec, err := s.secrets.get(req.Secret)
+	sec, err := s.dec.Secret(req.Secret)
 	if err != nil {
 		return nil, ToGRPCStatus(err)
 	}
@@ -183,15 +178,15 @@ func (s *Server) GetVolumeIDs(ctx context.Context, req *driverv1.GetVolumeIDsReq
 }
 
 func (s *Server) objects(machine, class, secret []byte) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret, error) {
-	m, err := DecodeMachine(machine)
+	m, err := s.dec.Machine(machine)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := s.classes.get(class)
+	c, err := s.dec.MachineClass(class)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	sec, err := s.secrets.get(secret)
+	sec, err := s.dec.Secret(secret)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -256,7 +256,7 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 		// The child inherits the controller's environment: serve reads its target cluster and
 		// state dir from it.
 		vmState = filepath.Join(dir, "provider-state")
-		env = append(env, "MACHINIST_KUBECONFIG="+cp.KubeconfigPath, "MACHINIST_STATE_DIR="+vmState)
+		env = append(env, "TARGET_KUBECONFIG="+cp.KubeconfigPath, "MACHINIST_STATE_DIR="+vmState)
 		slim, err := filepath.Abs(cfg.slim)
 		if err != nil {
 			return res, err

@@ -55,10 +55,10 @@ func autoscalerCommand() *cli.Command {
 			"server certificate, with cert/key/cacert of a client certificate signed by --cacert.\n" +
 			"Every call is logged at -v 5; /metrics and /healthz are served on --http-address.",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: defaultAutoscalerAddress, Usage: "gRPC listen address (host:port) of the externalgrpc service"},
-			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host Cluster Autoscaler's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CERT"}},
-			&cli.StringFlag{Name: "key", Usage: "server key (PEM)", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_KEY"}},
-			&cli.StringFlag{Name: "cacert", Usage: "CA bundle (PEM) that signs Cluster Autoscaler's client certificate; clients without one are refused", TakesFile: true, EnvVars: []string{"MACHINIST_AUTOSCALER_CACERT"}},
+			&cli.StringFlag{Name: "listen", Value: defaultAutoscalerAddress, Usage: "gRPC listen address (host:port) of the externalgrpc service", EnvVars: []string{"MACHINIST_LISTEN"}},
+			&cli.StringFlag{Name: "cert", Usage: "server certificate (PEM); its SAN must be the host Cluster Autoscaler's cloud-config address names", TakesFile: true, EnvVars: []string{"MACHINIST_TLS_CERT"}},
+			&cli.StringFlag{Name: "key", Usage: "server key (PEM)", TakesFile: true, EnvVars: []string{"MACHINIST_TLS_KEY"}},
+			&cli.StringFlag{Name: "cacert", Usage: "CA bundle (PEM) that signs Cluster Autoscaler's client certificate; clients without one are refused", TakesFile: true, EnvVars: []string{"MACHINIST_TLS_CA"}},
 			&cli.BoolFlag{Name: "insecure", Usage: "serve plain text without client authentication; only allowed on a loopback --listen"},
 			&cli.StringFlag{Name: "http-address", Value: defaultAutoscalerHTTP, Usage: "listen address of /metrics and /healthz (\"0\" disables)"},
 			&cli.StringFlag{Name: "control-kubeconfig", Usage: "kubeconfig of the cluster holding the Machine* objects, or inClusterConfig (default: $KUBECONFIG, else in-cluster)", TakesFile: true, EnvVars: []string{"CONTROL_KUBECONFIG"}},
@@ -81,8 +81,10 @@ func autoscalerCommand() *cli.Command {
 }
 
 // autoscalerRenamed: --kubeconfig named the control cluster here but the target cluster in
-// serve, connect and driver; --address was the gRPC listener here but run's metrics address.
-var autoscalerRenamed = []renamed{{"kubeconfig", "control-kubeconfig"}, {"address", "listen"}}
+// serve, connect and driver; --address was the gRPC listener here but run's metrics address;
+// --cert, --key and --cacert fell back to MACHINIST_AUTOSCALER_* here, MACHINIST_TLS_* elsewhere.
+var autoscalerRenamed = []renamed{{old: "kubeconfig", new: "control-kubeconfig"}, {old: "address", new: "listen"},
+	{new: "cert", oldEnv: "MACHINIST_AUTOSCALER_CERT"}, {new: "key", oldEnv: "MACHINIST_AUTOSCALER_KEY"}, {new: "cacert", oldEnv: "MACHINIST_AUTOSCALER_CACERT"}}
 
 // servedSource is a node-group source that reports when it is loaded.
 type servedSource interface {

@@ -40,7 +40,7 @@ func driverCommand() *cli.Command {
 	common := []cli.Flag{
 		outputFlag(),
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
-		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
+		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true},
 		&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "bound of the driver call"},
 		&cli.BoolFlag{Name: "strict", Usage: "refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of reading them as Gardener's providers do"},
 		awsAmbientFlag(""),

@@ -59,7 +59,7 @@ func addFakecloud(name, usage string, serve func(l net.Listener, observe func(ht
 		Name:  name,
 		Usage: usage,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Usage: "loopback address to serve on (HOST:PORT; port 0 picks one)"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:0", Usage: "loopback address to serve on (HOST:PORT; port 0 picks one)", EnvVars: []string{"MACHINIST_LISTEN"}},
 			&cli.StringFlag{Name: "state", TakesFile: true, Usage: "keep a JSON dump of the fake's state in this file (rewritten after every request and at exit)"},
 		},
 		Action: func(c *cli.Context) error { return runFakecloud(c, name, serve) },

@@ -78,7 +78,7 @@ var halfOnlyFlags = map[manager.Half][]string{
 		"fallback-exhausted-ttl", "bootstrap-token-auth-extra-groups", "max-replacements-per-deployment",
 		"machine-safety-orphan-vms-period", "machine-safety-orphan-vms-grace-period", "machine-safety-orphan-vms-max-deletes",
 		"orphan-dry-run", "machine-safety-apiserver-statuscheck-period", "machine-safety-apiserver-statuscheck-timeout",
-		"state-dir", "strict-provider-specs", "aws-ambient-credentials", "driver-endpoint", "driver-exec", "dialin-listen", "prefer-dialin",
+		"state-dir", "strict-provider-specs", "aws-ambient-credentials", "driver-endpoint", "driver-exec", "dialin-listen", "prefer-dialin", "prefer-dialin-grace",
 		"driver-cert", "driver-key", "driver-cacert", "driver-insecure"},
 }
 

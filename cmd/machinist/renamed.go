@@ -10,10 +10,15 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// renamed is a flag renamed in this release. The old name stays one more release as a hidden
-// alias: accepted, its value given to the new name, logged once as deprecated. README.md
-// ("Renamed flags") lists them; TestRenamedFlags keeps every old name working.
-type renamed struct{ old, new string }
+// renamed is a flag, or the environment variable a flag falls back to, renamed in this release.
+// The old name stays one more release: a flag's old name as a hidden alias (accepted, its value
+// given to the new name), an old environment variable read when neither the flag nor its new
+// variable is set; either is logged once as deprecated. README.md ("Renamed flags") lists them;
+// TestRenamedFlags and TestRenamedEnvironment keep every old name working.
+type renamed struct {
+	old, new string // flag names; old is empty when only the environment variable was renamed
+	oldEnv   string // the environment variable new fell back to before, if renamed
+}
 
 // warnedRenamed remembers the old names already logged: once per process.
 var warnedRenamed sync.Map
@@ -25,7 +30,9 @@ func withRenamed(cmd *cli.Command, renames ...renamed) *cli.Command {
 	var mine []renamed
 	for _, r := range renames {
 		if f := flagNamed(cmd.Flags, r.new); f != nil {
-			cmd.Flags = append(cmd.Flags, hiddenAlias(f, r))
+			if r.old != "" {
+				cmd.Flags = append(cmd.Flags, hiddenAlias(f, r))
+			}
 			mine = append(mine, r)
 		}
 	}
@@ -72,7 +79,7 @@ func hiddenAlias(f cli.Flag, r renamed) cli.Flag {
 
 func applyRenamed(c *cli.Context, renames []renamed) error {
 	for _, r := range renames {
-		if !c.IsSet(r.old) {
+		if r.old == "" || !c.IsSet(r.old) {
 			continue
 		}
 		old := fmt.Sprint(c.Value(r.old))
@@ -87,7 +94,48 @@ func applyRenamed(c *cli.Context, renames []renamed) error {
 				"command", c.Command.Name)
 		}
 	}
+	// After the flags: a flag given under its old name is given, and wins over any variable.
+	for _, r := range renames {
+		if err := applyRenamedEnv(c, r); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// applyRenamedEnv gives the value of r's old environment variable to flag r.new when the flag is
+// not set otherwise (command line, its own variable). Both variables set to different values is
+// an error, as for the flags' two names.
+func applyRenamedEnv(c *cli.Context, r renamed) error {
+	if r.oldEnv == "" {
+		return nil
+	}
+	old, ok := os.LookupEnv(r.oldEnv)
+	if !ok {
+		return nil
+	}
+	newEnv := envOf(c, r.new)
+	if v, set := os.LookupEnv(newEnv); set && newEnv != "" && v != old {
+		return fmt.Errorf("environment variable %s is the deprecated name of %s and both are set to different values: keep %s only", r.oldEnv, newEnv, newEnv)
+	}
+	if !c.IsSet(r.new) {
+		if err := c.Set(r.new, old); err != nil {
+			return fmt.Errorf("environment variable %s (deprecated name of %s, for --%s): %w", r.oldEnv, newEnv, r.new, err)
+		}
+	}
+	if _, logged := warnedRenamed.LoadOrStore("$"+r.oldEnv+">"+newEnv, true); !logged {
+		slog.Warn(fmt.Sprintf("environment variable %s is deprecated and will be ignored from the next release: use %s", r.oldEnv, newEnv),
+			"command", c.Command.Name, "flag", "--"+r.new)
+	}
+	return nil
+}
+
+// envOf returns the environment variable flag name falls back to ("" for none).
+func envOf(c *cli.Context, name string) string {
+	if f, ok := flagNamed(c.Command.Flags, name).(interface{ GetEnvVars() []string }); ok && len(f.GetEnvVars()) > 0 {
+		return f.GetEnvVars()[0]
+	}
+	return ""
 }
 
 // fromEnvOnly reports whether the value of flag name came from its environment variable, not

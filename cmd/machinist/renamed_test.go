@@ -76,6 +76,9 @@ func TestRenamedFlags(t *testing.T) {
 	}
 	for _, tc := range renamedCases() {
 		for _, r := range tc.renames {
+			if r.old == "" {
+				continue // only the environment variable was renamed (TestRenamedEnvironment)
+			}
 			name := strings.Join(tc.path, " ") + " --" + r.old
 			t.Run(name, func(t *testing.T) {
 				warnedRenamed.Clear()
@@ -140,4 +143,65 @@ func leafOf(cmd *cli.Command, path []string) *cli.Command {
 		}
 	}
 	return cmd
+}
+
+// TestRenamedEnvironment: each renamed environment variable still sets its flag when neither the
+// flag nor the new variable is set, is logged once as deprecated, loses to the command line,
+// conflicts with the new variable set to another value, and is documented in README.md.
+func TestRenamedEnvironment(t *testing.T) {
+	var logs bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, tc := range renamedCases() {
+		for _, r := range tc.renames {
+			if r.oldEnv == "" {
+				continue
+			}
+			seen++
+			leaf := leafOf(tc.cmd(), tc.path)
+			newEnv := flagNamed(leaf.Flags, r.new).(interface{ GetEnvVars() []string }).GetEnvVars()[0]
+			name := strings.Join(tc.path, " ") + " $" + r.oldEnv
+			t.Run(name, func(t *testing.T) {
+				warnedRenamed.Clear()
+				logs.Reset()
+				t.Setenv(r.oldEnv, "/from/old-env")
+				t.Setenv(newEnv, "") // restored when the test ends, unset meanwhile
+				os.Unsetenv(newEnv)
+				for range 2 {
+					got, err := capture(t, tc.cmd(), tc.path, tc.extra...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got[r.new] != "/from/old-env" {
+						t.Fatalf("--%s = %q, want the old variable's value", r.new, got[r.new])
+					}
+				}
+				if n := strings.Count(logs.String(), "environment variable "+r.oldEnv+" is deprecated"); n != 1 {
+					t.Errorf("deprecation logged %d times, want once:\n%s", n, logs.String())
+				}
+				if got, err := capture(t, tc.cmd(), tc.path, append([]string{flagArg(r.new, "/from/flag")}, tc.extra...)...); err != nil || got[r.new] != "/from/flag" {
+					t.Errorf("the command line does not win over the old variable: %q, %v", got[r.new], err)
+				}
+				t.Setenv(newEnv, "/from/old-env")
+				if got, err := capture(t, tc.cmd(), tc.path, tc.extra...); err != nil || got[r.new] != "/from/old-env" {
+					t.Errorf("both variables with the same value: %q, %v", got[r.new], err)
+				}
+				t.Setenv(newEnv, "/from/new-env")
+				if _, err := capture(t, tc.cmd(), tc.path, tc.extra...); err == nil || !strings.Contains(err.Error(), "keep "+newEnv+" only") {
+					t.Errorf("both variables with different values: %v, want an error", err)
+				}
+				if !strings.Contains(string(readme), "`"+r.oldEnv+"` | `"+newEnv+"`") {
+					t.Errorf("README.md's renamed environment variables do not list `%s` | `%s`", r.oldEnv, newEnv)
+				}
+			})
+		}
+	}
+	if seen < 6 {
+		t.Fatalf("%d renamed environment variables checked, want the 6 of serve, connect, driver and autoscaler", seen)
+	}
 }

@@ -56,7 +56,7 @@ func runCommand() *cli.Command {
 				Usage: "kubeconfig of the control cluster holding the Machine* objects; inClusterConfig for the pod's service account, as in MCM (default: $KUBECONFIG, else in-cluster)"},
 			&cli.StringFlag{Category: cluster, Name: "target-kubeconfig", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true,
 				Usage: `kubeconfig of the cluster the nodes join; "none" for no target cluster; inClusterConfig for the pod's service account (default: the control cluster)`},
-			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, Usage: "namespace of the Machine* objects in the control cluster"},
+			&cli.StringFlag{Category: cluster, Name: "namespace", Value: gd.Namespace, EnvVars: []string{"CONTROL_NAMESPACE"}, Usage: "namespace of the Machine* objects in the control cluster"},
 			&cli.Float64Flag{Category: cluster, Name: "kube-api-qps", Value: float64(gd.KubeAPIQPS), Usage: "requests per second to the control cluster"},
 			&cli.IntFlag{Category: cluster, Name: "kube-api-burst", Value: gd.KubeAPIBurst, Usage: "request burst to the control cluster"},
 			&cli.Float64Flag{Category: cluster, Name: "target-kube-api-qps", Value: float64(gd.TargetKubeAPIQPS), Usage: "requests per second to the target cluster"},
@@ -101,13 +101,14 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-period", Value: sd.APIServerStatusCheckPeriod, Usage: "how often the API servers are probed"},
 			&cli.DurationFlag{Category: safe, Name: "machine-safety-apiserver-statuscheck-timeout", Value: sd.APIServerStatusCheckTimeout, Usage: "unreachable time after which the Machine controller freezes"},
 
-			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)"},
+			&cli.StringFlag{Category: drivers, Name: "state-dir", Usage: "directory compiled-in drivers may keep state in (the local provider's machines)", EnvVars: []string{"MACHINIST_STATE_DIR"}},
 			&cli.BoolFlag{Category: drivers, Name: "strict-provider-specs", Usage: "compiled-in drivers refuse providerSpecs with unknown, mis-cased or repeated fields (InvalidArgument) instead of ignoring or reading them as Gardener's providers do"},
 			awsAmbientFlag(drivers),
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-endpoint", Usage: "NAME=ADDR: serve provider NAME by the driver server at ADDR (unix:///path.sock or host:port); repeatable"},
 			&cli.StringSliceFlag{Category: drivers, Name: "driver-exec", Usage: "NAME=PATH: run the slim provider binary PATH as a child process serving provider NAME on a private unix socket (restarted if it dies, stopped with this process); repeatable"},
 			&cli.StringFlag{Category: drivers, Name: "dialin-listen", Usage: "listen here for providers that dial in (e.g. :5000; machinist's protocol and the 2018 design's infra.Infragrpc); empty: no dial-in"},
 			&cli.StringSliceFlag{Category: drivers, Name: "prefer-dialin", Usage: "NAME: while a provider NAME is dialled in, it serves before --driver-endpoint/--driver-exec and the compiled-in driver of that name; repeatable, * for every provider"},
+			&cli.DurationFlag{Category: drivers, Name: "prefer-dialin-grace", Value: manager.DefaultPreferRemoteGrace, Usage: "how long the classes of a --prefer-dialin provider wait for its first replica to connect before --driver-endpoint/--driver-exec or the compiled-in driver serves them (0: no wait)"},
 			&cli.StringFlag{Category: drivers, Name: "driver-cert", TakesFile: true, Usage: "certificate (PEM) presented to driver endpoints and to providers dialling in"},
 			&cli.StringFlag{Category: drivers, Name: "driver-key", TakesFile: true, Usage: "key of --driver-cert (PEM)"},
 			&cli.StringFlag{Category: drivers, Name: "driver-cacert", TakesFile: true, Usage: "CA bundle (PEM) that signs driver servers' and dialling-in providers' certificates"},
@@ -121,7 +122,7 @@ func runCommand() *cli.Command {
 // runRenamed: --cert, --key, --cacert and --insecure faced the drivers in run but the command's
 // own server or connection elsewhere; in run they are --driver-* now, as in autoscaler.
 var runRenamed = []renamed{
-	{"cert", "driver-cert"}, {"key", "driver-key"}, {"cacert", "driver-cacert"}, {"insecure", "driver-insecure"},
+	{old: "cert", new: "driver-cert"}, {old: "key", new: "driver-key"}, {old: "cacert", new: "driver-cacert"}, {old: "insecure", new: "driver-insecure"},
 }
 
 func runAction(c *cli.Context) error { return runController(c, manager.AllInOne) }
@@ -142,6 +143,9 @@ func runController(c *cli.Context, h manager.Half) error {
 		opts.Endpoints = endpoints
 	}
 	opts.PreferRemote = c.StringSlice("prefer-dialin")
+	if opts.PreferRemoteGrace = c.Duration("prefer-dialin-grace"); opts.PreferRemoteGrace < 0 {
+		return fmt.Errorf("run: --prefer-dialin-grace %s: give 0 (no wait) or a positive duration, e.g. 15s", opts.PreferRemoteGrace)
+	}
 	var m *manager.Manager
 	if addr := c.String("dialin-listen"); addr != "" {
 		t, err := dialinTransport(c, addr)

@@ -44,8 +44,9 @@ func serveCommand() *cli.Command {
 }
 
 // targetRenamed: --kubeconfig named the target cluster in serve, connect and driver but the
-// control cluster in autoscaler; it is --target-kubeconfig here, as in run.
-var targetRenamed = renamed{"kubeconfig", "target-kubeconfig"}
+// control cluster in autoscaler; it is --target-kubeconfig here, as in run, and falls back to
+// TARGET_KUBECONFIG as there (it was MACHINIST_KUBECONFIG).
+var targetRenamed = renamed{old: "kubeconfig", new: "target-kubeconfig", oldEnv: "MACHINIST_KUBECONFIG"}
 
 func runServe(c *cli.Context) error {
 	t, err := bridgeServerTransport(c)
@@ -79,7 +80,7 @@ func runServe(c *cli.Context) error {
 func driverEnvFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "state-dir", Usage: "directory drivers keep state in (the local provider's machines)", Value: defaultStateDir(), EnvVars: []string{"MACHINIST_STATE_DIR"}},
-		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"MACHINIST_KUBECONFIG"}, TakesFile: true},
+		&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the target cluster the machines' nodes join, or inClusterConfig (default: none)", EnvVars: []string{"TARGET_KUBECONFIG"}, TakesFile: true},
 		awsAmbientFlag(""),
 	}
 }

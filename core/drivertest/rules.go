@@ -536,6 +536,7 @@ func (c *ruleCtx) inducedErrors() []callError {
 // providers and ignore it.)
 func (c *ruleCtx) invalidClass() (class *v1alpha1.MachineClass, field string, err error) {
 	class = c.target.Class.DeepCopy()
+	class.ResourceVersion = "" // changed in memory: no longer the version it was read as
 	if c.target.InvalidProviderSpec != nil {
 		class.ProviderSpec = runtime.RawExtension{Raw: slices.Clone(c.target.InvalidProviderSpec)}
 		return class, "", nil
@@ -566,6 +567,7 @@ func otherJSONType(v json.RawMessage) json.RawMessage {
 // mismatchedClass returns Class naming a provider no driver has.
 func (c *ruleCtx) mismatchedClass() *v1alpha1.MachineClass {
 	class := c.target.Class.DeepCopy()
+	class.ResourceVersion = "" // changed in memory: no longer the version it was read as
 	class.Provider = mismatchedProvider
 	return class
 }

@@ -1,8 +1,12 @@
 package registry
 
 import (
+	"fmt"
 	"reflect"
 	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
@@ -15,10 +19,17 @@ type Source interface {
 	Driver(provider string) (driver.Driver, bool)
 }
 
+// Notifier is a Source that says when the drivers it has change (a provider connected or went).
+type Notifier interface {
+	// Changed returns a channel closed at the next change.
+	Changed() <-chan struct{}
+}
+
 // Resolver picks the driver of a MachineClass, in the order docs/controllers.md#drivers gives: a
 // configured endpoint for the provider, then the compiled-in driver, then a provider that dialled
-// in. PreferRemote moves dialled-in providers to the front for the names it lists. Compiled-in
-// drivers are opened once and reused.
+// in. PreferRemote moves dialled-in providers to the front for the names it lists, and
+// PreferGrace makes their classes wait a while for the first replica rather than go elsewhere.
+// Compiled-in drivers are opened once and reused.
 type Resolver struct {
 	// Endpoints are configured driver servers (dial-out); nil means none.
 	Endpoints Source
@@ -27,11 +38,36 @@ type Resolver struct {
 	// PreferRemote names the providers whose dialled-in replicas, while any is connected, serve
 	// before an endpoint or the compiled-in driver of the same name; "*" means every provider.
 	PreferRemote []string
+	// PreferGrace is how long a preferred provider's classes wait for its first replica to
+	// connect before an endpoint or the compiled-in driver serves them, counted from the first
+	// time the provider is resolved (in a controller: when its controllers start). Resolve
+	// answers a *WaitingError meanwhile. Zero: no wait.
+	PreferGrace time.Duration
+	// Clock is the time of the grace period; nil means the real clock.
+	Clock clock.PassiveClock
 	// Env is passed to compiled-in drivers when they are opened.
 	Env Env
 
-	mu     sync.Mutex
-	opened map[string]driver.Driver
+	mu         sync.Mutex
+	opened     map[string]driver.Driver
+	graceStart map[string]time.Time
+}
+
+// WaitingError is what Resolve answers for a preferred provider during its grace period
+// (Resolver.PreferGrace) while none of its replicas is connected. It comes wrapped in the code
+// Unavailable: retry, at Until at the latest.
+type WaitingError struct {
+	// Provider is the preferred provider's name.
+	Provider string
+	// Until is when the grace period ends and Fallback serves the provider's classes.
+	Until time.Time
+	// Fallback is what serves them then: "driver endpoint" or "compiled-in driver".
+	Fallback string
+}
+
+func (e *WaitingError) Error() string {
+	return fmt.Sprintf("waiting for a dialled-in %s provider (--prefer-dialin %s) until %s; if none has connected by then, the %s serves this class",
+		e.Provider, e.Provider, e.Until.UTC().Format(time.RFC3339), e.Fallback)
 }
 
 // ForClass returns the driver of class.provider.
@@ -48,6 +84,9 @@ func (r *Resolver) Resolve(provider string) (driver.Driver, error) {
 	if r.Remote != nil && r.prefersRemote(name) {
 		if d, ok := r.Remote.Driver(name); ok {
 			return d, nil
+		}
+		if w := r.waiting(name); w != nil {
+			return nil, driver.Wrap(driver.Unavailable, w, "")
 		}
 	}
 	if r.Endpoints != nil {
@@ -73,16 +112,73 @@ const ResolutionOrder = "--driver-endpoint/--driver-exec, then compiled-in, then
 // endpoint" or "compiled-in driver", or "" when a dialled-in replica would get the work.
 func (r *Resolver) ShadowedBy(provider string) string {
 	name := Normalize(provider)
-	switch {
-	case r.prefersRemote(name):
+	if r.prefersRemote(name) {
 		return ""
-	case r.Endpoints != nil && hasDriver(r.Endpoints, name):
+	}
+	return r.fallbackOf(name)
+}
+
+// waiting returns the WaitingError of a preferred provider with no replica connected while its
+// grace period lasts and something else would serve it; nil otherwise. The first call for a
+// name starts its grace period.
+func (r *Resolver) waiting(name string) *WaitingError {
+	if r.PreferGrace <= 0 {
+		return nil
+	}
+	fallback := r.fallbackOf(name)
+	if fallback == "" {
+		return nil // nothing else would serve it: the usual unknown-provider answer
+	}
+	now := r.now()
+	r.mu.Lock()
+	start, ok := r.graceStart[name]
+	if !ok {
+		if r.graceStart == nil {
+			r.graceStart = map[string]time.Time{}
+		}
+		start = now
+		r.graceStart[name] = start
+	}
+	r.mu.Unlock()
+	if until := start.Add(r.PreferGrace); now.Before(until) {
+		return &WaitingError{Provider: name, Until: until, Fallback: fallback}
+	}
+	return nil
+}
+
+// fallbackOf says what serves name when no dialled-in replica does: "driver endpoint",
+// "compiled-in driver" or "".
+func (r *Resolver) fallbackOf(name string) string {
+	if r.Endpoints != nil && hasDriver(r.Endpoints, name) {
 		return "driver endpoint"
 	}
 	if _, ok := Lookup(name); ok {
 		return "compiled-in driver"
 	}
 	return ""
+}
+
+func (r *Resolver) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
+
+// ServedRemotely reports whether provider's classes go to dialled-in replicas now: one is
+// connected and nothing earlier in the order serves the name.
+func (r *Resolver) ServedRemotely(provider string) bool {
+	name := Normalize(provider)
+	return r.Remote != nil && hasDriver(r.Remote, name) && (r.prefersRemote(name) || r.fallbackOf(name) == "")
+}
+
+// RemoteChanged returns a channel closed when the dialled-in providers change, or nil when the
+// Remote source cannot tell (or there is none).
+func (r *Resolver) RemoteChanged() <-chan struct{} {
+	if n, ok := r.Remote.(Notifier); ok {
+		return n.Changed()
+	}
+	return nil
 }
 
 func hasDriver(s Source, name string) bool {

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -41,6 +42,7 @@ func okDriver() *fixture.FuncDriver {
 func status(ctx context.Context, d driver.Driver, class string, secret *corev1.Secret) error {
 	c := fixture.Class("mem")
 	c.Name = class
+	c.UID = types.UID("uid-of-" + class) // another class, as the API server makes it
 	_, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: fixture.Machine("m"), MachineClass: c, Secret: secret})
 	return err
 }

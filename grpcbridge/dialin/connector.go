@@ -57,6 +57,7 @@ type Connector struct {
 	log     *slog.Logger
 	conn    *grpc.ClientConn
 	client  dialinv1.ControllerServiceClient
+	dec     *grpcbridge.Decoder // machines
 	classes *objectCache[*v1alpha1.MachineClass]
 	secrets *objectCache[*corev1.Secret]
 
@@ -101,6 +102,7 @@ func NewConnector(o ConnectorOptions) (*Connector, error) {
 		log:     o.Log.With("controller", o.Controller, "providers", names),
 		conn:    conn,
 		client:  dialinv1.NewControllerServiceClient(conn),
+		dec:     grpcbridge.NewDecoder(),
 		classes: newObjectCache(o.CacheSize, (*v1alpha1.MachineClass).DeepCopy),
 		secrets: newObjectCache(o.CacheSize, (*corev1.Secret).DeepCopy),
 	}, nil
@@ -294,7 +296,7 @@ func (p *Connector) handle(ctx context.Context, op *dialinv1.Operation) (r *dial
 	if !ok {
 		return errorResult(driver.Errorf(driver.FailedPrecondition, "dialin: this provider process serves %v, not %q", p.names, op.Provider))
 	}
-	m, err := grpcbridge.DecodeMachine(op.Machine)
+	m, err := p.dec.Machine(op.Machine)
 	if err != nil {
 		return errorResult(err)
 	}

@@ -21,7 +21,8 @@ type remoteDriver struct {
 }
 
 // operation builds an Operation for the objects of a request and pins its class and secret for
-// pulls until release is called.
+// pulls until release is called. The class and secret come from the server's encoder, which
+// encodes and hashes each version once.
 func (d *remoteDriver) operation(ctx context.Context, method dialinv1.Method, m *v1alpha1.Machine, c *v1alpha1.MachineClass, sec *corev1.Secret) (op *dialinv1.Operation, release func(), err error) {
 	op = &dialinv1.Operation{Provider: d.name, Method: method}
 	var releases []func()
@@ -34,21 +35,21 @@ func (d *remoteDriver) operation(ctx context.Context, method dialinv1.Method, m 
 		return nil, release, err
 	}
 	if c != nil {
-		raw, err := grpcbridge.EncodeMachineClass(c)
+		enc, err := d.s.enc.MachineClass(c)
 		if err != nil {
 			return nil, release, err
 		}
-		dg, rel := d.s.classes.put(raw, d.name)
-		releases = append(releases, rel)
+		dg := enc.Digest()
+		releases = append(releases, d.s.classes.put(enc.Bytes, dg, d.name))
 		op.MachineClass = &dialinv1.ObjectRef{Namespace: c.Namespace, Name: c.Name, ResourceVersion: c.ResourceVersion, Uid: string(c.UID), Digest: dg[:]}
 	}
 	if sec != nil {
-		raw, err := grpcbridge.EncodeSecret(sec)
+		enc, err := d.s.enc.Secret(sec)
 		if err != nil {
 			return nil, release, err
 		}
-		dg, rel := d.s.secrets.put(raw, d.name)
-		releases = append(releases, rel)
+		dg := enc.Digest()
+		releases = append(releases, d.s.secrets.put(enc.Bytes, dg, d.name))
 		op.Secret = &dialinv1.ObjectRef{Namespace: sec.Namespace, Name: sec.Name, ResourceVersion: sec.ResourceVersion, Uid: string(sec.UID), Digest: dg[:]}
 	}
 	if dl, ok := ctx.Deadline(); ok {

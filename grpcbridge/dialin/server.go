@@ -70,6 +70,7 @@ type Server struct {
 
 	opts      Options
 	log       *slog.Logger
+	enc       *grpcbridge.Encoder
 	classes   *store
 	secrets   *store
 	infragrpc *infragrpcRefs
@@ -94,6 +95,7 @@ func NewServer(o Options) *Server {
 	return &Server{
 		opts:      o,
 		log:       o.Log,
+		enc:       grpcbridge.NewEncoder(),
 		classes:   newStore(),
 		secrets:   newStore(),
 		infragrpc: newInfragrpcRefs(),
@@ -489,6 +491,17 @@ func (s *Server) Driver(provider string) (driver.Driver, bool) {
 	}
 	return d, true
 }
+
+// Changed returns a channel closed at the next registration or disconnection of a replica. It
+// makes Server a registry.Notifier: the Machine controller creates at once the machines that
+// waited for a provider when it connects.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+var _ registry.Notifier = (*Server)(nil)
 
 // Providers returns the connected provider names and how many replicas serve each.
 func (s *Server) Providers() map[string]int {

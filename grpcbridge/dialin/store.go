@@ -25,9 +25,8 @@ type entry struct {
 
 func newStore() *store { return &store{entries: map[digest]*entry{}} }
 
-// put pins raw for provider and returns its digest and the release function.
-func (s *store) put(raw []byte, provider string) (digest, func()) {
-	d := sha256.Sum256(raw)
+// put pins raw, whose SHA-256 is d, for provider and returns the release function.
+func (s *store) put(raw []byte, d digest, provider string) func() {
 	s.mu.Lock()
 	e, ok := s.entries[d]
 	if !ok {
@@ -38,7 +37,7 @@ func (s *store) put(raw []byte, provider string) (digest, func()) {
 	e.providers[provider]++
 	s.mu.Unlock()
 	var once sync.Once
-	return d, func() {
+	return func() {
 		once.Do(func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // apiError turns an error of a gophercloud call into a driver status: the code follows the
@@ -141,10 +142,7 @@ func clip(s string) string {
 	const maxLen = 512
 	// webob (Glance) ends messages with "<br /><br />" and newlines.
 	s = strings.Join(strings.Fields(strings.ReplaceAll(s, "<br />", " ")), " ")
-	if len(s) > maxLen {
-		return s[:maxLen] + "..."
-	}
-	return s
+	return truncate.String(s, maxLen)
 }
 
 // requestID returns the request ID OpenStack put in a response.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -53,6 +54,21 @@ func TestRunInfragrpcProvider(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	client, cloud := e.infragrpcProvider(addr, cfg)
+	eventually.Explained(e.t, 60*time.Second, "the 2018-protocol provider registered", func() (bool, string) { return client.Connected(), "not connected" })
+
+	e.seedEraAWSClass()
+	e.newDeployment("default", "infragrpc", "aws", 2, 1, 0)
+	e.waitInstancesOfMachines(cloud, 2)
+	e.updateDeployment("default", "infragrpc", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
+	eventually.Explained(e.t, 90*time.Second, "the instances deleted", func() (bool, string) {
+		return len(cloud.Instances()) == 0 && len(e.machines("default")) == 0, fmt.Sprintf("instances %v", cloud.Instances())
+	})
+}
+
+// infragrpcProvider runs a provider of the 2018 design (infragrpctest's client with its AWS-like
+// cloud) dialling in to addr with cfg until the test ends.
+func (e *e2e) infragrpcProvider(addr string, cfg *tls.Config) (*infragrpctest.Client, *infragrpctest.AWS) {
 	cloud := &infragrpctest.AWS{}
 	client := &infragrpctest.Client{Addr: addr, DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cfg))},
 		Kind: "AWSMachineClass", Group: "machine.sapcloud.io", Version: "v1alpha1", Provider: cloud}
@@ -60,13 +76,19 @@ func TestRunInfragrpcProvider(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); client.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	eventually.Explained(e.t, 60*time.Second, "the 2018-protocol provider registered", func() (bool, string) { return client.Connected(), "not connected" })
+	e.t.Cleanup(func() { cancel(); <-done })
+	return client, cloud
+}
 
+// seedEraAWSClass creates class default/aws as a seed of the 2018 design has it: provider AWS,
+// a spec the 2018 sample driver reads (which machinist's compiled-in aws driver refuses:
+// InvalidArgument, no networkInterfaces, iam or blockDevices), and its secret with userData.
+func (e *e2e) seedEraAWSClass() {
+	e.t.Helper()
 	bg := context.Background()
 	if err := e.c.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "aws"},
 		StringData: map[string]string{"userData": "#cloud-config for " + v1alpha1.UserDataMachineNamePlaceholder, infragrpctest.AccessKeyID: "AKIA", infragrpctest.SecretAccessKey: "s3cr3t"}}); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	if err := e.c.Create(bg, &v1alpha1.MachineClass{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "aws"},
@@ -75,30 +97,54 @@ func TestRunInfragrpcProvider(t *testing.T) {
 			`"tags":{"kubernetes.io/cluster/e2e":"1","kubernetes.io/role/node":"1"}}`),
 		SecretRef: &corev1.SecretReference{Namespace: "default", Name: "aws"},
 	}); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	e.newDeployment("default", "infragrpc", "aws", 2, 1, 0)
-	eventually.Explained(e.t, 90*time.Second, "2 Available machines", func() (bool, string) {
+}
+
+// waitInstancesOfMachines waits for n Available machines in default and checks that each has an
+// instance of the 2018-protocol provider's cloud, named after it, with its rendered userData.
+func (e *e2e) waitInstancesOfMachines(cloud *infragrpctest.AWS, n int) {
+	e.t.Helper()
+	eventually.Explained(e.t, 90*time.Second, fmt.Sprintf("%d Available machines", n), func() (bool, string) {
 		ph, _ := e.phases("default", nil)
-		return ph[v1alpha1.MachineAvailable] == 2 && len(e.machines("default")) == 2, fmt.Sprintf("phases %v", ph)
+		return ph[v1alpha1.MachineAvailable] == n && len(e.machines("default")) == n, fmt.Sprintf("phases %v", ph)
 	})
 	byName := map[string]infragrpctest.Instance{}
 	for _, i := range cloud.Instances() {
 		byName[i.Tags["Name"]] = i
 	}
-	if len(byName) != 2 {
-		t.Fatalf("the 2018-protocol provider's cloud holds %v, want one instance per machine", cloud.Instances())
+	if len(byName) != n {
+		e.t.Fatalf("the 2018-protocol provider's cloud holds %v, want one instance per machine", cloud.Instances())
 	}
 	for _, m := range e.machines("default") {
 		i, ok := byName[m.Name]
 		if !ok || m.Spec.ProviderID != "aws:///eu-west-1/"+i.ID || i.UserData != "#cloud-config for "+m.Name {
-			t.Errorf("machine %s (providerID %s) has instance %+v", m.Name, m.Spec.ProviderID, i)
+			e.t.Errorf("machine %s (providerID %s) has instance %+v", m.Name, m.Spec.ProviderID, i)
 		}
 	}
-	e.updateDeployment("default", "infragrpc", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
-	eventually.Explained(e.t, 90*time.Second, "the instances deleted", func() (bool, string) {
-		return len(cloud.Instances()) == 0 && len(e.machines("default")) == 0, fmt.Sprintf("instances %v", cloud.Instances())
-	})
+}
+
+// TestRunPreferDialinGrace: issue 33's start-up, tried as a new user would: a MachineDeployment
+// of a seed-era AWS class is applied, then the controller (with aws compiled in, --prefer-dialin
+// aws) and the 2018-design provider dialling in as aws start together. The preferred provider's
+// grace period keeps the compiled-in driver, which refuses that spec, from taking the machines
+// while the provider connects (it retries every 5 s): every machine is created by the dialled-in
+// provider and no creation failed on the way. (The grace is long here so the test waits for the
+// connection, not for a clock; its default is docs/grpc-bridge.md's.)
+func TestRunPreferDialinGrace(t *testing.T) {
+	e := newE2E(t)
+	e.seedEraAWSClass()
+	e.newDeployment("default", "grace", "aws", 2, 1, 0)
+	addr, issue, _ := e.dialinController("--prefer-dialin", "aws", "--prefer-dialin-grace", "10m")
+	cfg, err := mtls.ClientConfig(issue("aws"), "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cloud := e.infragrpcProvider(addr, cfg)
+	e.waitInstancesOfMachines(cloud, 2)
+	if logs := e.logs.String(); strings.Contains(logs, "machine creation failed") {
+		t.Errorf("a creation failed before the dialled-in provider served it:\n%s", logs)
+	}
 }
 
 // TestRunPreferDialin: a provider that dials in under the name of a compiled-in provider gets no

@@ -787,7 +787,7 @@ func TestRunDriverExec(t *testing.T) {
 	}
 	childState := t.TempDir()
 	// The child inherits the environment: serve reads its target cluster and state dir from it.
-	t.Setenv("MACHINIST_KUBECONFIG", e.env.KubeconfigPath)
+	t.Setenv("TARGET_KUBECONFIG", e.env.KubeconfigPath)
 	t.Setenv("MACHINIST_STATE_DIR", childState)
 	stop := e.startRun("--driver-exec", "local="+slim)
 	e.localClass("default", "local", "e2e")

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // DefaultTTL is how long a class stays marked exhausted after a ResourceExhausted create
@@ -67,7 +68,7 @@ func (c *Cache) TTL() time.Duration { return c.ttl }
 // Mark marks a class exhausted for the TTL from now (a later mark extends it) and counts it in
 // machinist_fallback_exhausted_marks_total.
 func (c *Cache) Mark(namespace, class, message string) Mark {
-	m := Mark{Until: c.clock.Now().Add(c.ttl), Message: truncate(message)}
+	m := Mark{Until: c.clock.Now().Add(c.ttl), Message: truncate.String(strings.TrimSpace(message), maxMessage)}
 	c.mu.Lock()
 	c.marks[classKey{namespace, class}] = m
 	c.mu.Unlock()
@@ -139,14 +140,6 @@ func PublishedMark(class *v1alpha1.MachineClass, now time.Time) (Mark, bool) {
 		return Mark{}, false
 	}
 	return m, true
-}
-
-func truncate(s string) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= maxMessage {
-		return s
-	}
-	return s[:maxMessage-3] + "..."
 }
 
 // Pick returns the first class of the chain that is not marked and that usable accepts (nil

@@ -24,6 +24,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // classReconciler is the MachineClass controller: it keeps the finalizer on MachineClasses while
@@ -132,7 +133,7 @@ func (r *classReconciler) recordSpecCheck(ctx context.Context, class *v1alpha1.M
 	}
 	r.status.remember(class, cond)
 	if cond.Reason == v1alpha1.ReasonProviderSpecFieldWarnings || cond.Reason == v1alpha1.ReasonProviderSpecInvalid {
-		r.recorder.Eventf(class, nil, corev1.EventTypeWarning, cond.Reason, "CheckProviderSpec", "%s", truncate(cond.Message, maxEventNote))
+		r.recorder.Eventf(class, nil, corev1.EventTypeWarning, cond.Reason, "CheckProviderSpec", "%s", truncate.String(cond.Message, maxEventNote))
 	}
 	return nil
 }
@@ -207,7 +208,7 @@ func specCondition(class *v1alpha1.MachineClass, check registry.SpecCheck) metav
 		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ReasonProviderSpecValid
 		cond.Message = fmt.Sprintf("the %s driver accepts the providerSpec (%s decoding)", provider, check.Mode)
 	}
-	cond.Message = truncate(cond.Message, maxConditionMessage)
+	cond.Message = truncate.String(cond.Message, maxConditionMessage)
 	return cond
 }
 

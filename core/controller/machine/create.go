@@ -24,6 +24,7 @@ const (
 	descProviderPrefix   = "Cloud provider message - "
 	descStaleNode        = "VM using old node obj"
 	descInitializeSuffix = ". Initialize VM Instance"
+	descWaitingPrefix    = "Waiting for the preferred provider - "
 )
 
 // created is what the driver told about a machine's VM.
@@ -59,6 +60,10 @@ func (r *creator) create(ctx context.Context, m *v1alpha1.Machine, class *v1alph
 	defer r.creating.Delete(key)
 
 	drv, err := r.driverFor(class)
+	var waiting *registry.WaitingError
+	if errors.As(err, &waiting) {
+		return r.waitForProvider(ctx, m, waiting)
+	}
 	if err != nil {
 		return r.createFailed(ctx, m, err, "", "")
 	}
@@ -346,6 +351,26 @@ func (r *creator) createFailed(ctx context.Context, m *v1alpha1.Machine, err err
 		return requeueOnConflict(werr)
 	}
 	return reconcile.Result{RequeueAfter: delay}, nil
+}
+
+// waitForProvider records that the machine's creation waits for a dialled-in provider preferred
+// over the driver that would serve it otherwise (registry.Resolver.PreferGrace), and comes back
+// when the wait ends; the provider connecting brings it back sooner (arrivals.go). Waiting is not
+// a failure: no backoff, the phase stays.
+func (r *creator) waitForProvider(ctx context.Context, m *v1alpha1.Machine, w *registry.WaitingError) (reconcile.Result, error) {
+	st := m.Status.DeepCopy()
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateProcessing,
+		Description: descWaitingPrefix + w.Error(),
+	}
+	if st.LastOperation.Description != m.Status.LastOperation.Description {
+		r.event(m, corev1.EventTypeNormal, "WaitingForProvider", "Create", st.LastOperation.Description)
+		r.log(m).Info("machine creation waits for a preferred dialled-in provider", "provider", w.Provider, "until", w.Until, "then", w.Fallback)
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		return requeueOnConflict(err)
+	}
+	return reconcile.Result{RequeueAfter: max(w.Until.Sub(r.now()), time.Second)}, nil
 }
 
 // clampRequeue keeps a requeue delay between a second and ceiling.

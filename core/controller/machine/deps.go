@@ -22,6 +22,7 @@ import (
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // deps is what the reconcilers of this package share: the clients, the driver resolver, the
@@ -70,7 +71,7 @@ func (r *deps) now() time.Time { return r.clock.Now() }
 
 // event records an event on the machine (events.k8s.io API).
 func (r *deps) event(m *v1alpha1.Machine, eventType, reason, action, note string) {
-	r.recorder.Eventf(m, nil, eventType, reason, action, "%s", truncate(note, 1000))
+	r.recorder.Eventf(m, nil, eventType, reason, action, "%s", truncate.String(note, 1000))
 }
 
 func (r *deps) addFinalizer(ctx context.Context, o client.Object, finalizer string) (reconcile.Result, error) {

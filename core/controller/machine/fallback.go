@@ -17,6 +17,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // Capacity fallback on the create path (package fallback). A machine takes part when its
@@ -207,7 +208,7 @@ func (r *capacityFallback) switchClass(ctx context.Context, m *v1alpha1.Machine,
 	}
 	note := fmt.Sprintf("Creating on class %s instead of %s: %s", to, from, why)
 	r.event(m, eventType, reason, "Create", note)
-	r.recorder.Eventf(plan.owner, m, eventType, reason, "Create", "%s", truncate(fmt.Sprintf("Machine %s: %s", m.Name, note), 1000))
+	r.recorder.Eventf(plan.owner, m, eventType, reason, "Create", "%s", truncate.String(fmt.Sprintf("Machine %s: %s", m.Name, note), 1000))
 	r.log(m).Info("capacity fallback: machine moved to another class", "from", from, "to", to, "why", why)
 
 	op := m.Status.LastOperation
@@ -231,7 +232,7 @@ func (r *capacityFallback) allExhausted(ctx context.Context, m *v1alpha1.Machine
 	msg := "every class of the machine is out of capacity: " + fallback.Describe(plan.chain.Classes, marks)
 	if m.Status.LastOperation.ErrorCode != driver.ResourceExhausted.String() {
 		r.event(m, corev1.EventTypeWarning, fallback.ReasonAllClassesExhausted, "Create", msg)
-		r.recorder.Eventf(plan.owner, m, corev1.EventTypeWarning, fallback.ReasonAllClassesExhausted, "Create", "%s", truncate("Machine "+m.Name+": "+msg, 1000))
+		r.recorder.Eventf(plan.owner, m, corev1.EventTypeWarning, fallback.ReasonAllClassesExhausted, "Create", "%s", truncate.String("Machine "+m.Name+": "+msg, 1000))
 	}
 	return r.creator.createFailed(ctx, m, driver.Error(driver.ResourceExhausted, msg), "", "")
 }

@@ -52,6 +52,9 @@ func (r *machineReconciler) setup(mgr manager.Manager) error {
 		b = b.WatchesRawSource(source.Kind(r.target.GetCache(), &corev1.Node{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.nodeToMachines), nodeChanged()))
 	}
+	if a := r.arrivals(); a != nil {
+		b = b.WatchesRawSource(a)
+	}
 	return b.Complete(r)
 }
 
@@ -191,13 +194,6 @@ type errClass struct{ msg string }
 func (e *errClass) Error() string { return e.msg }
 
 func keyOf(m *v1alpha1.Machine) string { return m.Namespace + "/" + m.Name }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
 
 func isTrue(v string) bool { return strings.EqualFold(v, "true") }
 

@@ -82,6 +82,12 @@ const (
 	// pkg/util/provider/app/app.go of gardener/machine-controller-manager at 54caf546e0f4).
 	DefaultProviderPort      = 10259
 	ProviderLeaderElectionID = "machine-controller"
+
+	// DefaultPreferRemoteGrace is how long a --prefer-dialin provider's classes wait for its
+	// first replica: a provider started with the controller connects within a second or two
+	// (machinist connect retries after 0.5 s), a provider of the 2018 design retries every 5 s,
+	// so two of its attempts fit.
+	DefaultPreferRemoteGrace = 15 * time.Second
 )
 
 // Half chooses the controllers a manager runs: all of them, or those of one of the two
@@ -194,6 +200,10 @@ type Options struct {
 	// PreferRemote names the providers whose dialled-in replicas serve before an endpoint or
 	// the compiled-in driver of the same name ("*": all; --prefer-dialin).
 	PreferRemote []string
+	// PreferRemoteGrace is how long the classes of a PreferRemote provider wait for its first
+	// replica before the endpoint or compiled-in driver serves them (registry.Resolver.PreferGrace;
+	// --prefer-dialin-grace).
+	PreferRemoteGrace time.Duration
 
 	// Log is the structured logger of everything, controller-runtime and client-go included.
 	Log *slog.Logger
@@ -227,6 +237,7 @@ func DefaultOptionsFor(h Half) Options {
 		},
 		MinResyncPeriod:   DefaultMinResyncPeriod,
 		ConcurrentSyncs:   DefaultConcurrentSyncs,
+		PreferRemoteGrace: DefaultPreferRemoteGrace,
 		Machine:           machine.DefaultOptions(),
 		Safety:            safety.DefaultOptions(),
 		MachineSet:        machineset.DefaultOptions(),
@@ -367,7 +378,7 @@ func New(opts Options) (*Manager, error) {
 			AmbientCredentials: opts.AmbientCredentials,
 			UpdateTargets:      &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
 	}
-	m.Drivers.PreferRemote = opts.PreferRemote
+	m.Drivers.PreferRemote, m.Drivers.PreferGrace, m.Drivers.Clock = opts.PreferRemote, opts.PreferRemoteGrace, opts.Clock
 	if opts.Remote != nil {
 		if m.Drivers.Remote, err = opts.Remote(mgr); err != nil {
 			return nil, fmt.Errorf("manager: dial-in providers: %w", err)

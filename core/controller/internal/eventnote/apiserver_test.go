@@ -23,6 +23,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // fleet is the machine count the events are sized for.
@@ -109,7 +110,7 @@ func TestEveryEventKindFitsAt5000Machines(t *testing.T) {
 			t.Fatalf("%s: a note with arguments of 5000 machines is only %d bytes; the test would prove nothing", s.pos, len(raw))
 		}
 		rec.Eventf(obj, nil, eventtype, reason, action, format, args...)
-		wants[obj.Name] = want{s.pos, eventnote.Truncate(reason, eventnote.MaxReason)}
+		wants[obj.Name] = want{s.pos, truncate.String(reason, eventnote.MaxReason)}
 	}
 
 	var missing []string

@@ -7,7 +7,7 @@
 //
 // Every recorder of the controllers comes from For, which wraps the manager's recorder in
 // Recorder: the note is formatted, made valid UTF-8 and cut to the limit at a character
-// boundary, and the reason and action likewise. List summarises a list of names for a note
+// boundary (internal/truncate), and the reason and action likewise. List summarises a list of names for a note
 // ("a, b, c … and 97 more"), so a long list keeps what follows it.
 package eventnote
 
@@ -15,10 +15,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/machinist-io/machinist/internal/truncate"
 )
 
 // The API server's limits for an event (events.k8s.io/v1), in bytes.
@@ -35,9 +36,6 @@ const ListBudget = MaxNote / 2
 // maxListed is how many names a summary shows at most: enough to recognise a pass, few enough
 // to read.
 const maxListed = 10
-
-// ellipsis marks a cut; three bytes in UTF-8.
-const ellipsis = "…"
 
 // Provider is what hands out event recorders: a controller-runtime manager or cluster.
 type Provider interface {
@@ -63,34 +61,7 @@ func (r Recorder) Eventf(regarding, related runtime.Object, eventtype, reason, a
 	if len(args) > 0 {
 		note = fmt.Sprintf(note, args...)
 	}
-	r.Next.Eventf(regarding, related, eventtype, Truncate(reason, MaxReason), Truncate(action, MaxAction), "%s", Truncate(note, MaxNote))
-}
-
-// Truncate returns s as valid UTF-8 (invalid bytes become U+FFFD, as a JSON encoder would make
-// them — and then they would count three bytes each) of at most limit bytes: cut at a character
-// boundary and ending in "…" when it was longer.
-func Truncate(s string, limit int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= limit {
-		return s
-	}
-	if limit < len(ellipsis) {
-		return cut(s, limit)
-	}
-	return cut(s, limit-len(ellipsis)) + ellipsis
-}
-
-// cut returns the longest prefix of s of at most n bytes that ends at a character boundary.
-func cut(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	r.Next.Eventf(regarding, related, eventtype, truncate.String(reason, MaxReason), truncate.String(action, MaxAction), "%s", truncate.String(note, MaxNote))
 }
 
 // List joins names with ", " when they fit in budget bytes and are few; otherwise it shows the
@@ -112,7 +83,7 @@ func List(names []string, budget int) string {
 			break
 		}
 		if i == 0 && len(name)+len(rest) > budget {
-			name = Truncate(name, max(budget-len(rest), len(ellipsis)))
+			name = truncate.String(name, max(budget-len(rest), len(truncate.Ellipsis)))
 		}
 		b.WriteString(sep)
 		b.WriteString(name)

@@ -4,40 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/runtime"
-)
 
-func TestTruncate(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"eleven chars", 10, "eleven …"},
-		// "ä" is two bytes: the cut never splits it.
-		{"aaaaaaäää", 10, "aaaaaa…"},
-		{"aaaaaäää", 10, "aaaaaä…"},
-		// A budget below the ellipsis cuts without one.
-		{"abcdef", 2, "ab"},
-		{"äbc", 1, ""},
-		// Invalid bytes become U+FFFD (three bytes, as in the JSON the server stores).
-		{"a\xffb", 10, "a\uFFFDb"},
-		{"a\xff\xffb\xffc\xffd", 10, "a\uFFFDb…"},
-		{"a\xffb\xffc\xffd", 6, "a…"},
-	} {
-		got := Truncate(tc.in, tc.max)
-		if got != tc.want {
-			t.Errorf("Truncate(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
-		}
-		if len(got) > tc.max || !utf8.ValidString(got) {
-			t.Errorf("Truncate(%q, %d) = %q: %d bytes, valid UTF-8 %v", tc.in, tc.max, got, len(got), utf8.ValidString(got))
-		}
-	}
-}
+	"github.com/machinist-io/machinist/internal/truncate"
+)
 
 func names(n int) []string {
 	out := make([]string, n)
@@ -116,7 +87,7 @@ func TestRecorderCuts(t *testing.T) {
 	if len(long.reason) > MaxReason || len(long.action) > MaxAction || len(long.note) > MaxNote {
 		t.Errorf("long event not cut: reason %d, action %d, note %d bytes", len(long.reason), len(long.action), len(long.note))
 	}
-	if !strings.HasPrefix(long.note, "pool-7d9f4-00000, ") || !strings.HasSuffix(long.note, ellipsis) {
+	if !strings.HasPrefix(long.note, "pool-7d9f4-00000, ") || !strings.HasSuffix(long.note, truncate.Ellipsis) {
 		t.Errorf("long note: %q", long.note)
 	}
 	if c.got[2].note != "no arguments, 100%" {
