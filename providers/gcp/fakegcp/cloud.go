@@ -42,7 +42,8 @@ type Cloud struct {
 	project string
 	// zones by region; a zone named in a request must be one of them.
 	zones        map[string]string // zone -> region
-	machineTypes map[string]int    // machine type -> vCPUs, offered in every zone
+	machineTypes map[string]int    // machine type -> vCPUs, offered in every zone but those withdrawn
+	withdrawn    map[string]bool   // "<zone>/<machine type>" not offered there
 	diskTypes    map[string]bool
 	accelerators map[string]bool
 	images       map[string]*compute.Image      // "<project>/<name>"
@@ -91,6 +92,7 @@ func NewWithClock(clk clock.Clock) *Cloud {
 			"hyperdisk-balanced": true, "hyperdisk-throughput": true, "hyperdisk-extreme": true, "local-ssd": true,
 		},
 		accelerators: map[string]bool{"nvidia-tesla-t4": true, "nvidia-l4": true, "nvidia-tesla-a100": true},
+		withdrawn:    map[string]bool{},
 		images:       map[string]*compute.Image{},
 		networks:     map[string]*compute.Network{},
 		subnetworks:  map[string]*compute.Subnetwork{},
@@ -225,6 +227,21 @@ func (c *Cloud) SetCPUQuota(region string, cpus int) {
 		return
 	}
 	c.cpuQuota[region] = cpus
+}
+
+// WithdrawMachineType stops offering a machine type in a zone: inserts of it there are refused
+// as Compute Engine refuses a type the zone does not have ("Machine type with name 'T' does not
+// exist in zone 'Z'.").
+func (c *Cloud) WithdrawMachineType(zone, machineType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.withdrawn[zone+"/"+machineType] = true
+}
+
+// offersLocked reports whether zone offers a machine type, and its vCPUs.
+func (c *Cloud) offersLocked(zone, machineType string) (int, bool) {
+	cpus, ok := c.machineTypes[machineType]
+	return cpus, ok && !c.withdrawn[zone+"/"+machineType]
 }
 
 // SetOperationDelay sets how long operations take from insert or delete to DONE.

@@ -145,7 +145,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 	case OpDeleteDisk:
 		out, e = c.deleteDiskLocked(r.zone, r.name, delay)
 	case OpGetMachineType:
-		cpus, ok := c.machineTypes[r.name]
+		cpus, ok := c.offersLocked(r.zone, r.name)
 		if !ok {
 			e = errNotFound(fmt.Sprintf("projects/%s/zones/%s/machineTypes/%s", c.project, r.zone, r.name))
 		} else {
@@ -294,7 +294,7 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 	if !ok || (mtZone != "" && mtZone != zone) {
 		return nil, errInvalid("resource.machineType", in.MachineType, "Invalid machine type: the value must be zones/ZONE/machineTypes/TYPE in the instance's zone.")
 	}
-	cpus, known := c.machineTypes[mt]
+	cpus, known := c.offersLocked(zone, mt)
 	if !known {
 		return nil, errInvalid("resource.machineType", in.MachineType, fmt.Sprintf("Machine type with name '%s' does not exist in zone '%s'.", mt, zone))
 	}
