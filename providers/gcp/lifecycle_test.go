@@ -245,3 +245,46 @@ func TestServiceNames(t *testing.T) {
 		}
 	}
 }
+
+// A preempted Spot VM is gone when its termination action is DELETE (the machine has no
+// instance: NotFound, not listed) and TERMINATED with STOP (still the machine's, and deleted
+// with it).
+func TestPreemptedSpotVMs(t *testing.T) {
+	e := newTestEnv(t)
+	for action, name := range map[string]string{"DELETE": "m-del", "STOP": "m-stop"} {
+		class := e.classWith("spot-"+strings.ToLower(action), func(s *ProviderSpec) {
+			s.Scheduling = Scheduling{ProvisioningModel: "SPOT", InstanceTerminationAction: action, OnHostMaintenance: "TERMINATE"}
+		})
+		if _, err := e.createIn(t.Context(), class, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cloud.Preempt(testZone, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cloud.Settle()
+	status := func(name string) error {
+		_, err := e.drv.GetMachineStatus(t.Context(), &driver.GetMachineStatusRequest{Machine: machine(name), MachineClass: e.class, Secret: e.secret})
+		return err
+	}
+	if err := status("m-del"); driver.CodeOf(err) != driver.NotFound {
+		t.Errorf("status of the deleted Spot VM: %v, want NotFound", err)
+	}
+	if err := status("m-stop"); err != nil {
+		t.Errorf("status of the stopped Spot VM: %v", err)
+	}
+	if in, _ := e.cloud.Instance(testZone, "m-stop"); in == nil || in.Status != "TERMINATED" {
+		t.Errorf("stopped Spot VM: %+v", in)
+	}
+	if got := e.list(t, e.class); len(got) != 1 || got["gce:///machinist-fake/europe-west1-b/m-stop"] != "m-stop" {
+		t.Errorf("listed %v", got)
+	}
+	for _, name := range []string{"m-del", "m-stop"} {
+		if err := e.delete(t, e.class, name); err != nil {
+			t.Errorf("delete %s: %v", name, err)
+		}
+		if left := e.leftovers(name); len(left) != 0 {
+			t.Errorf("%s left %v", name, left)
+		}
+	}
+}

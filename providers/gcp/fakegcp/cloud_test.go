@@ -22,9 +22,10 @@ import (
 // served is the fake behind HTTPS on loopback and a Compute API client of the demo service
 // account, built as any client of the real API is.
 type served struct {
-	c   *Cloud
-	srv *Server
-	svc *compute.Service
+	c    *Cloud
+	srv  *Server
+	svc  *compute.Service
+	http *http.Client // authorized as the demo service account
 }
 
 func serve(t *testing.T) *served { return serveWith(t, New()) }
@@ -50,11 +51,20 @@ func serveWith(t *testing.T, c *Cloud) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := compute.NewService(ctx, option.WithHTTPClient(oauth2.NewClient(ctx, cfg.TokenSource(ctx))), option.WithEndpoint(srv.ComputeEndpoint()))
+	authorized := oauth2.NewClient(ctx, cfg.TokenSource(ctx))
+	svc, err := compute.NewService(ctx, option.WithHTTPClient(authorized), option.WithEndpoint(srv.ComputeEndpoint()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &served{c: c, srv: srv, svc: svc}
+	if err := c.ContractError(); err != nil {
+		t.Fatalf("the fake cannot check requests against the Compute contract: %v", err)
+	}
+	t.Cleanup(func() {
+		if v := c.ContractViolations(); len(v) > 0 {
+			t.Errorf("fakegcp broke the Compute contract: %v", v)
+		}
+	})
+	return &served{c: c, srv: srv, svc: svc, http: authorized}
 }
 
 func (s *served) instance(name string, tags ...string) *compute.Instance {
@@ -227,15 +237,18 @@ func TestOperationFaults(t *testing.T) {
 	}
 }
 
-// Lists filter as Compute Engine does and page with maxResults and pageToken.
+// Lists filter in the grammar the discovery document gives (AIP-160 comparisons of scalar
+// fields, or eq/ne regular expressions) and page with maxResults and pageToken.
 func TestListFiltersAndPages(t *testing.T) {
 	s := serve(t)
 	s.c.SetOperationDelay(0)
 	for _, vm := range []struct {
-		name string
-		tags []string
-	}{{"a-1", []string{"c1", "r1"}}, {"a-2", []string{"c1", "r1"}}, {"a-3", []string{"c1", "r2"}}, {"b-1", []string{"c2", "r1"}}, {"a-4", []string{"c1", "r1"}}} {
-		s.insert(t, s.instance(vm.name, vm.tags...))
+		name   string
+		labels map[string]string
+	}{{"a-1", map[string]string{"role": "node", "env": "dev"}}, {"a-2", map[string]string{"role": "node"}}, {"a-3", map[string]string{"role": "gpu"}}, {"b-1", nil}, {"a-4", map[string]string{"role": "node"}}} {
+		in := s.instance(vm.name, "c1")
+		in.Labels = vm.labels
+		s.insert(t, in)
 	}
 	list := func(filter string, maxResults int64) ([]string, int) {
 		var names []string
@@ -253,26 +266,61 @@ func TestListFiltersAndPages(t *testing.T) {
 		return names, pages
 	}
 	for filter, want := range map[string]string{
-		`(tags.items = "c1") (tags.items = "r1")`:  "a-1,a-2,a-4",
-		`tags.items = c2`:                          "b-1",
-		`(tags.items = "c1") AND (name != "a-2")`:  "a-1,a-3,a-4",
-		`name eq a-.*`:                             "a-1,a-2,a-3,a-4",
-		`(status = "RUNNING") (tags.items : "r2")`: "a-3",
-		`labels.env:*`:                             "",
+		`labels.role = node`:                                           "a-1,a-2,a-4",
+		`(labels.role = "node") (name != "a-2")`:                       "a-1,a-4",
+		`(labels.role = "node") AND (name != "a-2")`:                   "a-1,a-4",
+		`(labels.role = "gpu") OR (labels.env = "dev")`:                "a-1,a-3",
+		`(name = "b-1") OR (labels.role = gpu) AND (status = RUNNING)`: "a-3,b-1",
+		`name eq a-.*`: "a-1,a-2,a-3,a-4",
+		`(name eq 'a-.*') (labels.role ne "node")`: "a-3",
+		`labels.env:*`:                       "a-1",
+		`scheduling.automaticRestart = true`: "a-1,a-2,a-3,a-4,b-1",
+		`name > "a-3"`:                       "a-4,b-1",
 	} {
 		got, _ := list(filter, 0)
 		if strings.Join(got, ",") != want {
 			t.Errorf("filter %s: %v, want %s", filter, got, want)
 		}
 	}
-	if got, pages := list(`tags.items = "c1"`, 2); strings.Join(got, ",") != "a-1,a-2,a-3,a-4" || pages != 2 {
+	if got, pages := list(`labels.role = "node"`, 2); strings.Join(got, ",") != "a-1,a-2,a-4" || pages != 2 {
 		t.Errorf("paged: %v in %d pages", got, pages)
-	}
-	if _, err := s.svc.Instances.List(DefaultProject, DemoZone).Filter(`(a = "b") OR (c = "d")`).Do(); !isStatus(err, 400) {
-		t.Errorf("OR: %v, want 400", err)
 	}
 	if _, err := s.svc.Instances.List(DefaultProject, DemoZone).PageToken("bm9wZQ").Do(); !isStatus(err, 400) {
 		t.Errorf("a foreign page token: %v, want 400", err)
+	}
+}
+
+// Filters outside the documented grammar are answered as Compute Engine answers them, with the
+// 400 users report for them (googleapis/google-cloud-go#11318, google-api-go-client#815, #406,
+// #1019, nodejs-compute#48, prometheus#5499, #8233): repeated fields (tags.items,
+// networkInterfaces), objects, indexes, gcloud's operators, unparenthesized conjunctions, regular
+// expressions joined by AND or mixed with comparisons, invalid regular expressions.
+func TestListRefusesFiltersOutsideTheGrammar(t *testing.T) {
+	s := serve(t)
+	for _, filter := range []string{
+		`tags.items=mytargets`,
+		`(tags.items:"kubernetes-io-cluster-shoot--dev--alpha") (tags.items:"kubernetes-io-role-node")`,
+		`networkInterfaces.network:vpc1 AND tags.items=(vm-tag)`,
+		`networkInterfaces[0].network="https://www.googleapis.com/compute/v1/projects/p/global/networks/default"`,
+		`networkInterfaces.network = "https://www.googleapis.com/compute/v1/projects/p/global/networks/default"`,
+		`items[*].tags=['asg-collector-staging']`,
+		`tags = "asg-collector-staging"`,
+		`metadata.lifecycle=day AND metadata.lifecycle!=on-demand AND name!~gke`,
+		`status eq RUNNING AND name eq somehostname`,
+		`name eq *collector*`,
+		`(name eq a-.*) AND (status eq RUNNING)`,
+		`(name eq a-.*) (status = RUNNING)`,
+		`name = a-1 AND status = RUNNING`,
+		`nosuchfield = 1`,
+		`(name = "a") OR`,
+		`(name = "a"`,
+	} {
+		_, err := s.svc.Instances.List(DefaultProject, DemoZone).Filter(filter).Do()
+		var ge *googleapi.Error
+		want := "Invalid value for field 'filter': '" + filter + "'. Invalid list filter expression."
+		if !errors.As(err, &ge) || ge.Code != 400 || ge.Message != want || len(ge.Errors) != 1 || ge.Errors[0].Reason != "invalid" {
+			t.Errorf("filter %s: %v, want 400 %q", filter, err, want)
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ const (
 	OpDeleteDisk      = "compute.disks.delete"
 	OpGetMachineType  = "compute.machineTypes.get"
 	OpGetOperation    = "compute.zoneOperations.get"
+	OpListOperations  = "compute.zoneOperations.list"
 	OpWaitOperation   = "compute.zoneOperations.wait"
 	OpGetImage        = "compute.images.get"
 	OpGetImageFamily  = "compute.images.getFromFamily"
@@ -128,7 +129,7 @@ func permissionOf(op string) string {
 		OpInsertInstance: "compute.instances.create", OpGetInstance: "compute.instances.get",
 		OpListInstances: "compute.instances.list", OpDeleteInstance: "compute.instances.delete",
 		OpGetDisk: "compute.disks.get", OpListDisks: "compute.disks.list", OpDeleteDisk: "compute.disks.delete",
-		OpGetOperation: "compute.zoneOperations.get", OpWaitOperation: "compute.zoneOperations.get",
+		OpGetOperation: "compute.zoneOperations.get", OpWaitOperation: "compute.zoneOperations.get", OpListOperations: "compute.zoneOperations.list",
 		OpGetImage: "compute.images.get", OpGetImageFamily: "compute.images.getFromFamily",
 		OpGetNetwork: "compute.networks.get", OpGetSubnetwork: "compute.subnetworks.get",
 		OpGetMachineType: "compute.machineTypes.get",
