@@ -258,6 +258,21 @@ func (c *Cloud) AddSubnetwork(region, network, name, cidr string, secondary map[
 	c.subnetworks[region+"/"+name] = s
 }
 
+// EnableIPv6 makes a subnetwork dual-stack (IPV4_IPV6) with an IPv6 range of accessType
+// (EXTERNAL or INTERNAL): interfaces of stackType IPV4_IPV6 need such a subnetwork.
+func (c *Cloud) EnableIPv6(region, name, accessType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.subnetworks[region+"/"+name]; s != nil {
+		s.StackType, s.Ipv6AccessType = "IPV4_IPV6", accessType
+		if accessType == "EXTERNAL" {
+			s.ExternalIpv6Prefix = "2600:1900:4010:1a2b::/64"
+		} else {
+			s.InternalIpv6Prefix = "fd20:c00:1a2b::/64"
+		}
+	}
+}
+
 // SetCPUQuota limits the vCPUs of the instances of region (the CPUS quota); cpus < 0 removes the
 // limit.
 func (c *Cloud) SetCPUQuota(region string, cpus int) {

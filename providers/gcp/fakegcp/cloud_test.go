@@ -168,7 +168,15 @@ func TestInsertIsChecked(t *testing.T) {
 		"duplicate metadata": {func(in *compute.Instance) {
 			in.Metadata = &compute.Metadata{Items: []*compute.MetadataItems{{Key: "a"}, {Key: "a"}}}
 		}, 400, "Duplicate keys"},
+		"dual stack on an IPv4 subnetwork": {func(in *compute.Instance) {
+			in.NetworkInterfaces[0].StackType, in.NetworkInterfaces[0].Ipv6AccessType = "IPV4_IPV6", "EXTERNAL"
+		}, 400, "must have an IPv6 range"},
+		"IPv6 access type without dual stack": {func(in *compute.Instance) { in.NetworkInterfaces[0].Ipv6AccessType = "EXTERNAL" }, 400, "dual-stack"},
+		"machine type not in the zone": {func(in *compute.Instance) {
+			in.MachineType = "zones/" + DemoZone + "/machineTypes/c3-standard-4"
+		}, 400, "Machine type with name 'c3-standard-4' does not exist in zone 'europe-west1-b'."},
 	}
+	s.c.WithdrawMachineType(DemoZone, "c3-standard-4")
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := s.instance("vm-bad")
@@ -185,6 +193,39 @@ func TestInsertIsChecked(t *testing.T) {
 	s.wait(t, s.insert(t, s.instance("vm-1")))
 	if _, err := s.svc.Instances.Insert(DefaultProject, DemoZone, s.instance("vm-1")).Do(); !isStatus(err, 409) {
 		t.Errorf("a second vm-1: %v, want 409", err)
+	}
+}
+
+// A dual-stack interface on a dual-stack subnetwork gets its IPv6 address: an external one in an
+// IPv6 access config, an internal one as ipv6Address; each insert's body is recorded.
+func TestDualStack(t *testing.T) {
+	s := serve(t)
+	s.c.AddSubnetwork(DemoRegion, DemoNetwork, "ext6", "10.1.0.0/16", nil)
+	s.c.EnableIPv6(DemoRegion, "ext6", "EXTERNAL")
+	s.c.AddSubnetwork(DemoRegion, DemoNetwork, "int6", "10.2.0.0/16", nil)
+	s.c.EnableIPv6(DemoRegion, "int6", "INTERNAL")
+	for name, subnet := range map[string]string{"vm-ext": "ext6", "vm-int": "int6"} {
+		in := s.instance(name)
+		in.NetworkInterfaces[0].Subnetwork = "regions/" + DemoRegion + "/subnetworks/" + subnet
+		in.NetworkInterfaces[0].StackType = "IPV4_IPV6"
+		s.wait(t, s.insert(t, in))
+	}
+	ext, _ := s.c.Instance(DemoZone, "vm-ext")
+	if n := ext.NetworkInterfaces[0]; n.Ipv6AccessType != "EXTERNAL" || len(n.Ipv6AccessConfigs) != 1 || !strings.HasPrefix(n.Ipv6AccessConfigs[0].ExternalIpv6, "2600:1900:") {
+		t.Errorf("external: %+v", n)
+	}
+	in, _ := s.c.Instance(DemoZone, "vm-int")
+	if n := in.NetworkInterfaces[0]; n.Ipv6AccessType != "INTERNAL" || !strings.HasPrefix(n.Ipv6Address, "fd20:") || len(n.Ipv6AccessConfigs) != 0 {
+		t.Errorf("internal: %+v", n)
+	}
+	inserts := s.c.RequestsFor(OpInsertInstance)
+	if len(inserts) != 2 || !strings.Contains(string(inserts[0].Body), `"stackType":"IPV4_IPV6"`) {
+		t.Errorf("recorded inserts: %+v", inserts)
+	}
+	for _, r := range s.c.RequestsFor(OpToken) {
+		if len(r.Body) != 0 {
+			t.Error("a token request's body (a signed assertion) was kept")
+		}
 	}
 }
 

@@ -506,8 +506,17 @@ func (c *Cloud) buildNICsLocked(in *compute.Instance, region string) ([]*compute
 				return nil, errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].aliasIpRanges.subnetworkRangeName", i), alias.SubnetworkRangeName, "The secondary range does not exist in the subnetwork.")
 			}
 		}
+		if e := ipv6Of(n, sub, i); e != nil {
+			return nil, e
+		}
 		c.nextIP++
 		n.NetworkIP = fmt.Sprintf("10.%d.%d.%d", 250+i, c.nextIP/250, c.nextIP%250+2)
+		switch {
+		case len(n.Ipv6AccessConfigs) > 0:
+			n.Ipv6AccessConfigs[0].ExternalIpv6 = fmt.Sprintf("%s%x:0:0", strings.TrimSuffix(sub.ExternalIpv6Prefix, ":/64"), c.nextIP)
+		case n.StackType == "IPV4_IPV6":
+			n.Ipv6Address = fmt.Sprintf("%s%x:0:0", strings.TrimSuffix(sub.InternalIpv6Prefix, ":/64"), c.nextIP)
+		}
 		for j, ac := range n.AccessConfigs {
 			ac.Kind = "compute#accessConfig"
 			if ac.Type == "" {
@@ -525,6 +534,32 @@ func (c *Cloud) buildNICsLocked(in *compute.Instance, region string) ([]*compute
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// ipv6Of checks a dual-stack interface against its subnetwork, as Compute Engine does, and gives
+// an EXTERNAL one its IPv6 access config (the address is filled in by the caller).
+func ipv6Of(n *compute.NetworkInterface, sub *compute.Subnetwork, i int) *APIError {
+	if n.StackType != "IPV4_IPV6" {
+		if n.Ipv6AccessType != "" {
+			return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].ipv6AccessType", i), n.Ipv6AccessType, "IPv6 access type can only be set on a dual-stack (IPV4_IPV6) network interface.")
+		}
+		return nil
+	}
+	if sub == nil || sub.StackType != "IPV4_IPV6" {
+		return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].stackType", i), n.StackType, "The subnetwork of a dual-stack network interface must have an IPv6 range (stack type IPV4_IPV6).")
+	}
+	access := n.Ipv6AccessType
+	if access == "" {
+		access = sub.Ipv6AccessType
+	}
+	if access != sub.Ipv6AccessType {
+		return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].ipv6AccessType", i), access, "The subnetwork's IPv6 access type is "+sub.Ipv6AccessType+".")
+	}
+	n.Ipv6AccessType = access
+	if access == "EXTERNAL" {
+		n.Ipv6AccessConfigs = []*compute.AccessConfig{{Kind: "compute#accessConfig", Name: "external-ipv6", Type: "DIRECT_IPV6", ExternalIpv6PrefixLength: 96, NetworkTier: "PREMIUM"}}
+	}
+	return nil
 }
 
 // buildDisksLocked resolves the instance's disks: persistent ones become disk resources named

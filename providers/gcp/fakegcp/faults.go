@@ -149,6 +149,9 @@ type Request struct {
 	Status int
 	// Query is the request's query string (filter, pageToken, requestId, ...).
 	Query string
+	// Body is a Compute request's body (an insert's instance); token requests' bodies, which
+	// carry credentials, are not kept.
+	Body []byte `json:",omitempty"`
 }
 
 // Requests returns every request so far, in order.

@@ -66,6 +66,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := c.clock.Now()
 	op := opUnknownEndpoint
 	var status int
+	var body []byte // of a Compute request (token requests carry credentials: not kept)
 	tokenFault := func(op string) *APIError {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -93,12 +94,17 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = c.serveGenerateAccessToken(w, r, path)
 		}
 	case strings.HasPrefix(path, ComputePath):
-		op, status = c.serveComputeChecked(w, r, strings.TrimPrefix(path, ComputePath))
+		var err error
+		if body, err = readBody(r); err != nil {
+			status = writeError(w, apiErr(http.StatusBadRequest, "parseError", "the request body cannot be read: %v", err))
+			break
+		}
+		op, status = c.serveComputeChecked(w, r, strings.TrimPrefix(path, ComputePath), body)
 	default:
 		status = writeError(w, apiErr(http.StatusNotFound, "notFound", "fakegcp does not serve %s", r.URL.Path))
 	}
 	c.mu.Lock()
-	c.requests = append(c.requests, Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery})
+	c.requests = append(c.requests, Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery, Body: body})
 	c.mu.Unlock()
 }
 
@@ -136,7 +142,7 @@ func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
 // serveComputeChecked answers a Compute API request: the method it calls (by the contract when
 // the fake has one), the caller's token, the request against the contract, then the answer,
 // which is checked against the contract before it is sent.
-func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path string) (op string, status int) {
+func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path string, body []byte) (op string, status int) {
 	c.mu.Lock()
 	ct := c.contract
 	c.mu.Unlock()
@@ -161,14 +167,6 @@ func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path
 	if m == nil {
 		return rt.op, c.serveCompute(w, r, rt)
 	}
-	var body []byte
-	if r.Body != nil {
-		var err error
-		if body, err = io.ReadAll(r.Body); err != nil {
-			return rt.op, writeError(w, apiErr(http.StatusBadRequest, "parseError", "the request body cannot be read: %v", err))
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
 	if e := ct.checkRequest(m, pathValues, r.URL.Query(), body); e != nil {
 		return rt.op, writeError(w, e)
 	}
@@ -183,6 +181,28 @@ func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.body.Bytes())
 	return rt.op, status
+}
+
+// maxBody bounds the body of a Compute request (an instance with 256 KiB of user data fits).
+const maxBody = 4 << 20
+
+// readBody reads a request's body and puts it back for the handler.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("the body is larger than %d bytes", maxBody)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) == 0 {
+		return nil, nil
+	}
+	return body, nil
 }
 
 // violated records an answer that broke the contract and answers 500 instead.
