@@ -110,42 +110,36 @@ func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // connQueue is a net.Listener of the tunnels the proxy hands over.
 type connQueue struct {
-	addr   net.Addr
-	mu     sync.Mutex
-	ch     chan net.Conn
-	closed bool
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
 }
 
 func newConnQueue(addr net.Addr) *connQueue {
-	return &connQueue{addr: addr, ch: make(chan net.Conn, 16)}
+	return &connQueue{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
 }
 
+// put hands a tunnel to Accept; false when the queue is closed.
 func (q *connQueue) put(c net.Conn) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
+	select {
+	case q.ch <- c:
+		return true
+	case <-q.done:
 		return false
 	}
-	q.ch <- c
-	return true
 }
 
 func (q *connQueue) Accept() (net.Conn, error) {
-	c, ok := <-q.ch
-	if !ok {
+	select {
+	case c := <-q.ch:
+		return c, nil
+	case <-q.done:
 		return nil, net.ErrClosed
 	}
-	return c, nil
 }
 
-func (q *connQueue) close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.closed {
-		q.closed = true
-		close(q.ch)
-	}
-}
+func (q *connQueue) close() { q.once.Do(func() { close(q.done) }) }
 
 func (q *connQueue) Close() error   { q.close(); return nil }
 func (q *connQueue) Addr() net.Addr { return q.addr }
