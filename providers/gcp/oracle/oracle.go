@@ -5,11 +5,13 @@
 // bodies (the instance an insert sends), their order, and what each driver answers (provider ID,
 // node name, listed machines, machine code).
 //
-// Gardener's driver is not a dependency of machinist: test/oracle/gcp/run.sh builds it from a
-// snapshot of its repository and runs both (`make test-gardener-oracle`), checks Gardener's side
-// against the recorded corpus in testdata/gardener, and writes the corpus anew with -update.
-// Gardener's Compute client has no endpoint option; it reaches the fake through Google's own
-// host name, which a loopback HTTPS proxy (front.go) answers for the fake.
+// Gardener's driver is not a dependency of machinist and the repository carries no recipe that
+// builds it: test/oracle/gcp/run.sh (`make test-gardener-oracle`) takes it as an executable
+// serving the JSON-lines protocol of Call and Result (docs/compatibility/gcp.md, "The oracle's
+// driver process"), runs both, checks Gardener's side against the recorded corpus in
+// testdata/gardener, and writes the corpus anew with -update. Gardener's Compute client has no
+// endpoint option; it reaches the fake through Google's own host name, which a loopback HTTPS
+// proxy (front.go) answers for the fake.
 //
 // The replay tests of this package run in every `make test`: machinist's side over the same
 // scenarios against the fake, compared with the corpus, and the corpus's requests sent to the

@@ -67,10 +67,11 @@ func (t machinistTarget) Call(ctx context.Context, c Call) (Result, error) {
 
 func (machinistTarget) Close() error { return nil }
 
-// gardenerTarget is Gardener's driver process (test/oracle/gcp/gardener-driver.go.txt, built by
-// run.sh): one JSON line per call on its stdin, one answer per line on its stdout. Its Compute
-// client reaches the fake through a front (HTTPS_PROXY) and trusts the front's and the fake's
-// CAs (SSL_CERT_FILE); the key's token_uri is the fake's own loopback URL.
+// gardenerTarget is Gardener's driver process (the operator's executable, docs/compatibility/gcp.md
+// "The oracle's driver process"): one JSON line per call on its stdin, one answer per line on
+// its stdout. Its Compute client reaches the fake through a front (HTTPS_PROXY) and trusts the
+// front's and the fake's CAs only (SSL_CERT_FILE); the key's token_uri is the fake's own
+// loopback URL, which is never proxied.
 type gardenerTarget struct {
 	cmd    *exec.Cmd
 	front  *front

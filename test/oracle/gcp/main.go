@@ -1,8 +1,8 @@
 // Command gcp is the GCP part of the differential run against Gardener's providers (make
 // test-gardener-oracle, test/oracle/gcp/run.sh): it runs every scenario of
-// providers/gcp/oracle through Gardener's GCP driver (built by run.sh from a snapshot of
-// gardener/machine-controller-manager-provider-gcp) and machinist's, each against a fresh
-// fakegcp, checks Gardener's transcripts against the recorded corpus (or writes them with
+// providers/gcp/oracle through Gardener's GCP driver (an executable the operator supplies, serving
+// the oracle's JSON-lines protocol: docs/compatibility/gcp.md) and machinist's, each against a
+// fresh fakegcp, checks Gardener's transcripts against the recorded corpus (or writes them with
 // -update), and compares the two drivers step by step. It exits 1 when a difference is not a
 // documented one, a documented one no longer occurs, or Gardener's side no longer matches the
 // corpus.
@@ -22,14 +22,14 @@ import (
 )
 
 func main() {
-	gardener := flag.String("gardener-driver", "", "Gardener's driver process, built by test/oracle/gcp/run.sh")
+	gardener := flag.String("gardener-driver", "", "Gardener's driver: an executable serving the oracle's JSON-lines protocol (ORACLE_GCP_DRIVER of test/oracle/gcp/run.sh)")
 	corpus := flag.String("corpus", filepath.Join("providers", "gcp", "oracle", oracle.CorpusDir), "the recorded corpus of Gardener's transcripts")
 	update := flag.Bool("update", false, "write Gardener's transcripts into the corpus instead of checking them")
 	out := flag.String("out", "", "also write both drivers' transcripts into this directory")
 	run := flag.String("run", "", "only the scenarios whose name matches this regular expression")
 	flag.Parse()
 	if *gardener == "" {
-		fmt.Fprintln(os.Stderr, "oracle: -gardener-driver is required (test/oracle/gcp/run.sh builds it)")
+		fmt.Fprintln(os.Stderr, "oracle: -gardener-driver is required: Gardener's driver behind the oracle's JSON-lines protocol (docs/compatibility/gcp.md)")
 		os.Exit(2)
 	}
 	match, err := regexp.Compile(*run)
