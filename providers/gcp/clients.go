@@ -34,7 +34,7 @@ type clientSet struct {
 	getInstance    func(ctx context.Context, zone, name string) (*compute.Instance, error)
 	insertInstance func(ctx context.Context, zone, requestID string, in *compute.Instance) (*compute.Operation, error)
 	deleteInstance func(ctx context.Context, zone, name string) (*compute.Operation, error)
-	listInstances  func(ctx context.Context, zone, filter string, page func(*compute.InstanceList) error) error
+	listInstances  func(ctx context.Context, zone string, page func(*compute.InstanceList) error) error
 	waitOperation  func(ctx context.Context, zone, name string) (*compute.Operation, error)
 }
 
@@ -51,8 +51,8 @@ func newCalls(svc *compute.Service, project string) *clientSet {
 		deleteInstance: func(ctx context.Context, zone, name string) (*compute.Operation, error) {
 			return svc.Instances.Delete(project, zone, name).Context(ctx).Do()
 		},
-		listInstances: func(ctx context.Context, zone, filter string, page func(*compute.InstanceList) error) error {
-			return svc.Instances.List(project, zone).Filter(filter).Context(ctx).Pages(ctx, page)
+		listInstances: func(ctx context.Context, zone string, page func(*compute.InstanceList) error) error {
+			return svc.Instances.List(project, zone).Context(ctx).Pages(ctx, page)
 		},
 		waitOperation: func(ctx context.Context, zone, name string) (*compute.Operation, error) {
 			return svc.ZoneOperations.Wait(project, zone, name).Context(ctx).Do()

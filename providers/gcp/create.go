@@ -17,7 +17,7 @@ import (
 // class's cluster and role tags. When the insert fails or is not awaited to its end, the
 // instance is deleted again before the error is returned.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toCreate)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,8 @@ const (
 	KeyServiceAccountJSON            = "serviceAccountJSON"
 	KeyServiceAccountJSONAlternative = "serviceaccount.json"
 	KeyCredentialsConfig             = "credentialsConfig"
-	// KeyProjectID names the project when the credentials do not (workload identity).
+	// KeyProjectID names the project when the credentials do not (workload identity, a service
+	// account key without project_id).
 	KeyProjectID = "projectID"
 	KeyUserData  = "userData"
 
@@ -125,10 +126,17 @@ func credentialsFrom(secret *corev1.Secret, tokenFile string) (credentials, erro
 		return credentials{}, invalid(field.ErrorList{field.Invalid(data.Key(c.key), "(not shown)", "must be the JSON of a service account key or of workload identity credentials: "+jsonProblem(err))})
 	}
 	c.kind, _ = fields["type"].(string)
+	// The key's project_id, else the secret's projectID, as Gardener's provider reads them
+	// (pkg/gcp/machine_controller_util.go, ExtractProject).
 	project, _ := fields["project_id"].(string)
 	c.project = strings.TrimSpace(project)
+	projectField := data.Key(c.key).Child("project_id")
 	if c.project == "" {
 		c.project = strings.TrimSpace(driver.SecretValue(secret, KeyProjectID))
+		projectField = data.Key(KeyProjectID)
+	}
+	if c.project != "" && !projectPattern.MatchString(c.project) {
+		errs = append(errs, field.Invalid(projectField, c.project, "must be a Google Cloud project ID, e.g. my-project"))
 	}
 	if c.endpoint != "" {
 		errs = append(errs, validateEndpoint(c.endpoint, data.Key(KeyComputeEndpoint))...)
@@ -158,8 +166,8 @@ func credentialsFrom(secret *corev1.Secret, tokenFile string) (credentials, erro
 		if key, _ := fields["private_key"].(string); !validPrivateKey(key) {
 			errs = append(errs, field.Invalid(data.Key(c.key), "private_key", "the service account key's private_key is not a PEM RSA private key: use the JSON key file of the service account"))
 		}
-		if project == "" {
-			errs = append(errs, field.Required(data.Key(c.key), "the service account key has no project_id: use the JSON key file of the service account"))
+		if c.project == "" {
+			errs = append(errs, field.Required(data.Key(KeyProjectID), "the service account key has no project_id and the secret no projectID: set projectID to the project's ID (or use the key file as Google writes it)"))
 		}
 		if c.endpoint != "" {
 			uri, _ := fields["token_uri"].(string)

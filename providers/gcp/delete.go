@@ -9,9 +9,11 @@ import (
 
 // DeleteMachine deletes the machine's instance (found by its ProviderID, else by the machine's
 // name in the class's zone) and waits for the operation; the disks go with it unless their
-// autoDelete is false. An instance that does not exist is success.
+// autoDelete is false. An instance that does not exist is success; one of that name without the
+// class's cluster and role tags is not the machine's: it is left alone and the answer is
+// NotFound, as Gardener's provider answers (the controller reads NotFound as "no VM").
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -39,8 +41,11 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	if err != nil {
 		return nil, statusOf("get instance "+name, err)
 	}
-	if foreignCluster(spec, in) {
-		return nil, driver.Errorf(driver.FailedPrecondition, "gcp: instance %q in %s carries another cluster's tag; not deleting it: check the MachineClass's zone and tags", name, zone)
+	if !owns(spec, in) {
+		// Not this machine's instance: it is left alone, and the machine has no instance, as
+		// Gardener's provider answers (its getVMs finds none, MachineNotFoundError).
+		log.Info("gcp: an instance of the machine's name lacks the class's cluster and role tags; not deleting it", "tags", tagsOf(in))
+		return nil, driver.Errorf(driver.NotFound, "gcp: instance %q in %s lacks this class's cluster and role tags (%v), so it is not this machine's: not deleted", name, zone, spec.scopeTags())
 	}
 	if in.DeletionProtection {
 		return nil, driver.Errorf(driver.FailedPrecondition, "gcp: instance %q in %s has deletion protection: turn it off (gcloud compute instances update %s --zone %s --no-deletion-protection) and the machine is deleted", name, zone, name, zone)

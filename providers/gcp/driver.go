@@ -101,9 +101,28 @@ func New(opts Options) *Driver {
 	return &Driver{opts: opts, log: log.With("provider", Name), cache: newClientCache(opts.MaxClientSets)}
 }
 
-// prepare decodes the class and secret and returns the spec and the credential set's client.
-func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret) (*ProviderSpec, *clientSet, error) {
-	spec, _, err := decodeSpec(class, d.opts.SpecMode)
+// purpose is what an operation does with the class, and so how much of it must be valid.
+type purpose int
+
+const (
+	// toCreate: CreateMachine acts on the whole spec, decoded in the driver's mode and validated.
+	toCreate purpose = iota
+	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach instances that exist; they
+	// need only the zone and the cluster and role tags (decodeScope), so a class that no longer
+	// validates can still have its instances found and deleted.
+	toReach
+)
+
+// prepare decodes the class and secret for p and returns the spec and the credential set's
+// client.
+func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*ProviderSpec, *clientSet, error) {
+	var spec *ProviderSpec
+	var err error
+	if p == toCreate {
+		spec, _, err = decodeSpec(class, d.opts.SpecMode)
+	} else {
+		spec, err = decodeScope(class)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

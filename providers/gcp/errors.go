@@ -113,7 +113,9 @@ func statusOf(what string, err error, refs ...reference) error {
 	}
 	detail += ": " + strings.TrimSpace(ge.Message)
 	code, hint := classify(ge.Code, reasons, ge.Message)
-	if ref, ok := referenced(ge.Message, refs); ok && (ge.Code == http.StatusNotFound || ge.Code == http.StatusBadRequest) {
+	if notOfferedInZone(ge.Message) {
+		code, hint = driver.ResourceExhausted, notOfferedHint(refs)
+	} else if ref, ok := referenced(ge.Message, refs); ok && (ge.Code == http.StatusNotFound || ge.Code == http.StatusBadRequest) {
 		code, hint = driver.InvalidArgument, fmt.Sprintf("%s %q names a %s that does not exist or cannot be used: fix it", ref.field, ref.value, singular(ref.kind))
 	} else if f, ok := fieldOf(ge.Message); ok && ge.Code == http.StatusBadRequest {
 		hint = "fix " + f + " in the MachineClass"
@@ -123,6 +125,24 @@ func statusOf(what string, err error, refs ...reference) error {
 		msg += ": " + hint
 	}
 	return driver.Wrap(code, err, msg)
+}
+
+// notOfferedInZone reports whether Compute Engine refused a resource because the zone does not
+// offer it: "Machine type with name 'a2-highgpu-1g' does not exist in zone 'europe-west1-d'."
+// Gardener's provider classifies that ResourceExhausted (pkg/gcp/machine_controller_util.go,
+// classifyIfResourceExhaustedError), so capacity fallback and Cluster Autoscaler's backoff move
+// on to another zone or class: the zone cannot make this machine, as in a stockout.
+func notOfferedInZone(message string) bool {
+	return strings.Contains(message, "does not exist in zone")
+}
+
+func notOfferedHint(refs []reference) string {
+	for _, r := range refs {
+		if r.kind == "machineTypes" {
+			return fmt.Sprintf("the zone does not offer %s %q: another zone or class (capacity fallback) can make the machine; if the name is mistyped, fix it", r.field, r.value)
+		}
+	}
+	return "the zone does not offer what the class asks for: use another zone or class"
 }
 
 // classify maps an HTTP error of the Compute API to a machine code and what to do.
@@ -169,6 +189,8 @@ func operationStatus(what string, oe *operationError, refs []reference) error {
 	switch {
 	case exhausted:
 		code, hint = driver.ResourceExhausted, "no capacity or quota for this machine here now: try another zone or machine type, or raise the quota"
+	case len(items) > 0 && notOfferedInZone(items[len(items)-1].Message):
+		code, hint = driver.ResourceExhausted, notOfferedHint(refs)
 	case len(items) > 0 && items[0].Code == "RESOURCE_NOT_FOUND":
 		code = driver.InvalidArgument
 		if ref, ok := referenced(items[0].Message, refs); ok {

@@ -180,7 +180,6 @@ func TestMissingResourcesNameTheField(t *testing.T) {
 		{"image family", func(s *ProviderSpec) { s.Disks[0].Image = "projects/debian-cloud/global/images/family/debian-99" }, "providerSpec.disks[0].image"},
 		{"network", func(s *ProviderSpec) { s.NetworkInterfaces[0].Network = "no-such-network" }, "providerSpec.networkInterfaces[0].network"},
 		{"subnetwork", func(s *ProviderSpec) { s.NetworkInterfaces[0].Subnetwork = "no-such-subnet" }, "providerSpec.networkInterfaces[0].subnetwork"},
-		{"machine type", func(s *ProviderSpec) { s.MachineType = "n2-standrad-4" }, "providerSpec.machineType"},
 		{"disk type", func(s *ProviderSpec) { s.Disks[0].Type = "pd-fastest" }, "providerSpec.disks[0].type"},
 		{"accelerator", func(s *ProviderSpec) {
 			s.Gpu = &GPU{AcceleratorType: "nvidia-tesla-k9000", Count: 1}

@@ -44,6 +44,14 @@ type testEnv struct {
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	c := fakegcp.New()
+	if err := c.ContractError(); err != nil {
+		t.Fatalf("the fake cannot check requests against the Compute contract: %v", err)
+	}
+	t.Cleanup(func() {
+		if v := c.ContractViolations(); len(v) > 0 {
+			t.Errorf("fakegcp broke the Compute contract: %v", v)
+		}
+	})
 	c.SetOperationDelay(10 * time.Millisecond)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -15,11 +15,8 @@ import (
 func buildInstance(spec *ProviderSpec, project, name, userDataKey, userData string) (*compute.Instance, []reference) {
 	zone := spec.Zone
 	var refs []reference
-	machineType := spec.MachineType
-	if !strings.Contains(machineType, "/") {
-		machineType = fmt.Sprintf("zones/%s/machineTypes/%s", zone, spec.MachineType)
-	}
-	refs = append(refs, reference{kind: "machineTypes", name: lastSegment(spec.MachineType), field: "providerSpec.machineType", value: spec.MachineType})
+	machineType := refValue(spec.MachineType, machineTypes, project, zone)
+	refs = append(refs, reference{kind: "machineTypes", name: refName(spec.MachineType, machineTypes), field: "providerSpec.machineType", value: spec.MachineType})
 	in := &compute.Instance{
 		Name:               name,
 		CanIpForward:       spec.CanIPForward,
@@ -57,7 +54,7 @@ func buildInstance(spec *ProviderSpec, project, name, userDataKey, userData stri
 		in.AdvancedMachineFeatures = &compute.AdvancedMachineFeatures{EnableNestedVirtualization: a.EnableNestedVirtualization}
 	}
 	for i, d := range spec.Disks {
-		ad, ref := attachedDisk(d, zone, i)
+		ad, ref := attachedDisk(d, project, zone, i)
 		in.Disks = append(in.Disks, ad)
 		refs = append(refs, ref...)
 	}
@@ -72,12 +69,12 @@ func buildInstance(spec *ProviderSpec, project, name, userDataKey, userData stri
 			n.AccessConfigs = []*compute.AccessConfig{{}}
 		}
 		if nic.Network != "" {
-			n.Network = fmt.Sprintf("projects/%s/global/networks/%s", project, nic.Network)
-			refs = append(refs, reference{kind: "networks", name: nic.Network, field: fmt.Sprintf("providerSpec.networkInterfaces[%d].network", i), value: nic.Network})
+			n.Network = refValue(nic.Network, networks, project, "")
+			refs = append(refs, reference{kind: "networks", name: refName(nic.Network, networks), field: fmt.Sprintf("providerSpec.networkInterfaces[%d].network", i), value: nic.Network})
 		}
 		if nic.Subnetwork != "" {
-			n.Subnetwork = fmt.Sprintf("regions/%s/subnetworks/%s", spec.Region, nic.Subnetwork)
-			refs = append(refs, reference{kind: "subnetworks", name: nic.Subnetwork, field: fmt.Sprintf("providerSpec.networkInterfaces[%d].subnetwork", i), value: nic.Subnetwork})
+			n.Subnetwork = refValue(nic.Subnetwork, subnetworks, project, spec.Region)
+			refs = append(refs, reference{kind: "subnetworks", name: refName(nic.Subnetwork, subnetworks), field: fmt.Sprintf("providerSpec.networkInterfaces[%d].subnetwork", i), value: nic.Subnetwork})
 		}
 		if nic.StackType == "IPV4_IPV6" || nic.UseAliasIPs {
 			n.StackType = nic.StackType
@@ -94,7 +91,7 @@ func buildInstance(spec *ProviderSpec, project, name, userDataKey, userData stri
 
 // attachedDisk is a disk created with the instance: a local SSD for type SCRATCH, a persistent
 // disk otherwise.
-func attachedDisk(d *Disk, zone string, i int) (*compute.AttachedDisk, []reference) {
+func attachedDisk(d *Disk, project, zone string, i int) (*compute.AttachedDisk, []reference) {
 	field := fmt.Sprintf("providerSpec.disks[%d]", i)
 	var refs []reference
 	var ad *compute.AttachedDisk
@@ -115,10 +112,10 @@ func attachedDisk(d *Disk, zone string, i int) (*compute.AttachedDisk, []referen
 			StoragePool:           ptr.Deref(d.StoragePool, ""),
 		}
 		// Gardener writes zones/ZONE/diskTypes/ with an empty type; machinist leaves the type
-		// out, so Compute Engine's default (pd-standard) applies.
+		// out, so Compute Engine's default for the machine series applies.
 		if d.Type != "" {
-			p.DiskType = fmt.Sprintf("zones/%s/diskTypes/%s", zone, d.Type)
-			refs = append(refs, reference{kind: "diskTypes", name: d.Type, field: field + ".type", value: d.Type})
+			p.DiskType = refValue(d.Type, diskTypes, project, zone)
+			refs = append(refs, reference{kind: "diskTypes", name: refName(d.Type, diskTypes), field: field + ".type", value: d.Type})
 		}
 		ad = &compute.AttachedDisk{Type: "PERSISTENT", Boot: d.Boot, AutoDelete: ptr.Deref(d.AutoDelete, true), InitializeParams: p}
 		if d.Image != "" {
@@ -154,29 +151,33 @@ func lastSegment(s string) string {
 	return s
 }
 
-// owns reports whether an instance carries every cluster and role tag of the spec.
+// owns reports whether an instance is the class's: it carries every cluster and role tag of the
+// class and no cluster tag the class lacks. Gardener's provider (pkg/gcp/machine_controller_util.go,
+// getVMs) compares the last cluster tag and the last role tag of each; both agree on the
+// instances Gardener and machinist create.
 func owns(spec *ProviderSpec, in *compute.Instance) bool {
-	var tags []string
-	if in.Tags != nil {
-		tags = in.Tags.Items
+	tags := tagsOf(in)
+	scope := spec.scopeTags()
+	if len(scope) == 0 {
+		return false
 	}
-	for _, t := range spec.scopeTags() {
+	for _, t := range scope {
 		if !slices.Contains(tags, t) {
+			return false
+		}
+	}
+	for _, t := range tags {
+		if strings.Contains(t, ClusterTagFragment) && !slices.Contains(scope, t) {
 			return false
 		}
 	}
 	return true
 }
 
-// foreignCluster reports whether an instance carries a cluster tag the spec does not.
-func foreignCluster(spec *ProviderSpec, in *compute.Instance) bool {
+// tagsOf is an instance's network tags.
+func tagsOf(in *compute.Instance) []string {
 	if in.Tags == nil {
-		return false
+		return nil
 	}
-	for _, t := range in.Tags.Items {
-		if strings.Contains(t, ClusterTagFragment) && !slices.Contains(spec.Tags, t) {
-			return true
-		}
-	}
-	return false
+	return in.Tags.Items
 }

@@ -101,9 +101,31 @@ func TestDeleteScopesAndProtection(t *testing.T) {
 	if err := e.delete(t, e.class, "never-made"); err != nil {
 		t.Errorf("absent instance: %v", err)
 	}
-	e.cloud.PutInstance(testZone, &compute.Instance{Name: "m-2", Tags: &compute.Tags{Items: []string{"kubernetes-io-cluster-other", roleTag}}})
-	if err := e.delete(t, e.class, "m-2"); driver.CodeOf(err) != driver.FailedPrecondition || !strings.Contains(driver.MessageOf(err), "another cluster") {
-		t.Errorf("foreign instance: %v", err)
+	// An instance of the machine's name without the class's cluster and role tags is not the
+	// machine's: it survives, and the answer is Gardener's, NotFound (the controller reads it as
+	// "no VM" and finishes the machine's deletion).
+	for name, tags := range map[string][]string{
+		"untagged":      nil,
+		"other-cluster": {"kubernetes-io-cluster-other", roleTag},
+		"other-role":    {clusterTag, "kubernetes-io-role-gpu"},
+		"two-clusters":  {clusterTag, "kubernetes-io-cluster-other", roleTag},
+		"only-names":    {"shoot--dev--alpha"},
+	} {
+		in := &compute.Instance{Name: name}
+		if tags != nil {
+			in.Tags = &compute.Tags{Items: tags}
+		}
+		e.cloud.PutInstance(testZone, in)
+		err := e.delete(t, e.class, name)
+		if driver.CodeOf(err) != driver.NotFound || !strings.Contains(driver.MessageOf(err), "not this machine's") {
+			t.Errorf("%s: %v, want NotFound", name, err)
+		}
+		if _, ok := e.cloud.Instance(testZone, name); !ok {
+			t.Errorf("%s: the instance that is not the machine's was deleted", name)
+		}
+	}
+	if n := len(e.cloud.RequestsFor(fakegcp.OpDeleteInstance)); n != 0 {
+		t.Errorf("%d delete requests for instances that are not the class's", n)
 	}
 	e.class = e.classWith("protected", func(s *ProviderSpec) { s.DeletionProtection = true })
 	e.mustCreate(t, "m-3")
@@ -128,9 +150,9 @@ func TestDeleteScopesAndProtection(t *testing.T) {
 	}
 }
 
-// ListMachines asks Compute Engine for the class's tags (the filter is applied server-side),
-// follows every page, and lists only the class's cluster and role.
-func TestListIsFilteredServerSideAndPaged(t *testing.T) {
+// ListMachines reads the whole zone page by page, without a list filter (Compute Engine refuses
+// filters on tags.items, and so does the fake), and lists only the class's cluster and role.
+func TestListFiltersOnTheClientAndPages(t *testing.T) {
 	e := newTestEnv(t)
 	e.cloud.SetPageSize(2)
 	for i := range 5 {
@@ -141,6 +163,8 @@ func TestListIsFilteredServerSideAndPaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.cloud.PutInstance(testZone, &compute.Instance{Name: "untagged"})
+	e.cloud.PutInstance(testZone, &compute.Instance{Name: "shared", Tags: &compute.Tags{Items: []string{clusterTag, "kubernetes-io-cluster-other", roleTag}}})
+	e.cloud.PutInstance("europe-west1-c", &compute.Instance{Name: "m-9", Tags: &compute.Tags{Items: []string{clusterTag, roleTag}}})
 	e.cloud.ResetRequests()
 	got := e.list(t, e.class)
 	var names []string
@@ -155,12 +179,13 @@ func TestListIsFilteredServerSideAndPaged(t *testing.T) {
 		t.Errorf("listed %v", names)
 	}
 	reqs := e.cloud.RequestsFor(fakegcp.OpListInstances)
-	if len(reqs) != 3 {
-		t.Fatalf("%d list requests, want 3 pages of at most 2", len(reqs))
+	if len(reqs) != 4 {
+		t.Fatalf("%d list requests, want 4 pages of at most 2 (8 instances in the zone)", len(reqs))
 	}
-	q, _ := url.ParseQuery(reqs[0].Query)
-	if want := `(tags.items:"` + clusterTag + `") (tags.items:"` + roleTag + `")`; q.Get("filter") != want {
-		t.Errorf("filter = %q, want %q", q.Get("filter"), want)
+	for _, r := range reqs {
+		if q, _ := url.ParseQuery(r.Query); q.Has("filter") || r.Status != 200 {
+			t.Errorf("list request %s answered %d, want no filter and 200", r.Query, r.Status)
+		}
 	}
 	if got := e.list(t, other); len(got) != 1 || got["gce:///machinist-fake/europe-west1-b/g-0"] != "g-0" {
 		t.Errorf("other role lists %v", got)
@@ -217,6 +242,49 @@ func TestServiceNames(t *testing.T) {
 	} {
 		if got := serviceOf(tc.method, tc.path); got != tc.want {
 			t.Errorf("%s %s = %s, want %s", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+// A preempted Spot VM is gone when its termination action is DELETE (the machine has no
+// instance: NotFound, not listed) and TERMINATED with STOP (still the machine's, and deleted
+// with it).
+func TestPreemptedSpotVMs(t *testing.T) {
+	e := newTestEnv(t)
+	for action, name := range map[string]string{"DELETE": "m-del", "STOP": "m-stop"} {
+		class := e.classWith("spot-"+strings.ToLower(action), func(s *ProviderSpec) {
+			s.Scheduling = Scheduling{ProvisioningModel: "SPOT", InstanceTerminationAction: action, OnHostMaintenance: "TERMINATE"}
+		})
+		if _, err := e.createIn(t.Context(), class, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cloud.Preempt(testZone, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.cloud.Settle()
+	status := func(name string) error {
+		_, err := e.drv.GetMachineStatus(t.Context(), &driver.GetMachineStatusRequest{Machine: machine(name), MachineClass: e.class, Secret: e.secret})
+		return err
+	}
+	if err := status("m-del"); driver.CodeOf(err) != driver.NotFound {
+		t.Errorf("status of the deleted Spot VM: %v, want NotFound", err)
+	}
+	if err := status("m-stop"); err != nil {
+		t.Errorf("status of the stopped Spot VM: %v", err)
+	}
+	if in, _ := e.cloud.Instance(testZone, "m-stop"); in == nil || in.Status != "TERMINATED" {
+		t.Errorf("stopped Spot VM: %+v", in)
+	}
+	if got := e.list(t, e.class); len(got) != 1 || got["gce:///machinist-fake/europe-west1-b/m-stop"] != "m-stop" {
+		t.Errorf("listed %v", got)
+	}
+	for _, name := range []string{"m-del", "m-stop"} {
+		if err := e.delete(t, e.class, name); err != nil {
+			t.Errorf("delete %s: %v", name, err)
+		}
+		if left := e.leftovers(name); len(left) != 0 {
+			t.Errorf("%s left %v", name, left)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package gcp
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +12,7 @@ import (
 
 // GetMachineStatus reports the machine's instance; NotFound when there is none of the class.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
@@ -48,19 +46,23 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	}, nil
 }
 
-// ListMachines lists the instances of the class's zone that carry its cluster and role tags,
-// filtered by them on Compute Engine's side and page by page.
+// ListMachines lists the instances of the class's zone that carry its cluster and role tags. It
+// reads the whole zone page by page and picks them on its side, as Gardener's provider does
+// (pkg/gcp/machine_controller_util.go, getVMs): Compute Engine's list filters do not reach into
+// repeated fields such as tags.items (the discovery document's filter grammar compares a field
+// with a string, number or boolean, and Compute Engine answers such filters 400 "Invalid list
+// filter expression").
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	out := map[string]string{}
-	err = cs.listInstances(ctx, spec.Zone, listFilter(spec), func(page *compute.InstanceList) error {
+	err = cs.listInstances(ctx, spec.Zone, func(page *compute.InstanceList) error {
 		for _, in := range page.Items {
-			if owns(spec, in) { // the filter's answer is checked again
+			if owns(spec, in) {
 				out[providerID(cs.project, spec.Zone, in.Name)] = in.Name
 			}
 		}
@@ -70,20 +72,6 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 		return nil, statusOf(fmt.Sprintf("list instances in %s", spec.Zone), err)
 	}
 	return &driver.ListMachinesResponse{MachineList: out}, nil
-}
-
-// listFilter narrows the list to the instances that carry the spec's cluster and role tags. It
-// uses the has operator `:`, the one AIP-160 defines for repeated fields such as tags.items
-// (Compute Engine's older filter syntax reads `:` on strings as a substring match, which selects
-// a superset): the filter only saves pages, and ListMachines checks every answer's tags again.
-// `=` on a repeated field is not part of AIP-160, and a filter Compute Engine refused would fail
-// every list.
-func listFilter(spec *ProviderSpec) string {
-	terms := make([]string, 0, 2)
-	for _, t := range spec.scopeTags() {
-		terms = append(terms, "(tags.items:"+strconv.Quote(t)+")")
-	}
-	return strings.Join(terms, " ")
 }
 
 // gcePDCSIDriver is the Compute Engine persistent disk CSI driver's name.

@@ -1,6 +1,8 @@
 package gcp
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -22,6 +24,67 @@ func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSp
 	return driver.DecodeValidSpec(class, Name, mode, driver.FoldedNames, validateSpec)
 }
 
+// decodeScope decodes what DeleteMachine, GetMachineStatus and ListMachines need of a class:
+// its zone and the cluster and role tags that scope it (validateScope). The rest of the spec is
+// read as far as it decodes (encoding/json skips a value of the wrong type and goes on) and not
+// validated, in any mode: a class machinist would now refuse to create from must not keep its
+// existing VMs from being found and deleted. Gardener's provider checks only that the zone is
+// set on these calls (pkg/gcp/machine_controller.go, validateZone).
+func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
+	if err := driver.CheckProvider(class, Name); err != nil {
+		return nil, err
+	}
+	raw := class.ProviderSpec.Raw
+	if len(raw) == 0 {
+		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
+	}
+	spec := &ProviderSpec{}
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(raw, spec); err != nil && !errors.As(err, &typeErr) {
+		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is not valid JSON: %s: fix the manifest", class.Name, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if err := driver.Invalid(class, validateScope(spec)); err != nil {
+		return nil, err
+	}
+	return spec, nil
+}
+
+// validateScope checks what reaching a class's existing VMs needs: the zone they are in, and the
+// cluster and role tags without which the driver cannot tell the class's VMs from others'.
+func validateScope(s *ProviderSpec) field.ErrorList {
+	p := driver.ProviderSpecPath
+	errs := validateZone(s.Zone, p.Child("zone"))
+	cluster, role := scopeTagsPresent(s.Tags)
+	if !cluster {
+		errs = append(errs, field.Required(p.Child("tags"), "add the tag "+ClusterTagFragment+"<cluster name>: it scopes the class to its cluster"))
+	}
+	if !role {
+		errs = append(errs, field.Required(p.Child("tags"), "add a tag "+RoleTagFragment+"<role>, e.g. "+RoleTagFragment+"node: it scopes the class to its role"))
+	}
+	return errs
+}
+
+// validateZone requires a zone that can be a path segment of the Compute API (the discovery
+// document's zone pattern). Which zones exist is Compute Engine's answer.
+func validateZone(zone string, p *field.Path) field.ErrorList {
+	switch {
+	case zone == "":
+		return field.ErrorList{field.Required(p, "set the zone, e.g. europe-west1-b")}
+	case !resourceNamePattern.MatchString(zone):
+		return field.ErrorList{field.Invalid(p, zone, "must be a Compute Engine zone's name, e.g. europe-west1-b")}
+	}
+	return nil
+}
+
+// scopeTagsPresent reports whether tags hold a cluster tag and a role tag.
+func scopeTagsPresent(tags []string) (cluster, role bool) {
+	for _, t := range tags {
+		cluster = cluster || strings.Contains(t, ClusterTagFragment)
+		role = role || strings.Contains(t, RoleTagFragment)
+	}
+	return cluster, role
+}
+
 // checkSpec is the provider's registry.Registration.CheckSpec.
 func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
 	_, warnings, err := decodeSpec(class, mode)
@@ -29,9 +92,11 @@ func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.Spe
 }
 
 var (
-	// Compute Engine resource names and network tags (RFC 1035 labels).
+	// Compute Engine resource names and network tags (RFC 1035 labels); also the pattern the
+	// Compute discovery document gives the region and zone path parameters, so it is all that
+	// is checked of them: which regions exist is Compute Engine's answer (S3NS's
+	// u-france-east1 and regions newer than machinist included).
 	resourceNamePattern = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	regionPattern       = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
 	labelKeyPattern     = regexp.MustCompile(`^[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}$`)
 	labelValuePattern   = regexp.MustCompile(`^[\p{Ll}\p{Lo}\p{N}_-]{0,63}$`)
 	metadataKeyPattern  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
@@ -46,23 +111,23 @@ func validateSpec(s *ProviderSpec) field.ErrorList {
 	switch {
 	case strings.TrimSpace(s.MachineType) == "":
 		errs = append(errs, field.Required(p.Child("machineType"), "set the machine type, e.g. n2-standard-4"))
-	case strings.Contains(s.MachineType, "/") && !strings.Contains(s.MachineType, "/machineTypes/"):
-		errs = append(errs, field.Invalid(p.Child("machineType"), s.MachineType, "must be a machine type's name, e.g. n2-standard-4"))
+	default:
+		if _, err := parseRef(s.MachineType, machineTypes, s.Zone); err != nil {
+			errs = append(errs, field.Invalid(p.Child("machineType"), s.MachineType, "must be a machine type's name (e.g. n2-standard-4) or URL: "+err.Error()))
+		}
 	}
 	switch {
 	case s.Region == "":
 		errs = append(errs, field.Required(p.Child("region"), "set the region, e.g. europe-west1"))
-	case !regionPattern.MatchString(s.Region):
-		errs = append(errs, field.Invalid(p.Child("region"), s.Region, "must be a Compute Engine region, e.g. europe-west1"))
+	case !resourceNamePattern.MatchString(s.Region):
+		errs = append(errs, field.Invalid(p.Child("region"), s.Region, "must be a Compute Engine region's name, e.g. europe-west1"))
 	}
-	switch {
-	case s.Zone == "":
-		errs = append(errs, field.Required(p.Child("zone"), "set the zone, e.g. europe-west1-b"))
-	case s.Region != "" && !strings.HasPrefix(s.Zone, s.Region+"-"):
+	errs = append(errs, validateZone(s.Zone, p.Child("zone"))...)
+	if s.Region != "" && s.Zone != "" && !strings.HasPrefix(s.Zone, s.Region+"-") {
 		errs = append(errs, field.Invalid(p.Child("zone"), s.Zone, fmt.Sprintf("must be a zone of region %s, e.g. %s-b", s.Region, s.Region)))
 	}
-	errs = append(errs, validateDisks(s.Disks, p.Child("disks"))...)
-	errs = append(errs, validateNICs(s.NetworkInterfaces, p.Child("networkInterfaces"))...)
+	errs = append(errs, validateDisks(s.Disks, s.Zone, p.Child("disks"))...)
+	errs = append(errs, validateNICs(s.NetworkInterfaces, s.Region, p.Child("networkInterfaces"))...)
 	errs = append(errs, validateMetadata(s.Metadata, p.Child("metadata"))...)
 	errs = append(errs, validateGPU(s.Gpu, p.Child("gpu"))...)
 	errs = append(errs, validateScheduling(s.Scheduling, s.Gpu, p.Child("scheduling"))...)
@@ -79,7 +144,7 @@ func validateSpec(s *ProviderSpec) field.ErrorList {
 	return errs
 }
 
-func validateDisks(disks []*Disk, p *field.Path) field.ErrorList {
+func validateDisks(disks []*Disk, zone string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(disks) == 0 {
 		return field.ErrorList{field.Required(p, "add at least the boot disk (boot: true with an image)")}
@@ -101,8 +166,10 @@ func validateDisks(disks []*Disk, p *field.Path) field.ErrorList {
 			if d.Boot {
 				errs = append(errs, field.Invalid(dp.Child("boot"), true, "a SCRATCH disk (local SSD) cannot be the boot disk"))
 			}
-		} else if d.Type != "" && !resourceNamePattern.MatchString(d.Type) {
-			errs = append(errs, field.Invalid(dp.Child("type"), d.Type, "must be a disk type's name, e.g. pd-balanced, or SCRATCH"))
+		} else if d.Type != "" {
+			if _, err := parseRef(d.Type, diskTypes, zone); err != nil {
+				errs = append(errs, field.Invalid(dp.Child("type"), d.Type, "must be a disk type's name (e.g. pd-balanced), SCRATCH, or its URL: "+err.Error()))
+			}
 		}
 		if d.Boot && strings.TrimSpace(d.Image) == "" {
 			errs = append(errs, field.Required(dp.Child("image"), "the boot disk needs an image, e.g. projects/debian-cloud/global/images/family/debian-12"))
@@ -139,7 +206,7 @@ func validateDisks(disks []*Disk, p *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateNICs(nics []*NetworkInterface, p *field.Path) field.ErrorList {
+func validateNICs(nics []*NetworkInterface, region string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(nics) == 0 {
 		return field.ErrorList{field.Required(p, "add a network interface with a network or subnetwork")}
@@ -153,11 +220,15 @@ func validateNICs(nics []*NetworkInterface, p *field.Path) field.ErrorList {
 		if nic.Network == "" && nic.Subnetwork == "" {
 			errs = append(errs, field.Required(np.Child("subnetwork"), "set the network or the subnetwork (or both)"))
 		}
-		if nic.Network != "" && !resourceNamePattern.MatchString(nic.Network) {
-			errs = append(errs, field.Invalid(np.Child("network"), nic.Network, "must be the VPC network's name"))
+		if nic.Network != "" {
+			if _, err := parseRef(nic.Network, networks, ""); err != nil {
+				errs = append(errs, field.Invalid(np.Child("network"), nic.Network, "must be the VPC network's name or URL: "+err.Error()))
+			}
 		}
-		if nic.Subnetwork != "" && !resourceNamePattern.MatchString(nic.Subnetwork) {
-			errs = append(errs, field.Invalid(np.Child("subnetwork"), nic.Subnetwork, "must be the subnetwork's name"))
+		if nic.Subnetwork != "" {
+			if _, err := parseRef(nic.Subnetwork, subnetworks, region); err != nil {
+				errs = append(errs, field.Invalid(np.Child("subnetwork"), nic.Subnetwork, "must be the subnetwork's name or URL: "+err.Error()))
+			}
 		}
 		if !slices.Contains([]string{"", "IPV4_ONLY", "IPV4_IPV6"}, nic.StackType) {
 			errs = append(errs, field.NotSupported(np.Child("stackType"), nic.StackType, []string{"IPV4_ONLY", "IPV4_IPV6"}))
@@ -266,7 +337,6 @@ func validateLabels(labels map[string]string, p *field.Path) field.ErrorList {
 
 func validateTags(tags []string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	cluster, role := false, false
 	seen := map[string]bool{}
 	for i, t := range tags {
 		if !resourceNamePattern.MatchString(t) {
@@ -276,9 +346,8 @@ func validateTags(tags []string, p *field.Path) field.ErrorList {
 			errs = append(errs, field.Duplicate(p.Index(i), t))
 		}
 		seen[t] = true
-		cluster = cluster || strings.Contains(t, ClusterTagFragment)
-		role = role || strings.Contains(t, RoleTagFragment)
 	}
+	cluster, role := scopeTagsPresent(tags)
 	if len(tags) > 64 {
 		errs = append(errs, field.TooMany(p, len(tags), 64))
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,11 +32,17 @@ import (
 // class (kubernetes/samples/fakecloud/gcp-machineclass.yaml) through the real `machinist run`
 // and the compiled-in GCP provider, against the fake Compute Engine over HTTPS, reaches three
 // Running machines (each instance's kubelet, played by the test, registers its node once the
-// machine has recorded the instance), and scaled to zero leaves nothing: no machine, node,
-// instance or disk.
+// machine has recorded the instance); the orphan collector deletes an instance of the class no
+// machine owns and leaves a same-named instance without the class's tags alone, listing the zone
+// without a tag filter (the fake refuses one as Compute Engine does); and scaled to zero leaves
+// nothing of the deployment: no machine, node, instance or disk. Every request and answer kept
+// to the Compute contract.
 func TestRunGCPMachineDeployment(t *testing.T) {
 	e := newE2E(t)
 	cloud := fakegcp.New()
+	if err := cloud.ContractError(); err != nil {
+		t.Fatalf("the fake cannot check requests against the Compute contract: %v", err)
+	}
 	cloud.SetOperationDelay(50 * time.Millisecond)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -47,7 +54,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	key := cloud.SeedDemo(srv.TokenURL())
-	e.startRun()
+	e.startRun("--machine-safety-orphan-vms-period", "1s", "--machine-safety-orphan-vms-grace-period", "1s")
 
 	ctx := context.Background()
 	secret := &corev1.Secret{
@@ -103,16 +110,41 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 		t.Errorf("%d token requests for the whole rollout, want 1: the client is reused", n)
 	}
 
+	// An instance of the class without a machine is an orphan; one without the class's tags is
+	// someone else's.
+	tags := []string{"demo", "kubernetes-io-cluster-demo", "kubernetes-io-role-node"}
+	cloud.PutInstance(fakegcp.DemoZone, &compute.Instance{Name: "gcp-orphan", Tags: &compute.Tags{Items: tags}})
+	cloud.PutInstance(fakegcp.DemoZone, &compute.Instance{Name: "gcp-stranger"})
+	eventually.Explained(e.t, time.Minute, "the orphan collected", func() (bool, string) {
+		_, ok := cloud.Instance(fakegcp.DemoZone, "gcp-orphan")
+		return !ok, "gcp-orphan still exists"
+	})
+	lists := cloud.RequestsFor(fakegcp.OpListInstances)
+	for _, r := range lists {
+		if strings.Contains(r.Query, "filter") || r.Status != 200 {
+			t.Errorf("list request ?%s answered %d, want 200 and no filter", r.Query, r.Status)
+		}
+	}
+	if len(lists) == 0 {
+		t.Error("the orphan collector listed nothing")
+	}
+
 	e.updateDeployment("default", "gcp", func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 0 })
 	eventually.Explained(e.t, 2*time.Minute, "nothing left", func() (bool, string) {
 		var nodes corev1.NodeList
 		if err := e.c.List(ctx, &nodes); err != nil {
 			return false, err.Error()
 		}
-		left := len(e.machines("default")) + len(nodes.Items) + len(cloud.Instances()) + len(cloud.Disks())
-		return left == 0, fmt.Sprintf("machines %d, nodes %d, instances %d, disks %d",
+		left := len(e.machines("default")) + len(nodes.Items) + len(cloud.Instances()) - 1 + len(cloud.Disks())
+		return left == 0, fmt.Sprintf("machines %d, nodes %d, instances %d (one is gcp-stranger), disks %d",
 			len(e.machines("default")), len(nodes.Items), len(cloud.Instances()), len(cloud.Disks()))
 	})
+	if _, ok := cloud.Instance(fakegcp.DemoZone, "gcp-stranger"); !ok {
+		t.Error("the instance without the class's tags was deleted")
+	}
+	if v := cloud.ContractViolations(); len(v) > 0 {
+		t.Errorf("fakegcp broke the Compute contract: %v", v)
+	}
 	sort.Strings(names)
 	if registered := kubelets.registered(); strings.Join(registered, ",") != strings.Join(names, ",") {
 		t.Errorf("nodes registered for %v, machines were %v", registered, names)

@@ -4,14 +4,22 @@
 // flows call (a service account's JWT bearer grant, workload identity's STS token exchange and
 // service account impersonation).
 //
+// It follows the Compute API's published contract, the discovery document of the
+// google.golang.org/api module (Contract): requests are checked against it as Compute Engine
+// checks them (400 for a path parameter off its pattern, an unknown query parameter or field, a
+// value of the wrong type or outside its enum) and so are its own answers (a violation is the
+// fake's bug: 500, recorded). List filters follow the grammar the document gives (filter.go): a
+// filter on a repeated field such as tags.items is refused with Compute Engine's 400 "Invalid
+// list filter expression".
+//
 // It keeps instances, their disks and zonal operations that finish after a delay, and serves
-// images (by name and family), networks, subnetworks and machine types, list filters (the
-// Compute API's `(field = "value")` expressions) and pagination (maxResults, pageToken). Inserts
-// are checked the way Compute Engine checks them (machine type, image, disk type, network,
-// subnetwork, accelerator and labels), vCPU quotas are counted per region, and fault switches
-// make requests or operations fail: stockouts (ZONE_RESOURCE_POOL_EXHAUSTED), quota
-// (QUOTA_EXCEEDED), rate limits (rateLimitExceeded), 5xx, slow operations and denied
-// permissions. Every request is recorded with its time.
+// images (by name and family), networks, subnetworks and machine types (per zone), pagination
+// (maxResults, pageToken) and zonal operation lists. Inserts are checked the way Compute Engine
+// checks them (machine type in the zone, image, disk type, network, subnetwork, accelerator and
+// labels), vCPU quotas are counted per region, Spot and preemptible instances can be preempted
+// (Preempt), and fault switches make requests or operations fail: stockouts
+// (ZONE_RESOURCE_POOL_EXHAUSTED), quota (QUOTA_EXCEEDED), rate limits (rateLimitExceeded), 5xx,
+// slow operations and denied permissions. Every request is recorded with its time.
 package fakegcp
 
 import (
@@ -22,6 +30,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,7 +51,8 @@ type Cloud struct {
 	project string
 	// zones by region; a zone named in a request must be one of them.
 	zones        map[string]string // zone -> region
-	machineTypes map[string]int    // machine type -> vCPUs, offered in every zone
+	machineTypes map[string]int    // machine type -> vCPUs, offered in every zone but those withdrawn
+	withdrawn    map[string]bool   // "<zone>/<machine type>" not offered there
 	diskTypes    map[string]bool
 	accelerators map[string]bool
 	images       map[string]*compute.Image      // "<project>/<name>"
@@ -67,6 +77,10 @@ type Cloud struct {
 	nextIP   int
 
 	requests []Request
+
+	contract    *Contract // nil: requests and answers are not checked
+	contractErr error     // why there is no contract
+	violations  []string  // answers of the fake that broke the contract
 }
 
 // New returns a fake with one project (DefaultProject), the regions europe-west1 (zones b, c, d)
@@ -91,6 +105,7 @@ func NewWithClock(clk clock.Clock) *Cloud {
 			"hyperdisk-balanced": true, "hyperdisk-throughput": true, "hyperdisk-extreme": true, "local-ssd": true,
 		},
 		accelerators: map[string]bool{"nvidia-tesla-t4": true, "nvidia-l4": true, "nvidia-tesla-a100": true},
+		withdrawn:    map[string]bool{},
 		images:       map[string]*compute.Image{},
 		networks:     map[string]*compute.Network{},
 		subnetworks:  map[string]*compute.Subnetwork{},
@@ -106,12 +121,40 @@ func NewWithClock(clk clock.Clock) *Cloud {
 		waitMax:      30 * time.Second,
 		pageSize:     500,
 	}
+	c.contract, c.contractErr = DefaultContract()
 	for region, zones := range map[string][]string{"europe-west1": {"b", "c", "d"}, "us-central1": {"a", "b", "c"}} {
 		for _, z := range zones {
 			c.zones[region+"-"+z] = region
 		}
 	}
 	return c
+}
+
+// SetContract replaces the contract requests and answers are checked against (New reads
+// DefaultContract); nil turns the checks off.
+func (c *Cloud) SetContract(ct *Contract) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.contract, c.contractErr = ct, nil
+}
+
+// ContractError says why the fake checks nothing against the Compute contract (the discovery
+// document could not be read), or is nil when it checks.
+func (c *Cloud) ContractError() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.contract == nil && c.contractErr == nil {
+		return fmt.Errorf("fakegcp: the contract checks are turned off")
+	}
+	return c.contractErr
+}
+
+// ContractViolations are the answers of the fake that broke the Compute contract (each was
+// answered 500 instead): a bug of the fake.
+func (c *Cloud) ContractViolations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.violations)
 }
 
 // Project is the project the fake serves.
@@ -215,6 +258,21 @@ func (c *Cloud) AddSubnetwork(region, network, name, cidr string, secondary map[
 	c.subnetworks[region+"/"+name] = s
 }
 
+// EnableIPv6 makes a subnetwork dual-stack (IPV4_IPV6) with an IPv6 range of accessType
+// (EXTERNAL or INTERNAL): interfaces of stackType IPV4_IPV6 need such a subnetwork.
+func (c *Cloud) EnableIPv6(region, name, accessType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.subnetworks[region+"/"+name]; s != nil {
+		s.StackType, s.Ipv6AccessType = "IPV4_IPV6", accessType
+		if accessType == "EXTERNAL" {
+			s.ExternalIpv6Prefix = "2600:1900:4010:1a2b::/64"
+		} else {
+			s.InternalIpv6Prefix = "fd20:c00:1a2b::/64"
+		}
+	}
+}
+
 // SetCPUQuota limits the vCPUs of the instances of region (the CPUS quota); cpus < 0 removes the
 // limit.
 func (c *Cloud) SetCPUQuota(region string, cpus int) {
@@ -225,6 +283,21 @@ func (c *Cloud) SetCPUQuota(region string, cpus int) {
 		return
 	}
 	c.cpuQuota[region] = cpus
+}
+
+// WithdrawMachineType stops offering a machine type in a zone: inserts of it there are refused
+// as Compute Engine refuses a type the zone does not have ("Machine type with name 'T' does not
+// exist in zone 'Z'.").
+func (c *Cloud) WithdrawMachineType(zone, machineType string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.withdrawn[zone+"/"+machineType] = true
+}
+
+// offersLocked reports whether zone offers a machine type, and its vCPUs.
+func (c *Cloud) offersLocked(zone, machineType string) (int, bool) {
+	cpus, ok := c.machineTypes[machineType]
+	return cpus, ok && !c.withdrawn[zone+"/"+machineType]
 }
 
 // SetOperationDelay sets how long operations take from insert or delete to DONE.
@@ -302,6 +375,7 @@ func (c *Cloud) PutInstance(zone string, in *compute.Instance) {
 	if in.Status == "" {
 		in.Status = "RUNNING"
 	}
+	completeInstanceLocked(in)
 	c.instances[zone+"/"+in.Name] = in
 }
 
@@ -332,6 +406,11 @@ type State struct {
 	Disks      []*compute.Disk     `json:"disks"`
 	Operations int                 `json:"operations"`
 	Requests   int                 `json:"requests"`
+	// Contract is the discovery document's revision requests are checked against, or why
+	// they are not.
+	Contract string `json:"contract"`
+	// ContractViolations are the fake's answers that broke the contract.
+	ContractViolations []string `json:"contractViolations,omitempty"`
 }
 
 // State returns what the fake holds.
@@ -339,7 +418,15 @@ func (c *Cloud) State() State {
 	in, d := c.Instances(), c.Disks()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return State{Project: c.project, Instances: in, Disks: d, Operations: len(c.operations), Requests: len(c.requests)}
+	contract := "not checked: the contract checks are turned off"
+	switch {
+	case c.contract != nil:
+		contract = "Compute v1 discovery document, revision " + c.contract.Revision
+	case c.contractErr != nil:
+		contract = "not checked: " + c.contractErr.Error()
+	}
+	return State{Project: c.project, Instances: in, Disks: d, Operations: len(c.operations), Requests: len(c.requests),
+		Contract: contract, ContractViolations: slices.Clone(c.violations)}
 }
 
 func (c *Cloud) newIDLocked() uint64 {

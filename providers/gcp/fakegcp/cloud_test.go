@@ -22,14 +22,15 @@ import (
 // served is the fake behind HTTPS on loopback and a Compute API client of the demo service
 // account, built as any client of the real API is.
 type served struct {
-	c   *Cloud
-	srv *Server
-	svc *compute.Service
+	c    *Cloud
+	srv  *Server
+	svc  *compute.Service
+	http *http.Client // authorized as the demo service account
 }
 
 func serve(t *testing.T) *served { return serveWith(t, New()) }
 
-func serveWith(t *testing.T, c *Cloud) *served {
+func serveWith(t testing.TB, c *Cloud) *served {
 	t.Helper()
 	c.SetOperationDelay(20 * time.Millisecond)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -50,11 +51,20 @@ func serveWith(t *testing.T, c *Cloud) *served {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := compute.NewService(ctx, option.WithHTTPClient(oauth2.NewClient(ctx, cfg.TokenSource(ctx))), option.WithEndpoint(srv.ComputeEndpoint()))
+	authorized := oauth2.NewClient(ctx, cfg.TokenSource(ctx))
+	svc, err := compute.NewService(ctx, option.WithHTTPClient(authorized), option.WithEndpoint(srv.ComputeEndpoint()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &served{c: c, srv: srv, svc: svc}
+	if c.contractErr != nil { // not turned off with SetContract(nil): it could not be read
+		t.Fatalf("the fake cannot check requests against the Compute contract: %v", c.contractErr)
+	}
+	t.Cleanup(func() {
+		if v := c.ContractViolations(); len(v) > 0 {
+			t.Errorf("fakegcp broke the Compute contract: %v", v)
+		}
+	})
+	return &served{c: c, srv: srv, svc: svc, http: authorized}
 }
 
 func (s *served) instance(name string, tags ...string) *compute.Instance {
@@ -158,7 +168,15 @@ func TestInsertIsChecked(t *testing.T) {
 		"duplicate metadata": {func(in *compute.Instance) {
 			in.Metadata = &compute.Metadata{Items: []*compute.MetadataItems{{Key: "a"}, {Key: "a"}}}
 		}, 400, "Duplicate keys"},
+		"dual stack on an IPv4 subnetwork": {func(in *compute.Instance) {
+			in.NetworkInterfaces[0].StackType, in.NetworkInterfaces[0].Ipv6AccessType = "IPV4_IPV6", "EXTERNAL"
+		}, 400, "must have an IPv6 range"},
+		"IPv6 access type without dual stack": {func(in *compute.Instance) { in.NetworkInterfaces[0].Ipv6AccessType = "EXTERNAL" }, 400, "dual-stack"},
+		"machine type not in the zone": {func(in *compute.Instance) {
+			in.MachineType = "zones/" + DemoZone + "/machineTypes/c3-standard-4"
+		}, 400, "Machine type with name 'c3-standard-4' does not exist in zone 'europe-west1-b'."},
 	}
+	s.c.WithdrawMachineType(DemoZone, "c3-standard-4")
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := s.instance("vm-bad")
@@ -175,6 +193,39 @@ func TestInsertIsChecked(t *testing.T) {
 	s.wait(t, s.insert(t, s.instance("vm-1")))
 	if _, err := s.svc.Instances.Insert(DefaultProject, DemoZone, s.instance("vm-1")).Do(); !isStatus(err, 409) {
 		t.Errorf("a second vm-1: %v, want 409", err)
+	}
+}
+
+// A dual-stack interface on a dual-stack subnetwork gets its IPv6 address: an external one in an
+// IPv6 access config, an internal one as ipv6Address; each insert's body is recorded.
+func TestDualStack(t *testing.T) {
+	s := serve(t)
+	s.c.AddSubnetwork(DemoRegion, DemoNetwork, "ext6", "10.1.0.0/16", nil)
+	s.c.EnableIPv6(DemoRegion, "ext6", "EXTERNAL")
+	s.c.AddSubnetwork(DemoRegion, DemoNetwork, "int6", "10.2.0.0/16", nil)
+	s.c.EnableIPv6(DemoRegion, "int6", "INTERNAL")
+	for name, subnet := range map[string]string{"vm-ext": "ext6", "vm-int": "int6"} {
+		in := s.instance(name)
+		in.NetworkInterfaces[0].Subnetwork = "regions/" + DemoRegion + "/subnetworks/" + subnet
+		in.NetworkInterfaces[0].StackType = "IPV4_IPV6"
+		s.wait(t, s.insert(t, in))
+	}
+	ext, _ := s.c.Instance(DemoZone, "vm-ext")
+	if n := ext.NetworkInterfaces[0]; n.Ipv6AccessType != "EXTERNAL" || len(n.Ipv6AccessConfigs) != 1 || !strings.HasPrefix(n.Ipv6AccessConfigs[0].ExternalIpv6, "2600:1900:") {
+		t.Errorf("external: %+v", n)
+	}
+	in, _ := s.c.Instance(DemoZone, "vm-int")
+	if n := in.NetworkInterfaces[0]; n.Ipv6AccessType != "INTERNAL" || !strings.HasPrefix(n.Ipv6Address, "fd20:") || len(n.Ipv6AccessConfigs) != 0 {
+		t.Errorf("internal: %+v", n)
+	}
+	inserts := s.c.RequestsFor(OpInsertInstance)
+	if len(inserts) != 2 || !strings.Contains(string(inserts[0].Body), `"stackType":"IPV4_IPV6"`) {
+		t.Errorf("recorded inserts: %+v", inserts)
+	}
+	for _, r := range s.c.RequestsFor(OpToken) {
+		if len(r.Body) != 0 {
+			t.Error("a token request's body (a signed assertion) was kept")
+		}
 	}
 }
 
@@ -227,15 +278,18 @@ func TestOperationFaults(t *testing.T) {
 	}
 }
 
-// Lists filter as Compute Engine does and page with maxResults and pageToken.
+// Lists filter in the grammar the discovery document gives (AIP-160 comparisons of scalar
+// fields, or eq/ne regular expressions) and page with maxResults and pageToken.
 func TestListFiltersAndPages(t *testing.T) {
 	s := serve(t)
 	s.c.SetOperationDelay(0)
 	for _, vm := range []struct {
-		name string
-		tags []string
-	}{{"a-1", []string{"c1", "r1"}}, {"a-2", []string{"c1", "r1"}}, {"a-3", []string{"c1", "r2"}}, {"b-1", []string{"c2", "r1"}}, {"a-4", []string{"c1", "r1"}}} {
-		s.insert(t, s.instance(vm.name, vm.tags...))
+		name   string
+		labels map[string]string
+	}{{"a-1", map[string]string{"role": "node", "env": "dev"}}, {"a-2", map[string]string{"role": "node"}}, {"a-3", map[string]string{"role": "gpu"}}, {"b-1", nil}, {"a-4", map[string]string{"role": "node"}}} {
+		in := s.instance(vm.name, "c1")
+		in.Labels = vm.labels
+		s.insert(t, in)
 	}
 	list := func(filter string, maxResults int64) ([]string, int) {
 		var names []string
@@ -253,26 +307,61 @@ func TestListFiltersAndPages(t *testing.T) {
 		return names, pages
 	}
 	for filter, want := range map[string]string{
-		`(tags.items = "c1") (tags.items = "r1")`:  "a-1,a-2,a-4",
-		`tags.items = c2`:                          "b-1",
-		`(tags.items = "c1") AND (name != "a-2")`:  "a-1,a-3,a-4",
-		`name eq a-.*`:                             "a-1,a-2,a-3,a-4",
-		`(status = "RUNNING") (tags.items : "r2")`: "a-3",
-		`labels.env:*`:                             "",
+		`labels.role = node`:                                           "a-1,a-2,a-4",
+		`(labels.role = "node") (name != "a-2")`:                       "a-1,a-4",
+		`(labels.role = "node") AND (name != "a-2")`:                   "a-1,a-4",
+		`(labels.role = "gpu") OR (labels.env = "dev")`:                "a-1,a-3",
+		`(name = "b-1") OR (labels.role = gpu) AND (status = RUNNING)`: "a-3,b-1",
+		`name eq a-.*`: "a-1,a-2,a-3,a-4",
+		`(name eq 'a-.*') (labels.role ne "node")`: "a-3",
+		`labels.env:*`:                       "a-1",
+		`scheduling.automaticRestart = true`: "a-1,a-2,a-3,a-4,b-1",
+		`name > "a-3"`:                       "a-4,b-1",
 	} {
 		got, _ := list(filter, 0)
 		if strings.Join(got, ",") != want {
 			t.Errorf("filter %s: %v, want %s", filter, got, want)
 		}
 	}
-	if got, pages := list(`tags.items = "c1"`, 2); strings.Join(got, ",") != "a-1,a-2,a-3,a-4" || pages != 2 {
+	if got, pages := list(`labels.role = "node"`, 2); strings.Join(got, ",") != "a-1,a-2,a-4" || pages != 2 {
 		t.Errorf("paged: %v in %d pages", got, pages)
-	}
-	if _, err := s.svc.Instances.List(DefaultProject, DemoZone).Filter(`(a = "b") OR (c = "d")`).Do(); !isStatus(err, 400) {
-		t.Errorf("OR: %v, want 400", err)
 	}
 	if _, err := s.svc.Instances.List(DefaultProject, DemoZone).PageToken("bm9wZQ").Do(); !isStatus(err, 400) {
 		t.Errorf("a foreign page token: %v, want 400", err)
+	}
+}
+
+// Filters outside the documented grammar are answered as Compute Engine answers them, with the
+// 400 users report for them (googleapis/google-cloud-go#11318, google-api-go-client#815, #406,
+// #1019, nodejs-compute#48, prometheus#5499, #8233): repeated fields (tags.items,
+// networkInterfaces), objects, indexes, gcloud's operators, unparenthesized conjunctions, regular
+// expressions joined by AND or mixed with comparisons, invalid regular expressions.
+func TestListRefusesFiltersOutsideTheGrammar(t *testing.T) {
+	s := serve(t)
+	for _, filter := range []string{
+		`tags.items=mytargets`,
+		`(tags.items:"kubernetes-io-cluster-shoot--dev--alpha") (tags.items:"kubernetes-io-role-node")`,
+		`networkInterfaces.network:vpc1 AND tags.items=(vm-tag)`,
+		`networkInterfaces[0].network="https://www.googleapis.com/compute/v1/projects/p/global/networks/default"`,
+		`networkInterfaces.network = "https://www.googleapis.com/compute/v1/projects/p/global/networks/default"`,
+		`items[*].tags=['asg-collector-staging']`,
+		`tags = "asg-collector-staging"`,
+		`metadata.lifecycle=day AND metadata.lifecycle!=on-demand AND name!~gke`,
+		`status eq RUNNING AND name eq somehostname`,
+		`name eq *collector*`,
+		`(name eq a-.*) AND (status eq RUNNING)`,
+		`(name eq a-.*) (status = RUNNING)`,
+		`name = a-1 AND status = RUNNING`,
+		`nosuchfield = 1`,
+		`(name = "a") OR`,
+		`(name = "a"`,
+	} {
+		_, err := s.svc.Instances.List(DefaultProject, DemoZone).Filter(filter).Do()
+		var ge *googleapi.Error
+		want := "Invalid value for field 'filter': '" + filter + "'. Invalid list filter expression."
+		if !errors.As(err, &ge) || ge.Code != 400 || ge.Message != want || len(ge.Errors) != 1 || ge.Errors[0].Reason != "invalid" {
+			t.Errorf("filter %s: %v, want 400 %q", filter, err, want)
+		}
 	}
 }
 

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	compute "google.golang.org/api/compute/v1"
-
-	"k8s.io/utils/ptr"
 )
 
 // route is a Compute API request: its operation and the path parameters.
@@ -56,6 +56,8 @@ func routeOf(method, path string) (route, bool) {
 			r.op, r.name = OpDeleteDisk, rest[0]
 		case kind == "machineTypes" && len(rest) == 1 && get:
 			r.op, r.name = OpGetMachineType, rest[0]
+		case kind == "operations" && len(rest) == 0 && get:
+			r.op = OpListOperations
 		case kind == "operations" && len(rest) == 1 && get:
 			r.op, r.name = OpGetOperation, rest[0]
 		case kind == "operations" && len(rest) == 2 && rest[1] == "wait" && post:
@@ -116,7 +118,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 			out = in
 		}
 	case OpListInstances:
-		out, e = listPage(req, c.pageSize, c.itemsLocked(c.instances, r.zone), func(items []any, next string) any {
+		out, e = listPage(req, c.pageSize, reflect.TypeFor[compute.Instance](), c.itemsLocked(c.instances, r.zone), func(items []any, next string) any {
 			list := &compute.InstanceList{Kind: "compute#instanceList", Id: "projects/" + c.project + "/zones/" + r.zone + "/instances", NextPageToken: next,
 				SelfLink: c.link("projects/%s/zones/%s/instances", c.project, r.zone), Items: []*compute.Instance{}}
 			for _, i := range items {
@@ -126,6 +128,15 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 		})
 	case OpDeleteInstance:
 		out, e = c.deleteInstanceLocked(r.zone, r.name, opErr, delay)
+	case OpListOperations:
+		out, e = listPage(req, c.pageSize, reflect.TypeFor[compute.Operation](), c.zoneOperationsLocked(r.zone), func(items []any, next string) any {
+			list := &compute.OperationList{Kind: "compute#operationList", Id: "projects/" + c.project + "/zones/" + r.zone + "/operations", NextPageToken: next,
+				SelfLink: c.link("projects/%s/zones/%s/operations", c.project, r.zone), Items: []*compute.Operation{}}
+			for _, i := range items {
+				list.Items = append(list.Items, i.(*compute.Operation))
+			}
+			return list
+		})
 	case OpGetDisk:
 		d, ok := c.disks[r.zone+"/"+r.name]
 		if !ok {
@@ -134,7 +145,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 			out = d
 		}
 	case OpListDisks:
-		out, e = listPage(req, c.pageSize, c.itemsLocked(c.disks, r.zone), func(items []any, next string) any {
+		out, e = listPage(req, c.pageSize, reflect.TypeFor[compute.Disk](), c.itemsLocked(c.disks, r.zone), func(items []any, next string) any {
 			list := &compute.DiskList{Kind: "compute#diskList", Id: "projects/" + c.project + "/zones/" + r.zone + "/disks", NextPageToken: next,
 				SelfLink: c.link("projects/%s/zones/%s/disks", c.project, r.zone), Items: []*compute.Disk{}}
 			for _, i := range items {
@@ -145,7 +156,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 	case OpDeleteDisk:
 		out, e = c.deleteDiskLocked(r.zone, r.name, delay)
 	case OpGetMachineType:
-		cpus, ok := c.machineTypes[r.name]
+		cpus, ok := c.offersLocked(r.zone, r.name)
 		if !ok {
 			e = errNotFound(fmt.Sprintf("projects/%s/zones/%s/machineTypes/%s", c.project, r.zone, r.name))
 		} else {
@@ -214,11 +225,27 @@ func (c *Cloud) itemsLocked(m any, zone string) []any {
 	return out
 }
 
+// zoneOperationsLocked returns the operations of a zone, oldest first.
+func (c *Cloud) zoneOperationsLocked(zone string) []any {
+	var ops []*operation
+	for _, op := range c.operations {
+		if op.zone == zone {
+			ops = append(ops, op)
+		}
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].Id < ops[j].Id })
+	out := make([]any, 0, len(ops))
+	for _, op := range ops {
+		out = append(out, op.Operation)
+	}
+	return out
+}
+
 // listPage filters items by the request's filter and answers one page of at most maxResults
 // (and the fake's page size) items, continuing at pageToken.
-func listPage(req *http.Request, pageSize int, items []any, wrap func(items []any, next string) any) (any, *APIError) {
+func listPage(req *http.Request, pageSize int, item reflect.Type, items []any, wrap func(items []any, next string) any) (any, *APIError) {
 	q := req.URL.Query()
-	filter, err := parseFilter(q.Get("filter"))
+	filter, err := parseFilter(q.Get("filter"), item)
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +321,7 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 	if !ok || (mtZone != "" && mtZone != zone) {
 		return nil, errInvalid("resource.machineType", in.MachineType, "Invalid machine type: the value must be zones/ZONE/machineTypes/TYPE in the instance's zone.")
 	}
-	cpus, known := c.machineTypes[mt]
+	cpus, known := c.offersLocked(zone, mt)
 	if !known {
 		return nil, errInvalid("resource.machineType", in.MachineType, fmt.Sprintf("Machine type with name '%s' does not exist in zone '%s'.", mt, zone))
 	}
@@ -302,9 +329,9 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 		return nil, e
 	}
 	if in.Tags != nil {
-		for _, t := range in.Tags.Items {
+		for i, t := range in.Tags.Items {
 			if !namePattern.MatchString(t) {
-				return nil, errInvalid("resource.tags.items", t, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
+				return nil, errInvalid(fmt.Sprintf("resource.tags.items[%d]", i), t, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'")
 			}
 		}
 	}
@@ -348,9 +375,7 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 	in.NetworkInterfaces = nics
 	in.Disks = attached
 	in.Fingerprint = base64.StdEncoding.EncodeToString([]byte(strconv.FormatUint(in.Id, 16)))
-	if in.Scheduling == nil {
-		in.Scheduling = &compute.Scheduling{AutomaticRestart: ptr.To(true), OnHostMaintenance: "MIGRATE", ProvisioningModel: "STANDARD"}
-	}
+	completeInstanceLocked(in)
 	c.instances[key] = in
 	for _, d := range disks {
 		c.disks[zone+"/"+d.Name] = d
@@ -481,8 +506,17 @@ func (c *Cloud) buildNICsLocked(in *compute.Instance, region string) ([]*compute
 				return nil, errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].aliasIpRanges.subnetworkRangeName", i), alias.SubnetworkRangeName, "The secondary range does not exist in the subnetwork.")
 			}
 		}
+		if e := ipv6Of(n, sub, i); e != nil {
+			return nil, e
+		}
 		c.nextIP++
 		n.NetworkIP = fmt.Sprintf("10.%d.%d.%d", 250+i, c.nextIP/250, c.nextIP%250+2)
+		switch {
+		case len(n.Ipv6AccessConfigs) > 0:
+			n.Ipv6AccessConfigs[0].ExternalIpv6 = fmt.Sprintf("%s%x:0:0", strings.TrimSuffix(sub.ExternalIpv6Prefix, ":/64"), c.nextIP)
+		case n.StackType == "IPV4_IPV6":
+			n.Ipv6Address = fmt.Sprintf("%s%x:0:0", strings.TrimSuffix(sub.InternalIpv6Prefix, ":/64"), c.nextIP)
+		}
 		for j, ac := range n.AccessConfigs {
 			ac.Kind = "compute#accessConfig"
 			if ac.Type == "" {
@@ -500,6 +534,32 @@ func (c *Cloud) buildNICsLocked(in *compute.Instance, region string) ([]*compute
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// ipv6Of checks a dual-stack interface against its subnetwork, as Compute Engine does, and gives
+// an EXTERNAL one its IPv6 access config (the address is filled in by the caller).
+func ipv6Of(n *compute.NetworkInterface, sub *compute.Subnetwork, i int) *APIError {
+	if n.StackType != "IPV4_IPV6" {
+		if n.Ipv6AccessType != "" {
+			return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].ipv6AccessType", i), n.Ipv6AccessType, "IPv6 access type can only be set on a dual-stack (IPV4_IPV6) network interface.")
+		}
+		return nil
+	}
+	if sub == nil || sub.StackType != "IPV4_IPV6" {
+		return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].stackType", i), n.StackType, "The subnetwork of a dual-stack network interface must have an IPv6 range (stack type IPV4_IPV6).")
+	}
+	access := n.Ipv6AccessType
+	if access == "" {
+		access = sub.Ipv6AccessType
+	}
+	if access != sub.Ipv6AccessType {
+		return errInvalid(fmt.Sprintf("resource.networkInterfaces[%d].ipv6AccessType", i), access, "The subnetwork's IPv6 access type is "+sub.Ipv6AccessType+".")
+	}
+	n.Ipv6AccessType = access
+	if access == "EXTERNAL" {
+		n.Ipv6AccessConfigs = []*compute.AccessConfig{{Kind: "compute#accessConfig", Name: "external-ipv6", Type: "DIRECT_IPV6", ExternalIpv6PrefixLength: 96, NetworkTier: "PREMIUM"}}
+	}
+	return nil
 }
 
 // buildDisksLocked resolves the instance's disks: persistent ones become disk resources named

@@ -14,6 +14,7 @@ const (
 	OpDeleteDisk      = "compute.disks.delete"
 	OpGetMachineType  = "compute.machineTypes.get"
 	OpGetOperation    = "compute.zoneOperations.get"
+	OpListOperations  = "compute.zoneOperations.list"
 	OpWaitOperation   = "compute.zoneOperations.wait"
 	OpGetImage        = "compute.images.get"
 	OpGetImageFamily  = "compute.images.getFromFamily"
@@ -128,7 +129,7 @@ func permissionOf(op string) string {
 		OpInsertInstance: "compute.instances.create", OpGetInstance: "compute.instances.get",
 		OpListInstances: "compute.instances.list", OpDeleteInstance: "compute.instances.delete",
 		OpGetDisk: "compute.disks.get", OpListDisks: "compute.disks.list", OpDeleteDisk: "compute.disks.delete",
-		OpGetOperation: "compute.zoneOperations.get", OpWaitOperation: "compute.zoneOperations.get",
+		OpGetOperation: "compute.zoneOperations.get", OpWaitOperation: "compute.zoneOperations.get", OpListOperations: "compute.zoneOperations.list",
 		OpGetImage: "compute.images.get", OpGetImageFamily: "compute.images.getFromFamily",
 		OpGetNetwork: "compute.networks.get", OpGetSubnetwork: "compute.subnetworks.get",
 		OpGetMachineType: "compute.machineTypes.get",
@@ -148,6 +149,9 @@ type Request struct {
 	Status int
 	// Query is the request's query string (filter, pageToken, requestId, ...).
 	Query string
+	// Body is a Compute request's body (an insert's instance); token requests' bodies, which
+	// carry credentials, are not kept.
+	Body []byte `json:",omitempty"`
 }
 
 // Requests returns every request so far, in order.

@@ -1,8 +1,11 @@
 package fakegcp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -63,6 +66,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := c.clock.Now()
 	op := opUnknownEndpoint
 	var status int
+	var body []byte // of a Compute request (token requests carry credentials: not kept)
 	tokenFault := func(op string) *APIError {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -90,23 +94,17 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = c.serveGenerateAccessToken(w, r, path)
 		}
 	case strings.HasPrefix(path, ComputePath):
-		rt, ok := routeOf(r.Method, strings.TrimPrefix(path, ComputePath))
-		switch {
-		case !ok:
-			status = writeError(w, apiErr(http.StatusNotFound, "notFound", "fakegcp does not serve %s %s", r.Method, r.URL.Path))
-		default:
-			op = rt.op
-			if _, e := c.principalOf(r); e != nil {
-				status = writeError(w, e)
-			} else {
-				status = c.serveCompute(w, r, rt)
-			}
+		var err error
+		if body, err = readBody(r); err != nil {
+			status = writeError(w, apiErr(http.StatusBadRequest, "parseError", "the request body cannot be read: %v", err))
+			break
 		}
+		op, status = c.serveComputeChecked(w, r, strings.TrimPrefix(path, ComputePath), body)
 	default:
 		status = writeError(w, apiErr(http.StatusNotFound, "notFound", "fakegcp does not serve %s", r.URL.Path))
 	}
 	c.mu.Lock()
-	c.requests = append(c.requests, Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery})
+	c.requests = append(c.requests, Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery, Body: body})
 	c.mu.Unlock()
 }
 
@@ -140,3 +138,90 @@ func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "fakegcp: control requests are GET "+ControlPrefix+"state, POST and DELETE "+ControlPrefix+"faults", http.StatusNotFound)
 	}
 }
+
+// serveComputeChecked answers a Compute API request: the method it calls (by the contract when
+// the fake has one), the caller's token, the request against the contract, then the answer,
+// which is checked against the contract before it is sent.
+func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path string, body []byte) (op string, status int) {
+	c.mu.Lock()
+	ct := c.contract
+	c.mu.Unlock()
+	rt, served := routeOf(r.Method, path)
+	var m *contractMethod
+	var pathValues map[string]string
+	if ct != nil {
+		m, pathValues = ct.method(r.Method, path)
+		if m == nil {
+			return opUnknownEndpoint, writeError(w, apiErr(http.StatusNotFound, "notFound", "The requested URL %s was not found on this server (no method of the Compute API).", r.URL.Path))
+		}
+		if served && m.ID != rt.op {
+			return rt.op, c.violated(w, fmt.Sprintf("%s %s is %s in the discovery document, the fake routes it as %s", r.Method, r.URL.Path, m.ID, rt.op))
+		}
+	}
+	if !served {
+		return opUnknownEndpoint, writeError(w, apiErr(http.StatusNotFound, "notFound", "fakegcp does not serve %s %s", r.Method, r.URL.Path))
+	}
+	if _, e := c.principalOf(r); e != nil {
+		return rt.op, writeError(w, e)
+	}
+	if m == nil {
+		return rt.op, c.serveCompute(w, r, rt)
+	}
+	if e := ct.checkRequest(m, pathValues, r.URL.Query(), body); e != nil {
+		return rt.op, writeError(w, e)
+	}
+	buf := &bufferedAnswer{header: http.Header{}}
+	status = c.serveCompute(buf, r, rt)
+	if status == http.StatusOK {
+		if problem := ct.checkAnswer(m, buf.body.Bytes()); problem != "" {
+			return rt.op, c.violated(w, problem)
+		}
+	}
+	maps.Copy(w.Header(), buf.header)
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.body.Bytes())
+	return rt.op, status
+}
+
+// maxBody bounds the body of a Compute request (an instance with 256 KiB of user data fits).
+const maxBody = 4 << 20
+
+// readBody reads a request's body and puts it back for the handler.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("the body is larger than %d bytes", maxBody)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if len(body) == 0 {
+		return nil, nil
+	}
+	return body, nil
+}
+
+// violated records an answer that broke the contract and answers 500 instead.
+func (c *Cloud) violated(w http.ResponseWriter, problem string) int {
+	c.mu.Lock()
+	c.violations = append(c.violations, problem)
+	c.mu.Unlock()
+	return writeError(w, apiErr(http.StatusInternalServerError, "fakegcpContract", "fakegcp broke the Compute contract: %s", problem))
+}
+
+// bufferedAnswer holds an answer until it is checked.
+type bufferedAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedAnswer) Header() http.Header         { return b.header }
+func (b *bufferedAnswer) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferedAnswer) WriteHeader(status int)      { b.status = status }
+
+var _ http.ResponseWriter = (*bufferedAnswer)(nil)

@@ -1,0 +1,109 @@
+// Package oracle runs machinist's GCP driver and Gardener's (the oracle:
+// gardener/machine-controller-manager-provider-gcp, which has run against the real Compute
+// Engine for years) through the same scenarios against fakegcp, records what reaches the fake
+// request by request, and compares the two: the Compute API methods, their paths, queries and
+// bodies (the instance an insert sends), their order, and what each driver answers (provider ID,
+// node name, listed machines, machine code).
+//
+// Gardener's driver is not a dependency of machinist and the repository carries no recipe that
+// builds it: test/oracle/gcp/run.sh (`make test-gardener-oracle`) takes it as an executable
+// serving the JSON-lines protocol of Call and Result (docs/compatibility/gcp.md, "The oracle's
+// driver process"), runs both, checks Gardener's side against the recorded corpus in
+// testdata/gardener, and writes the corpus anew with -update. Gardener's Compute client has no
+// endpoint option; it reaches the fake through Google's own host name, which a loopback HTTPS
+// proxy (front.go) answers for the fake.
+//
+// The replay tests of this package run in every `make test`: machinist's side over the same
+// scenarios against the fake, compared with the corpus, and the corpus's requests sent to the
+// fake again, which must answer each as it answered Gardener. Every remaining difference is a
+// Difference (differences.go) with its reason and Gardener's source; docs/compatibility/gcp.md
+// lists them.
+package oracle
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+)
+
+// Op is a driver operation.
+type Op string
+
+// The operations a scenario calls.
+const (
+	Create Op = "create"
+	Status Op = "status"
+	List   Op = "list"
+	Delete Op = "delete"
+)
+
+// Call is one driver call as both drivers receive it; its JSON is what Gardener's driver
+// process reads (the objects in their Kubernetes JSON, which Gardener's types share).
+type Call struct {
+	Op           Op                     `json:"op"`
+	Machine      *v1alpha1.Machine      `json:"machine,omitempty"`
+	MachineClass *v1alpha1.MachineClass `json:"machineClass,omitempty"`
+	Secret       *corev1.Secret         `json:"secret,omitempty"`
+}
+
+// Result is what a driver answered: Code is the machine code's name, "OK" for success. The
+// message is kept for the reader and not compared.
+type Result struct {
+	ProviderID  string            `json:"providerID,omitempty"`
+	NodeName    string            `json:"nodeName,omitempty"`
+	MachineList map[string]string `json:"machineList,omitempty"`
+	Code        string            `json:"code"`
+	Message     string            `json:"message,omitempty"`
+}
+
+// Target is a driver under test, talking to one fake.
+type Target interface {
+	// Call makes one driver call; an error means the target itself failed, not the driver
+	// (whose answer is the Result).
+	Call(ctx context.Context, c Call) (Result, error)
+	// Close ends the target.
+	Close() error
+}
+
+// Request is one Compute API request that reached the fake, normalized (normalize): the
+// operation's name in a path is OPERATION, a requestId's value is dropped, and a body is the
+// instance as Compute Engine reads it (fields with the Go client's zero values left out).
+type Request struct {
+	Method string         `json:"method"`
+	Op     string         `json:"op"`
+	Path   string         `json:"path"`
+	Query  string         `json:"query,omitempty"`
+	Body   map[string]any `json:"body,omitempty"`
+	Status int            `json:"status"`
+}
+
+// Exchange is one step of a scenario: what the driver answered and the Compute requests the
+// fake received meanwhile.
+type Exchange struct {
+	Step     string    `json:"step"`
+	Result   Result    `json:"result"`
+	Requests []Request `json:"requests"`
+}
+
+// Transcript is a scenario run through one driver.
+type Transcript struct {
+	Scenario string     `json:"scenario"`
+	Driver   string     `json:"driver"`
+	Steps    []Exchange `json:"steps"`
+	// Left is what the fake held after the last step.
+	Left Left `json:"left"`
+}
+
+// Left is what a scenario left in the fake: instances (by name and status) and disks.
+type Left struct {
+	Instances []string `json:"instances"`
+	Disks     []string `json:"disks"`
+}
+
+// The two drivers' names in transcripts.
+const (
+	Gardener  = "gardener"
+	Machinist = "machinist"
+)
