@@ -25,6 +25,9 @@ func Decide(in Input) Decision {
 	}
 	before := summarize(in)
 	dec.Fields, dec.Nodes, dec.MachinesReplaced = before.fields, before.nodes, before.replaced
+	if before.current != nil {
+		dec.CurrentSet = before.current.Name
+	}
 
 	if IsInPlaceUpdate(d) && !in.TargetCluster {
 		dec.Action = Blocked
@@ -32,15 +35,18 @@ func Decide(in Input) Decision {
 		dec.Step.NodesClean = in.NodesClean
 		return dec
 	}
-	if !p.markTriggered() {
+	if !(marks{p}).deletion() {
 		dec.Step = Step{Ops: p.ops, AwaitMarks: true, NodesClean: in.NodesClean}
 		dec.Action = before.action(p)
 		return dec
 	}
 	p.plan()
-	clean := p.markNodes()
+	clean := marks{p}.nodes()
 	dec.Step = Step{Ops: p.ops, NodesClean: clean}
-	dec.BlockedBy = p.blocks(before)
+	if p.newMS != nil {
+		dec.CurrentSet = p.newMS.Name
+	}
+	dec.BlockedBy = before.blocks(p)
 	dec.Action = before.action(p)
 	if len(dec.BlockedBy) > 0 {
 		dec.Action = Blocked
@@ -148,7 +154,7 @@ func (s summary) action(p *planner) Action {
 }
 
 // blocks lists what holds the deployment back after the step was planned.
-func (p *planner) blocks(s summary) []Block {
+func (s summary) blocks(p *planner) []Block {
 	d := p.d
 	if !s.rolloutPending(d) {
 		return nil
@@ -175,13 +181,13 @@ func (p *planner) blocks(s summary) []Block {
 				"orchestrationType Manual: label the nodes to update %s=true; %d machines of old machine sets wait", v1alpha1.LabelNodeSelectedForUpdate, replicaSum(old))}}
 		}
 	case IsRollingUpdate(d), IsInPlaceUpdate(d):
-		return []Block{{Reason: BlockedBudgetExhausted, Message: p.budgetMessage()}}
+		return []Block{{Reason: BlockedBudgetExhausted, Message: budgetMessage(p)}}
 	}
 	return nil
 }
 
 // budgetMessage says how the budget is used.
-func (p *planner) budgetMessage() string {
+func budgetMessage(p *planner) string {
 	d := p.d
 	var machines int32
 	for _, ms := range p.sets {

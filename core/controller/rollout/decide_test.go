@@ -441,7 +441,7 @@ func TestDecisionJSON(t *testing.T) {
 			}
 		}
 	})
-	want := []string{"action", "budgetFrom", "fields", "machinesReplaced", "maxSurge", "maxUnavailable", "nodes", "step", "strategy"}
+	want := []string{"action", "budgetFrom", "currentSet", "fields", "machinesReplaced", "maxSurge", "maxUnavailable", "nodes", "step", "strategy"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %v, want %v (%s)", keys, want, b)
 	}

@@ -64,6 +64,8 @@ type FieldChange struct {
 type Decision struct {
 	Action   Action                                 `json:"action"`
 	Strategy v1alpha1.MachineDeploymentStrategyType `json:"strategy"`
+	// CurrentSet names the MachineSet of the deployment's template ("" while there is none).
+	CurrentSet string `json:"currentSet,omitempty"`
 	// Fields are the in-place fields the current MachineSet does not carry yet.
 	Fields []FieldChange `json:"fields,omitempty"`
 	// Nodes are the nodes the node-template fields reach: those of the current set's machines.
@@ -92,7 +94,8 @@ func (d Decision) Blocked(r BlockReason) bool {
 }
 
 // Step is what to do now, in order. An executor stops at the first operation that fails; the
-// next decision, on fresh data, finishes the step.
+// next decision, on fresh data, finishes the step. MarkNode operations come last and stand
+// alone: an executor applies each it can.
 type Step struct {
 	Ops []Op `json:"ops"`
 	// AwaitMarks: deletion marks are not visible yet, so the step stops after them; decide again

@@ -4,14 +4,14 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
 
-// markNodes plans the target cluster's nodes in step with a rollout, as MCM does: while old
+// nodes plans the target cluster's nodes in step with a rollout, as MCM does: while old
 // sets still have machines, their nodes carry the PreferNoSchedule taint and every node of the
 // deployment carries Cluster Autoscaler's scale-down-disabled annotation (so the autoscaler does
 // not remove nodes the rollout is about to replace or has just added). Once the rollout is over
 // both go again — the annotation only where a controller put it (MarkNode.Apply), and not from a
 // preserved machine's node (preservation owns the mark then, as in MCM). Outside a rollout the
 // nodes need one clean-up pass (also the first pass after a restart), not one per decision.
-func (p *planner) markNodes() (clean bool) {
+func (p marks) nodes() (clean bool) {
 	if !p.in.TargetCluster {
 		return p.in.NodesClean
 	}

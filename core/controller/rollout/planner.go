@@ -113,7 +113,9 @@ func (p *planner) goesFirst(ms *v1alpha1.MachineSet, replicas int32) []string {
 	if n <= 0 {
 		return nil
 	}
-	machineset.SortForDeletion(live, p.in.Now)
+	if n < len(live) {
+		machineset.SortForDeletion(live, p.in.Now)
+	}
 	out := make([]string, n)
 	for i, m := range live[:n] {
 		out[i] = m.Name

@@ -46,12 +46,16 @@ func formatTrigger(entries []triggerEntry) string {
 	return strings.Join(parts, ",")
 }
 
-// markTriggered plans the Cluster Autoscaler contract: every machine named in the deployment's
+// deletion plans the Cluster Autoscaler contract: every machine named in the deployment's
 // trigger-deletion annotation gets priority "1" and its marked-for-deletion time, so the
 // MachineSet controller deletes exactly those machines when the scaler's lower replicas reach
 // the sets. Entries whose machines are gone or belong elsewhere are pruned from the annotation.
 // It reports whether every mark is already visible; until then no set may be scaled.
-func (p *planner) markTriggered() bool {
+// marks plans the marks a step leaves on machines and nodes besides its rollout: a scaler's
+// deletion marks, and the rollout's marks on nodes.
+type marks struct{ *planner }
+
+func (p marks) deletion() bool {
 	raw, ok := p.d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
 	if !ok {
 		return true
