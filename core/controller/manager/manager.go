@@ -275,6 +275,52 @@ func New(opts Options) (*Manager, error) {
 	withAnswerTimeout(controlCfg)
 
 	scheme := Scheme()
+	mopts := managerOptions(opts, scheme, logger)
+	m := &Manager{log: opts.Log}
+	mgr, err := ctrl.NewManager(controlCfg, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("manager: control cluster %s: %w", controlCfg.Host, err)
+	}
+	m.Manager = mgr
+	if opts.Port >= 0 {
+		if err := mgr.Add(m.endpoints(net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port)), opts.Profiling)); err != nil {
+			return nil, fmt.Errorf("manager: add the metrics and health server: %w", err)
+		}
+	}
+	if err := checkCRDs(mgr); err != nil {
+		return nil, err
+	}
+
+	if err := m.addTarget(opts, controlCfg, scheme, logger); err != nil {
+		return nil, err
+	}
+
+	var targetCfg *rest.Config
+	if m.Target != nil {
+		targetCfg = m.Target.GetConfig()
+	}
+	m.Drivers = &registry.Resolver{
+		Endpoints: opts.Endpoints,
+		Env: registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode,
+			UpdateTargets: &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
+	}
+	m.Drivers.PreferRemote = opts.PreferRemote
+	if opts.Remote != nil {
+		if m.Drivers.Remote, err = opts.Remote(mgr); err != nil {
+			return nil, fmt.Errorf("manager: dial-in providers: %w", err)
+		}
+	}
+
+	if err := m.setupControllers(opts); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// managerOptions are the control cluster manager's options: its cache (the namespace, the
+// resync period, no managedFields), leader election, no servers of its own (the manager's
+// endpoints serve metrics and health) and controller-runtime's controller settings.
+func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) crmanager.Options {
 	mopts := crmanager.Options{
 		Scheme: scheme,
 		Logger: logger,
@@ -308,71 +354,44 @@ func New(opts Options) (*Manager, error) {
 	if mopts.LeaderElectionNamespace == "" {
 		mopts.LeaderElectionNamespace = opts.Namespace
 	}
-	m := &Manager{log: opts.Log}
-	mgr, err := ctrl.NewManager(controlCfg, mopts)
-	if err != nil {
-		return nil, fmt.Errorf("manager: control cluster %s: %w", controlCfg.Host, err)
-	}
-	m.Manager = mgr
-	if opts.Port >= 0 {
-		if err := mgr.Add(m.endpoints(net.JoinHostPort(opts.Address, strconv.Itoa(opts.Port)), opts.Profiling)); err != nil {
-			return nil, fmt.Errorf("manager: add the metrics and health server: %w", err)
-		}
-	}
-	if err := checkCRDs(mgr); err != nil {
-		return nil, err
-	}
+	return mopts
+}
 
-	if opts.TargetKubeconfig != NoTarget {
-		targetCfg := opts.TargetConfig
-		if targetCfg == nil {
-			if opts.TargetKubeconfig == "" {
-				targetCfg = rest.CopyConfig(controlCfg) // bounded already
-			} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
-				return nil, err
-			} else {
-				withAnswerTimeout(targetCfg)
-			}
+// addTarget adds the target cluster the nodes join (none with NoTarget): the given config, the
+// target kubeconfig, or the control cluster's config when neither is given.
+func (m *Manager) addTarget(opts Options, controlCfg *rest.Config, scheme *runtime.Scheme, logger logr.Logger) error {
+	if opts.TargetKubeconfig == NoTarget {
+		return nil
+	}
+	var err error
+	targetCfg := opts.TargetConfig
+	if targetCfg == nil {
+		if opts.TargetKubeconfig == "" {
+			targetCfg = rest.CopyConfig(controlCfg) // bounded already
+		} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
+			return err
 		} else {
-			targetCfg = rest.CopyConfig(targetCfg)
 			withAnswerTimeout(targetCfg)
 		}
-		targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
-		targetCfg.UserAgent = "machinist-controller-manager"
-		m.Target, err = cluster.New(targetCfg, func(o *cluster.Options) {
-			o.Scheme = scheme
-			o.Logger = logger.WithName("target")
-			o.Cache.SyncPeriod = &opts.MinResyncPeriod
-			o.Cache.DefaultTransform = cache.TransformStripManagedFields()
-		})
-		if err != nil {
-			return nil, fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
-		}
-		if err := mgr.Add(m.Target); err != nil {
-			return nil, fmt.Errorf("manager: add target cluster: %w", err)
-		}
+	} else {
+		targetCfg = rest.CopyConfig(targetCfg)
+		withAnswerTimeout(targetCfg)
 	}
-
-	var targetCfg *rest.Config
-	if m.Target != nil {
-		targetCfg = m.Target.GetConfig()
+	targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
+	targetCfg.UserAgent = "machinist-controller-manager"
+	m.Target, err = cluster.New(targetCfg, func(o *cluster.Options) {
+		o.Scheme = scheme
+		o.Logger = logger.WithName("target")
+		o.Cache.SyncPeriod = &opts.MinResyncPeriod
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	})
+	if err != nil {
+		return fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
 	}
-	m.Drivers = &registry.Resolver{
-		Endpoints: opts.Endpoints,
-		Env: registry.Env{Target: targetCfg, StateDir: opts.StateDir, Log: opts.Log.With("component", "driver"), SpecMode: opts.SpecMode,
-			UpdateTargets: &machinedeployment.UpdateTargets{Reader: mgr.GetClient(), Namespace: opts.Namespace}},
+	if err := m.Manager.Add(m.Target); err != nil {
+		return fmt.Errorf("manager: add target cluster: %w", err)
 	}
-	m.Drivers.PreferRemote = opts.PreferRemote
-	if opts.Remote != nil {
-		if m.Drivers.Remote, err = opts.Remote(mgr); err != nil {
-			return nil, fmt.Errorf("manager: dial-in providers: %w", err)
-		}
-	}
-
-	if err := m.setupControllers(opts); err != nil {
-		return nil, err
-	}
-	return m, nil
+	return nil
 }
 
 // setupControllers adds the controllers of opts.Half: the same controllers with the same
