@@ -43,7 +43,11 @@ func old(name string, replicas, available int32, machines int) setSpec {
 }
 
 func TestDecide(t *testing.T) {
-	for _, tc := range append(append(append(rollingCases(), scalingCases()...), inPlaceCases()...), otherCases()...) {
+	var cases []decideCase
+	for _, set := range [][]decideCase{rollingCases(), scalingCases(), triggerCases(), proportionalCases(), inPlaceCases(), otherCases()} {
+		cases = append(cases, set...)
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in()
 			before := fingerprint(in)
@@ -164,10 +168,6 @@ func rollingCases() []decideCase {
 }
 
 func scalingCases() []decideCase {
-	marked := func(in Input) {
-		m := in.Machines["cur"][1]
-		m.Annotations = map[string]string{v1alpha1.AnnotationMachinePriority: "1", v1alpha1.AnnotationMarkedForDeletionTime: "2026-01-01T00:00:00Z"}
-	}
 	return []decideCase{
 		{name: "scale up", action: Scale, surge: 1,
 			ops: "scale cur 3→5",
@@ -179,6 +179,16 @@ func scalingCases() []decideCase {
 			in: func() Input {
 				return input(rollingMD(1, "1", "0"), false, setSpec{name: "cur", class: "a", replicas: 3, available: 3, machines: 3, desired: 3})
 			}},
+	}
+}
+
+// triggerCases: the Cluster Autoscaler's deletion requests (trigger-deletion-by-mcm).
+func triggerCases() []decideCase {
+	marked := func(in Input) {
+		m := in.Machines["cur"][1]
+		m.Annotations = map[string]string{v1alpha1.AnnotationMachinePriority: "1", v1alpha1.AnnotationMarkedForDeletionTime: "2026-01-01T00:00:00Z"}
+	}
+	return []decideCase{
 		{name: "a scaler's trigger: mark first, scale once the mark is visible", action: Scale, surge: 1, await: true,
 			ops: "mark cur-1 at 2026-01-01T00:00:00Z",
 			in: func() Input {
@@ -216,6 +226,12 @@ func scalingCases() []decideCase {
 				in.Deployment.Annotations = map[string]string{v1alpha1.AnnotationTriggerDeletionByMCM: "new-machine"}
 				return in
 			}},
+	}
+}
+
+// proportionalCases: scaling while a rollout is under way, paused or not.
+func proportionalCases() []decideCase {
+	return []decideCase{
 		{name: "scale down during a rollout: proportional, old set first", action: Rollout, surge: 2, replaced: 4,
 			ops: "scale old 4→2 goes old-0,old-1; scale cur 6→4 goes cur-0,cur-1",
 			in: func() Input {
