@@ -115,6 +115,7 @@ func (e executor) createSet(ctx context.Context, op rollout.CreateSet) (bool, er
 		}
 		if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == d.UID && rollout.TemplateMatches(d, existing) {
 			e.r.writes.create(e.key(), existing.Name, e.r.now())
+			e.sets = append(e.sets, existing)
 			return true, nil
 		}
 		st := d.DeepCopy()

@@ -20,9 +20,6 @@ func Decide(in Input) Decision {
 	}
 	p := newPlanner(in)
 	dec.MaxSurge, dec.MaxUnavailable, dec.BudgetFrom = p.lim.surge, p.lim.unavailable, p.lim.from
-	if !IsRollingUpdate(d) && !IsInPlaceUpdate(d) {
-		dec.MaxSurge = 0
-	}
 	before := summarize(in)
 	dec.Fields, dec.Nodes, dec.MachinesReplaced = before.fields, before.nodes, before.replaced
 	if before.current != nil {

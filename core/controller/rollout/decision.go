@@ -73,7 +73,10 @@ type Decision struct {
 	// MachinesReplaced counts the machines of old templates still to be replaced (updated in
 	// place, with InPlaceUpdate), terminating ones not included.
 	MachinesReplaced int32 `json:"machinesReplaced"`
-	// MaxSurge and MaxUnavailable are the budget the decision worked with, in machines.
+	// MaxSurge and MaxUnavailable are the budget the decision worked with, in machines:
+	// RollingUpdate's and InPlaceUpdate's resolved against the replicas (maxUnavailable at most
+	// replicas), or Input.Budget's; 0 and 0 for Recreate, as MCM's MaxSurge and MaxUnavailable
+	// (it takes every old machine down before creating new ones).
 	MaxSurge       int32  `json:"maxSurge"`
 	MaxUnavailable int32  `json:"maxUnavailable"`
 	BudgetFrom     string `json:"budgetFrom"`
