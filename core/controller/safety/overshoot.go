@@ -107,10 +107,11 @@ func (c *overshootFreeze) deploymentToSets(ctx context.Context, o client.Object)
 // limit, not merely for being above it: a set whose replicas were lowered is above its new limit
 // with the machines it had, and deleting them down is its job (MCM's check counts every machine
 // of the set against the limit and freezes such a set; docs/machine-controller.md). Machines
-// being deleted do not count: they are on their way out. The limit a set is held to is the
-// highest it had within the last OvershootingPeriod, so the creations of a pass that was under
-// way when the replicas were lowered are not taken for an overshoot. At the first check after a
-// start, the machines created since the start are the new ones (setHistory.observe).
+// being deleted do not count: they are on their way out. A lowered limit applies one
+// OvershootingPeriod after the first check that saw it, so the creations of a pass that was
+// under way when the replicas were lowered, and those the previous check had not seen yet, are
+// not taken for an overshoot. At the first check after a start, the machines created since the
+// start are the new ones (setHistory.observe).
 func (c *overshootFreeze) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	requeue := reconcile.Result{RequeueAfter: c.opts.OvershootingPeriod}
 	ms := &v1alpha1.MachineSet{}
@@ -221,13 +222,13 @@ func (c *overshootFreeze) liveMachines(ctx context.Context, ms *v1alpha1.Machine
 }
 
 // setHistory is what the overshoot check remembers of one MachineSet between its checks: the
-// machines it saw, to tell those created since, and the highest limit of the last period.
+// machines it saw, to tell those created since, and the limit it is held to.
 type setHistory struct {
 	uid    types.UID
 	seen   map[types.UID]uint64 // machine → the last check that saw it
 	checks uint64
-	peak   int32 // highest limit since peakAt
-	peakAt time.Time
+	peak   int32     // the limit the set is held to
+	lowAt  time.Time // the first check that saw a limit below peak; zero while none did
 }
 
 // history returns the set's history, a fresh one for a set not seen before (or a new set of the
@@ -254,10 +255,12 @@ func (c *overshootFreeze) forgetHistory(key client.ObjectKey) {
 // limit high. It returns how many machines were not there at the previous check — at the first
 // check of a set, how many were created since the controller started (started; the API server
 // stamps creation times in whole seconds, so the second it started in counts), as the machines
-// before it cannot be told apart — and the limit to hold the set to: the highest limit seen
-// within window, so a lowered limit applies once the creations started under the higher one
-// have landed. A check of one set never runs concurrently with another of the same set (one
-// work queue key).
+// before it cannot be told apart — and the limit to hold the set to. A raised limit applies at
+// once; a lowered one window after the first check that saw it: the machines new at that check
+// were created between the checks, perhaps before the replicas were lowered (checks are at
+// least a period apart, so a window counted from the last check at the higher limit would
+// often be over already), and a pass under way then may still create some. A check of one set
+// never runs concurrently with another of the same set (one work queue key).
 func (h *setHistory) observe(machines []v1alpha1.Machine, high int32, now, started time.Time, window time.Duration) (newcomers int, limit int32) {
 	first := h.checks == 0
 	h.checks++
@@ -277,8 +280,13 @@ func (h *setHistory) observe(machines []v1alpha1.Machine, high int32, now, start
 			}
 		}
 	}
-	if first || high >= h.peak || now.Sub(h.peakAt) > window {
-		h.peak, h.peakAt = high, now
+	switch {
+	case first || high >= h.peak:
+		h.peak, h.lowAt = high, time.Time{}
+	case h.lowAt.IsZero():
+		h.lowAt = now
+	case now.Sub(h.lowAt) >= window:
+		h.peak, h.lowAt = high, time.Time{}
 	}
 	return newcomers, h.peak
 }
