@@ -76,42 +76,42 @@ func fallbackConditionText(fc fallbackCheck) (v1alpha1.ConditionStatus, string, 
 // machines on a fallback class. Once the API server has been seen to prune that count (Gardener
 // MCM's CRD has no such field), it is left as the server has it, so no status is written again
 // and again for a field that cannot be stored.
-func (ro *rollout) applyFallback(st *v1alpha1.MachineDeploymentStatus, now time.Time) {
-	if ro.fallback.present {
-		status, reason, msg := fallbackConditionText(ro.fallback)
+func (p *pass) applyFallback(st *v1alpha1.MachineDeploymentStatus, now time.Time) {
+	if p.fallback.present {
+		status, reason, msg := fallbackConditionText(p.fallback)
 		setCondition(st, fallback.ConditionClasses, status, reason, msg, now)
 	} else {
 		removeCondition(st, fallback.ConditionClasses)
 	}
-	st.FallbackReplicas = ro.fallbackReplicas()
-	if ro.r.fallbackField.Dropped() {
-		st.FallbackReplicas = ro.d.Status.FallbackReplicas
+	st.FallbackReplicas = p.fallbackReplicas()
+	if p.r.fallbackField.Dropped() {
+		st.FallbackReplicas = p.d.Status.FallbackReplicas
 	}
 }
 
 // reportFallback emits the Warning Event of a newly invalid fallback list and sets the gauge.
-func (ro *rollout) reportFallback() {
-	d := ro.d
-	if !ro.fallback.present {
+func (p *pass) reportFallback() {
+	d := p.d
+	if !p.fallback.present {
 		fallback.ForgetDeployment(d.Namespace, d.Name)
 		return
 	}
-	fallback.SetFallbackMachines(d.Namespace, d.Name, int(ro.fallbackReplicas()))
-	status, _, msg := fallbackConditionText(ro.fallback)
+	fallback.SetFallbackMachines(d.Namespace, d.Name, int(p.fallbackReplicas()))
+	status, _, msg := fallbackConditionText(p.fallback)
 	if status != v1alpha1.ConditionFalse {
 		return
 	}
 	if c := getCondition(&d.Status, fallback.ConditionClasses); c != nil && c.Message == msg {
 		return
 	}
-	ro.r.recorder.Eventf(d, nil, "Warning", fallback.ReasonInvalidFallbackClasses, "Validate", "%s", msg)
+	p.r.recorder.Eventf(d, nil, "Warning", fallback.ReasonInvalidFallbackClasses, "Validate", "%s", msg)
 }
 
 // fallbackReplicas counts the live machines of the deployment running on a fallback class.
-func (ro *rollout) fallbackReplicas() int32 {
+func (p *pass) fallbackReplicas() int32 {
 	var n int32
-	for _, ms := range ro.sets {
-		for _, m := range ro.machines[ms.UID] {
+	for _, ms := range p.sets {
+		for _, m := range p.machines[ms.UID] {
 			if m.DeletionTimestamp == nil && fallback.OnFallback(m, ms) {
 				n++
 			}
