@@ -103,7 +103,8 @@ func (r *creator) prepare(ctx context.Context, m *v1alpha1.Machine, class *v1alp
 	drv, err := r.driverFor(class)
 	var waiting *registry.WaitingError
 	if errors.As(err, &waiting) {
-		return r.waitForProvider(ctx, m, waiting)
+		res, err := r.waitForProvider(ctx, m, waiting)
+		return nil, res, err
 	}
 	if err != nil {
 		res, err := r.createFailed(ctx, m, err, "", "")
