@@ -126,9 +126,12 @@ func node(n *pb.ExternalGrpcNode) Node {
 // NodeGroups lists every group.
 func (s *Server) NodeGroups(context.Context, *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
 	groups := s.source.NodeGroups()
-	resp := &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, 0, len(groups))}
-	for _, g := range groups {
-		resp.NodeGroups = append(resp.NodeGroups, group(g))
+	// One allocation for every message: landscapes have hundreds of groups.
+	msgs := make([]pb.NodeGroup, len(groups))
+	resp := &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, len(groups))}
+	for i, g := range groups {
+		msgs[i].Id, msgs[i].MinSize, msgs[i].MaxSize, msgs[i].Debug = g.ID, int32(g.MinSize), int32(g.MaxSize), g.Debug
+		resp.NodeGroups[i] = &msgs[i]
 	}
 	return resp, nil
 }

@@ -26,7 +26,8 @@ import (
 // Methods are called concurrently. Lookups (NodeGroups, NodeGroupForNode, Nodes, TargetSize)
 // must answer from memory: Cluster Autoscaler calls them many times per loop.
 type NodeGroupSource interface {
-	// NodeGroups returns every group Cluster Autoscaler may scale, sorted by id.
+	// NodeGroups returns every group Cluster Autoscaler may scale, sorted by id. The caller must
+	// not modify the slice (a source may hand out the same one until its groups change).
 	NodeGroups() []NodeGroup
 	// NodeGroupForNode returns the group of a node, of a placeholder instance the source
 	// reported, or ok=false when the node is not managed (template nodes, foreign nodes).

@@ -92,6 +92,9 @@ type index struct {
 	classInfo    map[key]classInfo
 	groups       map[string]*group
 	tombstones   map[string]tombstone
+	// sorted is every group sorted by id, as NodeGroups answers; nil after a change of a group
+	// (NodeGroups builds it again).
+	sorted []autoscaler.NodeGroup
 
 	// warn reports an annotation of an object that cannot be used, once per change of it (a
 	// Warning Event; nil: the log only).
@@ -297,6 +300,7 @@ func (ix *index) putDeployment(md *v1alpha1.MachineDeployment) {
 			}
 		}
 	}
+	ix.sorted = nil
 	if g == nil {
 		delete(ix.groups, GroupID(k))
 		return
@@ -340,6 +344,7 @@ func (ix *index) deleteDeployment(md *v1alpha1.MachineDeployment) {
 	k := keyOf(md)
 	delete(ix.mds, k)
 	delete(ix.groups, GroupID(k))
+	ix.sorted = nil
 }
 
 // ---- MachineClasses

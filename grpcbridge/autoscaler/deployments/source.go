@@ -96,7 +96,9 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler: client for the control cluster: %w", err)
 	}
-	opts := cache.Options{Scheme: scheme}
+	// The index reads no managed fields: they are dropped as objects arrive, the largest part of
+	// a cached Machine* object (docs/performance.md, "Cluster Autoscaler server at 500 node groups").
+	opts := cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}
 	if cfg.Namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
 	}
@@ -219,16 +221,26 @@ func (p *Source) namespaceText() string {
 // Ready reports whether the index is loaded.
 func (p *Source) Ready() bool { return p.synced.Load() }
 
-// NodeGroups lists every group, sorted by id.
+// NodeGroups lists every group, sorted by id. The list is built once per change of the groups
+// and shared: callers must not modify it.
 func (p *Source) NodeGroups() []autoscaler.NodeGroup {
 	p.ix.mu.RLock()
-	defer p.ix.mu.RUnlock()
-	out := make([]autoscaler.NodeGroup, 0, len(p.ix.groups))
-	for _, g := range p.ix.groups {
-		out = append(out, p.nodeGroupLocked(g))
+	list := p.ix.sorted
+	p.ix.mu.RUnlock()
+	if list != nil {
+		return list
 	}
-	autoscaler.SortGroups(out)
-	return out
+	p.ix.mu.Lock()
+	defer p.ix.mu.Unlock()
+	if p.ix.sorted == nil {
+		out := make([]autoscaler.NodeGroup, 0, len(p.ix.groups))
+		for _, g := range p.ix.groups {
+			out = append(out, p.nodeGroupLocked(g))
+		}
+		autoscaler.SortGroups(out)
+		p.ix.sorted = out
+	}
+	return p.ix.sorted
 }
 
 func (p *Source) nodeGroupLocked(g *group) autoscaler.NodeGroup { return g.ng }
