@@ -19,6 +19,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 )
 
 // Reasons of the Frozen condition, MCM's.
@@ -33,6 +34,9 @@ const (
 // (docs/compatibility/mcm-controllers.md#overshooting-freeze) every OvershootingPeriod and whenever
 // one of its machines, the set or its deployment changes.
 func (c *Controller) setupOvershoot(mgr manager.Manager) error {
+	if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), &v1alpha1.MachineSet{}); err != nil {
+		return fmt.Errorf("safety: %w", err)
+	}
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
 		// A set's status says nothing the check reads (but the Frozen condition it writes itself).
@@ -55,14 +59,12 @@ func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 
 func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {
 	var sets v1alpha1.MachineSetList
-	if err := c.client.List(ctx, &sets, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := ownership.Controlled(ctx, c.client, &sets, o.GetNamespace(), o.GetUID(), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
+	out := make([]reconcile.Request, 0, len(sets.Items))
 	for i := range sets.Items {
-		if ref := metav1.GetControllerOf(&sets.Items[i]); ref != nil && ref.UID == o.GetUID() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
-		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
 	}
 	return out
 }
