@@ -134,7 +134,7 @@ func PodPricePerHour(cpu, memory float64, groups []GroupShape) (price float64, o
 // largest init container with the sidecars started before it if that is more, plus the pod's
 // overhead.
 func PodRequests(pod *corev1.Pod) (cpu, memory float64) {
-	var running, sidecars corev1.ResourceList = corev1.ResourceList{}, corev1.ResourceList{}
+	running, sidecars := corev1.ResourceList{}, corev1.ResourceList{}
 	peak := corev1.ResourceList{}
 	for _, c := range pod.Spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {

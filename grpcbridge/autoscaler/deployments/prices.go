@@ -18,12 +18,8 @@ const ReasonInvalidPrice = "InvalidPrice"
 // one not marked out of capacity, or under price order the cheapest one not marked); a node of a
 // group costs what its machine's class costs (the deployment's own price when it has one).
 
-// marksAndPrices are the exhausted marks the source goes by, with the prices of the classes in
-// the index, for fallback.Pick under price order. Callers hold ix.mu.
-func (p *Source) marksAndPrices() fallback.Marks {
-	return indexPrices{Marks: p.marks(), ix: p.ix}
-}
-
+// indexPrices are exhausted marks with the prices of the classes in the index, for fallback.Pick
+// under price order. Users hold ix.mu.
 type indexPrices struct {
 	fallback.Marks
 	ix *index
@@ -42,7 +38,7 @@ var _ fallback.Prices = indexPrices{}
 func (p *Source) newNodeClassLocked(g *group, md *v1alpha1.MachineDeployment) string {
 	name := md.Spec.Template.Spec.Class.Name
 	if chain, ok := p.chainLocked(g); ok {
-		if next, _, found := fallback.Pick(chain, p.marksAndPrices(), nil); found {
+		if next, _, found := fallback.Pick(chain, indexPrices{Marks: p.marks(), ix: p.ix}, nil); found {
 			name = next
 		}
 	}
@@ -50,9 +46,9 @@ func (p *Source) newNodeClassLocked(g *group, md *v1alpha1.MachineDeployment) st
 }
 
 // classPriceLocked is the price of a class of the namespace, ErrNoPrice saying why it has none.
-func (p *Source) classPriceLocked(namespace, name string) (autoscaler.Price, error) {
+func (ix *index) classPriceLocked(namespace, name string) (autoscaler.Price, error) {
 	k := key{Namespace: namespace, Name: name}
-	info, ok := p.ix.classInfo[k]
+	info, ok := ix.classInfo[k]
 	switch {
 	case !ok:
 		return autoscaler.Price{}, fmt.Errorf("MachineClass %s not found: %w", k, autoscaler.ErrNoPrice)
@@ -81,7 +77,7 @@ func (p *Source) groupPriceLocked(g *group) (autoscaler.Price, string, error) {
 	case g.price != nil:
 		return *g.price, class, nil
 	}
-	price, err := p.classPriceLocked(md.Namespace, class)
+	price, err := p.ix.classPriceLocked(md.Namespace, class)
 	if err != nil {
 		return autoscaler.Price{}, class, fmt.Errorf("node group %q: %w", g.id, err)
 	}
@@ -125,7 +121,7 @@ func (p *Source) NodePrice(n autoscaler.Node) (autoscaler.Price, error) {
 	case g.price != nil:
 		return *g.price, nil
 	}
-	price, err := p.classPriceLocked(m.Namespace, m.Spec.Class.Name)
+	price, err := p.ix.classPriceLocked(m.Namespace, m.Spec.Class.Name)
 	if err != nil {
 		return autoscaler.Price{}, fmt.Errorf("node %q of node group %q: %w", n.Name, g.id, err)
 	}

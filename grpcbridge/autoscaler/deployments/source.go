@@ -556,7 +556,7 @@ func (p *Source) exhaustedLocked(g *group) *autoscaler.InstanceError {
 	if !ok {
 		return nil
 	}
-	_, skipped, found := fallback.Pick(chain, p.marksAndPrices(), nil)
+	_, skipped, found := fallback.Pick(chain, indexPrices{Marks: p.marks(), ix: p.ix}, nil)
 	if found {
 		return nil
 	}
