@@ -61,6 +61,9 @@ func (r *Reconciler) newMachineClass(ctx context.Context, ms *v1alpha1.MachineSe
 		// Every class is marked: the machine starts on the template's class and waits there.
 		return "", ""
 	}
+	if chain.ByPrice && len(skipped) == 0 {
+		return picked, "it is the cheapest class (" + fallback.AnnotationOrder + ": " + fallback.OrderPrice + ")"
+	}
 	return picked, fallback.Describe(chain.Classes, skipped)
 }
 
