@@ -46,7 +46,7 @@ func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 func benchFleet(b *testing.B, groups, perGroup int) (*autoscaler.Server, *Source, []*pb.ExternalGrpcNode) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
-	p := &Source{log: log, now: time.Now, ix: newIndex(log, time.Now, nil), warnedFlags: map[key]bool{}}
+	p := &Source{log: log, now: time.Now, ix: newIndex(log, time.Now, nil)}
 	p.synced.Store(true)
 	var nodes []*pb.ExternalGrpcNode
 	for g := range groups {

@@ -71,8 +71,7 @@ type Source struct {
 	synced atomic.Bool
 	events *eventRecorder
 
-	warnMu      sync.Mutex
-	warnedFlags map[key]bool
+	flagWarnings flagWarnings
 }
 
 // New returns a Source for cfg. It contacts nothing until Start.
@@ -114,7 +113,6 @@ func New(cfg Config) (*Source, error) {
 	ix.warn = ev.warn
 	return &Source{
 		cfg: cfg, log: log, now: now, client: c, cache: ca, events: ev, ix: ix,
-		warnedFlags: map[key]bool{},
 	}, nil
 }
 
@@ -192,7 +190,7 @@ func (p *Source) Start(ctx context.Context) error {
 		return fmt.Errorf("autoscaler: event handlers did not sync before shutdown")
 	}
 	p.synced.Store(true)
-	p.warnMissingFlagGroups()
+	p.flagWarnings.report(p.log, p.namespaceText(), p.ix.missingDeployments(p.cfg.flagDeployments()))
 	p.log.Info("autoscaler: node groups loaded", "groups", len(p.NodeGroups()))
 	return nil
 }
@@ -671,37 +669,48 @@ func (p *Source) GPUTypes() []string {
 // their own (Cluster Autoscaler then sees the last known state, never an error).
 func (p *Source) Refresh(context.Context) error {
 	p.ix.sweepTombstones()
-	p.warnMissingFlagGroups()
+	p.flagWarnings.report(p.log, p.namespaceText(), p.ix.missingDeployments(p.cfg.flagDeployments()))
 	return nil
 }
 
-// warnMissingFlagGroups says once which --nodes deployments do not exist.
-func (p *Source) warnMissingFlagGroups() {
-	if len(p.cfg.Groups) == 0 {
-		return
-	}
-	p.ix.mu.RLock()
+// missingDeployments returns the deployments among want that the index does not hold.
+func (ix *index) missingDeployments(want []key) []key {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	var missing []key
-	for _, f := range p.cfg.Groups {
-		if p.ix.mds[f.MachineDeployment] == nil {
-			missing = append(missing, f.MachineDeployment)
+	for _, k := range want {
+		if ix.mds[k] == nil {
+			missing = append(missing, k)
 		}
 	}
-	p.ix.mu.RUnlock()
-	p.warnMu.Lock()
-	defer p.warnMu.Unlock()
+	return missing
+}
+
+// flagWarnings remembers which --nodes deployments were reported missing, so each is reported
+// once while it is missing (and again if it goes missing after it existed).
+type flagWarnings struct {
+	mu     sync.Mutex
+	warned map[key]bool
+}
+
+func (w *flagWarnings) report(log *slog.Logger, namespace string, missing []key) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned == nil {
+		w.warned = map[key]bool{}
+	}
 	gone := map[key]bool{}
 	for _, k := range missing {
 		gone[k] = true
-		if !p.warnedFlags[k] {
-			p.log.Warn("autoscaler: --nodes names a MachineDeployment that does not exist; the group is not served until it does",
-				"machineDeployment", k.String(), "namespace", p.namespaceText())
-			p.warnedFlags[k] = true
+		if !w.warned[k] {
+			log.Warn("autoscaler: --nodes names a MachineDeployment that does not exist; the group is not served until it does",
+				"machineDeployment", k.String(), "namespace", namespace)
+			w.warned[k] = true
 		}
 	}
-	for k := range p.warnedFlags {
+	for k := range w.warned {
 		if !gone[k] {
-			delete(p.warnedFlags, k)
+			delete(w.warned, k)
 		}
 	}
 }
@@ -800,3 +809,12 @@ func ctxErr(err error) driver.Code {
 }
 
 var _ autoscaler.NodeGroupSource = (*Source)(nil)
+
+// flagDeployments are the deployments the --nodes groups name.
+func (c Config) flagDeployments() []key {
+	keys := make([]key, 0, len(c.Groups))
+	for _, f := range c.Groups {
+		keys = append(keys, f.MachineDeployment)
+	}
+	return keys
+}
