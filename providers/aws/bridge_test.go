@@ -12,14 +12,14 @@ import (
 )
 
 func TestConformanceThroughTheGRPCBridge(t *testing.T) {
-	bridgetest.Run(t, Name, conformanceTarget, drivertest.WithTimeout(60*time.Second))
+	bridgetest.Run(t, ProviderName, conformanceTarget, drivertest.WithTimeout(60*time.Second))
 }
 
 // TestAWSErrorsCrossTheBridge checks that a capacity failure keeps its code, EC2's error code
 // and the request ID through the bridge, and that the failed create left nothing.
 func TestAWSErrorsCrossTheBridge(t *testing.T) {
 	e := newTestEnv(t)
-	remote := bridgetest.DialOut(t, Name, e.drv)
+	remote := bridgetest.DialOut(t, ProviderName, e.drv)
 	e.cloud.SetZoneCapacity(testZoneA, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

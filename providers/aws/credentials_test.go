@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -53,7 +55,7 @@ func TestSecretKeys(t *testing.T) {
 			for k, v := range tc.data {
 				s.Data[k] = []byte(v)
 			}
-			c, err := credentialsFrom(s, tc.ambient)
+			c, _, err := credentialsFrom(s, tc.ambient)
 			if len(tc.mentions) == 0 {
 				if err != nil || c.mode != tc.mode {
 					t.Fatalf("credentials = %v (%v), want %v", c.mode, err, tc.mode)
@@ -76,7 +78,7 @@ func TestSecretKeys(t *testing.T) {
 			}
 		})
 	}
-	if _, err := credentialsFrom(nil, true); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, _, err := credentialsFrom(nil, true); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Errorf("no secret = %v", err)
 	}
 }
@@ -223,7 +225,7 @@ func TestOneClientPerCredentialSetAndRegion(t *testing.T) {
 	e := newTestEnv(t)
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
-	if n := e.drv.cache.len(); n != 1 {
+	if n := e.drv.cache.Len(); n != 1 {
 		t.Fatalf("%d clients after two creates with one secret, want 1", n)
 	}
 	rotated := e.secret.DeepCopy()
@@ -233,16 +235,16 @@ func TestOneClientPerCredentialSetAndRegion(t *testing.T) {
 	_, _ = e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: e.class, Secret: rotated})
 	other := e.classWith("us", func(s *ProviderSpec) { s.Region = "us-east-1" })
 	_, _ = e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: other, Secret: e.secret})
-	if n := e.drv.cache.len(); n != 3 {
+	if n := e.drv.cache.Len(); n != 3 {
 		t.Fatalf("%d clients, want 3 (a rotated secret and another region get their own)", n)
 	}
-	d := New(Options{MaxClients: 2})
+	d := New(Options{Options: kit.Options{MaxClientSets: 2}})
 	for _, region := range []string{"eu-west-1", "eu-central-1", "us-east-1"} {
 		if _, err := d.clients(ctx, credentials{mode: staticKeys, accessKeyID: "a", secretAccessKey: "b"}, region); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := d.cache.len(); n != 2 {
+	if n := d.cache.Len(); n != 2 {
 		t.Errorf("%d clients kept, want the 2 most recent", n)
 	}
 }

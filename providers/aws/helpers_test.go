@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	awscredentials "github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
@@ -88,12 +90,14 @@ func newTestCloud() *fakeaws.Cloud {
 // process (no cached clients).
 func (e *testEnv) newDriver() *Driver {
 	return New(Options{
+		Options: kit.Options{
+			PollInterval:   5 * time.Millisecond,
+			CleanupTimeout: 20 * time.Second,
+			Log:            slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
 		MaxAttempts:        3,
 		MaxRetryWait:       5 * time.Millisecond,
-		PollInterval:       5 * time.Millisecond,
 		VisibleTimeout:     10 * time.Second,
-		CleanupTimeout:     20 * time.Second,
-		Log:                slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		AmbientCredentials: e.ambient,
 	})
 }
@@ -201,7 +205,7 @@ func (e *testEnv) countVMs(_ context.Context, name string) (int, error) {
 // controller (or a person) would, and returns its ID.
 func (e *testEnv) launchRaw(t testing.TB, name string, class *v1alpha1.MachineClass) string {
 	t.Helper()
-	spec, _, err := decodeSpec(class, driver.Lenient)
+	spec, _, err := specs.Decode(class, driver.Lenient)
 	if err != nil {
 		t.Fatal(err)
 	}

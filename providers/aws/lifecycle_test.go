@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
@@ -136,7 +138,7 @@ func TestProviderIDForms(t *testing.T) {
 func TestInvalidClassReachesExistingVMs(t *testing.T) {
 	e := newTestEnv(t)
 	resp := e.mustCreate(t, "m-1")
-	e.drv = New(Options{SpecMode: driver.Strict, MaxRetryWait: time.Millisecond, PollInterval: time.Millisecond})
+	e.drv = New(Options{Options: kit.Options{SpecMode: driver.Strict, PollInterval: time.Millisecond}, MaxRetryWait: time.Millisecond})
 	var spec map[string]any
 	if err := json.Unmarshal(e.class.ProviderSpec.Raw, &spec); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // instanceOf finds the machine's live instance as Gardener's provider does
@@ -22,7 +23,7 @@ import (
 // live and carries the class's tags: a terminated instance is NotFound, so the controller
 // replaces the machine instead of waiting on a VM that is gone.
 func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine) (*ec2types.Instance, error) {
-	name, err := machineName(m)
+	name, err := kit.MachineName(ProviderName, m)
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +59,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	inst, err := d.instanceOf(ctx, r, req.Machine)
 	if err != nil {
@@ -121,7 +122,7 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	inst, err := d.instanceOf(ctx, r, req.Machine)
 	if driver.IsCode(err, driver.NotFound) {
@@ -161,7 +162,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	found, err := d.describe(ctx, r, "list the instances of class "+req.MachineClass.Name, scopeFilters(r.spec))
 	if err != nil {
@@ -176,29 +177,18 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
 
-// ebsCSIDriver is the EBS CSI driver's name.
-const ebsCSIDriver = "ebs.csi.aws.com"
+// volumes are the EBS volumes among persistent volumes: in-tree AWSElasticBlockStore ones and
+// those of the EBS CSI driver (their handle).
+var volumes = kit.Volumes{CSIDriver: "ebs.csi.aws.com", InTree: func(spec *corev1.PersistentVolumeSpec) string {
+	if spec.AWSElasticBlockStore == nil {
+		return ""
+	}
+	id, _ := ebsVolumeID(spec.AWSElasticBlockStore.VolumeID)
+	return id
+}}
 
 // GetVolumeIDs returns the EBS volume of each in-tree AWSElasticBlockStore volume and each
-// ebs.csi.aws.com volume (its handle), skipping other volumes.
+// ebs.csi.aws.com volume, skipping other volumes.
 func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
-	ids := []string{}
-	for _, spec := range req.PVSpecs {
-		if id, ok := volumeID(spec); ok {
-			ids = append(ids, id)
-		}
-	}
-	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
-}
-
-func volumeID(spec *corev1.PersistentVolumeSpec) (string, bool) {
-	switch {
-	case spec == nil:
-		return "", false
-	case spec.AWSElasticBlockStore != nil:
-		return ebsVolumeID(spec.AWSElasticBlockStore.VolumeID)
-	case spec.CSI != nil && spec.CSI.Driver == ebsCSIDriver && spec.CSI.VolumeHandle != "":
-		return spec.CSI.VolumeHandle, true
-	}
-	return "", false
+	return volumes.IDs(req.PVSpecs), nil
 }

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as in Gardener's Azure provider. The azure* keys are deprecated aliases that are
@@ -56,7 +56,7 @@ func (c credentials) custom() bool { return c.armEndpoint != "" }
 
 // hash identifies a credential set (and cloud) without keeping the secret in a map key.
 func (c credentials) hash(cloudName string) string {
-	return clientcache.Key(c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
+	return kit.CredentialKey(c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
 		c.authorityHost, c.armEndpoint, c.armAudience, c.caCert)
 }
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // ProviderName is the provider's registry name; MachineClass.provider "Azure" selects it.
@@ -59,7 +59,7 @@ type Driver struct {
 
 	opts  Options
 	log   *slog.Logger
-	cache *clientcache.Cache[*clientSet] // by a hash of the credentials and the cloud
+	cache *kit.Clients[*clientSet] // by a hash of the credentials and the cloud
 }
 
 // New returns an Azure driver. It does not contact Azure: credentials arrive with each request.
@@ -80,7 +80,7 @@ func New(opts Options) *Driver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Driver{opts: opts, log: log.With("provider", ProviderName), cache: clientcache.New[*clientSet](opts.MaxClientSets)}
+	return &Driver{opts: opts, log: log.With("provider", ProviderName), cache: kit.NewClients[*clientSet](opts.MaxClientSets)}
 }
 
 // prepare decodes the class and secret and returns the spec and the credential set's clients.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as Gardener's provider reads them (pkg/api/v1alpha1/provider_spec.go and
@@ -87,7 +87,7 @@ type externalAccount struct {
 
 // hash identifies a credential set without keeping the secret in a map key.
 func (c credentials) hash() string {
-	return clientcache.Key(c.key, string(c.json), c.project, c.endpoint, c.caCert)
+	return kit.CredentialKey(c.key, string(c.json), c.project, c.endpoint, c.caCert)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys and fields, never values.

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as Gardener's OpenStack provider reads them.
@@ -130,9 +130,9 @@ func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
 	return c, nil
 }
 
-// key identifies a credential set without revealing it (clientcache.Key).
+// key identifies a credential set without revealing it (kit.CredentialKey).
 func (c *credentials) key() string {
-	return clientcache.Key(c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
+	return kit.CredentialKey(c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
 		c.userDomainName, c.userDomainID, c.username, c.password, c.appCredID, c.appCredName, c.appCredSecret,
 		c.clientCert, c.clientKey)
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 	"github.com/machinist-io/machinist/internal/version"
 	"github.com/machinist-io/machinist/internal/waitctx"
 )
@@ -43,11 +43,11 @@ type session struct {
 type pool struct {
 	opts     Options
 	log      *slog.Logger
-	sessions *clientcache.Cache[*session]
+	sessions *kit.Clients[*session]
 }
 
 func newPool(opts Options, log *slog.Logger) *pool {
-	return &pool{opts: opts, log: log, sessions: clientcache.New[*session](opts.MaxClientSets)}
+	return &pool{opts: opts, log: log, sessions: kit.NewClients[*session](opts.MaxClientSets)}
 }
 
 // get returns the session of the credentials in region, authenticating once, and renews its

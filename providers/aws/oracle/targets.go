@@ -14,6 +14,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/aws"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Machinist is machinist's AWS driver as a Target. Its secret also names the fake's URL
@@ -27,8 +28,8 @@ type Machinist struct {
 // Gardener's SDK client does (3 attempts) but waiting at most maxRetryWait between them.
 func NewMachinist(endpoint string, maxRetryWait time.Duration) *Machinist {
 	return &Machinist{endpoint: endpoint, drv: aws.New(aws.Options{
-		MaxAttempts: 3, MaxRetryWait: maxRetryWait, PollInterval: 10 * time.Millisecond,
-		VisibleTimeout: time.Minute, Log: slog.New(slog.DiscardHandler),
+		Options:     kit.Options{PollInterval: 10 * time.Millisecond, Log: slog.New(slog.DiscardHandler)},
+		MaxAttempts: 3, MaxRetryWait: maxRetryWait, VisibleTimeout: time.Minute,
 	})}
 }
 
