@@ -35,7 +35,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 				req.MachineClass.Name, i, udKey, "a #cloud-config becomes user-data, anything else startup-script")
 		}
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	zone := spec.Zone
 	log := d.log.With("machine", name, "zone", zone)
@@ -100,7 +100,7 @@ func (d *Driver) insert(ctx context.Context, cs *clientSet, spec *ProviderSpec, 
 // id) and returns failure, noting a failed cleanup in it. It runs on its
 // own deadline: the caller's context may be why the create failed.
 func (d *Driver) cleanupAfter(ctx context.Context, cs *clientSet, zone, name string, id uint64, failure error, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
+	ctx, cancel := d.opts.Cleanup(ctx)
 	defer cancel()
 	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {

@@ -17,20 +17,16 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	if err != nil {
 		return nil, err
 	}
-	if req.Machine == nil || req.Machine.Name == "" {
-		return nil, driver.Error(driver.InvalidArgument, "gcp: the request carries no machine name")
-	}
-	zone := spec.Zone
-	name, err := instanceName(req.Machine)
-	if _, z, n, ok := parseProviderID(req.Machine.Spec.ProviderID); ok {
-		zone, name, err = z, n, nil
-	}
-	if err != nil {
+	zone, name, err := machineInstance(req.Machine, spec)
+	if driver.IsCode(err, driver.NotFound) {
 		// CreateMachine refuses such names, so no instance of it can exist.
 		d.log.Info("gcp: machine name cannot name an instance; nothing to delete", "machine", req.Machine.Name)
 		return &driver.DeleteMachineResponse{}, nil
 	}
-	ctx, cancel := d.bound(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "zone", zone)
 	in, err := cs.getInstance(ctx, zone, name)

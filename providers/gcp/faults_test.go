@@ -337,13 +337,13 @@ func TestClientsAreReusedPerCredentialSet(t *testing.T) {
 	if n := len(e.cloud.RequestsFor(fakegcp.OpToken)); n != 1 {
 		t.Errorf("token requests = %d, want 1: the client (and its token) is reused", n)
 	}
-	if n := e.drv.cache.len(); n != 1 {
+	if n := e.drv.cache.Len(); n != 1 {
 		t.Errorf("client sets = %d, want 1", n)
 	}
 	// A rotated key gets its own client set.
 	e.secret.Data[KeyServiceAccountJSON] = e.cloud.AddServiceAccount("rotated@machinist-fake.iam.gserviceaccount.com", e.srv.TokenURL())
 	e.mustCreate(t, "m-3")
-	if n := e.drv.cache.len(); n != 2 {
+	if n := e.drv.cache.Len(); n != 2 {
 		t.Errorf("client sets after rotation = %d, want 2", n)
 	}
 	if n := len(e.cloud.RequestsFor(fakegcp.OpToken)); n != 2 {

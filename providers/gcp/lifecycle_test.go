@@ -196,7 +196,7 @@ func TestListFiltersOnTheClientAndPages(t *testing.T) {
 // a 404 lookup is a success; a refused call counts only as failed; retries are one call.
 func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	e := newTestEnv(t)
-	req0, fail0, timed0 := cloudmetricstest.Counts(t, Name)
+	req0, fail0, timed0 := cloudmetricstest.Counts(t, ProviderName)
 	e.mustCreate(t, "m-1") // get (404), insert, wait, get
 	e.list(t, e.class)
 	if _, err := e.drv.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret}); err != nil {
@@ -211,7 +211,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if err := e.delete(t, e.class, "m-2"); driver.CodeOf(err) != driver.PermissionDenied {
 		t.Fatalf("denied delete: %v", err)
 	}
-	req, fail, timed := cloudmetricstest.Counts(t, Name)
+	req, fail, timed := cloudmetricstest.Counts(t, ProviderName)
 	want := map[string][3]float64{ // requests, failed, timed
 		serviceInstanceGet:    {5, 0, 5},
 		serviceInstanceCreate: {2, 0, 2},

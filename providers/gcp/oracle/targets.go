@@ -18,6 +18,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/gcp"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // machinistTarget is machinist's GCP driver in this process; it reaches the fake through the
@@ -28,9 +29,8 @@ type machinistTarget struct{ d *gcp.Driver }
 // take milliseconds) and its logs discarded.
 func NewMachinist() Target {
 	return machinistTarget{d: gcp.New(gcp.Options{
-		PollInterval: 5 * time.Millisecond,
-		Retry:        wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: 3, Cap: time.Second},
-		Log:          slog.New(slog.DiscardHandler),
+		Options: kit.Options{PollInterval: 5 * time.Millisecond, Log: slog.New(slog.DiscardHandler)},
+		Retry:   wait.Backoff{Duration: 20 * time.Millisecond, Factor: 2, Steps: 3, Cap: time.Second},
 	})}
 }
 
