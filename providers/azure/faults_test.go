@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"k8s.io/utils/ptr"
 
@@ -299,7 +301,7 @@ func TestLoginOutagesAreUnavailable(t *testing.T) {
 		e := newTestEnv(t)
 		cfg := e.cloud.Configuration()
 		cfg.ActiveDirectoryAuthorityHost = "https://login.unreachable.test/"
-		e.drv = New(Options{Transport: e.cloud.Transport(), Cloud: &cfg, PollInterval: time.Millisecond,
+		e.drv = New(Options{Options: kit.Options{HTTPTransport: e.cloud.Transport(), PollInterval: time.Millisecond}, Cloud: &cfg,
 			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}})
 		_, err := e.create(t, "m-1")
 		msg := driver.MessageOf(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,7 +75,7 @@ func fakecloudClass(t *testing.T) *v1alpha1.MachineClass {
 // fake is gone a fresh login is Unavailable with the refused connection as its cause.
 func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	c, srv := servedFake(t)
-	d := New(Options{PollInterval: time.Millisecond})
+	d := New(Options{Options: kit.Options{PollInterval: time.Millisecond}})
 	class, secret := fakecloudClass(t), customCloudSecret(srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -133,7 +135,7 @@ func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	}
 	other := secret.DeepCopy()
 	other.Data[KeyClientSecret] = []byte("another-secret-value")
-	_, err = New(Options{PollInterval: time.Millisecond, Retry: fastRetry()}).ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: other})
+	_, err = New(Options{Options: kit.Options{PollInterval: time.Millisecond}, Retry: fastRetry()}).ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: other})
 	msg := driver.MessageOf(err)
 	if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(msg, "cannot reach Microsoft Entra ID at 127.0.0.1:") || !strings.Contains(msg, "connection refused") {
 		t.Fatalf("login with the fake gone = %v, want Unavailable with the refused connection", err)
@@ -161,7 +163,7 @@ func TestCustomCloudSecretKeys(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secret := customCloudSecret(srv)
 			tc.change(secret.Data)
-			_, err := New(Options{PollInterval: time.Millisecond, Retry: fastRetry()}).ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: fakecloudClass(t), Secret: secret})
+			_, err := New(Options{Options: kit.Options{PollInterval: time.Millisecond}, Retry: fastRetry()}).ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: fakecloudClass(t), Secret: secret})
 			if err == nil || !strings.Contains(driver.MessageOf(err), tc.want) {
 				t.Fatalf("err = %v, want it to name %q", err, tc.want)
 			}

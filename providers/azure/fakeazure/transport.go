@@ -95,7 +95,10 @@ const (
 	resourceManager
 )
 
-// Do answers one request.
+// RoundTrip answers one request, as the driver's Options.HTTPTransport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) { return t.Do(req) }
+
+// Do answers one request, as an SDK client's ClientOptions.Transport.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	switch req.URL.Host {
 	case LoginHost:
