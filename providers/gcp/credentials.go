@@ -265,10 +265,15 @@ const startupScriptKey = "startup-script"
 // it (pkg/gcp/machine_controller_util.go, getUserData): user-data for a cloud-config, a
 // startup-script otherwise.
 func userDataItem(secret *corev1.Secret) (key, value string, err error) {
-	v := driver.SecretValue(secret, KeyUserData)
-	if v == "" {
-		return "", "", driver.Errorf(driver.InvalidArgument, "gcp: secret %s has no data.%s: set it to the machines' cloud-init (#cloud-config) or startup script", kit.SecretName(secret), KeyUserData)
+	s, err := kit.ReadSecret(ProviderName, secret, "serviceAccountJSON")
+	if err != nil {
+		return "", "", err
 	}
+	ud, err := s.UserData()
+	if err != nil {
+		return "", "", err
+	}
+	v := string(ud)
 	if len(v) > 256*1024 {
 		return "", "", driver.Errorf(driver.InvalidArgument, "gcp: secret %s: data.%s is %d bytes; a Compute Engine metadata value holds at most 256 KiB: shrink it", kit.SecretName(secret), KeyUserData, len(v))
 	}

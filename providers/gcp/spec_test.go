@@ -179,7 +179,7 @@ func TestUserDataMetadata(t *testing.T) {
 			t.Errorf("userDataItem(%q) = %s, %q, %v; want %s", data, k, v, err, key)
 		}
 	}
-	if _, _, err := userDataItem(&corev1.Secret{}); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "data.userData") {
+	if _, _, err := userDataItem(&corev1.Secret{}); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "secret.data[userData]") {
 		t.Errorf("no userData: %v", err)
 	}
 	e := newTestEnv(t)

@@ -98,7 +98,7 @@ func TestSecret(t *testing.T) {
 	if driver.CodeOf(err) != driver.InvalidArgument || driver.MessageOf(err) != "cloud: secret shoot--a/creds is invalid: secret.data[id]: Required value: set it" {
 		t.Errorf("Invalid = %v", err)
 	}
-	if _, err := s.UserData(); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "secret shoot--a/creds has no data.userData") {
+	if _, err := s.UserData(); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), "secret shoot--a/creds is invalid: secret.data[userData]: Required value") {
 		t.Errorf("UserData without userData: %v", err)
 	}
 	withString := &corev1.Secret{StringData: map[string]string{kit.KeyUserData: "#cloud-config"}}

@@ -87,5 +87,5 @@ func (s Secret) UserData() ([]byte, error) {
 	if v := s.s.StringData[KeyUserData]; v != "" {
 		return []byte(v), nil
 	}
-	return nil, driver.Errorf(driver.InvalidArgument, "%s: secret %s has no data.%s: set it to the machines' cloud-init or ignition user data", s.provider, s.Name(), KeyUserData)
+	return nil, s.Invalid(field.ErrorList{field.Required(SecretData.Key(KeyUserData), "set it to the machines' cloud-init or ignition user data")})
 }

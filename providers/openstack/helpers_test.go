@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,11 +30,13 @@ func testDriver(t testing.TB, tune ...func(*Options)) (*Driver, *syncbuf.Buffer)
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	opts := Options{
-		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		PollInterval:   5 * time.Millisecond,
-		CleanupTimeout: 10 * time.Second,
-		MaxRetryWait:   20 * time.Millisecond,
-		HTTPTimeout:    10 * time.Second,
+		Options: kit.Options{
+			Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			PollInterval:   5 * time.Millisecond,
+			CleanupTimeout: 10 * time.Second,
+		},
+		MaxRetryWait: 20 * time.Millisecond,
+		HTTPTimeout:  10 * time.Second,
 	}
 	for _, f := range tune {
 		f(&opts)

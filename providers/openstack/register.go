@@ -3,15 +3,10 @@ package openstack
 import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 func init() {
-	registry.Register(registry.Registration{
-		Name:        ProviderName,
-		Description: "OpenStack: Nova servers, Neutron ports and Cinder root volumes (Gardener-compatible provider spec)",
-		New: func(env registry.Env) (driver.Driver, error) {
-			return New(Options{Log: env.Logger(), SpecMode: env.SpecMode}), nil
-		},
-		CheckSpec: checkSpec,
-	})
+	kit.Register(ProviderName, "OpenStack: Nova servers, Neutron ports and Cinder root volumes (Gardener-compatible provider spec)", specs.Check,
+		func(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) })
 }
