@@ -41,7 +41,7 @@ const (
 // gets the instance the first one launched. When the instance does not show up, the create
 // terminates it.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 // the class keeps them (deleteOnTermination false). An instance that does not exist is success;
 // one tagged for another cluster is left alone.
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}

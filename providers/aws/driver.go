@@ -24,6 +24,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -63,6 +64,11 @@ type Driver struct {
 	httpClient aws.HTTPClient
 }
 
+// open is the registry's factory of the AWS driver (register.go).
+func open(o kit.Options, env registry.Env) driver.Driver {
+	return New(Options{Options: o, AmbientCredentials: env.AmbientCredentialsFor(ProviderName)})
+}
+
 // New returns an AWS driver. It does not contact AWS: credentials arrive with each request.
 func New(opts Options) *Driver {
 	opts.Options = opts.WithDefaults(kit.Options{
@@ -96,28 +102,9 @@ type request struct {
 	api    *ec2API
 }
 
-// purpose is what an operation does with the class, and so how much of it must be valid.
-type purpose int
-
-const (
-	// toLaunch: CreateMachine and InitializeMachine act on the whole spec, decoded in the
-	// driver's mode and validated as Gardener's provider validates it.
-	toLaunch purpose = iota
-	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach VMs that exist; they need
-	// only the region and the cluster and role tags that scope the class (decodeScope), so a
-	// class that no longer validates can still have its VMs found and deleted.
-	toReach
-)
-
 // prepare decodes the class and secret for purpose and returns the spec and the client.
-func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*request, error) {
-	var spec *ProviderSpec
-	var err error
-	if p == toLaunch {
-		spec, _, err = specs.Decode(class, d.opts.SpecMode)
-	} else {
-		spec, err = specs.DecodeScope(class)
-	}
+func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p kit.Purpose) (*request, error) {
+	spec, err := specs.DecodeFor(class, d.opts.SpecMode, p)
 	if err != nil {
 		return nil, err
 	}

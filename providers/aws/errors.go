@@ -128,9 +128,6 @@ var ec2Errors = kit.Errors{Provider: ProviderName, Cloud: "EC2"}
 // is about the MachineClass, the field to fix. what names the operation ("run instance for
 // machine m-1").
 func statusOf(spec *ProviderSpec, what string, err error) error {
-	if err == nil {
-		return nil
-	}
 	if st, ok := ec2Errors.Common(what, err); ok {
 		return st
 	}

@@ -55,7 +55,7 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 // an interface still has it, or an interface lacks its IPv6 prefixes: InitializeMachine does
 // both.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func prefixCount(spec *ProviderSpec, ni ec2types.InstanceNetworkInterface) int32
 // the class asks for, as Gardener's provider does (pkg/aws/core.go InitializeMachine). It is
 // idempotent; an instance not (yet) found is Uninitialized.
 func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 // ListMachines lists the live instances that carry every cluster and role tag of the class, as
 // provider ID -> machine (their Name tag), filtered by EC2.
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/internal/waitctx"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // maxCustomData is the longest base64 customData Azure accepts.
@@ -33,11 +34,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	if err != nil {
 		return nil, err
 	}
-	secret, err := readSecret(req.Secret)
-	if err != nil {
-		return nil, err
-	}
-	userData, err := secret.UserData()
+	secret, userData, err := kit.UserData(ProviderName, req.Secret)
 	if err != nil {
 		return nil, err
 	}

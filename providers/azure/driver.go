@@ -18,6 +18,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -50,6 +51,9 @@ type Driver struct {
 	log   *slog.Logger
 	cache *kit.Clients[*clientSet] // by a hash of the credentials and the cloud
 }
+
+// open is the registry's factory of the Azure driver (register.go).
+func open(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns an Azure driver. It does not contact Azure: credentials arrive with each request.
 func New(opts Options) *Driver {

@@ -1,12 +1,7 @@
 package azure
 
-import (
-	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/providers/kit"
-)
+import "github.com/machinist-io/machinist/providers/kit"
 
 func init() {
-	kit.Register(ProviderName, "Azure VMs with their own NIC and managed disks (Gardener-compatible provider spec)", specs.Check,
-		func(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) })
+	kit.Register(ProviderName, "Azure VMs with their own NIC and managed disks (Gardener-compatible provider spec)", specs.Check, open)
 }

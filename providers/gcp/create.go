@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // CreateMachine creates the machine's instance (named after the machine, with its disks) and
@@ -17,7 +18,7 @@ import (
 // class's cluster and role tags. When the insert fails or is not awaited to its end, the
 // instance is deleted again before the error is returned.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toCreate)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // DeleteMachine deletes the machine's instance (found by its ProviderID, else by the machine's
@@ -13,7 +14,7 @@ import (
 // class's cluster and role tags is not the machine's: it is left alone and the answer is
 // NotFound, as Gardener's provider answers (the controller reads NotFound as "no VM").
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}

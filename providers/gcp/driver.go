@@ -17,6 +17,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -53,6 +54,9 @@ type Driver struct {
 	cache *kit.Clients[*clientSet] // by a hash of the credentials
 }
 
+// open is the registry's factory of the GCP driver (register.go).
+func open(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) }
+
 // New returns a GCP driver. It does not contact Google: credentials arrive with each request.
 func New(opts Options) *Driver {
 	opts.Options = opts.WithDefaults(kit.Options{
@@ -76,28 +80,10 @@ func New(opts Options) *Driver {
 	return &Driver{opts: opts, log: opts.Logger(ProviderName), cache: kit.NewClients[*clientSet](opts.MaxClientSets)}
 }
 
-// purpose is what an operation does with the class, and so how much of it must be valid.
-type purpose int
-
-const (
-	// toCreate: CreateMachine acts on the whole spec, decoded in the driver's mode and validated.
-	toCreate purpose = iota
-	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach instances that exist; they
-	// need only the zone and the cluster and role tags (specs.DecodeScope), so a class that no longer
-	// validates can still have its instances found and deleted.
-	toReach
-)
-
 // prepare decodes the class and secret for p and returns the spec and the credential set's
 // client.
-func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*ProviderSpec, *clientSet, error) {
-	var spec *ProviderSpec
-	var err error
-	if p == toCreate {
-		spec, _, err = specs.Decode(class, d.opts.SpecMode)
-	} else {
-		spec, err = specs.DecodeScope(class)
-	}
+func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p kit.Purpose) (*ProviderSpec, *clientSet, error) {
+	spec, err := specs.DecodeFor(class, d.opts.SpecMode, p)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -81,9 +81,6 @@ var computeErrors = kit.Errors{Provider: ProviderName, Cloud: "Compute Engine", 
 // the operation's errors and their details) and what to do. what names the call ("create
 // instance m-1 in europe-west1-b"); refs are the resources the call named.
 func statusOf(what string, err error, refs ...reference) error {
-	if err == nil {
-		return nil
-	}
 	if st, ok := computeErrors.Common(what, err); ok {
 		return st
 	}

@@ -13,7 +13,7 @@ import (
 
 // GetMachineStatus reports the machine's instance; NotFound when there is none of the class.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 // with a string, number or boolean, and Compute Engine answers such filters 400 "Invalid list
 // filter expression").
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}

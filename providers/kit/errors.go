@@ -20,14 +20,16 @@ type Errors struct {
 	CAKey string
 }
 
-// Common maps err when it is a failure every cloud shares, and reports whether it was: an error
-// that already carries a code (returned as it is), the end of the caller's deadline
+// Common maps err when it is a failure every cloud shares, and reports whether it was: no error
+// (nil), an error that already carries a code (returned as it is), the end of the caller's deadline
 // (DeadlineExceeded) or its cancellation (Canceled), and an endpoint certificate that does not
 // verify against the secret's CA bundle (FailedPrecondition). what names the call ("create VM
 // m-1").
 func (e Errors) Common(what string, err error) (error, bool) {
 	var st *driver.Status
 	switch {
+	case err == nil:
+		return nil, true
 	case errors.As(err, &st):
 		return err, true
 	case errors.Is(err, context.DeadlineExceeded):

@@ -279,6 +279,9 @@ func TestErrorsCommon(t *testing.T) {
 			t.Errorf("Common(%v) = %v %v, want %v %q", tc.err, got, ok, tc.code, tc.text)
 		}
 	}
+	if st, ok := e.Common("get vm", nil); !ok || st != nil {
+		t.Errorf("Common(nil) = %v %v", st, ok)
+	}
 	if _, ok := e.Common("get vm", errors.New("500")); ok {
 		t.Error("Common mapped a cloud's own error")
 	}

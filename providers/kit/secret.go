@@ -79,6 +79,16 @@ func (s Secret) Invalid(errs field.ErrorList) error {
 	return driver.Errorf(driver.InvalidArgument, "%s: secret %s is invalid: %s", s.provider, s.Name(), errs.ToAggregate().Error())
 }
 
+// UserData reads the request's secret and its userData (Secret.UserData) in one step.
+func UserData(provider string, s *corev1.Secret) (Secret, []byte, error) {
+	secret, err := ReadSecret(provider, s, KeyUserData)
+	if err != nil {
+		return secret, nil, err
+	}
+	ud, err := secret.UserData()
+	return secret, ud, err
+}
+
 // UserData is the secret's userData, or InvalidArgument when it has none.
 func (s Secret) UserData() ([]byte, error) {
 	if v, ok := s.s.Data[KeyUserData]; ok && len(v) > 0 {

@@ -41,6 +41,29 @@ func (s Spec[T]) Decode(class *v1alpha1.MachineClass, mode driver.SpecMode) (*T,
 	return spec, warnings, err
 }
 
+// Purpose is what an operation does with a class, and so how much of its spec must be valid.
+type Purpose int
+
+const (
+	// ToCreate: CreateMachine and InitializeMachine act on the whole spec, decoded in the
+	// driver's mode and validated (Decode).
+	ToCreate Purpose = iota
+	// ToReach: DeleteMachine, GetMachineStatus and ListMachines reach machines that exist; they
+	// need only what Scope checks (DecodeScope), so a class that no longer validates can still
+	// have its machines found and deleted.
+	ToReach
+)
+
+// DecodeFor decodes class's providerSpec for purpose p: Decode in mode to create, DecodeScope to
+// reach.
+func (s Spec[T]) DecodeFor(class *v1alpha1.MachineClass, mode driver.SpecMode, p Purpose) (*T, error) {
+	if p == ToReach {
+		return s.DecodeScope(class)
+	}
+	spec, _, err := s.Decode(class, mode)
+	return spec, err
+}
+
 // Check is the provider's registry.Registration.CheckSpec: Decode without a cloud call.
 func (s Spec[T]) Check(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
 	_, warnings, err := s.Decode(class, mode)

@@ -39,11 +39,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	if err != nil {
 		return nil, err
 	}
-	secret, err := readSecret(req.Secret)
-	if err != nil {
-		return nil, err
-	}
-	userData, err := secret.UserData()
+	_, userData, err := kit.UserData(ProviderName, req.Secret)
 	if err != nil {
 		// Validate the class first so every problem is reported at once.
 		if _, _, serr := specs.Decode(req.MachineClass, d.opts.SpecMode); serr != nil {
