@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 	"github.com/machinist-io/machinist/providers/openstack"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
@@ -18,18 +19,23 @@ import (
 func init() {
 	addFakecloud("openstack", "serve a fake OpenStack (Keystone, Nova, Neutron, Cinder, Glance) over loopback HTTP",
 		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			return fakeOpenStack{fakeopenstack.Serve(l, observe)}, nil
+			c := fakeopenstack.New(fakeopenstack.Options{})
+			srv, err := c.Serve(l, observe)
+			if err != nil {
+				return nil, err
+			}
+			return fakeOpenStack{c: c, srv: srv}, nil
 		})
 }
 
-type fakeOpenStack struct{ c *fakeopenstack.Cloud }
-
-func (f fakeOpenStack) URL() string { return f.c.URL + "/" }
-func (f fakeOpenStack) State() any  { return f.c.State() }
-func (f fakeOpenStack) Close() error {
-	f.c.Close()
-	return nil
+type fakeOpenStack struct {
+	c   *fakeopenstack.Cloud
+	srv *fakekit.Server
 }
+
+func (f fakeOpenStack) URL() string  { return f.srv.URL + "/" }
+func (f fakeOpenStack) State() any   { return f.c.State() }
+func (f fakeOpenStack) Close() error { return f.srv.Close() }
 
 func (f fakeOpenStack) Secret() *corev1.Secret {
 	data := map[string]string{openstack.KeyUserData: fakeUserData}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/machinist-io/machinist/providers/kit"
 
 	corev1 "k8s.io/api/core/v1"
@@ -137,4 +139,12 @@ func leftovers(c *fakeopenstack.Cloud, name string) []string {
 // allResources counts every server, port and volume in the cloud.
 func allResources(c *fakeopenstack.Cloud) (servers, ports, volumes int) {
 	return len(c.Servers()), len(c.Ports()), len(c.Volumes())
+}
+
+// startCloud serves a fake OpenStack on loopback until the test ends.
+func startCloud(t testing.TB, o fakeopenstack.Options) *fakeopenstack.Cloud {
+	t.Helper()
+	c := fakeopenstack.New(o)
+	fakekit.Start(t, c)
+	return c
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/machinist-io/machinist/internal/fakehttps"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // ControlPrefix is the path under which a served cloud answers its control requests: GET
@@ -25,7 +25,7 @@ const ControlPrefix = "/.fakecloud/"
 // told apart by path, with a certificate from a CA of its own. Point a custom cloud at it
 // (activeDirectoryAuthorityHost and resourceManagerEndpoint = URL) and trust CACert.
 type Server struct {
-	*fakehttps.Server
+	*fakekit.Server
 }
 
 // Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
@@ -35,10 +35,11 @@ func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Se
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv, err := fakehttps.Serve("fakeazure", l, h)
+	srv, err := fakekit.ServeTLS("fakeazure", l, h)
 	if err != nil {
 		return nil, err
 	}
+	srv.URL += "/" // this fake's URLs end in a slash
 	c.mu.Lock()
 	c.audiences = append(c.audiences, srv.URL)
 	c.mu.Unlock()

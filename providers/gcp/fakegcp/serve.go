@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/machinist-io/machinist/internal/fakehttps"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // ControlPrefix is the path under which a served fake answers its control requests: GET
@@ -25,7 +25,7 @@ const ComputePath = "compute/v1/"
 // ComputePath, the token endpoints (TokenPath, STSPath, IAMCredentialsPath) and the control
 // requests, at one URL.
 type Server struct {
-	*fakehttps.Server
+	*fakekit.Server
 }
 
 // ComputeEndpoint is the base URL of the Compute API (the client's endpoint option).
@@ -49,10 +49,11 @@ func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Se
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv, err := fakehttps.Serve("fakegcp", l, h)
+	srv, err := fakekit.ServeTLS("fakegcp", l, h)
 	if err != nil {
 		return nil, err
 	}
+	srv.URL += "/" // this fake's URLs end in a slash
 	return &Server{Server: srv}, nil
 }
 
