@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/providers/gcp"
@@ -18,18 +20,18 @@ import (
 func init() {
 	addFakecloud("gcp", "serve a fake Google Compute Engine (the Compute API and OAuth 2.0 token endpoints) over loopback HTTPS with its own CA",
 		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			c := fakegcp.New()
+			c := fakegcp.New(fakegcp.Options{})
 			srv, err := c.Serve(l, observe)
 			if err != nil {
 				return nil, err
 			}
-			return fakeGCP{c: c, srv: srv, key: c.SeedDemo(srv.TokenURL())}, nil
+			return fakeGCP{c: c, srv: srv, key: c.SeedDemo(fakegcp.TokenURL(srv.URL))}, nil
 		})
 }
 
 type fakeGCP struct {
 	c   *fakegcp.Cloud
-	srv *fakegcp.Server
+	srv *fakekit.Server
 	key []byte
 }
 
@@ -40,7 +42,7 @@ func (f fakeGCP) Close() error { return f.srv.Close() }
 func (f fakeGCP) Secret() *corev1.Secret {
 	return fakeSecret("fakegcp", map[string]string{
 		gcp.KeyServiceAccountJSON: string(f.key),
-		gcp.KeyComputeEndpoint:    f.srv.ComputeEndpoint(),
+		gcp.KeyComputeEndpoint:    fakegcp.ComputeEndpoint(f.srv.URL),
 		gcp.KeyCACert:             string(f.srv.CACert),
 		gcp.KeyUserData:           fakeUserData,
 	})

@@ -20,7 +20,7 @@ func TestConformanceThroughTheGRPCBridge(t *testing.T) {
 func TestGCPErrorsCrossTheBridge(t *testing.T) {
 	e := newTestEnv(t)
 	remote := bridgetest.DialOut(t, ProviderName, e.drv)
-	e.cloud.Inject(fakegcp.StockoutNext(1))
+	e.cloud.Faults.Inject(fakegcp.StockoutNext(1))
 	_, err := remote.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret})
 	if driver.CodeOf(err) != driver.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)

@@ -85,7 +85,7 @@ func TestFakeAnswersTheCorpusAsItAnsweredGardener(t *testing.T) {
 						w.Cloud.Settle() // Gardener polled 5 seconds later
 					}
 				}
-				w.Cloud.ClearFaults()
+				w.Cloud.Faults.Clear()
 			}
 			if left := w.left(); !slices.Equal(left.Instances, tr.Left.Instances) || !slices.Equal(left.Disks, tr.Left.Disks) {
 				t.Errorf("left %+v, Gardener left %+v", left, tr.Left)
@@ -115,7 +115,7 @@ func authorized(t *testing.T, w *World) *http.Client {
 // the status and, for an answer that is an operation, its name.
 func replay(t *testing.T, c *http.Client, w *World, r Request, operation string) (int, string) {
 	t.Helper()
-	url := w.Server.ComputeEndpoint() + strings.Replace(r.Path, "/operations/OPERATION", "/operations/"+operation, 1)
+	url := fakegcp.ComputeEndpoint(w.Server.URL) + strings.Replace(r.Path, "/operations/OPERATION", "/operations/"+operation, 1)
 	if r.Query != "" {
 		url += "?" + r.Query
 	}

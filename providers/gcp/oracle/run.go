@@ -43,7 +43,7 @@ func Run(ctx context.Context, s Scenario, driverName string, newTarget func(*Wor
 		if err != nil {
 			return tr, fmt.Errorf("%s step %s: %w", s.Name, st.label(i), err)
 		}
-		w.Cloud.ClearFaults()
+		w.Cloud.Faults.Clear()
 		if st.Op == Create && r.Code == "OK" {
 			created[st.Machine] = r.ProviderID
 		}

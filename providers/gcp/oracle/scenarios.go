@@ -159,7 +159,7 @@ var Scenarios = []Scenario{
 		Name: "stockout", About: "the zone has no capacity (ZONE_RESOURCE_POOL_EXHAUSTED), then has",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Note: "stockout", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.StockoutNext(1)) }},
+			{Op: Create, Machine: "m-1", Note: "stockout", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.StockoutNext(1)) }},
 			{Op: Create, Machine: "m-1"},
 			{Op: Delete, Machine: "m-1", ByProviderID: true},
 		},
@@ -230,14 +230,14 @@ var Scenarios = []Scenario{
 		Name: "throttled", About: "Compute Engine's rate limit answers a list 403 rateLimitExceeded; an outage answers one 503",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: List, Note: "throttled", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.RateLimited(fakegcp.OpListInstances, 1, 403)) }},
-			{Op: List, Note: "outage", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.ServerErrors(fakegcp.OpListInstances, 1, 503)) }},
+			{Op: List, Note: "throttled", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.Throttle(fakegcp.OpListInstances, 1, 403)) }},
+			{Op: List, Note: "outage", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.ServerErrors(fakegcp.OpListInstances, 503, 1)) }},
 		},
 	},
 	{
 		Name: "denied", About: "the service account may not create instances",
 		Spec:  extensionSpec(),
-		Steps: []Step{{Op: Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.Deny(fakegcp.OpInsertInstance)) }}},
+		Steps: []Step{{Op: Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.Deny(fakegcp.OpInsertInstance)) }}},
 	},
 }
 
