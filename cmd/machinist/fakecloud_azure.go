@@ -13,12 +13,13 @@ import (
 
 	"github.com/machinist-io/machinist/providers/azure"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 func init() {
 	addFakecloud("azure", "serve a fake Azure (Microsoft Entra ID and Resource Manager) over loopback HTTPS with its own CA",
 		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			c := fakeazure.New()
+			c := fakeazure.New(fakeazure.Options{})
 			c.SeedDemo()
 			// Long-running operations complete at once: the driver's poll interval is seconds.
 			c.SetLROPolls(0)
@@ -32,10 +33,10 @@ func init() {
 
 type fakeAzure struct {
 	c   *fakeazure.Cloud
-	srv *fakeazure.Server
+	srv *fakekit.Server
 }
 
-func (f fakeAzure) URL() string  { return f.srv.URL }
+func (f fakeAzure) URL() string  { return f.srv.URL + "/" }
 func (f fakeAzure) State() any   { return f.c.State() }
 func (f fakeAzure) Close() error { return f.srv.Close() }
 
@@ -45,8 +46,8 @@ func (f fakeAzure) Secret() *corev1.Secret {
 		azure.KeyClientSecret:                 fakeazure.DemoClientSecret,
 		azure.KeyTenantID:                     f.c.TenantID(),
 		azure.KeySubscriptionID:               f.c.SubscriptionID(),
-		azure.KeyActiveDirectoryAuthorityHost: f.srv.URL,
-		azure.KeyResourceManagerEndpoint:      f.srv.URL,
+		azure.KeyActiveDirectoryAuthorityHost: f.srv.URL + "/",
+		azure.KeyResourceManagerEndpoint:      f.srv.URL + "/",
 		azure.KeyCACert:                       string(f.srv.CACert),
 		azure.KeyUserData:                     fakeUserData,
 	})

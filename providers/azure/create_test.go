@@ -84,15 +84,15 @@ func TestCreateMakesTaggedNICDisksAndACascadingVM(t *testing.T) {
 func TestCreateIsIdempotentAndAdoptsTheExistingVM(t *testing.T) {
 	e := newTestEnv(t)
 	first := e.mustCreate(t, "m-1")
-	e.cloud.ResetRequests()
+	e.cloud.Requests.Reset()
 	second := e.mustCreate(t, "m-1")
 	if first.ProviderID != second.ProviderID {
 		t.Errorf("ProviderIDs differ: %s, %s", first.ProviderID, second.ProviderID)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpCreateVM)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpCreateVM)); n != 0 {
 		t.Errorf("second create sent %d VM create requests, want 0 (adopt)", n)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpCreateNIC)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpCreateNIC)); n != 0 {
 		t.Errorf("second create sent %d NIC create requests, want 0", n)
 	}
 }
@@ -215,12 +215,12 @@ func TestCreateValidatesBeforeTouchingAzure(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.cloud.ResetRequests()
+			e.cloud.Requests.Reset()
 			_, err := e.drv.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: tc.class()})
 			if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want InvalidArgument naming %s", err, tc.want)
 			}
-			if n := len(e.cloud.Requests()); n != 0 {
+			if n := len(e.cloud.Requests.All()); n != 0 {
 				t.Errorf("%d requests reached Azure", n)
 			}
 		})

@@ -44,7 +44,7 @@ type testEnv struct {
 // newTestEnv builds the fake and the driver; opts change the driver's options.
 func newTestEnv(t testing.TB, opts ...func(*Options)) *testEnv {
 	t.Helper()
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.AddServicePrincipal(testClientID, testSecret)
 	c.AddResourceGroup(testRG, testLocation)
 	c.AddSubnet(testRG, "shoot--dev--alpha", "shoot--dev--alpha-nodes", "10.250.0.0/16")

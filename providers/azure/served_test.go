@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/machinist-io/machinist/providers/kit"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -26,9 +28,9 @@ import (
 )
 
 // servedFake serves a seeded fake over HTTPS on loopback, as `machinist fakecloud azure` does.
-func servedFake(t *testing.T) (*fakeazure.Cloud, *fakeazure.Server) {
+func servedFake(t *testing.T) (*fakeazure.Cloud, *fakekit.Server) {
 	t.Helper()
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.SeedDemo()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -43,14 +45,14 @@ func servedFake(t *testing.T) (*fakeazure.Cloud, *fakeazure.Server) {
 }
 
 // customCloudSecret is the secret `machinist fakecloud azure` prints.
-func customCloudSecret(srv *fakeazure.Server) *corev1.Secret {
+func customCloudSecret(srv *fakekit.Server) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fakeazure", Namespace: "default"}, Data: map[string][]byte{
 		KeyClientID:                     []byte(fakeazure.DemoClientID),
 		KeyClientSecret:                 []byte(fakeazure.DemoClientSecret),
 		KeyTenantID:                     []byte(fakeazure.DefaultTenantID),
 		KeySubscriptionID:               []byte(fakeazure.DefaultSubscriptionID),
-		KeyActiveDirectoryAuthorityHost: []byte(srv.URL),
-		KeyResourceManagerEndpoint:      []byte(srv.URL),
+		KeyActiveDirectoryAuthorityHost: []byte(srv.URL + "/"),
+		KeyResourceManagerEndpoint:      []byte(srv.URL + "/"),
 		KeyCACert:                       srv.CACert,
 		KeyUserData:                     []byte(testUserData),
 	}}
@@ -100,7 +102,7 @@ func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	control := func(method, what, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+strings.TrimPrefix(fakeazure.ControlPrefix, "/")+what, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+fakekit.ControlPrefix+what, strings.NewReader(body))
 		r, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
