@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/providers/aws"
@@ -18,15 +20,19 @@ import (
 func init() {
 	addFakecloud("aws", "serve a fake Amazon EC2 (and STS) in EC2's query protocol over loopback HTTP",
 		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			c := fakeaws.New("", nil)
+			c := fakeaws.New(fakeaws.Options{})
 			c.SeedDemo()
-			return fakeAWS{c: c, srv: c.Serve(l, observe)}, nil
+			srv, err := c.Serve(l, observe)
+			if err != nil {
+				return nil, err
+			}
+			return fakeAWS{c: c, srv: srv}, nil
 		})
 }
 
 type fakeAWS struct {
 	c   *fakeaws.Cloud
-	srv *fakeaws.Server
+	srv *fakekit.Server
 }
 
 func (f fakeAWS) URL() string  { return f.srv.URL + "/" }

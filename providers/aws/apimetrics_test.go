@@ -23,7 +23,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	defer cancel()
 	reqBefore, failBefore, _ := cloudmetricstest.Counts(t, ProviderName)
 
-	e.cloud.Inject(fakeaws.Throttle("RunInstances", 1)) // retried by the SDK: one operation
+	e.cloud.Faults.Inject(fakeaws.Throttle("RunInstances", 1)) // retried by the SDK: one operation
 	resp := e.mustCreate(t, "metrics-1")
 	m := machine("metrics-1")
 	m.Spec.ProviderID = resp.ProviderID
@@ -64,7 +64,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 		}
 	}
 
-	e.cloud.Inject(fakeaws.Deny("RunInstances"))
+	e.cloud.Faults.Inject(fakeaws.Deny("RunInstances"))
 	if _, err := e.create(t, "metrics-2"); !driver.IsCode(err, driver.PermissionDenied) {
 		t.Fatalf("CreateMachine without ec2:RunInstances = %v", err)
 	}

@@ -20,14 +20,14 @@ func TestConformanceThroughTheGRPCBridge(t *testing.T) {
 func TestAWSErrorsCrossTheBridge(t *testing.T) {
 	e := newTestEnv(t)
 	remote := bridgetest.DialOut(t, ProviderName, e.drv)
-	e.cloud.SetZoneCapacity(testZoneA, 0)
+	e.cloud.Capacity.SetZoneCapacity(testZoneA, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := remote.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret})
 	if driver.CodeOf(err) != driver.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)
 	}
-	reqs := e.cloud.RequestsFor("RunInstances")
+	reqs := e.cloud.Requests.For("RunInstances")
 	if len(reqs) != 1 {
 		t.Fatalf("%d RunInstances requests, want 1 (capacity errors are not retried at once)", len(reqs))
 	}

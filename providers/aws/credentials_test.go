@@ -106,7 +106,7 @@ func TestAlternativeKeysReachEC2(t *testing.T) {
 func TestWorkloadIdentity(t *testing.T) {
 	e := newTestEnv(t)
 	const role = "arn:aws:iam::123456789012:role/shoot--dev--alpha-machines"
-	e.cloud.AddWebIdentityRole(role, "eyJhbGciOi.projected.token")
+	e.cloud.Identity.AddWebIdentityRole(role, "eyJhbGciOi.projected.token")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("eyJhbGciOi.projected.token"), 0o600); err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
-	if n := len(e.cloud.RequestsFor("AssumeRoleWithWebIdentity")); n != 1 {
+	if n := len(e.cloud.Requests.For("AssumeRoleWithWebIdentity")); n != 1 {
 		t.Errorf("%d AssumeRoleWithWebIdentity requests for two creates, want 1 (the session is reused)", n)
 	}
 	// A token the role's trust policy does not accept.
@@ -142,7 +142,7 @@ func TestWorkloadIdentity(t *testing.T) {
 func TestAmbientCredentials(t *testing.T) {
 	e := newTestEnv(t)
 	const role = "arn:aws:iam::123456789012:role/machinist-irsa"
-	e.cloud.AddWebIdentityRole(role, "irsa-token")
+	e.cloud.Identity.AddWebIdentityRole(role, "irsa-token")
 	tokenFile := filepath.Join(t.TempDir(), "irsa-token")
 	if err := os.WriteFile(tokenFile, []byte("irsa-token"), 0o600); err != nil {
 		t.Fatal(err)
@@ -168,12 +168,12 @@ func TestAmbientCredentials(t *testing.T) {
 	}{
 		"not allowed: refused although the environment has keys and IMDS serves a role": {notAmbient: true, code: driver.InvalidArgument,
 			env:   map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey, "AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": e.srv.URL + "/"},
-			setup: func() { e.cloud.ServeInstanceProfile("seed-nodes") }},
+			setup: func() { e.cloud.Identity.ServeInstanceProfile("seed-nodes") }},
 		"environment keys": {env: map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey}},
 		"IRSA": {env: map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile, "AWS_ROLE_ARN": role, "AWS_ENDPOINT_URL_STS": e.srv.URL},
 			request: "AssumeRoleWithWebIdentity"},
 		"instance profile": {env: map[string]string{"AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": e.srv.URL + "/"},
-			setup: func() { e.cloud.ServeInstanceProfile("machinist-nodes") }},
+			setup: func() { e.cloud.Identity.ServeInstanceProfile("machinist-nodes") }},
 		"none": {code: driver.Unauthenticated},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -187,8 +187,8 @@ func TestAmbientCredentials(t *testing.T) {
 			e.ambient = !tc.notAmbient
 			e.drv = e.newDriver()
 			e.secret.Data = secret
-			before := len(e.cloud.RequestsFor(tc.request))
-			requests := len(e.cloud.Requests())
+			before := len(e.cloud.Requests.For(tc.request))
+			requests := len(e.cloud.Requests.All())
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_, err := e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: e.class, Secret: e.secret})
@@ -198,7 +198,7 @@ func TestAmbientCredentials(t *testing.T) {
 			if tc.code == driver.Unauthenticated && !strings.Contains(driver.MessageOf(err), "no AWS credentials") {
 				t.Errorf("message %q does not say there are no credentials", driver.MessageOf(err))
 			}
-			if tc.request != "" && len(e.cloud.RequestsFor(tc.request)) != before+1 {
+			if tc.request != "" && len(e.cloud.Requests.For(tc.request)) != before+1 {
 				t.Errorf("no %s request", tc.request)
 			}
 			if tc.notAmbient {
@@ -208,7 +208,7 @@ func TestAmbientCredentials(t *testing.T) {
 						t.Errorf("refusal %q does not name %s", msg, key)
 					}
 				}
-				if n := len(e.cloud.Requests()); n != requests {
+				if n := len(e.cloud.Requests.All()); n != requests {
 					t.Errorf("the refused secret made %d requests", n-requests)
 				}
 				if strings.Contains(msg, testSecretKey) {

@@ -199,18 +199,21 @@ func TestInvalidClassReachesExistingVMs(t *testing.T) {
 // TestSovereignCloudRegion: a class in eusc-de-east-1 (the European Sovereign Cloud, which the
 // bundled SDK lists) launches; machinist refused its name before.
 func TestSovereignCloudRegion(t *testing.T) {
-	c := fakeaws.New("eusc-de-east-1", nil)
-	c.AddAccessKey(testAccessKey, testSecretKey)
-	c.AddSubnet(testSubnetA, testVPC, "eusc-de-east-1a", "10.250.0.0/19")
-	c.AddSecurityGroup(testSG, testVPC, "nodes")
+	c := fakeaws.New(fakeaws.Options{Region: "eusc-de-east-1"})
+	c.Identity.AddAccessKey(testAccessKey, testSecretKey)
+	c.Network.AddSubnet(testSubnetA, testVPC, "eusc-de-east-1a", "10.250.0.0/19")
+	c.Network.AddSecurityGroup(testSG, testVPC, "nodes")
 	c.AddImage(testAMI, "gardenlinux", "/dev/xvda")
 	c.AddKeyPair(testKeyName)
-	c.AddInstanceProfile(testProfile)
+	c.Identity.AddInstanceProfile(testProfile)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := c.Serve(l, nil)
+	srv, err := c.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	e := &testEnv{cloud: c, srv: srv, logs: &syncbuf.Buffer{}}
 	e.drv = e.newDriver()

@@ -21,13 +21,13 @@ func Run(ctx context.Context, s Scenario, cloud *fakeaws.Cloud, target Target, d
 		if st.Before != nil {
 			st.Before(cloud)
 		}
-		cloud.ClearRequests()
+		cloud.Requests.Reset()
 		call, err := s.call(st, created)
 		if err != nil {
 			return tr, err
 		}
 		res, err := target.Call(ctx, call)
-		cloud.ClearFaults()
+		cloud.Faults.Clear()
 		if err != nil {
 			return tr, fmt.Errorf("oracle: %s step %q: %w", driverName, st.label(i), err)
 		}
@@ -35,7 +35,7 @@ func Run(ctx context.Context, s Scenario, cloud *fakeaws.Cloud, target Target, d
 			created[st.Machine] = res.ProviderID
 		}
 		ex := Exchange{Step: st.label(i), Result: res}
-		for _, r := range seen(cloud.Requests()) {
+		for _, r := range seen(cloud.Requests.All()) {
 			ex.Requests = append(ex.Requests, Request{Action: r.Action, Code: r.Code, Params: r.Params})
 		}
 		tr.Steps = append(tr.Steps, ex)

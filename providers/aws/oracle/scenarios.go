@@ -154,8 +154,8 @@ var Scenarios = []Scenario{
 		About: "the zone has no capacity (InsufficientInstanceCapacity, HTTP 500), then has",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.SetZoneCapacity(ZoneA, 0) }, Note: "no capacity"},
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.SetZoneCapacity(ZoneA, -1) }, Note: "capacity back"},
+			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Capacity.SetZoneCapacity(ZoneA, 0) }, Note: "no capacity"},
+			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Capacity.SetZoneCapacity(ZoneA, -1) }, Note: "capacity back"},
 			{Op: Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
@@ -164,9 +164,9 @@ var Scenarios = []Scenario{
 		About: "RequestLimitExceeded (HTTP 503) once on each call, which the SDK retries, and on every attempt of DescribeImages",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("RunInstances", 1)) }, Note: "launch throttled once"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("DescribeInstances", 1)) }, Note: "throttled once"},
-			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("DescribeImages", 0)) }, Note: "throttled throughout"},
+			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("RunInstances", 1)) }, Note: "launch throttled once"},
+			{Op: Status, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("DescribeInstances", 1)) }, Note: "throttled once"},
+			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("DescribeImages", 0)) }, Note: "throttled throughout"},
 			{Op: Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
@@ -176,12 +176,12 @@ var Scenarios = []Scenario{
 		Spec:  worker,
 		Steps: []Step{
 			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) {
-				c.Inject(fakeaws.ServerErrors("RunInstances", 1, http.StatusInternalServerError))
+				c.Faults.Inject(fakeaws.ServerErrors("RunInstances", http.StatusInternalServerError, 1))
 			}, Note: "500 once"},
 			{Op: Delete, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) {
-				c.Inject(fakeaws.ServerErrors("TerminateInstances", 0, http.StatusServiceUnavailable))
+				c.Faults.Inject(fakeaws.ServerErrors("TerminateInstances", http.StatusServiceUnavailable, 0))
 			}, Note: "503 throughout"},
-			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.LostResponse("RunInstances", 1)) }, Note: "answer lost"},
+			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.LostResponse("RunInstances", 1)) }, Note: "answer lost"},
 			{Op: List},
 			{Op: Delete, Machine: "m-1", ByProviderID: true},
 			{Op: Delete, Machine: "m-2", ByProviderID: true},
