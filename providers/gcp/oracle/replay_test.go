@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	compute "google.golang.org/api/compute/v1"
@@ -28,7 +30,7 @@ func TestMachinistMatchesTheCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Run(t.Context(), s, Machinist, func(*World) (Target, error) { return NewMachinist(), nil })
+		got, err := Run(t.Context(), s, oraclekit.Machinist, func(*World) (oraclekit.Target, error) { return NewMachinist(), nil })
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
@@ -155,7 +157,7 @@ func TestCompareReportsUndocumentedDifferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Run(t.Context(), s, Machinist, func(*World) (Target, error) { return NewMachinist(), nil })
+	m, err := Run(t.Context(), s, oraclekit.Machinist, func(*World) (oraclekit.Target, error) { return NewMachinist(), nil })
 	if err != nil {
 		t.Fatal(err)
 	}
