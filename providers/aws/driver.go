@@ -24,7 +24,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -65,7 +64,7 @@ type Driver struct {
 }
 
 // open is the registry's factory of the AWS driver (register.go).
-func open(o kit.Options, env registry.Env) driver.Driver {
+func open(o kit.Options, env kit.Env) driver.Driver {
 	return New(Options{Options: o, AmbientCredentials: env.AmbientCredentialsFor(ProviderName)})
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -176,16 +175,6 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	}
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
-
-// volumes are the EBS volumes among persistent volumes: in-tree AWSElasticBlockStore ones and
-// those of the EBS CSI driver (their handle).
-var volumes = kit.Volumes{CSIDriver: "ebs.csi.aws.com", InTree: func(spec *corev1.PersistentVolumeSpec) string {
-	if spec.AWSElasticBlockStore == nil {
-		return ""
-	}
-	id, _ := ebsVolumeID(spec.AWSElasticBlockStore.VolumeID)
-	return id
-}}
 
 // GetVolumeIDs returns the EBS volume of each in-tree AWSElasticBlockStore volume and each
 // ebs.csi.aws.com volume, skipping other volumes.

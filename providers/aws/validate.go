@@ -13,15 +13,6 @@ import (
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
-// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal in
-// pkg/aws/core_util.go decodeProviderSpecAndSecret: names match case-insensitively, unknown
-// fields are ignored) in Lenient mode. For DeleteMachine, GetMachineStatus and ListMachines only
-// the region and the scope tags must be valid (validateScope), where Gardener's provider
-// validates the whole spec and secret on every call.
-var specs = kit.Spec[ProviderSpec]{
-	Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec, Scope: validateScope,
-}
-
 // validateScope checks what reaching a class's existing VMs needs: the region the client
 // talks to, and the cluster and role tags without which the driver cannot tell the class's VMs
 // from others'.

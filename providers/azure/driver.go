@@ -18,7 +18,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -53,7 +52,7 @@ type Driver struct {
 }
 
 // open is the registry's factory of the Azure driver (register.go).
-func open(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) }
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns an Azure driver. It does not contact Azure: credentials arrive with each request.
 func New(opts Options) *Driver {

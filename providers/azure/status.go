@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -79,15 +78,6 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	}
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
-
-// volumes are the Azure disks among persistent volumes: in-tree AzureDisk ones (their disk name)
-// and those of the Azure Disk CSI driver (their handle).
-var volumes = kit.Volumes{CSIDriver: "disk.csi.azure.com", InTree: func(spec *corev1.PersistentVolumeSpec) string {
-	if spec.AzureDisk == nil {
-		return ""
-	}
-	return spec.AzureDisk.DiskName
-}}
 
 // GetVolumeIDs returns the disk of each of the volumes that are Azure disks, skipping other
 // volumes.

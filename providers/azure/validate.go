@@ -14,10 +14,6 @@ import (
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
-// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal: names match
-// case-insensitively, unknown fields are ignored) in Lenient mode.
-var specs = kit.Spec[ProviderSpec]{Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec}
-
 var (
 	// Azure resource names: letters, digits, '.', '-' and '_'.
 	resourceNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,78}[A-Za-z0-9_]$|^[A-Za-z0-9]$`)

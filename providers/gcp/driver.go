@@ -17,7 +17,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -55,7 +54,7 @@ type Driver struct {
 }
 
 // open is the registry's factory of the GCP driver (register.go).
-func open(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) }
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns a GCP driver. It does not contact Google: credentials arrive with each request.
 func New(opts Options) *Driver {

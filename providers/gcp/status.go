@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	compute "google.golang.org/api/compute/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/kit"
@@ -67,16 +66,6 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	}
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
-
-// volumes are the Compute Engine disks among persistent volumes: in-tree gcePersistentDisk ones
-// (their PD name) and those of the persistent disk CSI driver (their handle), as Gardener's
-// provider reads them (pkg/gcp/machine_controller.go, GetVolumeIDs).
-var volumes = kit.Volumes{CSIDriver: "pd.csi.storage.gke.io", InTree: func(spec *corev1.PersistentVolumeSpec) string {
-	if spec.GCEPersistentDisk == nil {
-		return ""
-	}
-	return spec.GCEPersistentDisk.PDName
-}}
 
 // GetVolumeIDs returns the disk of each of the volumes that are Compute Engine disks, skipping
 // other volumes.

@@ -11,17 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/providers/kit"
 )
-
-// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal,
-// pkg/gcp/machine_controller_util.go decodeProviderSpec: names match case-insensitively, unknown
-// fields are ignored) in Lenient mode. For DeleteMachine, GetMachineStatus and ListMachines only
-// the zone and the scope tags must be valid (validateScope); Gardener's provider checks only that
-// the zone is set on these calls (pkg/gcp/machine_controller.go, validateZone).
-var specs = kit.Spec[ProviderSpec]{
-	Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec, Scope: validateScope,
-}
 
 // validateScope checks what reaching a class's existing VMs needs: the zone they are in, and the
 // cluster and role tags without which the driver cannot tell the class's VMs from others'.

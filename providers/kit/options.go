@@ -86,6 +86,10 @@ func (o Options) Cleanup(ctx context.Context) (context.Context, context.CancelFu
 	return context.WithTimeout(context.WithoutCancel(ctx), o.CleanupTimeout)
 }
 
+// Env is what a process offers its drivers (registry.Env), for the few providers that read more
+// of it than FromEnv takes.
+type Env = registry.Env
+
 // FromEnv are the options a process gives every driver (registry.Env): its logger and spec mode.
 func FromEnv(env registry.Env) Options {
 	return Options{Log: env.Logger(), SpecMode: env.SpecMode}
@@ -94,7 +98,7 @@ func FromEnv(env registry.Env) Options {
 // Register registers a provider built on the kit: open makes its driver from the options of the
 // process (FromEnv) and, for what only some providers read, the process's env; check is its
 // Registration.CheckSpec (Spec.Check).
-func Register(name, description string, check func(*v1alpha1.MachineClass, driver.SpecMode) ([]driver.SpecWarning, error), open func(Options, registry.Env) driver.Driver) {
+func Register(name, description string, check func(*v1alpha1.MachineClass, driver.SpecMode) ([]driver.SpecWarning, error), open func(Options, Env) driver.Driver) {
 	registry.Register(registry.Registration{
 		Name:        name,
 		Description: description,

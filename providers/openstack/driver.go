@@ -23,7 +23,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/providers/kit"
 )
 
@@ -79,7 +78,7 @@ type Driver struct {
 }
 
 // open is the registry's factory of the OpenStack driver (register.go).
-func open(o kit.Options, _ registry.Env) driver.Driver { return New(Options{Options: o}) }
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns a driver. It contacts no cloud: credentials arrive with each request.
 func New(opts Options) *Driver {

@@ -478,51 +478,27 @@ func (c *Capacity) SetSpotPrice(instanceType string, price float64) {
 
 // SetVcpuQuota limits the vCPUs of the account's on-demand instances (0: no limit); beyond it
 // RunInstances fails with VcpuLimitExceeded.
-func (c *Capacity) SetVcpuQuota(vcpus int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.vcpuQuota = vcpus
-}
+func (c *Capacity) SetVcpuQuota(vcpus int) { fakekit.Set(&c.mu, &c.vcpuQuota, vcpus) }
 
 // SetInstanceLimit limits the account's instances (0: no limit); beyond it RunInstances fails
 // with InstanceLimitExceeded.
-func (c *Capacity) SetInstanceLimit(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.instLimit = n
-}
+func (c *Capacity) SetInstanceLimit(n int) { fakekit.Set(&c.mu, &c.instLimit, n) }
 
 // SetStartDelay is how long a new instance stays pending (a slow start).
-func (c *Cloud) SetStartDelay(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.startDelay = d
-}
+func (c *Cloud) SetStartDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.startDelay, d) }
 
 // SetStopDelay is how long a terminated instance stays shutting-down.
-func (c *Cloud) SetStopDelay(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.stopDelay = d
-}
+func (c *Cloud) SetStopDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.stopDelay, d) }
 
 // SetTerminatedRetention is how long terminated instances stay visible after they reached
 // terminated (by the cloud's clock); then DescribeInstances and TerminateInstances answer their
 // IDs with InvalidInstanceID.NotFound, as EC2 does, and Instances no longer lists them. A client
 // token keeps answering with its instance. 0 keeps them for ever.
-func (c *Cloud) SetTerminatedRetention(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.retention = d
-}
+func (c *Cloud) SetTerminatedRetention(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.retention, d) }
 
 // SetDescribeLag makes each new instance invisible to the first n DescribeInstances requests
 // after its launch, as EC2's eventual consistency does.
-func (c *Cloud) SetDescribeLag(n int) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.describeLag = n
-}
+func (c *Cloud) SetDescribeLag(n int) { fakekit.Set(&c.st.mu, &c.st.describeLag, n) }
 
 // FailLaunches makes the next launched instances end up terminated right after RunInstances
 // answered, one per reason (a state reason code such as Server.InsufficientInstanceCapacity or
@@ -536,11 +512,7 @@ func (c *Capacity) FailLaunches(reasons ...string) {
 // ServeInstanceProfile makes the instance metadata service (IMDSv2, under /latest/ on the
 // served URL) hand out session credentials of role, as on an EC2 instance with an instance
 // profile; "" stops it.
-func (c *Identity) ServeInstanceProfile(role string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.imdsRole = role
-}
+func (c *Identity) ServeInstanceProfile(role string) { fakekit.Set(&c.mu, &c.imdsRole, role) }
 
 // SeedDemo adds the demo account key and the network, image and profile that
 // kubernetes/samples/fakecloud/aws-machineclass.yaml names: subnets in zones a and b of the

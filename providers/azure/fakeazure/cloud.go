@@ -327,11 +327,7 @@ func (c *Cloud) FailNextAllocation(code string) {
 
 // SetLROPolls sets how many in-progress answers a long-running operation gives before it
 // completes. A large number makes LROs slow.
-func (c *Cloud) SetLROPolls(n int) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.lroPolls = n
-}
+func (c *Cloud) SetLROPolls(n int) { fakekit.Set(&c.st.mu, &c.st.lroPolls, n) }
 
 // SetLROPollsFor sets the in-progress answers of one operation's LROs (OpCreateVM, ...),
 // overriding SetLROPolls for it.

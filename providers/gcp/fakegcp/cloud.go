@@ -331,27 +331,15 @@ func (c *state) offersLocked(zone, machineType string) (int, bool) {
 }
 
 // SetOperationDelay sets how long operations take from insert or delete to DONE.
-func (c *Cloud) SetOperationDelay(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.opDelay = d
-}
+func (c *Cloud) SetOperationDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.opDelay, d) }
 
 // SetWaitTimeout bounds how long zoneOperations.wait holds a request for an operation that is
 // not done (Compute Engine holds it about two minutes); default 30s.
-func (c *Cloud) SetWaitTimeout(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.waitMax = d
-}
+func (c *Cloud) SetWaitTimeout(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.waitMax, d) }
 
 // SetPageSize sets the largest page a list answers (Compute Engine's default and maximum is
 // 500); a request's smaller maxResults wins.
-func (c *Cloud) SetPageSize(n int) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.pageSize = n
-}
+func (c *Cloud) SetPageSize(n int) { fakekit.Set(&c.st.mu, &c.st.pageSize, n) }
 
 // Instances returns copies of every instance, sorted by zone and name, operations that are due
 // applied first.

@@ -85,3 +85,10 @@ func (fs *Faults[F]) Each(use func(F) bool) {
 		}
 	}
 }
+
+// Set stores v in *dst under mu: a fake's settings change while it serves.
+func Set[T any](mu sync.Locker, dst *T, v T) {
+	mu.Lock()
+	defer mu.Unlock()
+	*dst = v
+}

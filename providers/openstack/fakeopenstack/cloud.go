@@ -249,25 +249,13 @@ func (c *Cloud) AddNetwork(name, cidr string) (networkID, subnetID string) {
 }
 
 // SetBuildTime changes how long servers created from now on stay in BUILD ("slow BUILD").
-func (c *Cloud) SetBuildTime(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.buildTime = d
-}
+func (c *Cloud) SetBuildTime(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.buildTime, d) }
 
 // SetDeleteTime changes how long deleted servers stay visible.
-func (c *Cloud) SetDeleteTime(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.deleteTime = d
-}
+func (c *Cloud) SetDeleteTime(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.deleteTime, d) }
 
 // SetTokenTTL changes the lifetime of tokens issued from now on.
-func (c *Cloud) SetTokenTTL(d time.Duration) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.tokenTTL = d
-}
+func (c *Cloud) SetTokenTTL(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.tokenTTL, d) }
 
 // ExpireAllTokens makes every issued token invalid now: the next request with one gets 401.
 func (c *Cloud) ExpireAllTokens() {
