@@ -33,7 +33,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -529,17 +529,11 @@ func (c *Cloud) SeedDemo() {
 
 // Instances returns copies of every instance the fake holds (terminated ones included).
 func (c *Cloud) Instances() []Instance {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advanceLocked()
-	out := make([]Instance, 0, len(c.st.instances))
-	for _, i := range c.st.instances {
-		cp := *i
-		cp.Tags = copyMap(i.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.instances, func(r *Instance) Instance {
+		cp := *r
+		cp.Tags = copyMap(r.Tags)
+		return cp
+	}, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // Live returns the instances that are not shutting down or terminated.
@@ -555,47 +549,29 @@ func (c *Cloud) Live() []Instance {
 
 // Volumes returns copies of the volumes the fake holds.
 func (c *Cloud) Volumes() []Volume {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advanceLocked()
-	out := make([]Volume, 0, len(c.st.volumes))
-	for _, v := range c.st.volumes {
-		cp := *v
-		cp.Tags = copyMap(v.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.volumes, func(r *Volume) Volume {
+		cp := *r
+		cp.Tags = copyMap(r.Tags)
+		return cp
+	}, func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // NetworkInterfaces returns copies of the network interfaces the fake holds.
 func (c *Cloud) NetworkInterfaces() []NetworkInterface {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advanceLocked()
-	out := make([]NetworkInterface, 0, len(c.st.nics))
-	for _, n := range c.st.nics {
-		cp := *n
-		cp.Tags = copyMap(n.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.nics, func(r *NetworkInterface) NetworkInterface {
+		cp := *r
+		cp.Tags = copyMap(r.Tags)
+		return cp
+	}, func(a, b NetworkInterface) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // SpotRequests returns copies of the spot instance requests.
 func (c *Cloud) SpotRequests() []SpotRequest {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advanceLocked()
-	out := make([]SpotRequest, 0, len(c.st.spots))
-	for _, s := range c.st.spots {
-		cp := *s
-		cp.Tags = copyMap(s.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.spots, func(r *SpotRequest) SpotRequest {
+		cp := *r
+		cp.Tags = copyMap(r.Tags)
+		return cp
+	}, func(a, b SpotRequest) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // State is everything the fake holds, for `machinist fakecloud aws --state` and

@@ -8,10 +8,6 @@ import (
 	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
-// GardenerCommit is the commit of gardener/machine-controller-manager-provider-aws the
-// differences were read against (v0.29.0-dev, after v0.28.0).
-const GardenerCommit = "9dd2b7a853f552e3399b865c8c49b9c75beb03f4"
-
 // Difference is a documented way machinist's requests or answers differ from Gardener's
 // (oraclekit.Difference); docs/compatibility/aws.md gives each one's reason, and Gardener names
 // the file at GardenerCommit that behaves otherwise.

@@ -37,3 +37,7 @@ type Left struct {
 	Volumes           int `json:"volumes"`
 	NetworkInterfaces int `json:"networkInterfaces"`
 }
+
+// GardenerCommit is the commit of gardener/machine-controller-manager-provider-aws the
+// differences were read against (v0.29.0-dev, after v0.28.0).
+const GardenerCommit = "9dd2b7a853f552e3399b865c8c49b9c75beb03f4"

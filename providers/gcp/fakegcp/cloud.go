@@ -344,14 +344,7 @@ func (c *Cloud) SetPageSize(n int) { fakekit.Set(&c.st.mu, &c.st.pageSize, n) }
 // Instances returns copies of every instance, sorted by zone and name, operations that are due
 // applied first.
 func (c *Cloud) Instances() []*compute.Instance {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.settleLocked()
-	out := make([]*compute.Instance, 0, len(c.st.instances))
-	for _, k := range sortedKeys(c.st.instances) {
-		out = append(out, cloneJSON(c.st.instances[k]))
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.settleLocked, c.st.instances, cloneJSON[compute.Instance], nil)
 }
 
 // Instance returns a copy of an instance.
@@ -368,14 +361,7 @@ func (c *Cloud) Instance(zone, name string) (*compute.Instance, bool) {
 
 // Disks returns copies of every disk, sorted by zone and name.
 func (c *Cloud) Disks() []*compute.Disk {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.settleLocked()
-	out := make([]*compute.Disk, 0, len(c.st.disks))
-	for _, k := range sortedKeys(c.st.disks) {
-		out = append(out, cloneJSON(c.st.disks[k]))
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.settleLocked, c.st.disks, cloneJSON[compute.Disk], nil)
 }
 
 // PutInstance stores an instance as it is (in zone), for tests that start from an existing

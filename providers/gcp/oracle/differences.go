@@ -9,10 +9,6 @@ import (
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
 
-// GardenerCommit is the commit of gardener/machine-controller-manager-provider-gcp the
-// differences were read against and the corpus recorded with.
-const GardenerCommit = "f192d12161a1e7c8c147ae471758b97358c381c1"
-
 // Difference is a documented way machinist's requests or answers differ from Gardener's
 // (oraclekit.Difference); docs/compatibility/gcp.md gives each one's reason, and Gardener names
 // the file and function at GardenerCommit that behaves otherwise.

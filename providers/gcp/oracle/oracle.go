@@ -46,3 +46,7 @@ type Left struct {
 	Instances []string `json:"instances"`
 	Disks     []string `json:"disks"`
 }
+
+// GardenerCommit is the commit of gardener/machine-controller-manager-provider-gcp the
+// differences were read against and the corpus recorded with.
+const GardenerCommit = "f192d12161a1e7c8c147ae471758b97358c381c1"

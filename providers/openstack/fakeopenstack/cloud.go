@@ -328,44 +328,29 @@ func (c *Cloud) Rejected() int {
 
 // Servers returns a snapshot of the servers that exist (deleted ones are gone), oldest first.
 func (c *Cloud) Servers() []Server {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advance()
-	out := make([]Server, 0, len(c.st.servers))
-	for _, s := range sortedBySeq(c.st.servers, func(s *Server) int { return s.seq }) {
-		cp := *s
-		cp.Metadata = cloneMap(s.Metadata)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.servers, func(r *Server) Server {
+		cp := *r
+		cp.Metadata = cloneMap(r.Metadata)
+		return cp
+	}, func(a, b Server) int { return a.seq - b.seq })
 }
 
 // Ports returns a snapshot of the ports, oldest first.
 func (c *Cloud) Ports() []Port {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advance()
-	out := make([]Port, 0, len(c.st.ports))
-	for _, p := range sortedBySeq(c.st.ports, func(p *Port) int { return p.seq }) {
-		cp := *p
-		cp.Tags = append([]string(nil), p.Tags...)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.ports, func(r *Port) Port {
+		cp := *r
+		cp.Tags = append([]string(nil), r.Tags...)
+		return cp
+	}, func(a, b Port) int { return a.seq - b.seq })
 }
 
 // Volumes returns a snapshot of the volumes, oldest first.
 func (c *Cloud) Volumes() []Volume {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.advance()
-	out := make([]Volume, 0, len(c.st.volumes))
-	for _, v := range sortedBySeq(c.st.volumes, func(v *Volume) int { return v.seq }) {
-		cp := *v
-		cp.Metadata = cloneMap(v.Metadata)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.volumes, func(r *Volume) Volume {
+		cp := *r
+		cp.Metadata = cloneMap(r.Metadata)
+		return cp
+	}, func(a, b Volume) int { return a.seq - b.seq })
 }
 
 // CreateServer puts a server into the cloud directly, bypassing the API (for tests that need a
