@@ -32,6 +32,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"strings"
 	"sync"
@@ -529,11 +530,7 @@ func (c *Cloud) SeedDemo() {
 
 // Instances returns copies of every instance the fake holds (terminated ones included).
 func (c *Cloud) Instances() []Instance {
-	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.instances, func(r *Instance) Instance {
-		cp := *r
-		cp.Tags = copyMap(r.Tags)
-		return cp
-	}, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.instances, (*Instance).copied, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // Live returns the instances that are not shutting down or terminated.
@@ -549,29 +546,17 @@ func (c *Cloud) Live() []Instance {
 
 // Volumes returns copies of the volumes the fake holds.
 func (c *Cloud) Volumes() []Volume {
-	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.volumes, func(r *Volume) Volume {
-		cp := *r
-		cp.Tags = copyMap(r.Tags)
-		return cp
-	}, func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.volumes, (*Volume).copied, func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // NetworkInterfaces returns copies of the network interfaces the fake holds.
 func (c *Cloud) NetworkInterfaces() []NetworkInterface {
-	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.nics, func(r *NetworkInterface) NetworkInterface {
-		cp := *r
-		cp.Tags = copyMap(r.Tags)
-		return cp
-	}, func(a, b NetworkInterface) int { return strings.Compare(a.ID, b.ID) })
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.nics, (*NetworkInterface).copied, func(a, b NetworkInterface) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // SpotRequests returns copies of the spot instance requests.
 func (c *Cloud) SpotRequests() []SpotRequest {
-	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.spots, func(r *SpotRequest) SpotRequest {
-		cp := *r
-		cp.Tags = copyMap(r.Tags)
-		return cp
-	}, func(a, b SpotRequest) int { return strings.Compare(a.ID, b.ID) })
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.spots, (*SpotRequest).copied, func(a, b SpotRequest) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // State is everything the fake holds, for `machinist fakecloud aws --state` and
@@ -676,13 +661,8 @@ func (c *state) newIDLocked(prefix string) string {
 	return fmt.Sprintf("%s-%s%09x", prefix, c.idPrefix, c.seq)
 }
 
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
+// The copies of resources the fake hands out: their tags are the caller's to change.
+func (i Instance) copied() Instance                 { i.Tags = maps.Clone(i.Tags); return i }
+func (v Volume) copied() Volume                     { v.Tags = maps.Clone(v.Tags); return v }
+func (n NetworkInterface) copied() NetworkInterface { n.Tags = maps.Clone(n.Tags); return n }
+func (s SpotRequest) copied() SpotRequest           { s.Tags = maps.Clone(s.Tags); return s }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -252,7 +253,7 @@ func (c *instancesAPI) runInstances(p params) (any, *apiError) {
 	for range count {
 		inst := &Instance{
 			ID: c.newIDLocked("i"), ReservationID: resID, ImageID: imageID, InstanceType: itype, KeyName: p.str("KeyName"),
-			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: copyMap(tags["instance"]),
+			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: maps.Clone(tags["instance"]),
 			IAMProfileARN: profileARN, UserData: p.str("UserData"), Tenancy: tenancy, Partition: partition,
 			visibleAfter: c.describeLag,
 		}
@@ -285,14 +286,14 @@ func (c *instancesAPI) runInstances(p params) (any, *apiError) {
 			v := &Volume{
 				ID: c.newIDLocked("vol"), Zone: zone, Size: vs.size, Type: vs.volType, Iops: vs.iops, Throughput: vs.throughput,
 				Encrypted: vs.encrypted, KmsKeyID: vs.kmsKeyID, SnapshotID: vs.snapshotID, State: "in-use", InstanceID: inst.ID,
-				Device: vs.device, DeleteOnTermination: vs.deleteOnT, CreateTime: now, Tags: copyMap(tags["volume"]),
+				Device: vs.device, DeleteOnTermination: vs.deleteOnT, CreateTime: now, Tags: maps.Clone(tags["volume"]),
 			}
 			c.volumes[v.ID] = v
 			inst.Devices = append(inst.Devices, Device{Name: vs.device, VolumeID: v.ID, DeleteOnTermination: vs.deleteOnT})
 		}
 		if spot {
 			sr := &SpotRequest{ID: c.newIDLocked("sir"), State: "active", StatusCode: "fulfilled", InstanceID: inst.ID, MaxPrice: maxPrice,
-				Type: "one-time", Zone: zone, CreateTime: now, Tags: copyMap(tags["spot-instances-request"])}
+				Type: "one-time", Zone: zone, CreateTime: now, Tags: maps.Clone(tags["spot-instances-request"])}
 			c.spots[sr.ID] = sr
 			inst.Lifecycle, inst.SpotRequestID = "spot", sr.ID
 			if _, limited := c.spotCap[zone]; limited {
@@ -448,7 +449,7 @@ func (c *state) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string)
 		ID: c.newIDLocked("eni"), SubnetID: s.ID, VpcID: s.VpcID, Zone: s.Zone, PrivateIP: ip.String(), PrivateDNSName: dns,
 		SecurityGroups: ns.groups, SourceDestCheck: true, InterfaceType: ns.ifType, Description: ns.description, Status: "in-use",
 		InstanceID: inst.ID, DeviceIndex: ns.deviceIndex, NetworkCardIndex: ns.cardIndex, DeleteOnTermination: ns.deleteOnT,
-		Tags: copyMap(tags),
+		Tags: maps.Clone(tags),
 	}
 	if ns.publicIP {
 		n.PublicIP = fmt.Sprintf("203.0.113.%d", c.seq%250+1)

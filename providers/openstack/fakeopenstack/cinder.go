@@ -2,6 +2,7 @@ package fakeopenstack
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 )
@@ -116,7 +117,7 @@ func (c *cinder) createVolume(w http.ResponseWriter, r *http.Request) {
 	v := c.newVolume(b.Name, b.Size, vt, az)
 	v.ImageID = b.ImageRef
 	v.Bootable = b.ImageRef != ""
-	v.Metadata = cloneMap(b.Metadata)
+	v.Metadata = maps.Clone(b.Metadata)
 	writeJSON(w, http.StatusAccepted, map[string]any{"volume": c.volumeView(v)})
 }
 

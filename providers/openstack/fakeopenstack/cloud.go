@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"sort"
@@ -330,7 +331,7 @@ func (c *Cloud) Rejected() int {
 func (c *Cloud) Servers() []Server {
 	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.servers, func(r *Server) Server {
 		cp := *r
-		cp.Metadata = cloneMap(r.Metadata)
+		cp.Metadata = maps.Clone(r.Metadata)
 		return cp
 	}, func(a, b Server) int { return a.seq - b.seq })
 }
@@ -348,7 +349,7 @@ func (c *Cloud) Ports() []Port {
 func (c *Cloud) Volumes() []Volume {
 	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.volumes, func(r *Volume) Volume {
 		cp := *r
-		cp.Metadata = cloneMap(r.Metadata)
+		cp.Metadata = maps.Clone(r.Metadata)
 		return cp
 	}, func(a, b Volume) int { return a.seq - b.seq })
 }
@@ -360,7 +361,7 @@ func (c *Cloud) CreateServer(name string, metadata map[string]string) string {
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
 	s := c.st.newServer(name, FlavorSmallID(), ImageID, AvailabilityZone)
-	s.Metadata = cloneMap(metadata)
+	s.Metadata = maps.Clone(metadata)
 	c.st.attachNewPort(s, NetworkID, nil)
 	return s.ID
 }
@@ -396,7 +397,7 @@ func (c *Cloud) CreateVolume(name string, sizeGB int, metadata map[string]string
 	c.st.mu.Lock()
 	defer c.st.mu.Unlock()
 	v := c.st.newVolume(name, sizeGB, VolumeTypeStandard, AvailabilityZone)
-	v.Metadata = cloneMap(metadata)
+	v.Metadata = maps.Clone(metadata)
 	v.Status = "available"
 	return v.ID
 }
@@ -565,17 +566,6 @@ func newToken() string {
 		panic(err)
 	}
 	return "gAAAA" + hex.EncodeToString(b[:])
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func sortedBySeq[T any](m map[string]T, seq func(T) int) []T {

@@ -3,6 +3,7 @@ package fakeopenstack
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"sort"
@@ -349,7 +350,7 @@ func (c *nova) createServer(w http.ResponseWriter, r *http.Request) {
 	srv.KeyName = s.KeyName
 	srv.ConfigDrive = s.ConfigDrive != nil && *s.ConfigDrive
 	srv.UserData = userData
-	srv.Metadata = cloneMap(s.Metadata)
+	srv.Metadata = maps.Clone(s.Metadata)
 	if srv.Metadata == nil {
 		srv.Metadata = map[string]string{}
 	}
