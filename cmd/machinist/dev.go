@@ -69,96 +69,31 @@ func devCommand() *cli.Command {
 }
 
 func runDev(c *cli.Context) error {
-	out := c.App.Writer
-	samples := c.String("samples")
-	if samples == "" {
-		root, err := localcontrolplane.RepoRoot()
-		if err != nil {
-			return fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
-		}
-		samples = filepath.Join(root, "kubernetes", "samples", "local")
-	}
-	files, err := manifestFiles(samples)
+	samples, files, err := devSamples(c)
 	if err != nil {
 		return err
 	}
-
 	// Cleanup must not die with a closed stdout (`make run | tee`, Ctrl-C): writes then fail
 	// instead of raising SIGPIPE.
 	signal.Ignore(syscall.SIGPIPE)
-	dir, temp := c.String("dir"), (*livedir.Dir)(nil)
-	if dir == "" {
-		if temp, err = livedir.New("machinist-dev-"); err != nil { // also removes those of killed runs
-			return err
-		}
-		dir = temp.Path()
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return err
-	}
-	defer func() {
-		if temp != nil {
-			if err := temp.Remove(); err != nil {
-				fmt.Fprintf(c.App.ErrWriter, "remove %s: %v\n", temp.Path(), err)
-			}
-		}
-	}()
-	logPath := filepath.Join(dir, "machinist.log")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	s, err := newDevSession(c)
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	log := slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer s.close()
 
-	start := time.Now()
-	step := func(format string, args ...any) {
-		fmt.Fprintf(out, "[%5.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
-	cpOpts := localcontrolplane.Options{
-		Dir: filepath.Join(dir, "controlplane"), BinDir: c.String("bin-dir"), Log: log,
-		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
-	}
-	step("starting %s in %s", strings.Join(controlPlaneComponents(cpOpts), ", "), dir)
-	if cpOpts.BinDir == "" {
-		cpOpts.BinDir = besideExecutable()
-	}
-	cp, err := localcontrolplane.Start(c.Context, cpOpts)
+	cp, err := s.startControlPlane()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		fmt.Fprintln(out, "stopping the controllers and the control plane")
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "stop control plane: %v\n", err)
-		}
-	}()
-	step("control plane ready at %s", cp.Config.Host)
-
-	opts := manager.DefaultOptions()
-	opts.ControlConfig = cp.Config
-	opts.StateDir = filepath.Join(dir, "state")
-	opts.Port = c.Int("port")
-	opts.LeaderElection.Enabled = false
-	opts.Log = log
-	m, err := manager.New(opts)
-	if err != nil {
-		return err
-	}
+	defer s.stopControlPlane(cp)
 	ctx, cancel := context.WithCancel(c.Context)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- m.Start(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			fmt.Fprintf(c.App.ErrWriter, "controllers: %v\n", err)
-		}
-	}()
-	step("controllers running with providers %s (log: %s)", strings.Join(registry.Names(), ", "), logPath)
+	done, err := s.startControllers(ctx, cp)
+	if err != nil {
+		return err
+	}
+	defer s.awaitControllers(cancel, done)
 
 	cl, err := client.New(cp.Config, client.Options{Scheme: manager.Scheme()})
 	if err != nil {
@@ -172,30 +107,168 @@ func runDev(c *cli.Context) error {
 		}
 		applied = append(applied, objs...)
 	}
-	step("applied %s", samples)
-	fmt.Fprintf(out, "\n  export KUBECONFIG=%s\n  %s\n\n", cp.KubeconfigPath, kubectlHint())
+	s.step("applied %s", samples)
+	fmt.Fprintf(s.out, "\n  export KUBECONFIG=%s\n  %s\n\n", cp.KubeconfigPath, kubectlHint())
+	if err := s.watch(ctx, cl, applied, done); err != nil {
+		return err
+	}
+	if err := printAutoscalerHint(s.out, s.dir, cp.KubeconfigPath); err != nil {
+		return err
+	}
+	return s.run(ctx, done)
+}
 
-	deadline := time.Now().Add(c.Duration("timeout"))
-	if err := watchProgress(ctx, cl, out, step, deadline, done); err != nil {
+// devSamples is the directory of manifests to apply (--samples, else the repository's local
+// samples) and its files.
+func devSamples(c *cli.Context) (string, []string, error) {
+	samples := c.String("samples")
+	if samples == "" {
+		root, err := localcontrolplane.RepoRoot()
+		if err != nil {
+			return "", nil, fmt.Errorf("dev: no --samples given and not inside the machinist repository: %w", err)
+		}
+		samples = filepath.Join(root, "kubernetes", "samples", "local")
+	}
+	files, err := manifestFiles(samples)
+	return samples, files, err
+}
+
+// devSession is one `machinist dev`: its directory (a temporary one unless --dir), its log
+// file, and the progress it prints.
+type devSession struct {
+	c       *cli.Context
+	out     io.Writer
+	start   time.Time
+	dir     string
+	temp    *livedir.Dir // the temporary directory, removed on close; nil with --dir
+	logPath string
+	logFile *os.File
+	log     *slog.Logger
+	cpOpts  localcontrolplane.Options
+}
+
+// newDevSession makes the session's directory and opens its log.
+func newDevSession(c *cli.Context) (*devSession, error) {
+	s := &devSession{c: c, out: c.App.Writer, start: time.Now(), dir: c.String("dir")}
+	var err error
+	if s.dir == "" {
+		if s.temp, err = livedir.New("machinist-dev-"); err != nil { // also removes those of killed runs
+			return nil, err
+		}
+		s.dir = s.temp.Path()
+	}
+	if s.dir, err = filepath.Abs(s.dir); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.logPath = filepath.Join(s.dir, "machinist.log")
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.logFile, err = os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.log = slog.New(slog.NewTextHandler(s.logFile, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return s, nil
+}
+
+// close closes the log and removes the temporary directory.
+func (s *devSession) close() {
+	if s.logFile != nil {
+		s.logFile.Close()
+	}
+	if s.temp != nil {
+		if err := s.temp.Remove(); err != nil {
+			fmt.Fprintf(s.c.App.ErrWriter, "remove %s: %v\n", s.temp.Path(), err)
+		}
+	}
+}
+
+// step prints a line of progress with the seconds since the start.
+func (s *devSession) step(format string, args ...any) {
+	fmt.Fprintf(s.out, "[%5.1fs] %s\n", time.Since(s.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// startControlPlane starts etcd, kube-apiserver and, unless turned off, kube-scheduler and
+// kube-controller-manager in the session's directory.
+func (s *devSession) startControlPlane() (*localcontrolplane.ControlPlane, error) {
+	c := s.c
+	s.cpOpts = localcontrolplane.Options{
+		Dir: filepath.Join(s.dir, "controlplane"), BinDir: c.String("bin-dir"), Log: s.log,
+		KubeScheduler: c.Bool("kube-scheduler"), KubeControllerManager: c.Bool("kube-controller-manager"),
+	}
+	s.step("starting %s in %s", strings.Join(controlPlaneComponents(s.cpOpts), ", "), s.dir)
+	if s.cpOpts.BinDir == "" {
+		s.cpOpts.BinDir = besideExecutable()
+	}
+	cp, err := localcontrolplane.Start(c.Context, s.cpOpts)
+	if err != nil {
+		return nil, err
+	}
+	s.step("control plane ready at %s", cp.Config.Host)
+	return cp, nil
+}
+
+func (s *devSession) stopControlPlane(cp *localcontrolplane.ControlPlane) {
+	fmt.Fprintln(s.out, "stopping the controllers and the control plane")
+	if err := cp.Stop(); err != nil {
+		fmt.Fprintf(s.c.App.ErrWriter, "stop control plane: %v\n", err)
+	}
+}
+
+// startControllers runs the controller manager of `machinist run` in this process until ctx
+// ends; done receives how it ended.
+func (s *devSession) startControllers(ctx context.Context, cp *localcontrolplane.ControlPlane) (chan error, error) {
+	opts := manager.DefaultOptions()
+	opts.ControlConfig = cp.Config
+	opts.StateDir = filepath.Join(s.dir, "state")
+	opts.Port = s.c.Int("port")
+	opts.LeaderElection.Enabled = false
+	opts.Log = s.log
+	m, err := manager.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Start(ctx) }()
+	s.step("controllers running with providers %s (log: %s)", strings.Join(registry.Names(), ", "), s.logPath)
+	return done, nil
+}
+
+// awaitControllers stops the controllers and waits for them.
+func (s *devSession) awaitControllers(cancel context.CancelFunc, done chan error) {
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(s.c.App.ErrWriter, "controllers: %v\n", err)
+	}
+}
+
+// watch shows the progress of the machines and then of the sample workload (which needs
+// kube-scheduler and kube-controller-manager) until they are Running or --timeout passes.
+func (s *devSession) watch(ctx context.Context, cl client.Client, applied []*unstructured.Unstructured, done chan error) error {
+	deadline := time.Now().Add(s.c.Duration("timeout"))
+	if err := watchProgress(ctx, cl, s.out, s.step, deadline, done); err != nil {
 		return err
 	}
 	workloads := workloadsOf(applied)
 	switch {
 	case len(workloads) == 0:
-	case !cpOpts.KubeControllerManager || !cpOpts.KubeScheduler:
-		step("sample workload not started: it needs kube-scheduler and kube-controller-manager")
+	case !s.cpOpts.KubeControllerManager || !s.cpOpts.KubeScheduler:
+		s.step("sample workload not started: it needs kube-scheduler and kube-controller-manager")
 	default:
-		if err := watchWorkloads(ctx, cl, step, workloads, deadline, done); err != nil {
-			return err
-		}
+		return watchWorkloads(ctx, cl, s.step, workloads, deadline, done)
 	}
-	if err := printAutoscalerHint(out, dir, cp.KubeconfigPath); err != nil {
-		return err
-	}
-	if temp != nil {
-		fmt.Fprintln(out, "running; press Ctrl-C to stop and clean up")
+	return nil
+}
+
+// run keeps everything running until Ctrl-C, or until the controllers stop by themselves.
+func (s *devSession) run(ctx context.Context, done chan error) error {
+	if s.temp != nil {
+		fmt.Fprintln(s.out, "running; press Ctrl-C to stop and clean up")
 	} else {
-		fmt.Fprintf(out, "running; press Ctrl-C to stop (the control plane and machines stay in %s for the next run)\n", dir)
+		fmt.Fprintf(s.out, "running; press Ctrl-C to stop (the control plane and machines stay in %s for the next run)\n", s.dir)
 	}
 	select {
 	case <-ctx.Done():

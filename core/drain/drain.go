@@ -199,25 +199,50 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 		return d.forceDelete(ctx, pods, opts)
 	}
 
-	var (
-		mu   sync.Mutex
-		errs []error
-	)
-	addErr := func(err error) {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-
-	blocked, err := d.misconfiguredPDBs(ctx, pods)
+	var errs drainErrors
+	plain, withVolumes, err := d.sortOut(ctx, pods, opts, &errs)
 	if err != nil {
 		return err
+	}
+	d.evictInParallel(ctx, plain, opts, &errs)
+	d.evictWithVolumesInTurn(ctx, nodeName, withVolumes, sharedClaims(pods), opts, &errs)
+	if err := errs.join(); err != nil {
+		return fmt.Errorf("drain: node %s: %w", nodeName, err)
+	}
+	log.Info("drain: node drained")
+	return nil
+}
+
+// drainErrors collects the errors of a drain's evictions, which run in parallel.
+type drainErrors struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (e *drainErrors) add(err error) {
+	e.mu.Lock()
+	e.errs = append(e.errs, err)
+	e.mu.Unlock()
+}
+
+func (e *drainErrors) join() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+// sortOut reports the pods a misconfigured PodDisruptionBudget blocks (they are not evicted)
+// and sorts the rest into pods without and with volumes.
+func (d *Drainer) sortOut(ctx context.Context, pods []corev1.Pod, opts Options, errs *drainErrors) (plain, withVolumes []corev1.Pod, err error) {
+	blocked, err := d.misconfiguredPDBs(ctx, pods)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, e := range blocked {
 		if opts.OnProblem != nil {
 			opts.OnProblem(e)
 		}
-		addErr(e)
+		errs.add(e)
 	}
 	skip := map[types.UID]bool{}
 	for _, e := range blocked {
@@ -227,8 +252,6 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 			}
 		}
 	}
-
-	var plain, withVolumes []corev1.Pod
 	for _, p := range pods {
 		switch {
 		case skip[p.UID]:
@@ -238,42 +261,42 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string, opts Options) erro
 			plain = append(plain, p)
 		}
 	}
+	return plain, withVolumes, nil
+}
 
-	// Pods without volumes go in parallel.
+// evictInParallel evicts pods without volumes, opts.Parallelism at a time, each waiting until
+// its pod is gone.
+func (d *Drainer) evictInParallel(ctx context.Context, pods []corev1.Pod, opts Options, errs *drainErrors) {
 	sem := make(chan struct{}, opts.Parallelism)
 	var wg sync.WaitGroup
-	for i := range plain {
-		p := plain[i]
+	for i := range pods {
+		p := pods[i]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := d.evictAndWait(ctx, &p, opts); err != nil {
-				addErr(err)
+				errs.add(err)
 			}
 		}()
 	}
 	wg.Wait()
+}
 
-	// Pods with volumes go one at a time, highest priority first, each waiting for its volumes.
-	sort.SliceStable(withVolumes, func(i, j int) bool { return podPriority(&withVolumes[i]) > podPriority(&withVolumes[j]) })
-	shared := sharedClaims(pods)
-	for i := range withVolumes {
+// evictWithVolumesInTurn evicts pods with volumes one at a time, highest priority first, each
+// waiting for its volumes to detach.
+func (d *Drainer) evictWithVolumesInTurn(ctx context.Context, nodeName string, pods []corev1.Pod, shared map[string]bool, opts Options, errs *drainErrors) {
+	sort.SliceStable(pods, func(i, j int) bool { return podPriority(&pods[i]) > podPriority(&pods[j]) })
+	for i := range pods {
 		if ctx.Err() != nil {
-			addErr(fmt.Errorf("drain: %d pods with volumes left when the drain ran out of time: %w", len(withVolumes)-i, ctx.Err()))
-			break
+			errs.add(fmt.Errorf("drain: %d pods with volumes left when the drain ran out of time: %w", len(pods)-i, ctx.Err()))
+			return
 		}
-		if err := d.evictWithVolumes(ctx, nodeName, &withVolumes[i], shared, opts); err != nil {
-			addErr(err)
+		if err := d.evictWithVolumes(ctx, nodeName, &pods[i], shared, opts); err != nil {
+			errs.add(err)
 		}
 	}
-
-	if len(errs) > 0 {
-		return fmt.Errorf("drain: node %s: %w", nodeName, errors.Join(errs...))
-	}
-	log.Info("drain: node drained")
-	return nil
 }
 
 func (d *Drainer) log() *slog.Logger {

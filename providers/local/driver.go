@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"log/slog"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,13 +12,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
-	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
 const (
@@ -51,37 +47,20 @@ const (
 // Driver is the local provider: each machine is a record in the state directory plus a node
 // agent that makes it a real Node of the target cluster. It is safe for concurrent use.
 //
+// Driver itself is the machine lifecycle of the driver contract over the state store
+// (store.go); its fleet runs the node agents (fleet.go, handover.go), the fleet's updater
+// updates nodes in place (update.go).
+//
 // Several processes may open one state directory. The one holding host.lock is the host: it
 // runs the node agents of every machine in the directory and picks up machines other
 // processes create or delete (and heartbeat switches they flip) within a second. When the
 // host exits, another process takes over.
 type Driver struct {
-	env      registry.Env
-	target   *rest.Config // registry.Env.Target resolved
-	log      *slog.Logger
-	store    store
-	stateDir string // "" without a state dir
-
-	lock         *hostLock
-	sched        *scheduler
-	syncInterval time.Duration
-
-	names [64]sync.Mutex // serialise operations per machine name (by hash)
+	*deps
+	fleet *fleet
 
 	mu       sync.Mutex
-	host     bool
-	agents   map[string]*agent   // by machine name; cluster nil when the machine has no target
-	clusters map[string]*cluster // by target ("" = the process's target)
-	failures map[string]int      // injected error counts, by "op/machine"
-	closed   bool
-
-	stopSync chan struct{}
-	syncDone chan struct{}
-
-	// In-place updates run on goroutines of their own (update.go) until Close.
-	updateCtx     context.Context
-	cancelUpdates context.CancelFunc
-	updateWG      sync.WaitGroup
+	failures map[string]int // injected error counts, by "op/machine"
 }
 
 // New opens the local driver. With env.StateDir set, machines persist in
@@ -91,404 +70,49 @@ func New(env registry.Env) (*Driver, error) {
 }
 
 func newDriver(env registry.Env, workers int, syncInterval time.Duration) (*Driver, error) {
-	d := &Driver{
-		env:          env,
-		log:          env.Logger().With("provider", ProviderName),
-		syncInterval: syncInterval,
-		agents:       map[string]*agent{},
-		clusters:     map[string]*cluster{},
-		failures:     map[string]int{},
-	}
 	target, err := targetConfig(env.Target)
 	if err != nil {
 		return nil, err
 	}
-	d.target = target
-	d.updateCtx, d.cancelUpdates = context.WithCancel(context.Background())
-	d.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
-	d.sched.start()
+	dp := &deps{env: env, target: target, log: env.Logger().With("provider", ProviderName)}
+	f := &fleet{deps: dp, syncInterval: syncInterval, agents: map[string]*agent{}, clusters: map[string]*cluster{}}
+	f.updates = newUpdater(dp, f)
+	d := &Driver{deps: dp, fleet: f, failures: map[string]int{}}
+	f.sched = newScheduler(workers, func(ctx context.Context, a *agent) time.Time { return a.beat(ctx, time.Now()) })
+	f.sched.start()
 	if env.StateDir == "" {
-		d.store = newMemStore()
-		d.host = true
+		dp.store = newMemStore()
+		f.host = true
 		return d, nil
 	}
-	d.stateDir = filepath.Join(env.StateDir, StateSubdir)
-	ds, err := newDirStore(d.stateDir)
+	dp.stateDir = filepath.Join(env.StateDir, StateSubdir)
+	ds, err := newDirStore(dp.stateDir)
 	if err != nil {
-		d.sched.stop()
-		d.cancelUpdates()
+		f.sched.stop()
+		f.updates.stop()
 		return nil, err
 	}
-	d.store = ds
-	d.lock = &hostLock{path: filepath.Join(d.stateDir, "host.lock")}
-	d.stopSync = make(chan struct{})
-	d.syncDone = make(chan struct{})
-	d.sync()
-	go d.syncLoop()
+	dp.store = ds
+	f.lock = &hostLock{path: filepath.Join(dp.stateDir, "host.lock")}
+	f.stopSync = make(chan struct{})
+	f.syncDone = make(chan struct{})
+	f.sync()
+	go f.syncLoop()
 	return d, nil
 }
 
 // Close stops the node agents (the machines persist in the state dir) and releases the host
 // lock. Nodes keep their last status until a process hosts the state dir again.
 func (d *Driver) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
-	d.closed = true
-	d.mu.Unlock()
-	if d.stopSync != nil {
-		close(d.stopSync)
-		<-d.syncDone
-	}
-	d.sched.stop()
-	d.cancelUpdates()
-	d.updateWG.Wait()
-	d.mu.Lock()
-	clusters := make([]*cluster, 0, len(d.clusters))
-	for _, c := range d.clusters {
-		clusters = append(clusters, c)
-	}
-	d.mu.Unlock()
-	for _, c := range clusters {
-		c.pods.stop()
-		c.stopUpdates()
-	}
-	if d.lock != nil {
-		d.lock.unlock()
-	}
+	d.fleet.close()
 	return nil
 }
 
 // IsHost reports whether this driver runs the node agents of its state directory.
-func (d *Driver) IsHost() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.host
-}
+func (d *Driver) IsHost() bool { return d.fleet.isHost() }
 
 // StateDir returns the directory the driver keeps its machines in, or "".
 func (d *Driver) StateDir() string { return d.stateDir }
-
-func (d *Driver) syncLoop() {
-	defer close(d.syncDone)
-	t := time.NewTicker(d.syncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.stopSync:
-			return
-		case <-t.C:
-			d.sync()
-		}
-	}
-}
-
-// sync becomes host when the lock is free and, as host, aligns the agents with the state dir.
-// A process without a target cluster leaves the lock to one with a target that waits for it
-// (handover.go).
-func (d *Driver) sync() {
-	d.mu.Lock()
-	host := d.host
-	d.mu.Unlock()
-	if !host {
-		if d.target == nil && d.hostWanted() {
-			return
-		}
-		ok, err := d.lock.tryLock()
-		if err != nil {
-			d.log.Warn("local: cannot take the host lock; node agents run elsewhere or not at all", "error", err)
-			return
-		}
-		if !ok {
-			if d.target != nil {
-				d.wantHost()
-			}
-			return
-		}
-		d.mu.Lock()
-		d.host = true
-		d.mu.Unlock()
-		if d.target != nil {
-			d.dropWant()
-		}
-		d.log.Debug("local: hosting the node agents of the state dir", "dir", d.stateDir)
-	}
-	defer func() {
-		if d.target == nil && d.hostWanted() && d.cannotServe() {
-			d.stepDown()
-		}
-	}()
-	names, err := d.store.names()
-	if err != nil {
-		d.log.Warn("local: sync state dir", "error", err)
-		return
-	}
-	onDisk := make(map[string]bool, len(names))
-	for _, n := range names {
-		onDisk[n] = true
-	}
-	d.mu.Lock()
-	var gone, added []string
-	for n := range d.agents {
-		if !onDisk[n] {
-			gone = append(gone, n)
-		}
-	}
-	for _, n := range names {
-		if _, ok := d.agents[n]; !ok {
-			added = append(added, n)
-		}
-	}
-	d.mu.Unlock()
-	for _, n := range added {
-		d.adopt(n)
-	}
-	for _, n := range gone {
-		d.forget(n)
-	}
-	beats, err := d.store.heartbeats()
-	if err != nil {
-		d.log.Warn("local: sync heartbeat switches", "error", err)
-		return
-	}
-	d.mu.Lock()
-	agents := make([]*agent, 0, len(d.agents))
-	for _, a := range d.agents {
-		agents = append(agents, a)
-	}
-	d.mu.Unlock()
-	for _, a := range agents {
-		d.applySwitch(a, beats[a.rec.Name])
-	}
-}
-
-// applySwitch sets an agent's heartbeat from the switch state (or its spec when unset) and
-// beats at once when that changed it.
-func (d *Driver) applySwitch(a *agent, state string) {
-	if a.cluster == nil {
-		return
-	}
-	stopped := a.rec.Spec.StopHeartbeat
-	switch state {
-	case heartbeatStopped:
-		stopped = true
-	case heartbeatRunning:
-		stopped = false
-	}
-	if a.stopped.Swap(stopped) != stopped {
-		a.log.Info("local: heartbeat switched", "running", !stopped)
-		d.sched.schedule(a, time.Now())
-	}
-}
-
-// adopt starts the agent of a machine found in the state dir (created by another process or
-// before a restart).
-func (d *Driver) adopt(name string) {
-	unlock := d.lockName(name)
-	defer unlock()
-	rec, err := d.store.get(name)
-	if err != nil {
-		if !errors.Is(err, errNotFound) {
-			d.log.Warn("local: load machine", "machine", name, "error", err)
-		}
-		return
-	}
-	if rec.PodCIDR == "" {
-		// Recorded before machines had a pod CIDR: claim one now, as on creation.
-		if err := d.claimPodCIDR(rec); err != nil {
-			d.log.Warn("local: machine gets no pod CIDR; its pods stay Pending", "machine", name, "error", err)
-		} else if err := d.store.update(rec); err != nil {
-			d.log.Warn("local: record the pod CIDR of a machine", "machine", name, "error", err)
-		}
-	}
-	a, isNew := d.addAgentLocked(rec)
-	if a == nil || !isNew {
-		return
-	}
-	a.restored, a.leaseFirst = true, true
-	// Spread restored heartbeats over one interval; a machine created moments ago boots now.
-	due := time.Now().Add(rand.N(rec.Spec.HeartbeatInterval))
-	if time.Since(rec.CreatedAt) < rec.Spec.HeartbeatInterval {
-		due = a.bootAt()
-	}
-	d.sched.schedule(a, due)
-}
-
-// forget stops the agent of a machine whose record another process deleted, and deletes its
-// node (that process may have had no access to the target).
-func (d *Driver) forget(name string) {
-	unlock := d.lockName(name)
-	defer unlock()
-	if _, err := d.store.get(name); !errors.Is(err, errNotFound) {
-		return // still there (recreated) or unreadable: keep the agent
-	}
-	if a := d.removeAgentLocked(name); a != nil && a.cluster != nil {
-		a.cluster.deleteNode(d.log, name)
-	}
-}
-
-// addAgentLocked registers the agent of rec (caller holds the name lock) and reports whether
-// it is new (not yet scheduled). It returns nil when this process is not the host or the machine
-// has no target cluster.
-func (d *Driver) addAgentLocked(rec *record) (*agent, bool) {
-	d.mu.Lock()
-	if !d.host || d.closed {
-		d.mu.Unlock()
-		return nil, false
-	}
-	if a, ok := d.agents[rec.Name]; ok {
-		d.mu.Unlock()
-		if a.cluster == nil {
-			return nil, false
-		}
-		return a, false
-	}
-	d.mu.Unlock()
-	c, err := d.cluster(rec.Target)
-	if err != nil {
-		d.log.Warn("local: machine's target cluster unusable; it gets no node", "machine", rec.Name, "error", err)
-	}
-	state, _ := d.store.heartbeat(rec.Name)
-	stopped := rec.Spec.StopHeartbeat
-	if state != heartbeatUnset {
-		stopped = state == heartbeatStopped
-	}
-	a := newAgent(rec, c, d.log, stopped)
-	a.forgotten = func() bool {
-		_, err := d.store.get(rec.Name)
-		return errors.Is(err, errNotFound)
-	}
-	d.mu.Lock()
-	d.agents[rec.Name] = a
-	agents := len(d.agents)
-	d.mu.Unlock()
-	if c == nil {
-		return nil, false
-	}
-	c.limit.add(1)
-	d.sched.grow(min(maxWorkers, agents/agentsPerWorker))
-	c.pods.start()
-	c.watchUpdates(d.nodeReadyForUpdate)
-	return a, true
-}
-
-// agent returns the agent of a machine (= node) name, or nil; the pod trackers dispatch pods
-// to agents with it.
-func (d *Driver) agent(name string) *agent {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.agents[name]
-}
-
-// removeAgentLocked stops and drops the agent of name (caller holds the name lock).
-func (d *Driver) removeAgentLocked(name string) *agent {
-	d.mu.Lock()
-	a, ok := d.agents[name]
-	delete(d.agents, name)
-	d.mu.Unlock()
-	if !ok {
-		return nil
-	}
-	d.sched.unschedule(a)
-	if a.cluster != nil {
-		a.cluster.limit.add(-1)
-	}
-	return a
-}
-
-// cluster returns the cluster of a target: "" is the process's target (nil when it has none),
-// anything else a kubeconfig kept from a class secret.
-// targetConfig resolves registry.Env.Target: the cluster of every class without a kubeconfig of
-// its own. A kubeconfig is read once, at open (internal/kubeconfig's rules: a file or
-// inClusterConfig), so a wrong --target-kubeconfig fails at start.
-func targetConfig(target any) (*rest.Config, error) {
-	switch t := target.(type) {
-	case nil:
-		return nil, nil
-	case *rest.Config:
-		return t, nil
-	case registry.Kubeconfig:
-		cfg, err := kubeconfig.Load(string(t))
-		if err != nil {
-			return nil, fmt.Errorf("local: the target cluster (--target-kubeconfig): %w", err)
-		}
-		return cfg, nil
-	default:
-		return nil, fmt.Errorf("local: the target cluster is a %T; want a *rest.Config or a registry.Kubeconfig", target)
-	}
-}
-
-func (d *Driver) cluster(target string) (*cluster, error) {
-	d.mu.Lock()
-	c, ok := d.clusters[target]
-	d.mu.Unlock()
-	if ok {
-		return c, nil
-	}
-	var cfg *rest.Config
-	if target == "" {
-		if d.target == nil {
-			return nil, nil
-		}
-		cfg = rest.CopyConfig(d.target)
-	} else {
-		kc, err := d.store.target(target)
-		if err != nil {
-			return nil, err
-		}
-		if cfg, err = clientcmd.RESTConfigFromKubeConfig(kc); err != nil {
-			return nil, fmt.Errorf("local: target kubeconfig %s: %w", target, err)
-		}
-	}
-	// One client carries the heartbeats of every node: its rate limit grows with them
-	// (ratelimit.go).
-	cfg.UserAgent = "machinist-local-node-agent"
-	// Protobuf, as kubelet talks to the API server (--kube-api-content-type): the heartbeats of
-	// thousands of nodes are cheaper to encode and decode than JSON, on both sides.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	c, err := newCluster(cfg, d.log, d.agent)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	if existing, ok := d.clusters[target]; ok {
-		c = existing // another caller made it meanwhile
-	} else {
-		d.clusters[target] = c
-	}
-	d.mu.Unlock()
-	return c, nil
-}
-
-// claimPodCIDR claims a pod CIDR for the machine's node in the store.
-func (d *Driver) claimPodCIDR(rec *record) error {
-	index, err := d.store.claimPodCIDR(rec.Name)
-	if err != nil {
-		return fmt.Errorf("local: pod CIDR for %s: %w", rec.Name, err)
-	}
-	rec.PodCIDR = podCIDR(index)
-	return nil
-}
-
-// releasePodCIDR frees the pod CIDR of a machine that is gone.
-func (d *Driver) releasePodCIDR(rec *record) {
-	if i := podCIDRIndex(rec.PodCIDR); i >= 0 {
-		if err := d.store.releasePodCIDR(i, rec.Name); err != nil {
-			d.log.Warn("local: release pod CIDR", "machine", rec.Name, "error", err)
-		}
-	}
-}
-
-func (d *Driver) lockName(name string) func() {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	m := &d.names[h.Sum32()%uint32(len(d.names))]
-	m.Lock()
-	return m.Unlock
-}
 
 // CreateMachine records the machine and starts its node agent, or returns the existing machine.
 // With bootDelay 0 and a target cluster, the node is registered before it returns.
@@ -555,12 +179,12 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 			"local: machine %q already exists in cluster %q, not %q: delete it there or choose another machine name",
 			name, rec.Spec.Cluster, ms.Cluster)
 	}
-	if a, isNew := d.addAgentLocked(rec); isNew {
+	if a, isNew := d.fleet.addAgentLocked(rec); isNew {
 		if rec.Spec.BootDelay == 0 {
 			// Register now so the node exists when create returns; failures are retried.
-			d.sched.schedule(a, a.beat(ctx, time.Now()))
+			d.fleet.sched.schedule(a, a.beat(ctx, time.Now()))
 		} else {
-			d.sched.schedule(a, a.bootAt())
+			d.fleet.sched.schedule(a, a.bootAt())
 		}
 	}
 	return &driver.CreateMachineResponse{
@@ -609,12 +233,12 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 		// Not this class's cluster: as a cloud scoped by tags, there is nothing to delete.
 		return &driver.DeleteMachineResponse{}, nil
 	}
-	a := d.removeAgentLocked(name)
+	a := d.fleet.removeAgentLocked(name)
 	var c *cluster
 	if a != nil {
 		c = a.cluster
 	} else {
-		c, _ = d.cluster(rec.Target)
+		c, _ = d.fleet.cluster(rec.Target)
 	}
 	if c != nil {
 		c.deleteNode(d.log, name)
@@ -706,12 +330,9 @@ func (d *Driver) SetHeartbeat(ctx context.Context, machine string, running bool)
 	if err := setHeartbeat(d.store, machine, running); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	a := d.agents[machine]
-	d.mu.Unlock()
-	if a != nil {
+	if a := d.fleet.agent(machine); a != nil {
 		state, _ := d.store.heartbeat(machine)
-		d.applySwitch(a, state)
+		d.fleet.applySwitch(a, state)
 	}
 	return nil
 }

@@ -239,9 +239,9 @@ func TestStateDirPersistsAndIsShared(t *testing.T) {
 		t.Fatalf("host does not see the guest's machine: %v", err)
 	}
 	eventually.Explained(t, 5*time.Second, "host adopts the guest's machine", func() (bool, string) {
-		first.mu.Lock()
-		defer first.mu.Unlock()
-		_, ok := first.agents["m1"]
+		first.fleet.mu.Lock()
+		defer first.fleet.mu.Unlock()
+		_, ok := first.fleet.agents["m1"]
 		return ok, "no agent"
 	})
 	// The record is a readable file.

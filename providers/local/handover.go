@@ -27,42 +27,42 @@ const hostWantedFile = "host.wanted"
 // process that exited stops counting soon.
 const wantFresh = 5 * time.Second
 
-func (d *Driver) wantedPath() string { return filepath.Join(d.stateDir, hostWantedFile) }
+func (f *fleet) wantedPath() string { return filepath.Join(f.stateDir, hostWantedFile) }
 
 // wantHost records that this process, which has a target cluster, waits for the host lock.
-func (d *Driver) wantHost() {
-	path := d.wantedPath()
+func (f *fleet) wantHost() {
+	path := f.wantedPath()
 	now := time.Now()
 	if err := os.Chtimes(path, now, now); errors.Is(err, fs.ErrNotExist) {
 		err = os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 		if err != nil {
-			d.log.Warn("local: record that this process waits to host the node agents", "error", err)
+			f.log.Warn("local: record that this process waits to host the node agents", "error", err)
 		}
 	}
 }
 
 // dropWant removes host.wanted once this process hosts.
-func (d *Driver) dropWant() {
-	if err := os.Remove(d.wantedPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		d.log.Warn("local: remove "+hostWantedFile, "error", err)
+func (f *fleet) dropWant() {
+	if err := os.Remove(f.wantedPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		f.log.Warn("local: remove "+hostWantedFile, "error", err)
 	}
 }
 
 // hostWanted reports whether a process with a target cluster is waiting for the host lock.
-func (d *Driver) hostWanted() bool {
-	fi, err := os.Stat(d.wantedPath())
+func (f *fleet) hostWanted() bool {
+	fi, err := os.Stat(f.wantedPath())
 	return err == nil && time.Since(fi.ModTime()) < wantFresh
 }
 
 // cannotServe reports whether this host has a machine whose node it cannot run: one that joins
 // the process's target cluster, in a process without one.
-func (d *Driver) cannotServe() bool {
-	if d.target != nil {
+func (f *fleet) cannotServe() bool {
+	if f.target != nil {
 		return false
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, a := range d.agents {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range f.agents {
 		if a.cluster == nil && a.rec.Target == "" {
 			return true
 		}
@@ -72,18 +72,18 @@ func (d *Driver) cannotServe() bool {
 
 // stepDown stops hosting: the agents stop (their nodes stay as they are; the next host adopts
 // them) and the lock is released.
-func (d *Driver) stepDown() {
-	d.mu.Lock()
-	agents := d.agents
-	d.agents = map[string]*agent{}
-	d.host = false
-	d.mu.Unlock()
+func (f *fleet) stepDown() {
+	f.mu.Lock()
+	agents := f.agents
+	f.agents = map[string]*agent{}
+	f.host = false
+	f.mu.Unlock()
 	for _, a := range agents {
-		d.sched.unschedule(a)
+		f.sched.unschedule(a)
 		if a.cluster != nil {
 			a.cluster.limit.add(-1)
 		}
 	}
-	d.lock.unlock()
-	d.log.Info("local: handed the node agents of the state dir to a process with a target cluster", "dir", d.stateDir, "machines", len(agents))
+	f.lock.unlock()
+	f.log.Info("local: handed the node agents of the state dir to a process with a target cluster", "dir", f.stateDir, "machines", len(agents))
 }

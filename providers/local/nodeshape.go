@@ -50,87 +50,106 @@ type nodeShape struct {
 // Invalid template values are InvalidArgument naming the field: the API server would refuse
 // the node.
 func shapeFor(name string, ms *machineSpec, class *v1alpha1.MachineClass, m *v1alpha1.Machine) (nodeShape, error) {
-	zone, instanceType, region, arch := ms.Zone, ms.InstanceType, DefaultRegion, runtime.GOARCH
+	top, capacity, errs := classTopology(ms, class)
+	labels := map[string]string{
+		corev1.LabelHostname:                name,
+		corev1.LabelOSStable:                "linux",
+		corev1.LabelArchStable:              top.arch,
+		"beta.kubernetes.io/os":             "linux",
+		"beta.kubernetes.io/arch":           top.arch,
+		corev1.LabelInstanceTypeStable:      top.instanceType,
+		corev1.LabelInstanceType:            top.instanceType,
+		corev1.LabelTopologyZone:            top.zone,
+		corev1.LabelFailureDomainBetaZone:   top.zone,
+		corev1.LabelTopologyRegion:          top.region,
+		corev1.LabelFailureDomainBetaRegion: top.region,
+	}
+	maps.Copy(labels, ms.Labels)
+	shape := nodeShape{Capacity: capacity, Labels: labels, Arch: top.arch}
+	if m != nil {
+		errs = append(errs, shape.applyTemplate(m.Spec.NodeTemplateSpec)...)
+	}
+	if len(errs) > 0 {
+		return nodeShape{}, driver.Errorf(driver.InvalidArgument, "local: machine %q of machineClass %q: the node cannot register: %s: fix the template", name, class.Name, errs.ToAggregate().Error())
+	}
+	return shape, nil
+}
+
+// topology is where a node is and what it is.
+type topology struct{ zone, instanceType, region, arch string }
+
+// classTopology is the topology and capacity of the class's nodes: the providerSpec's, with
+// the class's nodeTemplate (Cluster Autoscaler's scale-from-zero hints) over it.
+func classTopology(ms *machineSpec, class *v1alpha1.MachineClass) (topology, corev1.ResourceList, field.ErrorList) {
+	top := topology{zone: ms.Zone, instanceType: ms.InstanceType, region: DefaultRegion, arch: runtime.GOARCH}
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:              ms.CPU.DeepCopy(),
 		corev1.ResourceMemory:           ms.Memory.DeepCopy(),
 		corev1.ResourcePods:             *resource.NewQuantity(int64(ms.Pods), resource.DecimalSI),
 		corev1.ResourceEphemeralStorage: resource.MustParse(DefaultEphemeralStorage),
 	}
+	nt := class.NodeTemplate
+	if nt == nil {
+		return top, capacity, nil
+	}
 	var errs field.ErrorList
-	if nt := class.NodeTemplate; nt != nil {
-		path := field.NewPath("nodeTemplate")
-		zone, instanceType, region = orDefault(nt.Zone, zone), orDefault(nt.InstanceType, instanceType), orDefault(nt.Region, region)
-		arch = templateArchitecture
-		if nt.Architecture != nil && *nt.Architecture != "" {
-			arch = *nt.Architecture
-		}
-		for key, v := range map[string]string{"zone": zone, "instanceType": instanceType, "region": region, "architecture": arch} {
-			for _, msg := range validation.IsValidLabelValue(v) {
-				errs = append(errs, field.Invalid(path.Child(key), v, msg))
-			}
-		}
-		for res, q := range nt.Capacity {
-			if res == "gpu" {
-				res = resourceGPU
-			}
-			if res == resourceGPU && q.IsZero() {
-				continue
-			}
-			capacity[res] = q.DeepCopy()
-		}
-		for res, q := range nt.VirtualCapacity {
-			capacity[res] = q.DeepCopy()
+	path := field.NewPath("nodeTemplate")
+	top.zone, top.instanceType, top.region = orDefault(nt.Zone, top.zone), orDefault(nt.InstanceType, top.instanceType), orDefault(nt.Region, top.region)
+	top.arch = templateArchitecture
+	if nt.Architecture != nil && *nt.Architecture != "" {
+		top.arch = *nt.Architecture
+	}
+	for key, v := range map[string]string{"zone": top.zone, "instanceType": top.instanceType, "region": top.region, "architecture": top.arch} {
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(path.Child(key), v, msg))
 		}
 	}
-	labels := map[string]string{
-		corev1.LabelHostname:                name,
-		corev1.LabelOSStable:                "linux",
-		corev1.LabelArchStable:              arch,
-		"beta.kubernetes.io/os":             "linux",
-		"beta.kubernetes.io/arch":           arch,
-		corev1.LabelInstanceTypeStable:      instanceType,
-		corev1.LabelInstanceType:            instanceType,
-		corev1.LabelTopologyZone:            zone,
-		corev1.LabelFailureDomainBetaZone:   zone,
-		corev1.LabelTopologyRegion:          region,
-		corev1.LabelFailureDomainBetaRegion: region,
+	for res, q := range nt.Capacity {
+		if res == "gpu" {
+			res = resourceGPU
+		}
+		if res == resourceGPU && q.IsZero() {
+			continue
+		}
+		capacity[res] = q.DeepCopy()
 	}
-	maps.Copy(labels, ms.Labels)
-	shape := nodeShape{Capacity: capacity, Labels: labels, Arch: arch}
-	if m != nil {
-		tmpl := m.Spec.NodeTemplateSpec
-		path := field.NewPath("machine", "spec", "nodeTemplate")
-		for k, v := range tmpl.Labels {
-			for _, msg := range validation.IsQualifiedName(k) {
-				errs = append(errs, field.Invalid(path.Child("metadata", "labels").Key(k), k, "label key: "+msg))
-			}
-			for _, msg := range validation.IsValidLabelValue(v) {
-				errs = append(errs, field.Invalid(path.Child("metadata", "labels").Key(k), v, "label value: "+msg))
-			}
+	for res, q := range nt.VirtualCapacity {
+		capacity[res] = q.DeepCopy()
+	}
+	return top, capacity, errs
+}
+
+// applyTemplate adds the machine's nodeTemplate (labels, annotations, taints) to the shape,
+// and returns what is invalid in it.
+func (shape *nodeShape) applyTemplate(tmpl v1alpha1.NodeTemplateSpec) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("machine", "spec", "nodeTemplate")
+	for k, v := range tmpl.Labels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(path.Child("metadata", "labels").Key(k), k, "label key: "+msg))
 		}
-		maps.Copy(labels, tmpl.Labels)
-		if len(tmpl.Annotations) > 0 {
-			shape.Annotations = maps.Clone(tmpl.Annotations)
-		}
-		for i, t := range tmpl.Spec.Taints {
-			for _, msg := range validation.IsQualifiedName(t.Key) {
-				errs = append(errs, field.Invalid(path.Child("spec", "taints").Index(i).Child("key"), t.Key, msg))
-			}
-			switch t.Effect {
-			case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-			default:
-				errs = append(errs, field.NotSupported(path.Child("spec", "taints").Index(i).Child("effect"), t.Effect,
-					[]string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}))
-			}
-			t.TimeAdded = nil
-			shape.Taints = append(shape.Taints, t)
+		for _, msg := range validation.IsValidLabelValue(v) {
+			errs = append(errs, field.Invalid(path.Child("metadata", "labels").Key(k), v, "label value: "+msg))
 		}
 	}
-	if len(errs) > 0 {
-		return nodeShape{}, driver.Errorf(driver.InvalidArgument, "local: machine %q of machineClass %q: the node cannot register: %s: fix the template", name, class.Name, errs.ToAggregate().Error())
+	maps.Copy(shape.Labels, tmpl.Labels)
+	if len(tmpl.Annotations) > 0 {
+		shape.Annotations = maps.Clone(tmpl.Annotations)
 	}
-	return shape, nil
+	for i, t := range tmpl.Spec.Taints {
+		for _, msg := range validation.IsQualifiedName(t.Key) {
+			errs = append(errs, field.Invalid(path.Child("spec", "taints").Index(i).Child("key"), t.Key, msg))
+		}
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.NotSupported(path.Child("spec", "taints").Index(i).Child("effect"), t.Effect,
+				[]string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}))
+		}
+		t.TimeAdded = nil
+		shape.Taints = append(shape.Taints, t)
+	}
+	return errs
 }
 
 // legacyShape is the shape of a machine recorded before shapes were kept: the providerSpec's.

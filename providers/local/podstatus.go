@@ -87,60 +87,86 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 	s.HostIP, s.HostIPs = hostIP, []corev1.HostIP{{IP: hostIP}}
 	s.PodIP, s.PodIPs = podIP, []corev1.PodIP{{IP: podIP}}
 
+	tl := timelineOf(p, start, now)
+	tl.setContainerStatuses(p, &old, &s)
+	tl.setPhaseAndConditions(p, &s, now)
+	if equality.Semantic.DeepEqual(&s, &old) {
+		return nil, tl.after
+	}
+	return &s, tl.after
+}
+
+// podTimeline is where a pod stands in the life the agent gives it.
+type podTimeline struct {
+	start, finished metav1.Time
+	done            bool // its containers exited
+	warm            bool // its containers are ready
+	code            int32
+	after           time.Duration // until its status changes next; 0: never
+}
+
+func timelineOf(p *corev1.Pod, start metav1.Time, now time.Time) podTimeline {
 	run, exits := runTime(p)
 	end := start.Add(run)
+	tl := podTimeline{start: start, code: exitCode(p)}
 	// API times have a resolution of a second: what is written must compare equal when read back.
-	finished := metav1.NewTime(end.Truncate(time.Second))
-	done := exits && !now.Before(end)
-	var after time.Duration
-	if exits && !done {
-		after = end.Sub(now)
+	tl.finished = metav1.NewTime(end.Truncate(time.Second))
+	tl.done = exits && !now.Before(end)
+	if exits && !tl.done {
+		tl.after = end.Sub(now)
 	}
 	readyAt := start.Add(readyAfter(p))
-	warm := !now.Before(readyAt)
-	if wait := readyAt.Sub(now); !warm && !done && (after == 0 || wait < after) {
-		after = wait
+	tl.warm = !now.Before(readyAt)
+	if wait := readyAt.Sub(now); !tl.warm && !tl.done && (tl.after == 0 || wait < tl.after) {
+		tl.after = wait
 	}
-	code := exitCode(p)
+	return tl
+}
 
+// setContainerStatuses sets the statuses of the init containers (sidecars run alongside the
+// containers; the others completed before them) and of the containers.
+func (tl podTimeline) setContainerStatuses(p *corev1.Pod, old, s *corev1.PodStatus) {
 	s.InitContainerStatuses = make([]corev1.ContainerStatus, 0, len(p.Spec.InitContainers))
 	for _, c := range p.Spec.InitContainers {
 		cs := containerStatus(p, c, old.InitContainerStatuses)
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			// A sidecar: it runs alongside the containers.
-			if done {
-				setTerminated(&cs, start, finished, 0, false)
+			if tl.done {
+				setTerminated(&cs, tl.start, tl.finished, 0, false)
 			} else {
-				setRunning(&cs, start, warm)
+				setRunning(&cs, tl.start, tl.warm)
 			}
 		} else {
 			// Completed before the containers started; a completed init container is ready.
-			setTerminated(&cs, start, start, 0, true)
+			setTerminated(&cs, tl.start, tl.start, 0, true)
 		}
 		s.InitContainerStatuses = append(s.InitContainerStatuses, cs)
 	}
 	s.ContainerStatuses = make([]corev1.ContainerStatus, 0, len(p.Spec.Containers))
 	for _, c := range p.Spec.Containers {
 		cs := containerStatus(p, c, old.ContainerStatuses)
-		if done {
-			setTerminated(&cs, start, finished, code, false)
+		if tl.done {
+			setTerminated(&cs, tl.start, tl.finished, tl.code, false)
 		} else {
-			setRunning(&cs, start, warm)
+			setRunning(&cs, tl.start, tl.warm)
 		}
 		s.ContainerStatuses = append(s.ContainerStatuses, cs)
 	}
+}
 
+// setPhaseAndConditions sets the pod's phase and its four conditions as kubelet does.
+func (tl podTimeline) setPhaseAndConditions(p *corev1.Pod, s *corev1.PodStatus, now time.Time) {
 	ready, readyReason, readyMessage := corev1.ConditionTrue, "", ""
 	containersReady := corev1.ConditionTrue
 	sandbox := corev1.ConditionTrue
 	switch {
-	case done:
+	case tl.done:
 		s.Phase = corev1.PodSucceeded
-		if code != 0 {
+		if tl.code != 0 {
 			s.Phase = corev1.PodFailed
 		}
 		ready, readyReason, containersReady, sandbox = corev1.ConditionFalse, "PodCompleted", corev1.ConditionFalse, corev1.ConditionFalse
-	case !warm:
+	case !tl.warm:
 		s.Phase = corev1.PodRunning
 		var names []string
 		for _, c := range p.Spec.Containers {
@@ -165,16 +191,11 @@ func kubeletStatus(p *corev1.Pod, hostIP, podIP string, now time.Time) (*corev1.
 	if containersReady != corev1.ConditionTrue {
 		containersReason, containersMessage = readyReason, readyMessage
 	}
-	now1 := metav1.NewTime(now.Truncate(time.Second))
-	s.Conditions = setPodCondition(s.Conditions, corev1.PodReadyToStartContainers, sandbox, "", "", now1)
-	s.Conditions = setPodCondition(s.Conditions, corev1.PodInitialized, corev1.ConditionTrue, "", "", now1)
-	s.Conditions = setPodCondition(s.Conditions, corev1.PodReady, ready, readyReason, readyMessage, now1)
-	s.Conditions = setPodCondition(s.Conditions, corev1.ContainersReady, containersReady, containersReason, containersMessage, now1)
-
-	if equality.Semantic.DeepEqual(&s, &old) {
-		return nil, after
-	}
-	return &s, after
+	at := metav1.NewTime(now.Truncate(time.Second))
+	s.Conditions = setPodCondition(s.Conditions, corev1.PodReadyToStartContainers, sandbox, "", "", at)
+	s.Conditions = setPodCondition(s.Conditions, corev1.PodInitialized, corev1.ConditionTrue, "", "", at)
+	s.Conditions = setPodCondition(s.Conditions, corev1.PodReady, ready, readyReason, readyMessage, at)
+	s.Conditions = setPodCondition(s.Conditions, corev1.ContainersReady, containersReady, containersReason, containersMessage, at)
 }
 
 // containerStatus returns the container's current status or a new one.

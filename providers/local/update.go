@@ -133,24 +133,46 @@ func readyForUpdate(node *corev1.Node) bool {
 	return c != nil && c.Status == corev1.ConditionTrue && c.Reason == v1alpha1.ReasonReadyForUpdate
 }
 
+// updater performs the in-place updates of the fleet's nodes, each on a goroutine of its own,
+// until it stops.
+type updater struct {
+	*deps
+	fleet  *fleet
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newUpdater(d *deps, f *fleet) *updater {
+	u := &updater{deps: d, fleet: f}
+	u.ctx, u.cancel = context.WithCancel(context.Background())
+	return u
+}
+
+// stop cancels the updates in flight and waits for them.
+func (u *updater) stop() {
+	u.cancel()
+	u.wg.Wait()
+}
+
 // nodeReadyForUpdate starts the update of a node of this driver, unless one runs.
-func (d *Driver) nodeReadyForUpdate(name string) {
-	a := d.agent(name)
+func (u *updater) nodeReadyForUpdate(name string) {
+	a := u.fleet.agent(name)
 	if a == nil || a.cluster == nil || a.removed.Load() || !a.updating.CompareAndSwap(false, true) {
 		return
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	u.fleet.mu.Lock()
+	if u.fleet.closed {
+		u.fleet.mu.Unlock()
 		a.updating.Store(false)
 		return
 	}
-	d.updateWG.Add(1)
-	d.mu.Unlock()
+	u.wg.Add(1)
+	u.fleet.mu.Unlock()
 	go func() {
-		defer d.updateWG.Done()
+		defer u.wg.Done()
 		defer a.updating.Store(false)
-		d.updateNode(d.updateCtx, a)
+		u.updateNode(u.ctx, a)
 	}()
 }
 
@@ -169,14 +191,14 @@ type refusedUpdate struct{ reason string }
 func (e *refusedUpdate) Error() string { return e.reason }
 
 // updateNode performs the in-place update of a's node and reports its result on the node.
-func (d *Driver) updateNode(ctx context.Context, a *agent) {
+func (u *updater) updateNode(ctx context.Context, a *agent) {
 	name := a.rec.Name
 	nodes := a.cluster.core.Nodes()
 	node, err := nodes.Get(ctx, name, metav1.GetOptions{})
 	if err != nil || !readyForUpdate(node) {
 		return
 	}
-	plan, err := d.planUpdate(ctx, a)
+	plan, err := u.planUpdate(ctx, a)
 	if err != nil {
 		var refused *refusedUpdate
 		if !errors.As(err, &refused) {
@@ -194,7 +216,7 @@ func (d *Driver) updateNode(ctx context.Context, a *agent) {
 		return
 	}
 	if plan.failWith == "" {
-		err = d.applyUpdate(ctx, a, plan)
+		err = u.applyUpdate(ctx, a, plan)
 		var refused *refusedUpdate
 		switch {
 		case errors.As(err, &refused):
@@ -205,42 +227,42 @@ func (d *Driver) updateNode(ctx context.Context, a *agent) {
 		}
 	}
 	if plan.failWith != "" {
-		if err := d.reportUpdate(ctx, a, plan.failWith); err != nil {
+		if err := u.reportUpdate(ctx, a, plan.failWith); err != nil {
 			a.log.Warn("local: in-place update: report failure", "error", err)
 			return
 		}
 		a.log.Info("local: in-place update failed", "reason", plan.failWith)
 		return
 	}
-	if err := d.deleteNodePods(ctx, a); err != nil {
+	if err := u.deleteNodePods(ctx, a); err != nil {
 		a.log.Warn("local: in-place update: delete the node's pods; trying again", "error", err)
 		return
 	}
-	if err := d.reportUpdate(ctx, a, ""); err != nil {
+	if err := u.reportUpdate(ctx, a, ""); err != nil {
 		a.log.Warn("local: in-place update: report success; trying again", "error", err)
 		return
 	}
 	a.log.Info("local: node updated in place", "class", plan.class)
-	d.updateWG.Add(1)
+	u.wg.Add(1)
 	go func() {
-		defer d.updateWG.Done()
-		d.clearCriticalTaint(ctx, a)
+		defer u.wg.Done()
+		u.clearCriticalTaint(ctx, a)
 	}()
 }
 
 // planUpdate reads the target class and decides what the update does.
-func (d *Driver) planUpdate(ctx context.Context, a *agent) (*updatePlan, error) {
-	if d.env.UpdateTargets == nil {
+func (u *updater) planUpdate(ctx context.Context, a *agent) (*updatePlan, error) {
+	if u.env.UpdateTargets == nil {
 		return &updatePlan{}, nil
 	}
-	class, err := d.env.UpdateTargets.UpdateTarget(ctx, a.rec.Name)
+	class, err := u.env.UpdateTargets.UpdateTarget(ctx, a.rec.Name)
 	if err != nil || class == nil {
 		return &updatePlan{}, err
 	}
 	if err := driver.CheckProvider(class, ProviderName); err != nil {
 		return nil, &refusedUpdate{fmt.Sprintf("MachineClass %s is of provider %q: a local machine cannot be updated in place to another provider's class", class.Name, class.Provider)}
 	}
-	_, ms, err := classSpec(class, d.env.SpecMode)
+	_, ms, err := classSpec(class, u.env.SpecMode)
 	if err != nil {
 		return nil, &refusedUpdate{fmt.Sprintf("MachineClass %s: %v", class.Name, err)}
 	}
@@ -264,11 +286,11 @@ func (d *Driver) planUpdate(ctx context.Context, a *agent) (*updatePlan, error) 
 // applyUpdate gives the machine the target's spec and its node the target's labels, capacity
 // and a new boot ID. Labels that come from the machine's nodeTemplate (the machine controller
 // keeps those) are left to it.
-func (d *Driver) applyUpdate(ctx context.Context, a *agent, plan *updatePlan) error {
+func (u *updater) applyUpdate(ctx context.Context, a *agent, plan *updatePlan) error {
 	name := a.rec.Name
-	unlock := d.lockName(name)
+	unlock := u.lockName(name)
 	defer unlock()
-	if _, err := d.store.get(name); err != nil {
+	if _, err := u.store.get(name); err != nil {
 		return fmt.Errorf("local: machine %s: %w", name, err)
 	}
 	node, err := a.cluster.core.Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -300,14 +322,14 @@ func (d *Driver) applyUpdate(ctx context.Context, a *agent, plan *updatePlan) er
 		a.shape = shape
 		rec := *a.rec
 		a.mu.Unlock()
-		if err := d.store.update(&rec); err != nil {
+		if err := u.store.update(&rec); err != nil {
 			return fmt.Errorf("local: record the update of machine %s: %w", name, err)
 		}
 		status["capacity"] = shape.Capacity
 		status["allocatable"] = shape.Capacity
 	}
 	if len(labels) > 0 {
-		if err := d.patchNode(ctx, a, map[string]any{"metadata": map[string]any{"labels": labels}}); err != nil {
+		if err := u.patchNode(ctx, a, map[string]any{"metadata": map[string]any{"labels": labels}}); err != nil {
 			return err
 		}
 	}
@@ -343,7 +365,7 @@ func templateLabels(node *corev1.Node) map[string]bool {
 	return out
 }
 
-func (d *Driver) patchNode(ctx context.Context, a *agent, patch map[string]any) error {
+func (u *updater) patchNode(ctx context.Context, a *agent, patch map[string]any) error {
 	body, err := json.Marshal(patch)
 	if err != nil {
 		return err
@@ -354,7 +376,7 @@ func (d *Driver) patchNode(ctx context.Context, a *agent, patch map[string]any) 
 
 // deleteNodePods deletes the pods still bound to the node (the drain left DaemonSet pods), so
 // they start again on the updated node, as gardener-node-agent does.
-func (d *Driver) deleteNodePods(ctx context.Context, a *agent) error {
+func (u *updater) deleteNodePods(ctx context.Context, a *agent) error {
 	pods := a.cluster.core.Pods(metav1.NamespaceAll)
 	list, err := pods.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", a.rec.Name).String()})
 	if err != nil {
@@ -374,12 +396,12 @@ func (d *Driver) deleteNodePods(ctx context.Context, a *agent) error {
 
 // reportUpdate labels the node update-result: successful when failWith is empty (and drops an
 // old update-failed-reason), else failed with failWith as the update-failed-reason.
-func (d *Driver) reportUpdate(ctx context.Context, a *agent, failWith string) error {
+func (u *updater) reportUpdate(ctx context.Context, a *agent, failWith string) error {
 	result, reason := v1alpha1.LabelValueNodeUpdateSuccessful, any(nil)
 	if failWith != "" {
 		result, reason = v1alpha1.LabelValueNodeUpdateFailed, failWith
 	}
-	return d.patchNode(ctx, a, map[string]any{"metadata": map[string]any{
+	return u.patchNode(ctx, a, map[string]any{"metadata": map[string]any{
 		"labels":      map[string]any{v1alpha1.LabelNodeUpdateResult: result},
 		"annotations": map[string]any{v1alpha1.AnnotationUpdateFailedReason: reason},
 	}})
@@ -388,7 +410,7 @@ func (d *Driver) reportUpdate(ctx context.Context, a *agent, failWith string) er
 // clearCriticalTaint waits until the MachineDeployment controller has finished the updated
 // node (the update labels are gone; it puts the critical-components-not-ready taint on) and
 // removes the taint once the node is Ready: the node's critical components run again.
-func (d *Driver) clearCriticalTaint(ctx context.Context, a *agent) {
+func (u *updater) clearCriticalTaint(ctx context.Context, a *agent) {
 	a.mu.Lock()
 	interval := a.rec.Spec.HeartbeatInterval
 	a.mu.Unlock()

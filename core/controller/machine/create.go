@@ -59,83 +59,137 @@ func (r *creator) create(ctx context.Context, m *v1alpha1.Machine, class *v1alph
 	}
 	defer r.creating.Delete(key)
 
+	call, res, err := r.prepare(ctx, m, class)
+	if call == nil {
+		return res, err
+	}
+	defer call.cancel()
+
+	c, err := r.findOrCreateVM(call.ctx, call.drv, m, class, call.secret)
+	if err != nil {
+		return r.notCreated(ctx, m, class, c, err)
+	}
+	if c.fresh {
+		mcmmetrics.MachineCreated(m, r.now().Sub(m.CreationTimestamp.Time))
+	}
+	if res, done, err := r.checkVM(ctx, call, m, class, c); done {
+		return res, err
+	}
+	if err := r.recordVM(ctx, m, c); err != nil {
+		return requeueOnConflict(err)
+	}
+	if err := r.initialize(call, m, class, c); err != nil {
+		return r.createFailed(ctx, m, err, c.lastKnownState, descInitializeSuffix)
+	}
+	r.backoff.forget(key)
+	if c.fresh {
+		r.fallback.createdOn(ctx, class)
+	}
+	return r.handOver(ctx, m, c)
+}
+
+// createCall is what the driver calls of one creation use: the class's driver, its secret with
+// the machine's user data, and the creation timeout.
+type createCall struct {
+	drv    driver.Driver
+	secret *corev1.Secret
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// prepare resolves the class's driver and secret and renders the user data (with a bootstrap
+// token). Without a call, the reconcile ends with the result and error returned.
+func (r *creator) prepare(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (*createCall, reconcile.Result, error) {
 	drv, err := r.driverFor(class)
 	var waiting *registry.WaitingError
 	if errors.As(err, &waiting) {
-		return r.waitForProvider(ctx, m, waiting)
+		res, err := r.waitForProvider(ctx, m, waiting)
+		return nil, res, err
 	}
 	if err != nil {
-		return r.createFailed(ctx, m, err, "", "")
+		res, err := r.createFailed(ctx, m, err, "", "")
+		return nil, res, err
 	}
 	secret, err := r.secretFor(ctx, class)
 	if err != nil {
-		return reconcile.Result{}, err
+		return nil, reconcile.Result{}, err
 	}
 	secret, err = r.tokens.userData(ctx, m, secret)
 	if err != nil {
 		r.log(m).Warn("bootstrap token", "err", err)
-		return reconcile.Result{RequeueAfter: r.backoff.next(key, driver.Unavailable, r.opts)}, nil
+		return nil, reconcile.Result{RequeueAfter: r.backoff.next(keyOf(m), driver.Unavailable, r.opts)}, nil
 	}
 	callCtx, cancel := context.WithTimeout(ctx, r.opts.creationTimeout(m))
-	defer cancel()
+	return &createCall{drv: drv, secret: secret, ctx: callCtx, cancel: cancel}, reconcile.Result{}, nil
+}
 
-	c, err := r.findOrCreateVM(callCtx, drv, m, class, secret)
+// notCreated handles a creation that failed: a machine about to be deleted waits, a class out
+// of capacity falls back to the next one, anything else is recorded as the failure.
+func (r *creator) notCreated(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, c *created, err error) (reconcile.Result, error) {
 	var surplus *errSurplus
 	if errors.As(err, &surplus) {
 		r.log(m).Debug("no VM created: the machine is about to be deleted", "why", surplus.why)
 		return reconcile.Result{RequeueAfter: r.opts.ShortRetry}, nil
 	}
-	if err != nil {
-		if res, handled, ferr := r.fallback.afterCreateFailed(ctx, m, class, err); handled {
-			return res, ferr
-		}
-		var lks string
-		if c != nil {
-			lks = c.lastKnownState
-		}
-		return r.createFailed(ctx, m, err, lks, "")
+	if res, handled, ferr := r.fallback.afterCreateFailed(ctx, m, class, err); handled {
+		return res, ferr
 	}
-	if c.fresh {
-		mcmmetrics.MachineCreated(m, r.now().Sub(m.CreationTimestamp.Time))
+	var lks string
+	if c != nil {
+		lks = c.lastKnownState
 	}
+	return r.createFailed(ctx, m, err, lks, "")
+}
 
+// checkVM refuses what the driver returned when the machine cannot take it: a fresh VM that
+// registered as a stale node, an empty ProviderID, no NodeName with a target cluster. done
+// says the reconcile ends with the result and error returned.
+func (r *creator) checkVM(ctx context.Context, call *createCall, m *v1alpha1.Machine, class *v1alpha1.MachineClass, c *created) (res reconcile.Result, done bool, err error) {
 	if c.fresh && r.target != nil && c.nodeName != "" {
-		if stale, err := r.staleNode(ctx, c); err != nil {
-			return reconcile.Result{}, err
-		} else if stale {
-			return r.rejectStaleNode(callCtx, ctx, drv, m, class, secret, c)
+		stale, err := r.staleNode(ctx, c)
+		if err != nil {
+			return reconcile.Result{}, true, err
+		}
+		if stale {
+			res, err := r.rejectStaleNode(call.ctx, ctx, call.drv, m, class, call.secret, c)
+			return res, true, err
 		}
 	}
-	if c.providerID == "" {
-		return r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty ProviderID"), c.lastKnownState, "")
+	switch {
+	case c.providerID == "":
+		res, err = r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty ProviderID"), c.lastKnownState, "")
+		return res, true, err
+	case r.target != nil && c.nodeName == "":
+		res, err = r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty NodeName"), c.lastKnownState, "")
+		return res, true, err
 	}
-	if r.target != nil && c.nodeName == "" {
-		return r.createFailed(ctx, m, driver.Error(driver.Internal, "the driver returned an empty NodeName"), c.lastKnownState, "")
-	}
+	return reconcile.Result{}, false, nil
+}
 
-	if err := r.recordVM(ctx, m, c); err != nil {
-		return requeueOnConflict(err)
+// initialize calls InitializeMachine for a VM created now or not initialized yet; a driver
+// answering Unimplemented needs none.
+func (r *creator) initialize(call *createCall, m *v1alpha1.Machine, class *v1alpha1.MachineClass, c *created) error {
+	if !c.fresh && !c.uninitialized {
+		return nil
 	}
-
-	if c.fresh || c.uninitialized {
-		began := r.now()
-		resp, err := drv.InitializeMachine(callCtx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: secret})
-		switch code := driver.CodeOf(err); code {
-		case driver.OK:
-			mcmmetrics.MachineInitialized(m, r.now().Sub(began))
-			if resp != nil && len(resp.Addresses) > 0 {
-				c.addresses = resp.Addresses
-			}
-		case driver.Unimplemented:
-		default:
-			return r.createFailed(ctx, m, err, c.lastKnownState, descInitializeSuffix)
+	began := r.now()
+	resp, err := call.drv.InitializeMachine(call.ctx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: call.secret})
+	switch driver.CodeOf(err) {
+	case driver.OK:
+		mcmmetrics.MachineInitialized(m, r.now().Sub(began))
+		if resp != nil && len(resp.Addresses) > 0 {
+			c.addresses = resp.Addresses
 		}
+	case driver.Unimplemented:
+	default:
+		return err
 	}
+	return nil
+}
 
-	r.backoff.forget(key)
-	if c.fresh {
-		r.fallback.createdOn(ctx, class)
-	}
+// handOver records the created machine: Available without a target cluster, else Pending and
+// handed to the health check in the same status write.
+func (r *creator) handOver(ctx context.Context, m *v1alpha1.Machine, c *created) (reconcile.Result, error) {
 	st := m.Status.DeepCopy()
 	st.LastKnownState = c.lastKnownState
 	if r.target == nil {

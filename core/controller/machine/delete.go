@@ -355,33 +355,16 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 	if nodeName == "" || r.target == nil {
 		return stepVMDeletion, reconcile.Result{}, nil
 	}
-	// The cache suffices for what the step reads (conditions; the drain reads and cordons the
-	// node itself); only a node the cache does not show is asked for (it may be brand new).
-	node := &corev1.Node{}
-	err := r.target.GetClient().Get(ctx, client.ObjectKey{Name: nodeName}, node)
-	if apierrors.IsNotFound(err) {
-		err = r.target.GetAPIReader().Get(ctx, client.ObjectKey{Name: nodeName}, node)
-	}
+	node, err := nodeToDrain(ctx, r.target, nodeName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return stepVMDeletion, reconcile.Result{}, nil
 		}
 		return "", reconcile.Result{}, err
 	}
-
 	drainTimeout := r.opts.drainTimeout(m)
 	elapsed := r.now().Sub(m.DeletionTimestamp.Time)
-	force, why := false, ""
-	switch {
-	case isTrue(m.Labels[v1alpha1.LabelForceDeletion]):
-		force, why = true, "label "+v1alpha1.LabelForceDeletion
-	case elapsed > drainTimeout:
-		force, why = true, fmt.Sprintf("drain timeout %s passed", drainTimeout)
-	default:
-		if d := notReadyFor(node, r.now()); d > r.opts.ForceDrainNotReadyAfter {
-			force, why = true, fmt.Sprintf("node not ready for %s", d.Round(time.Second))
-		}
-	}
+	force, why := forceDrain(m, node, elapsed, drainTimeout, r.now(), r.opts.ForceDrainNotReadyAfter)
 
 	reason := v1alpha1.NodeTerminationReasonScaleDown
 	if s.FromPhase == v1alpha1.MachineFailed {
@@ -391,27 +374,10 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 		return r.stepFailed(ctx, m, s, fmt.Errorf("set node condition Terminating: %w", err), driver.OK)
 	}
 
-	opts := r.opts.drainOptions()
-	opts.Force = force
-	// A drain with pods to move may take a while: record it before the first goes.
-	opts.OnPods = func(int) {
-		if err := r.recordStep(ctx, m, s); err != nil {
-			r.log(m).Debug("record the drain step", "err", err)
-		}
-	}
+	opts := r.drainOptionsFor(ctx, m, s, force, drainTimeout, elapsed)
 	if force {
-		opts.Timeout = time.Minute
-		opts.MaxEvictRetries = 1
 		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+nodeName+" forcefully: "+why)
-	} else {
-		opts.Timeout, opts.MaxEvictRetries = drainTimeout-elapsed, r.opts.evictRetries(m, drainTimeout)
-		deadline := m.DeletionTimestamp.Add(drainTimeout).UTC().Format(time.RFC3339)
-		opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem, true) }
-		opts.OnBlocked = func(problem error) {
-			r.reportDrainProblem(ctx, m.Namespace, m.Name, fmt.Errorf("%w; retrying until the drain timeout (%s), then draining forcefully", problem, deadline), false)
-		}
 	}
-
 	began := r.now()
 	err = r.drainer(ctx, m).Drain(ctx, nodeName, opts)
 	switch {
@@ -433,6 +399,58 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 		}
 		return r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %w", err), code) //nolint:staticcheck // MCM's LastOperation text, verbatim (docs/compatibility/mcm-controllers.md)
 	}
+}
+
+// nodeToDrain reads the node from the cache, which suffices for what the drain step reads
+// (conditions; the drain reads and cordons the node itself); only a node the cache does not
+// show is asked for (it may be brand new).
+func nodeToDrain(ctx context.Context, target cluster.Cluster, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	err := target.GetClient().Get(ctx, client.ObjectKey{Name: name}, node)
+	if apierrors.IsNotFound(err) {
+		err = target.GetAPIReader().Get(ctx, client.ObjectKey{Name: name}, node)
+	}
+	return node, err
+}
+
+// forceDrain decides whether the drain is forceful, and why: the machine's force-deletion
+// label, the drain timeout passed, or a node not ready for longer than notReadyAfter.
+func forceDrain(m *v1alpha1.Machine, node *corev1.Node, elapsed, drainTimeout time.Duration, now time.Time, notReadyAfter time.Duration) (bool, string) {
+	switch {
+	case isTrue(m.Labels[v1alpha1.LabelForceDeletion]):
+		return true, "label " + v1alpha1.LabelForceDeletion
+	case elapsed > drainTimeout:
+		return true, fmt.Sprintf("drain timeout %s passed", drainTimeout)
+	}
+	if d := notReadyFor(node, now); d > notReadyAfter {
+		return true, fmt.Sprintf("node not ready for %s", d.Round(time.Second))
+	}
+	return false, ""
+}
+
+// drainOptionsFor are the drain's options: a forceful drain gets a minute and one eviction
+// attempt; a graceful one the rest of the drain timeout, reporting what blocks it.
+func (r *terminationReconciler) drainOptionsFor(ctx context.Context, m *v1alpha1.Machine, s deletionState, force bool, drainTimeout, elapsed time.Duration) drain.Options {
+	opts := r.opts.drainOptions()
+	opts.Force = force
+	// A drain with pods to move may take a while: record it before the first goes.
+	opts.OnPods = func(int) {
+		if err := r.recordStep(ctx, m, s); err != nil {
+			r.log(m).Debug("record the drain step", "err", err)
+		}
+	}
+	if force {
+		opts.Timeout = time.Minute
+		opts.MaxEvictRetries = 1
+		return opts
+	}
+	opts.Timeout, opts.MaxEvictRetries = drainTimeout-elapsed, r.opts.evictRetries(m, drainTimeout)
+	deadline := m.DeletionTimestamp.Add(drainTimeout).UTC().Format(time.RFC3339)
+	opts.OnProblem = func(problem error) { r.reportDrainProblem(ctx, m.Namespace, m.Name, problem, true) }
+	opts.OnBlocked = func(problem error) {
+		r.reportDrainProblem(ctx, m.Namespace, m.Name, fmt.Errorf("%w; retrying until the drain timeout (%s), then draining forcefully", problem, deadline), false)
+	}
+	return opts
 }
 
 // reportDrainProblem shows in the machine's lastOperation what a running drain waits for: a

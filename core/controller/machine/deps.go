@@ -191,3 +191,30 @@ func (r *deps) nodeOf(ctx context.Context, m *v1alpha1.Machine) (*corev1.Node, e
 	}
 	return n, nil
 }
+
+// earlyEnd is how a pass that stops early ends: with err, or with res alone.
+type earlyEnd struct {
+	res reconcile.Result
+	err error
+}
+
+// syncedNode reads the machine's node and syncs it (labels, annotations and taints of the
+// node template); a node being deleted deletes its machine, and the pass stops.
+func (r *deps) syncedNode(ctx context.Context, m *v1alpha1.Machine) (*corev1.Node, *earlyEnd) {
+	node, err := r.nodeOf(ctx, m)
+	if err != nil {
+		return nil, &earlyEnd{err: err}
+	}
+	if node == nil {
+		return nil, nil
+	}
+	if node.DeletionTimestamp != nil {
+		// Deleting a Node deletes its machine (the node controller does it too).
+		return nil, &earlyEnd{err: r.deleteMachineOfNode(ctx, m, node)}
+	}
+	if err := syncNode(ctx, r.target.GetClient(), m, node); err != nil {
+		res, err := requeueOnConflict(err)
+		return nil, &earlyEnd{res: res, err: err}
+	}
+	return node, nil
+}

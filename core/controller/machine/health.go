@@ -235,56 +235,56 @@ func (h *healthChecker) reconcileFrom(ctx context.Context, m *v1alpha1.Machine, 
 // check reads and syncs the node, finds the rule of the health table that applies and prepares
 // the status it leads to. It writes no status.
 func (h *healthChecker) check(ctx context.Context, m *v1alpha1.Machine, base v1alpha1.MachineStatus) healthPass {
-	stop := func(res reconcile.Result, err error) healthPass {
-		return healthPass{status: base, res: res, err: err, done: true}
+	stopped := func(s *earlyEnd) healthPass {
+		return healthPass{status: base, res: s.res, err: s.err, done: true}
 	}
-	node, err := h.nodeOf(ctx, m)
-	if err != nil {
-		return stop(reconcile.Result{}, err)
+	node, stop := h.syncedNode(ctx, m)
+	if stop != nil {
+		return stopped(stop)
 	}
-	if node != nil {
-		if node.DeletionTimestamp != nil {
-			// Deleting a Node deletes its machine (the node controller does it too).
-			return stop(reconcile.Result{}, h.deleteMachineOfNode(ctx, m, node))
-		}
-		if err := syncNode(ctx, h.target.GetClient(), m, node); err != nil {
-			return stop(requeueOnConflict(err))
-		}
-	}
-
 	now := h.now()
 	st := base.DeepCopy()
 	if node != nil && !equality.Semantic.DeepEqual(withoutHeartbeats(node.Status.Conditions), withoutHeartbeats(st.Conditions)) {
 		st.Conditions = node.Status.Conditions
 	}
-	problems := h.opts.nodeConditions(m)
-	health := healthOf(node, problems)
+	seen := observation{node: node, problems: h.opts.nodeConditions(m), now: now}
+	seen.health = healthOf(node, seen.problems)
 	t, left := h.timerOf(m, base.CurrentStatus.Phase, now)
-	rule := healthRuleFor(base.CurrentStatus.Phase, health, t)
-	p := healthPass{rule: rule, node: node, res: reconcile.Result{RequeueAfter: h.opts.LongRetry}}
+	seen.left = left
+	p := healthPass{rule: healthRuleFor(base.CurrentStatus.Phase, seen.health, t), node: node, res: reconcile.Result{RequeueAfter: h.opts.LongRetry}}
+	if stop := h.describe(ctx, m, &p, st, seen); stop != nil {
+		return stopped(stop)
+	}
+	if to := p.rule.to; to != "" {
+		st.CurrentStatus.Phase = to
+		st.CurrentStatus.TimeoutActive = to == v1alpha1.MachineUnknown
+	}
+	p.status = *st
+	return p
+}
 
-	switch rule.verdict {
+// observation is what a pass saw of the machine's node.
+type observation struct {
+	node     *corev1.Node // nil: none registered
+	problems []string     // the node condition types that make it unhealthy
+	health   nodeHealth
+	now      time.Time
+	left     time.Duration // until the machine's timeout passes
+}
+
+// describe sets the pass's last operation and requeue for the rule's verdict; the joined and
+// timed-out verdicts have steps of their own (joined, timedOut).
+func (h *healthChecker) describe(ctx context.Context, m *v1alpha1.Machine, p *healthPass, st *v1alpha1.MachineStatus, seen observation) *earlyEnd {
+	switch p.rule.verdict {
 	case waitJoin:
-		p.res.RequeueAfter = min(clampRequeue(left+time.Second, h.opts.LongRetry), h.opts.PendingRecheck)
+		p.res.RequeueAfter = min(clampRequeue(seen.left+time.Second, h.opts.LongRetry), h.opts.PendingRecheck)
 	case joined:
-		took := now.Sub(m.CreationTimestamp.Time).Round(time.Second)
-		// First the optimistic write: a reconcile of a stale machine (already Running) stops
-		// at its conflict, before any other request or a second Joined event.
-		if err := h.setJoinDuration(ctx, m, took); err != nil {
-			return stop(requeueOnConflict(err))
-		}
-		if err := h.tokens.delete(ctx, m); err != nil {
-			return stop(reconcile.Result{}, err)
-		}
-		st.LastOperation = v1alpha1.LastOperation{
-			Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
-			Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, took),
-		}
+		return h.joined(ctx, m, st, seen.now)
 	case failedToJoin:
 		why := "its node did not become healthy"
-		if node == nil {
+		if seen.node == nil {
 			why = "its node did not register"
-		} else if health == nodeStarting {
+		} else if seen.health == nodeStarting {
 			why = "its node kept the " + v1alpha1.TaintCriticalComponentsNotReady + " taint"
 		}
 		st.LastOperation = v1alpha1.LastOperation{
@@ -294,46 +294,67 @@ func (h *healthChecker) check(ctx context.Context, m *v1alpha1.Machine, base v1a
 	case unhealthy:
 		st.LastOperation = v1alpha1.LastOperation{
 			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
-			Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(node, problems)),
+			Description: fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, unhealthyReason(seen.node, seen.problems)),
 		}
 		p.res.RequeueAfter = clampRequeue(h.opts.healthTimeout(m)+time.Second, h.opts.LongRetry)
 	case waitHealthy:
-		p.res.RequeueAfter = clampRequeue(left+time.Second, h.opts.LongRetry)
+		p.res.RequeueAfter = clampRequeue(seen.left+time.Second, h.opts.LongRetry)
 	case healthTimedOut:
-		unknownFor := since(now, m.Status.CurrentStatus.LastUpdateTime).Round(time.Second)
-		if !h.stillUnknownSince(ctx, m) {
-			// The cache was stale (e.g. the safety controller just reset the machine); the
-			// update brings it back.
-			p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
-			break
-		}
-		ok, why, err := h.limiter.mayFail(ctx, h.client, m, h.opts.MaxReplacements, now)
-		if err != nil {
-			return stop(reconcile.Result{}, err)
-		}
-		if !ok {
-			st.LastOperation = v1alpha1.LastOperation{
-				Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
-				Description: fmt.Sprintf("Machine %s health checks failing since %s; it couldn't be marked FAILED, other machines are getting replaced (%s)", m.Name, unknownFor, why),
-			}
-			p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
-			break
-		}
-		st.LastOperation = v1alpha1.LastOperation{
-			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
-			Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor, h.opts.healthTimeout(m), unhealthyReason(node, problems)),
-		}
+		return h.timedOut(ctx, m, p, st, seen)
 	case recovered:
 		st.LastOperation = healthy(fmt.Sprintf("Machine %s has re-joined the cluster", m.Name))
 	case rejoined:
 		st.LastOperation = healthy(fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name))
 	}
-	if to := p.rule.to; to != "" {
-		st.CurrentStatus.Phase = to
-		st.CurrentStatus.TimeoutActive = to == v1alpha1.MachineUnknown
+	return nil
+}
+
+// joined records how long the machine took to join and deletes its bootstrap token.
+func (h *healthChecker) joined(ctx context.Context, m *v1alpha1.Machine, st *v1alpha1.MachineStatus, now time.Time) *earlyEnd {
+	took := now.Sub(m.CreationTimestamp.Time).Round(time.Second)
+	// First the optimistic write: a reconcile of a stale machine (already Running) stops at its
+	// conflict, before any other request or a second Joined event.
+	if err := h.setJoinDuration(ctx, m, took); err != nil {
+		res, err := requeueOnConflict(err)
+		return &earlyEnd{res: res, err: err}
 	}
-	p.status = *st
-	return p
+	if err := h.tokens.delete(ctx, m); err != nil {
+		return &earlyEnd{err: err}
+	}
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful,
+		Description: fmt.Sprintf("Machine %s successfully joined the cluster in %s", m.Name, took),
+	}
+	return nil
+}
+
+// timedOut fails a machine Unknown past its health timeout, unless the cache was stale or the
+// replacement rate limit holds it (then it stays Unknown and is checked again soon).
+func (h *healthChecker) timedOut(ctx context.Context, m *v1alpha1.Machine, p *healthPass, st *v1alpha1.MachineStatus, seen observation) *earlyEnd {
+	unknownFor := since(seen.now, m.Status.CurrentStatus.LastUpdateTime).Round(time.Second)
+	if !h.stillUnknownSince(ctx, m) {
+		// The cache was stale (e.g. the safety controller just reset the machine); the update
+		// brings it back.
+		p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
+		return nil
+	}
+	ok, why, err := h.limiter.mayFail(ctx, h.client, m, h.opts.MaxReplacements, seen.now)
+	if err != nil {
+		return &earlyEnd{err: err}
+	}
+	if !ok {
+		st.LastOperation = v1alpha1.LastOperation{
+			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateProcessing,
+			Description: fmt.Sprintf("Machine %s health checks failing since %s; it couldn't be marked FAILED, other machines are getting replaced (%s)", m.Name, unknownFor, why),
+		}
+		p.rule, p.res.RequeueAfter = healthRule{verdict: stay}, h.opts.ShortRetry
+		return nil
+	}
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
+		Description: fmt.Sprintf("Machine %s health checks failing for %s (timeout %s). Changing status to Failed. %s", m.Name, unknownFor, h.opts.healthTimeout(m), unhealthyReason(seen.node, seen.problems)),
+	}
+	return nil
 }
 
 // timerOf is the state of the machine's timeout in phase, and the time left until it passes.

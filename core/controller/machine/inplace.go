@@ -60,31 +60,48 @@ type inPlaceUpdater struct{ *deps }
 // InPlaceUpdating) or failed to be (InPlaceUpdateFailed): health is undefined then, so the
 // phase follows the agent's update-result label and the timeouts instead.
 func (r *inPlaceUpdater) reconcilePhase(ctx context.Context, m *v1alpha1.Machine) (reconcile.Result, error) {
-	node, err := r.nodeOf(ctx, m)
-	if err != nil {
-		return reconcile.Result{}, err
+	node, stop := r.syncedNode(ctx, m)
+	if stop != nil {
+		return stop.res, stop.err
 	}
-	if node != nil {
-		if node.DeletionTimestamp != nil {
-			return reconcile.Result{}, r.deleteMachineOfNode(ctx, m, node)
-		}
-		if err := syncNode(ctx, r.target.GetClient(), m, node); err != nil {
-			return requeueOnConflict(err)
-		}
-	}
-
-	now := r.now()
 	st := m.Status.DeepCopy()
 	if node != nil && !conditionsEqual(node.Status.Conditions, st.Conditions) {
 		st.Conditions = node.Status.Conditions
 	}
+	t, err := r.transition(ctx, m, node, st)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.writeStatus(ctx, m, *st); err != nil {
+		r.limiter.unmark(m)
+		return requeueOnConflict(err)
+	}
+	if t.announce.reason != "" {
+		r.event(m, t.announce.eventType, t.announce.reason, "InPlaceUpdate", st.LastOperation.Description)
+	}
+	res := reconcile.Result{RequeueAfter: t.requeue}
+	if node == nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		return res, nil
+	}
+	return r.step(ctx, m, node, res)
+}
+
+// phaseTransition is what a pass of an in-place update does besides changing the status: when
+// to look again, and the event to record.
+type phaseTransition struct {
+	requeue  time.Duration
+	announce phaseEvent
+}
+
+// transition moves st along the agent's update-result label and the timeouts.
+func (r *inPlaceUpdater) transition(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node, st *v1alpha1.MachineStatus) (phaseTransition, error) {
+	now := r.now()
 	phase := m.Status.CurrentStatus.Phase
 	result := ""
 	if node != nil {
 		result = node.Labels[v1alpha1.LabelNodeUpdateResult]
 	}
-	requeue := r.opts.LongRetry
-	var announce phaseEvent
+	t := phaseTransition{requeue: r.opts.LongRetry}
 	switch {
 	case result == v1alpha1.LabelValueNodeUpdateSuccessful:
 		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateSuccessful
@@ -92,67 +109,56 @@ func (r *inPlaceUpdater) reconcilePhase(ctx context.Context, m *v1alpha1.Machine
 			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateSuccessful,
 			Description: fmt.Sprintf("Machine %s successfully updated dependencies", m.Name),
 		}
-		announce = phaseEvent{corev1.EventTypeNormal, "InPlaceUpdateSuccessful"}
-		requeue = r.opts.ShortRetry
+		t = phaseTransition{requeue: r.opts.ShortRetry, announce: phaseEvent{corev1.EventTypeNormal, "InPlaceUpdateSuccessful"}}
 	case result == v1alpha1.LabelValueNodeUpdateFailed && phase != v1alpha1.MachineInPlaceUpdateFailed:
-		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
-		st.LastOperation = v1alpha1.LastOperation{
-			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
-			Description: fmt.Sprintf("Machine %s failed to update dependencies: %s", m.Name, node.Annotations[v1alpha1.AnnotationUpdateFailedReason]),
-		}
-		announce = phaseEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
-		requeue = clampRequeue(r.opts.healthTimeout(m)+time.Second, r.opts.LongRetry)
+		r.updateFailed(m, st, fmt.Sprintf("Machine %s failed to update dependencies: %s", m.Name, node.Annotations[v1alpha1.AnnotationUpdateFailedReason]), &t)
 	case phase == v1alpha1.MachineInPlaceUpdating:
 		timeout := r.opts.inPlaceUpdateTimeout(m)
-		elapsed := since(now, m.Status.CurrentStatus.LastUpdateTime)
-		if elapsed <= timeout {
-			requeue = clampRequeue(timeout-elapsed+time.Second, r.opts.LongRetry)
+		if elapsed := since(now, m.Status.CurrentStatus.LastUpdateTime); elapsed <= timeout {
+			t.requeue = clampRequeue(timeout-elapsed+time.Second, r.opts.LongRetry)
 			break
 		}
-		st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
-		st.LastOperation = v1alpha1.LastOperation{
-			Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed,
-			Description: fmt.Sprintf("Machine %s failed to in-place update in %s minutes.", m.Name, timeout),
-		}
-		announce = phaseEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
-		requeue = clampRequeue(r.opts.healthTimeout(m)+time.Second, r.opts.LongRetry)
+		r.updateFailed(m, st, fmt.Sprintf("Machine %s failed to in-place update in %s minutes.", m.Name, timeout), &t)
 	case phase == v1alpha1.MachineInPlaceUpdateFailed && !healthTimeoutDisabled(m):
-		// Failed to update: how bad is unknown, so after the health timeout the machine is
-		// replaced like an unhealthy one (rate-limited per MachineDeployment).
-		failedFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
-		if failedFor <= r.opts.healthTimeout(m) {
-			requeue = clampRequeue(r.opts.healthTimeout(m)-failedFor+time.Second, r.opts.LongRetry)
-			break
-		}
-		ok, why, err := r.limiter.mayFail(ctx, r.client, m, r.opts.MaxReplacements, now)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if !ok {
-			r.log(m).Info("in-place update failed, machine not replaced yet", "why", why)
-			requeue = r.opts.ShortRetry
-			break
-		}
-		st.CurrentStatus.Phase = v1alpha1.MachineFailed
-		st.CurrentStatus.TimeoutActive = false
-		st.LastOperation = v1alpha1.LastOperation{
-			Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
-			Description: fmt.Sprintf("Machine %s failed its in-place update %s ago (health timeout %s). Changing status to Failed.", m.Name, failedFor.Round(time.Second), r.opts.healthTimeout(m)),
-		}
-		announce = phaseEvent{corev1.EventTypeWarning, "Failed"}
+		return r.replaceFailedUpdate(ctx, m, st, now)
 	}
-	if err := r.writeStatus(ctx, m, *st); err != nil {
-		r.limiter.unmark(m)
-		return requeueOnConflict(err)
+	return t, nil
+}
+
+// updateFailed moves the machine to InPlaceUpdateFailed, to be looked at again after its
+// health timeout.
+func (r *inPlaceUpdater) updateFailed(m *v1alpha1.Machine, st *v1alpha1.MachineStatus, why string, t *phaseTransition) {
+	st.CurrentStatus.Phase = v1alpha1.MachineInPlaceUpdateFailed
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationInPlaceUpdate, State: v1alpha1.MachineStateFailed, Description: why,
 	}
-	if announce.reason != "" {
-		r.event(m, announce.eventType, announce.reason, "InPlaceUpdate", st.LastOperation.Description)
+	t.announce = phaseEvent{corev1.EventTypeWarning, "InPlaceUpdateFailed"}
+	t.requeue = clampRequeue(r.opts.healthTimeout(m)+time.Second, r.opts.LongRetry)
+}
+
+// replaceFailedUpdate fails a machine whose update failed longer than its health timeout ago:
+// the damage is unknown, so it is replaced like an unhealthy one (rate-limited per
+// MachineDeployment).
+func (r *inPlaceUpdater) replaceFailedUpdate(ctx context.Context, m *v1alpha1.Machine, st *v1alpha1.MachineStatus, now time.Time) (phaseTransition, error) {
+	failedFor := since(now, m.Status.CurrentStatus.LastUpdateTime)
+	if failedFor <= r.opts.healthTimeout(m) {
+		return phaseTransition{requeue: clampRequeue(r.opts.healthTimeout(m)-failedFor+time.Second, r.opts.LongRetry)}, nil
 	}
-	res := reconcile.Result{RequeueAfter: requeue}
-	if node == nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
-		return res, nil
+	ok, why, err := r.limiter.mayFail(ctx, r.client, m, r.opts.MaxReplacements, now)
+	if err != nil {
+		return phaseTransition{}, err
 	}
-	return r.step(ctx, m, node, res)
+	if !ok {
+		r.log(m).Info("in-place update failed, machine not replaced yet", "why", why)
+		return phaseTransition{requeue: r.opts.ShortRetry}, nil
+	}
+	st.CurrentStatus.Phase = v1alpha1.MachineFailed
+	st.CurrentStatus.TimeoutActive = false
+	st.LastOperation = v1alpha1.LastOperation{
+		Type: v1alpha1.MachineOperationHealthCheck, State: v1alpha1.MachineStateFailed,
+		Description: fmt.Sprintf("Machine %s failed its in-place update %s ago (health timeout %s). Changing status to Failed.", m.Name, failedFor.Round(time.Second), r.opts.healthTimeout(m)),
+	}
+	return phaseTransition{requeue: r.opts.LongRetry, announce: phaseEvent{corev1.EventTypeWarning, "Failed"}}, nil
 }
 
 // phaseEvent is the event a phase transition records.

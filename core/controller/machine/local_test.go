@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	testclock "k8s.io/utils/clock/testing"
@@ -288,9 +290,10 @@ func TestMisconfiguredPDBReportedThenForced(t *testing.T) {
 		t.Fatal("VM deleted although the drain is blocked")
 	}
 
-	cur := e.Get(name)
-	cur.Labels[v1alpha1.LabelForceDeletion] = "True"
-	if err := e.C.Update(context.Background(), cur); err != nil {
+	// As `kubectl label` does: a patch of the label alone (the controller writes the machine
+	// meanwhile, so an update of the object read before would conflict).
+	patch := fmt.Appendf(nil, `{"metadata":{"labels":{%q:"True"}}}`, v1alpha1.LabelForceDeletion)
+	if err := e.C.Patch(context.Background(), e.Get(name), client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
 	e.WaitGone(name, 60*time.Second)

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -159,10 +160,14 @@ func TestJoinWithBootstrapTokenAndDelete(t *testing.T) {
 
 	// A template change is synced, a removed entry removed, other entries kept.
 	patchNode(t, e, name, func(n *corev1.Node) { n.Labels["someone-else"] = "keep" })
-	cur := e.Get(name)
-	cur.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "b"}
-	cur.Spec.NodeTemplateSpec.Spec.Taints = nil
-	if err := e.C.Update(ctx, cur); err != nil {
+	// The controller writes the machine's status meanwhile: retry on a conflict, as kubectl
+	// edit does.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := e.Get(name)
+		cur.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "b"}
+		cur.Spec.NodeTemplateSpec.Spec.Taints = nil
+		return e.C.Update(ctx, cur)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	waitNode(t, e, name, func(n *corev1.Node) bool {

@@ -31,16 +31,25 @@ type fallbackCheck struct {
 
 // checkFallback parses the deployment's fallback list and looks up its classes.
 func (r *Reconciler) checkFallback(ctx context.Context, d *v1alpha1.MachineDeployment) (fallbackCheck, error) {
-	v, ok := d.Annotations[fallback.AnnotationClasses]
+	chain, problems, ok := fallback.ParseAnnotations(d.Namespace, d.Spec.Template.Spec.Class.Name, d.Annotations)
 	if !ok {
 		return fallbackCheck{}, nil
 	}
-	chain, problems := fallback.Parse(d.Namespace, d.Spec.Template.Spec.Class.Name, v)
+	v := d.Annotations[fallback.AnnotationClasses]
 	usable := chain.Classes[:1]
-	for _, name := range chain.Classes[1:] {
+	found := map[string]*v1alpha1.MachineClass{} // for the prices of a price-ordered chain
+	for i, name := range chain.Classes {
+		if i == 0 && !chain.ByPrice {
+			continue
+		}
 		class := &v1alpha1.MachineClass{}
 		err := r.client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, class)
+		if err == nil {
+			found[name] = class
+		}
 		switch {
+		case i == 0:
+			continue // the template's class: read for its price only (price order)
 		case apierrors.IsNotFound(err):
 			problems = append(problems, fallback.Problem{Entry: name, Position: fallback.Position(d.Namespace, v, name),
 				Why: fmt.Sprintf("MachineClass %s/%s not found: create it or remove it from the list", d.Namespace, name)})
@@ -54,14 +63,14 @@ func (r *Reconciler) checkFallback(ctx context.Context, d *v1alpha1.MachineDeplo
 		}
 	}
 	chain.Classes = usable
+	problems = append(problems, fallback.PriceProblems(chain, func(n string) *v1alpha1.MachineClass { return found[n] })...)
 	return fallbackCheck{present: true, chain: chain, problems: problems}, nil
 }
 
 // fallbackConditionText is the condition's status, reason and message for a check.
 func fallbackConditionText(fc fallbackCheck) (v1alpha1.ConditionStatus, string, string) {
 	if len(fc.problems) == 0 {
-		return v1alpha1.ConditionTrue, fallback.ReasonFallbackClassesValid,
-			"Machines are created on the first class not out of capacity, in order: " + strings.Join(fc.chain.Classes, ", ")
+		return v1alpha1.ConditionTrue, fallback.ReasonFallbackClassesValid, fallback.DescribeOrder(fc.chain)
 	}
 	parts := make([]string, 0, len(fc.problems))
 	for _, p := range fc.problems {
@@ -76,42 +85,42 @@ func fallbackConditionText(fc fallbackCheck) (v1alpha1.ConditionStatus, string, 
 // machines on a fallback class. Once the API server has been seen to prune that count (Gardener
 // MCM's CRD has no such field), it is left as the server has it, so no status is written again
 // and again for a field that cannot be stored.
-func (ro *rollout) applyFallback(st *v1alpha1.MachineDeploymentStatus, now time.Time) {
-	if ro.fallback.present {
-		status, reason, msg := fallbackConditionText(ro.fallback)
+func (p *pass) applyFallback(st *v1alpha1.MachineDeploymentStatus, now time.Time) {
+	if p.fallback.present {
+		status, reason, msg := fallbackConditionText(p.fallback)
 		setCondition(st, fallback.ConditionClasses, status, reason, msg, now)
 	} else {
 		removeCondition(st, fallback.ConditionClasses)
 	}
-	st.FallbackReplicas = ro.fallbackReplicas()
-	if ro.r.fallbackField.Dropped() {
-		st.FallbackReplicas = ro.d.Status.FallbackReplicas
+	st.FallbackReplicas = p.fallbackReplicas()
+	if p.r.fallbackField.Dropped() {
+		st.FallbackReplicas = p.d.Status.FallbackReplicas
 	}
 }
 
 // reportFallback emits the Warning Event of a newly invalid fallback list and sets the gauge.
-func (ro *rollout) reportFallback() {
-	d := ro.d
-	if !ro.fallback.present {
+func (p *pass) reportFallback() {
+	d := p.d
+	if !p.fallback.present {
 		fallback.ForgetDeployment(d.Namespace, d.Name)
 		return
 	}
-	fallback.SetFallbackMachines(d.Namespace, d.Name, int(ro.fallbackReplicas()))
-	status, _, msg := fallbackConditionText(ro.fallback)
+	fallback.SetFallbackMachines(d.Namespace, d.Name, int(p.fallbackReplicas()))
+	status, _, msg := fallbackConditionText(p.fallback)
 	if status != v1alpha1.ConditionFalse {
 		return
 	}
 	if c := getCondition(&d.Status, fallback.ConditionClasses); c != nil && c.Message == msg {
 		return
 	}
-	ro.r.recorder.Eventf(d, nil, "Warning", fallback.ReasonInvalidFallbackClasses, "Validate", "%s", msg)
+	p.r.recorder.Eventf(d, nil, "Warning", fallback.ReasonInvalidFallbackClasses, "Validate", "%s", msg)
 }
 
 // fallbackReplicas counts the live machines of the deployment running on a fallback class.
-func (ro *rollout) fallbackReplicas() int32 {
+func (p *pass) fallbackReplicas() int32 {
 	var n int32
-	for _, ms := range ro.sets {
-		for _, m := range ro.machines[ms.UID] {
+	for _, ms := range p.sets {
+		for _, m := range p.machines[ms.UID] {
 			if m.DeletionTimestamp == nil && fallback.OnFallback(m, ms) {
 				n++
 			}

@@ -1,21 +1,13 @@
-// Package machinedeployment is the MachineDeployment controller: it rolls a deployment's machine
-// template out as MachineSets the way the Kubernetes Deployment controller rolls out ReplicaSets,
-// with MCM's semantics (docs/compatibility/mcm-controllers.md#machinedeployment-controller):
-// RollingUpdate (maxSurge rounded up, maxUnavailable rounded down, both 0 → 1 unavailable),
-// Recreate and InPlaceUpdate (machines move to the new MachineSet without new VMs, see inplace.go),
-// pause, revision history, proportional scaling during a rollout, status conditions (Available,
-// Progressing, ReplicaFailure, Frozen), and the Cluster Autoscaler contract: machines named in the
-// trigger-deletion annotation are marked to be deleted first, and the marks are visible before any
-// MachineSet is scaled down.
-//
-// Surge is counted in machines, not in MachineSet replicas: a machine that is still terminating
-// still has a VM, so a new machine is created only when the deployment's machines, terminating
-// ones included, stay within replicas + maxSurge.
+// Package machinedeployment is the MachineDeployment controller. Each reconcile reads the world
+// (the deployment, the MachineSets it claims, their machines, and the nodes an in-place update
+// needs), asks core/controller/rollout what to do (rollout.Decide: MCM's RollingUpdate,
+// Recreate and InPlaceUpdate, pause, proportional scaling, revision history, the Cluster
+// Autoscaler's deletion marks), executes exactly the step decided, and writes the status
+// (conditions Available, Progressing, ReplicaFailure, Frozen, FallbackClasses).
 package machinedeployment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -44,8 +36,9 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
+	"github.com/machinist-io/machinist/core/controller/rollout"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -134,6 +127,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("machinedeployment: register fallback metrics: %w", err)
 	}
+	for _, obj := range []client.Object{&v1alpha1.MachineSet{}, &v1alpha1.Machine{}} {
+		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
+			return fmt.Errorf("machinedeployment: %w", err)
+		}
+	}
 	// A deployment reads all its machines: their events and the updates of its own status
 	// (mostly this controller's writes) are coalesced, except those noted in urgentForDeployment.
 	// Its sets' status updates are coalesced the same way outside a rollout (the scale-up of one
@@ -217,7 +215,7 @@ func (r *Reconciler) setRolling(ms client.Object) bool {
 		return false
 	}
 	var sets v1alpha1.MachineSetList
-	if err := r.client.List(context.Background(), &sets, client.InNamespace(ms.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+	if err := ownership.Controlled(context.Background(), r.client, &sets, ms.GetNamespace(), d.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return true
 	}
 	active := 0
@@ -244,42 +242,6 @@ func deploymentOfSet(_ context.Context, ms client.Object) []reconcile.Request {
 // status updates are coalesced.
 func (r *Reconciler) urgentSetEvent(kind coalesce.Event, old, ms client.Object) bool {
 	return kind != coalesce.Update || !coalesce.StatusOnly(old, ms) || r.setRolling(ms)
-}
-
-// selectorOf returns a deployment's selector; an empty selector is an error, since it would
-// select every MachineSet in the namespace.
-func selectorOf(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
-	return ownership.Selector(d.Spec.Selector)
-}
-
-// validate checks what the API server's schema cannot.
-func validate(d *v1alpha1.MachineDeployment) (labels.Selector, error) {
-	sel, err := selectorOf(d)
-	if err != nil {
-		return nil, err
-	}
-	if !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
-		return nil, fmt.Errorf("spec.template.metadata.labels %v do not match spec.selector %s: make the template carry the selected labels", d.Spec.Template.Labels, sel)
-	}
-	if d.Spec.Template.Spec.Class.Name == "" {
-		return nil, errors.New("spec.template.spec.class.name is empty: name the MachineClass of the machines")
-	}
-	if d.Spec.Replicas < 0 {
-		return nil, errors.New("spec.replicas is negative")
-	}
-	if _, _, err := fenceposts(d); err != nil && isRollingUpdate(d) {
-		return nil, err
-	}
-	switch d.Spec.Strategy.Type {
-	case "", v1alpha1.RollingUpdateMachineDeploymentStrategyType, v1alpha1.RecreateMachineDeploymentStrategyType:
-	case v1alpha1.InPlaceUpdateMachineDeploymentStrategyType:
-		if err := validateInPlace(d); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("spec.strategy.type %q is not supported: use RollingUpdate, Recreate or InPlaceUpdate", d.Spec.Strategy.Type)
-	}
-	return sel, nil
 }
 
 // Reconcile rolls one MachineDeployment forward and records its status.
@@ -312,79 +274,74 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.client.Update(ctx, d)
 	}
 
-	sel, err := validate(d)
-	if err != nil {
-		r.recorder.Eventf(d, nil, "Warning", "InvalidSpec", "Validate", "%v", err)
-		return reconcile.Result{}, r.writeInvalidStatus(ctx, d, err)
+	p, wait, err := r.read(ctx, d)
+	if err != nil || wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, err
 	}
-	sets, err := r.claimSets(ctx, d, sel)
-	if err != nil {
-		return reconcile.Result{}, err
+	if p == nil {
+		// An invalid spec: nothing is read, nothing is done but saying why.
+		return reconcile.Result{}, r.writeBlocked(ctx, d, rollout.Decide(rollout.Input{Deployment: d, Now: r.now()}))
 	}
-	if !r.writes.seen(req.NamespacedName, sets, r.now()) {
-		// Our last writes to these sets are not in the cache yet; deciding on older data could
-		// scale twice. The watch event of the write brings us back; this bounds the wait.
-		return reconcile.Result{RequeueAfter: 500 * time.Millisecond}, nil
+	p.dec = rollout.Decide(p.in)
+	if p.dec.Blocked(rollout.BlockedNoTargetCluster) {
+		return reconcile.Result{}, r.writeBlocked(ctx, d, p.dec)
 	}
-	machines, err := r.machinesBySet(ctx, d, sets)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	fc, err := r.checkFallback(ctx, d)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
-	ro := &rollout{r: r, d: d, sets: sets, machines: machines, fallback: fc}
-	ro.reportFallback()
+	return p.run(ctx)
+}
 
-	marksVisible, err := r.markTriggeredMachines(ctx, ro)
-	if err != nil {
+// run executes a decided step and records the status.
+func (p *pass) run(ctx context.Context) (reconcile.Result, error) {
+	if err := (executor{p}).execute(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	if !marksVisible {
+	if p.dec.Step.AwaitMarks {
 		// Marked machines must be seen as marked by the MachineSet controller before any set is
 		// scaled down, or it could delete other machines. The marks' watch events bring us back.
 		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
 	}
-
-	res := reconcile.Result{RequeueAfter: r.opts.ResyncPeriod}
-	switch {
-	case d.Spec.Paused:
-		err = ro.sync(ctx)
-	case ro.isScalingEvent():
-		err = ro.sync(ctx)
-	case d.Spec.Strategy.Type == v1alpha1.RecreateMachineDeploymentStrategyType:
-		err = ro.rolloutRecreate(ctx)
-	case isInPlaceUpdate(d):
-		err = ro.rolloutInPlace(ctx)
-	default:
-		err = ro.rolloutRolling(ctx)
-	}
-	if err != nil {
+	if err := p.syncStatus(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := ro.syncNodeMarks(ctx, ro.newMS); err != nil {
+	if err := p.markNodes(ctx); err != nil {
 		return reconcile.Result{}, err
 	}
-	if after := ro.requeueAfter; after > 0 && after < res.RequeueAfter {
+	res := reconcile.Result{RequeueAfter: p.r.opts.ResyncPeriod}
+	if after := p.requeueAfter; after > 0 && after < res.RequeueAfter {
 		res.RequeueAfter = after
 	}
 	return res, nil
 }
 
+// writeBlocked says why a deployment cannot be acted on: a Warning Event and the ReplicaFailure
+// condition.
+func (r *Reconciler) writeBlocked(ctx context.Context, d *v1alpha1.MachineDeployment, dec rollout.Decision) error {
+	msg := dec.BlockedBy[0].Message
+	r.recorder.Eventf(d, nil, "Warning", ReasonInvalidSpec, "Validate", "%s", msg)
+	return r.writeInvalidStatus(ctx, d, msg)
+}
+
 // claimSets lists the MachineSets the deployment controls, adopting orphans its selector matches
 // and releasing controlled sets that no longer match.
 func (r *Reconciler) claimSets(ctx context.Context, d *v1alpha1.MachineDeployment, sel labels.Selector) ([]*v1alpha1.MachineSet, error) {
-	var list v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+	// Its own sets and the orphans from the controller index, not every set of the namespace
+	// (hundreds of deployments share one); copies only of those it keeps.
+	var list, orphans v1alpha1.MachineSetList
+	if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, d.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("machinedeployment: list machine sets: %w", err)
 	}
+	if err := ownership.Orphans(ctx, r.client, &orphans, d.Namespace, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("machinedeployment: list machine sets: %w", err)
+	}
+	list.Items = append(list.Items, orphans.Items...)
 	var owned []*v1alpha1.MachineSet
 	var checked, canAdopt bool
 	for i := range list.Items {
-		ms := &list.Items[i]
-		ref := metav1.GetControllerOf(ms)
-		matches := sel.Matches(labels.Set(ms.Labels))
+		ref := metav1.GetControllerOfNoCopy(&list.Items[i])
+		matches := sel.Matches(labels.Set(list.Items[i].Labels))
+		if !(ref != nil && ref.UID == d.UID) && !(ref == nil && matches && list.Items[i].DeletionTimestamp == nil) {
+			continue
+		}
+		ms := list.Items[i].DeepCopy()
 		switch {
 		case ref != nil && ref.UID == d.UID:
 			if !matches && ms.DeletionTimestamp == nil {
@@ -428,21 +385,13 @@ func (r *Reconciler) claimSets(ctx context.Context, d *v1alpha1.MachineDeploymen
 // The machines are the cache's own objects: read them, never modify them.
 func (r *Reconciler) machinesBySet(ctx context.Context, d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet) (map[types.UID][]*v1alpha1.Machine, error) {
 	out := make(map[types.UID][]*v1alpha1.Machine, len(sets))
-	if len(sets) == 0 {
-		return out, nil
-	}
-	want := make(map[types.UID]bool, len(sets))
 	for _, ms := range sets {
-		want[ms.UID] = true
-	}
-	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("machinedeployment: list machines: %w", err)
-	}
-	for i := range list.Items {
-		m := &list.Items[i]
-		if ref := metav1.GetControllerOfNoCopy(m); ref != nil && want[ref.UID] {
-			out[ref.UID] = append(out[ref.UID], m)
+		var list v1alpha1.MachineList
+		if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, ms.UID, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("machinedeployment: list machines: %w", err)
+		}
+		for i := range list.Items {
+			out[ms.UID] = append(out[ms.UID], &list.Items[i])
 		}
 	}
 	return out, nil
@@ -455,7 +404,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, d *v1alpha1.MachineDep
 		return reconcile.Result{}, nil
 	}
 	var list v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+	if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, d.UID); err != nil {
 		return reconcile.Result{}, fmt.Errorf("machinedeployment: list machine sets: %w", err)
 	}
 	remaining := 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machineset"
+	"github.com/machinist-io/machinist/core/controller/rollout"
 )
 
 // Condition reasons, as the Deployment controller (and MCM) names them.
@@ -26,24 +27,18 @@ const (
 	ReasonFrozen                     = "MachineSetFrozen"
 )
 
-// complete reports whether every replica is updated and available and no old one remains.
-func complete(d *v1alpha1.MachineDeployment, st *v1alpha1.MachineDeploymentStatus) bool {
-	return st.UpdatedReplicas == d.Spec.Replicas && st.Replicas == d.Spec.Replicas &&
-		st.AvailableReplicas == d.Spec.Replicas && st.ObservedGeneration >= d.Generation
-}
-
 // calculateStatus sums the sets' statuses into the deployment's.
-func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1alpha1.MachineDeploymentStatus {
-	d := ro.d
+func (p *pass) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1alpha1.MachineDeploymentStatus {
+	d := p.d
 	st := d.Status.DeepCopy()
 	st.ObservedGeneration = d.Generation
-	if sel, err := selectorOf(d); err == nil && !ro.r.selectorField.Dropped() {
+	if sel, err := rollout.Selector(d); err == nil && !p.r.selectorField.Dropped() {
 		st.LabelSelector = sel.String()
 	}
 	var replicas, ready, available, preserved, specSum int32
 	var failed []*v1alpha1.MachineSummary
 	var frozen, replicaFailure *v1alpha1.MachineSetCondition
-	for _, ms := range ro.sets {
+	for _, ms := range p.sets {
 		replicas += ms.Status.Replicas
 		ready += ms.Status.ReadyReplicas
 		available += ms.Status.AvailableReplicas
@@ -85,7 +80,7 @@ func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1
 
 	// Preserved Failed machines are unavailable on purpose and do not cost the deployment its
 	// availability (MCM subtracts them from the minimum).
-	if available >= max(d.Spec.Replicas-maxUnavailable(d)-preserved, 0) {
+	if available >= max(d.Spec.Replicas-p.dec.MaxUnavailable-preserved, 0) {
 		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionTrue, ReasonMinimumReplicasAvailable, "Deployment has minimum availability.", now)
 	} else {
 		setCondition(st, v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionFalse, ReasonMinimumReplicasUnavailable, "Deployment does not have minimum availability.", now)
@@ -100,16 +95,16 @@ func (ro *rollout) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1
 	} else if c := getCondition(st, v1alpha1.MachineDeploymentFrozen); c != nil && c.Status == v1alpha1.ConditionTrue {
 		setCondition(st, v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionFalse, "Unfrozen", "No machine set of the deployment is frozen.", now)
 	}
-	ro.applyFallback(st, now)
+	p.applyFallback(st, now)
 	return *st
 }
 
 // syncStatus computes the status including the Progressing condition and writes it when it
 // changed; with a progress deadline it also schedules the next check.
-func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) error {
-	d := ro.d
-	now := ro.r.now()
-	st := ro.calculateStatus(newMS, now)
+func (p *pass) syncStatus(ctx context.Context) error {
+	d, newMS := p.d, p.current()
+	now := p.r.now()
+	st := p.calculateStatus(newMS, now)
 	prog := getCondition(&st, v1alpha1.MachineDeploymentProgressing)
 	deadline := d.Spec.ProgressDeadlineSeconds
 	switch {
@@ -119,16 +114,16 @@ func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) e
 		}
 	case prog != nil && prog.Reason == ReasonPaused:
 		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionUnknown, ReasonResumed, "Deployment is resumed.", now)
-	case complete(d, &st):
+	case rollout.Complete(d, &st):
 		name := ""
 		if newMS != nil {
 			name = newMS.Name
 		}
 		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionTrue, ReasonNewMachineSetAvailable,
 			fmt.Sprintf("MachineSet %q has successfully progressed.", name), now)
-	case ro.created != nil:
+	case p.created != nil:
 		setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionTrue, ReasonNewMachineSetCreated,
-			fmt.Sprintf("Created new machine set %q.", ro.created.Name), now)
+			fmt.Sprintf("Created new machine set %q.", p.created.Name), now)
 	case progressed(&d.Status, &st) || prog == nil:
 		name := ""
 		if newMS != nil {
@@ -143,9 +138,9 @@ func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) e
 		if !now.Before(limit) {
 			setCondition(&st, v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse, ReasonProgressDeadlineExceeded,
 				fmt.Sprintf("MachineDeployment %q has timed out progressing.", d.Name), now)
-			ro.r.recorder.Eventf(d, nil, "Warning", ReasonProgressDeadlineExceeded, "Rollout", "Rollout of %s made no progress for %ds", d.Name, *deadline)
+			p.r.recorder.Eventf(d, nil, "Warning", ReasonProgressDeadlineExceeded, "Rollout", "Rollout of %s made no progress for %ds", d.Name, *deadline)
 		} else {
-			ro.requeueAfter = limit.Sub(now) + time.Second
+			p.requeueAfter = limit.Sub(now) + time.Second
 		}
 	}
 	if equality.Semantic.DeepEqual(st, d.Status) {
@@ -153,10 +148,10 @@ func (ro *rollout) syncStatus(ctx context.Context, newMS *v1alpha1.MachineSet) e
 	}
 	upd := d.DeepCopy()
 	upd.Status = st
-	if err := ro.r.client.Status().Update(ctx, upd); err != nil {
+	if err := p.r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
 	}
-	ro.r.notePruned(st, upd.Status)
+	p.r.notePruned(st, upd.Status)
 	*d = *upd
 	return nil
 }
@@ -181,10 +176,10 @@ func progressed(old, cur *v1alpha1.MachineDeploymentStatus) bool {
 }
 
 // writeInvalidStatus records why the spec cannot be acted on.
-func (r *Reconciler) writeInvalidStatus(ctx context.Context, d *v1alpha1.MachineDeployment, cause error) error {
+func (r *Reconciler) writeInvalidStatus(ctx context.Context, d *v1alpha1.MachineDeployment, cause string) error {
 	st := d.Status.DeepCopy()
 	st.ObservedGeneration = d.Generation
-	setCondition(st, v1alpha1.MachineDeploymentReplicaFailure, v1alpha1.ConditionTrue, ReasonInvalidSpec, cause.Error(), r.now())
+	setCondition(st, v1alpha1.MachineDeploymentReplicaFailure, v1alpha1.ConditionTrue, ReasonInvalidSpec, cause, r.now())
 	if equality.Semantic.DeepEqual(*st, d.Status) {
 		return nil
 	}

@@ -290,39 +290,7 @@ func New(opts Options) (*Manager, error) {
 	withAnswerTimeout(controlCfg)
 
 	scheme := Scheme()
-	mopts := crmanager.Options{
-		Scheme: scheme,
-		Logger: logger,
-		Cache: cache.Options{
-			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
-			SyncPeriod:        &opts.MinResyncPeriod,
-			// No controller reads managedFields: without them every cached object is smaller
-			// and cheaper to copy (an update without them keeps the server's).
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
-		LeaderElection:                opts.LeaderElection.Enabled,
-		LeaderElectionID:              opts.LeaderElection.Name,
-		LeaderElectionNamespace:       opts.LeaderElection.Namespace,
-		LeaderElectionResourceLock:    "leases",
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &opts.LeaderElection.LeaseDuration,
-		RenewDeadline:                 &opts.LeaderElection.RenewDeadline,
-		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		GracefulShutdownTimeout:       ptr.To(DefaultGracefulShutdown),
-		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
-		// process run the manager again after stopping it (tests restart the controllers).
-		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
-		// handed to a worker that already returned blocks the queue's lock, its workers never
-		// finish and the manager waits out the whole graceful-shutdown period
-		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
-		// 1.37 modules). The classic rate-limited queue has no such race.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
-	}
-	if mopts.LeaderElectionNamespace == "" {
-		mopts.LeaderElectionNamespace = opts.Namespace
-	}
+	mopts := managerOptions(opts, scheme, logger)
 	m := &Manager{log: opts.Log}
 	mgr, err := ctrl.NewManager(controlCfg, mopts)
 	if err != nil {
@@ -338,34 +306,8 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 
-	if opts.TargetKubeconfig != NoTarget {
-		targetCfg := opts.TargetConfig
-		if targetCfg == nil {
-			if opts.TargetKubeconfig == "" {
-				targetCfg = rest.CopyConfig(controlCfg) // bounded already
-			} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
-				return nil, err
-			} else {
-				withAnswerTimeout(targetCfg)
-			}
-		} else {
-			targetCfg = rest.CopyConfig(targetCfg)
-			withAnswerTimeout(targetCfg)
-		}
-		targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
-		targetCfg.UserAgent = "machinist-controller-manager"
-		m.Target, err = cluster.New(targetCfg, func(o *cluster.Options) {
-			o.Scheme = scheme
-			o.Logger = logger.WithName("target")
-			o.Cache.SyncPeriod = &opts.MinResyncPeriod
-			o.Cache.DefaultTransform = cache.TransformStripManagedFields()
-		})
-		if err != nil {
-			return nil, fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
-		}
-		if err := mgr.Add(m.Target); err != nil {
-			return nil, fmt.Errorf("manager: add target cluster: %w", err)
-		}
+	if err := m.addTarget(opts, controlCfg, scheme, logger); err != nil {
+		return nil, err
 	}
 
 	var targetCfg *rest.Config
@@ -629,3 +571,80 @@ func (o Options) withDefaults() Options {
 
 // setGlobalLoggers guards controller-runtime's process-wide logger (it keeps only the first).
 var setGlobalLoggers sync.Once
+
+// managerOptions are the control cluster manager's options: its cache (the namespace, the
+// resync period, no managedFields), leader election, no servers of its own (the manager's
+// endpoints serve metrics and health) and controller-runtime's controller settings.
+func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) crmanager.Options {
+	mopts := crmanager.Options{
+		Scheme: scheme,
+		Logger: logger,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
+			SyncPeriod:        &opts.MinResyncPeriod,
+			// No controller reads managedFields: without them every cached object is smaller
+			// and cheaper to copy (an update without them keeps the server's).
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
+		LeaderElection:                opts.LeaderElection.Enabled,
+		LeaderElectionID:              opts.LeaderElection.Name,
+		LeaderElectionNamespace:       opts.LeaderElection.Namespace,
+		LeaderElectionResourceLock:    "leases",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaderElection.LeaseDuration,
+		RenewDeadline:                 &opts.LeaderElection.RenewDeadline,
+		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+		GracefulShutdownTimeout:       ptr.To(DefaultGracefulShutdown),
+		// Controller names are fixed in code; skipping their process-wide uniqueness check lets a
+		// process run the manager again after stopping it (tests restart the controllers).
+		// The priority queue of controller-runtime v0.24 can deadlock on shutdown: a ready item
+		// handed to a worker that already returned blocks the queue's lock, its workers never
+		// finish and the manager waits out the whole graceful-shutdown period
+		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25, which needs the Kubernetes
+		// 1.37 modules). The classic rate-limited queue has no such race.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
+	}
+	if mopts.LeaderElectionNamespace == "" {
+		mopts.LeaderElectionNamespace = opts.Namespace
+	}
+	return mopts
+}
+
+// addTarget adds the target cluster the nodes join (none with NoTarget): the given config, the
+// target kubeconfig, or the control cluster's config when neither is given.
+func (m *Manager) addTarget(opts Options, controlCfg *rest.Config, scheme *runtime.Scheme, logger logr.Logger) error {
+	if opts.TargetKubeconfig == NoTarget {
+		return nil
+	}
+	var err error
+	targetCfg := opts.TargetConfig
+	if targetCfg == nil {
+		if opts.TargetKubeconfig == "" {
+			targetCfg = rest.CopyConfig(controlCfg) // bounded already
+		} else if targetCfg, err = restConfig(nil, opts.TargetKubeconfig, "target"); err != nil {
+			return err
+		} else {
+			withAnswerTimeout(targetCfg)
+		}
+	} else {
+		targetCfg = rest.CopyConfig(targetCfg)
+		withAnswerTimeout(targetCfg)
+	}
+	targetCfg.QPS, targetCfg.Burst = opts.TargetKubeAPIQPS, opts.TargetKubeAPIBurst
+	targetCfg.UserAgent = "machinist-controller-manager"
+	m.Target, err = cluster.New(targetCfg, func(o *cluster.Options) {
+		o.Scheme = scheme
+		o.Logger = logger.WithName("target")
+		o.Cache.SyncPeriod = &opts.MinResyncPeriod
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	})
+	if err != nil {
+		return fmt.Errorf("manager: target cluster %s: %w", targetCfg.Host, err)
+	}
+	if err := m.Manager.Add(m.Target); err != nil {
+		return fmt.Errorf("manager: add target cluster: %w", err)
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,14 +24,24 @@ const probeName = "machinist-apiserver-probe-dummy_name"
 // outage of the API server.
 const descHealthTimeoutReset = "Machine Health Timeout was reset due to APIServer being unreachable"
 
-// probeAPIServers is MCM's API-server safety
+// apiServerProbe is the API-server freeze: it probes both API servers and freezes the Machine
+// controller while one has been unreachable too long.
+type apiServerProbe struct {
+	*deps
+	frozen atomic.Bool
+}
+
+// Frozen reports whether the Machine controller is frozen; a nil probe is never frozen.
+func (c *apiServerProbe) Frozen() bool { return c != nil && c.frozen.Load() }
+
+// run is MCM's API-server safety
 // (docs/compatibility/mcm-controllers.md#api-server-freeze): both API servers are probed every
 // APIServerStatusCheckPeriod (every timeout/5 while one is unreachable). Unreachable for longer
 // than APIServerStatusCheckTimeout freezes the Machine controller — no machine is created or
 // failed, only deletions go on — because nodes that cannot report look unhealthy and replacing them
 // all would be a meltdown. On recovery every Unknown machine is reset to Running so its health
 // timeout starts afresh.
-func (c *Controller) probeAPIServers(ctx context.Context) error {
+func (c *apiServerProbe) run(ctx context.Context) error {
 	var unreachableSince time.Time
 	for {
 		err := c.probe(ctx)
@@ -73,7 +84,7 @@ func (c *Controller) probeAPIServers(ctx context.Context) error {
 	}
 }
 
-func (c *Controller) setFrozen(v bool) {
+func (c *apiServerProbe) setFrozen(v bool) {
 	c.frozen.Store(v)
 	if v {
 		frozenGauge.Set(1)
@@ -84,7 +95,7 @@ func (c *Controller) setFrozen(v bool) {
 
 // probe reads a missing Machine from the control cluster and a missing Node from the target
 // cluster, each bounded by the status-check timeout; NotFound means reachable.
-func (c *Controller) probe(ctx context.Context) error {
+func (c *apiServerProbe) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.APIServerStatusCheckTimeout)
 	defer cancel()
 	if err := c.apiReader.Get(ctx, client.ObjectKey{Namespace: c.namespace(), Name: probeName}, &v1alpha1.Machine{}); err != nil && !apierrors.IsNotFound(err) {
@@ -99,7 +110,7 @@ func (c *Controller) probe(ctx context.Context) error {
 }
 
 // controlPlaneReachable is the orphan collector's last check before deleting anything.
-func (c *Controller) controlPlaneReachable(ctx context.Context) error {
+func (c *apiServerProbe) controlPlaneReachable(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.APIServerStatusCheckTimeout)
 	defer cancel()
 	err := c.apiReader.Get(ctx, client.ObjectKey{Namespace: c.namespace(), Name: probeName}, &v1alpha1.Machine{})
@@ -112,7 +123,7 @@ func (c *Controller) controlPlaneReachable(ctx context.Context) error {
 // awaitCacheCaughtUp waits (bounded by the status-check timeout, in real time: it waits for the
 // informer) until the manager's cache no longer shows a machine Unknown from before the reset,
 // so the machine controller does not act on the pre-outage state once unfrozen.
-func (c *Controller) awaitCacheCaughtUp(ctx context.Context) {
+func (c *apiServerProbe) awaitCacheCaughtUp(ctx context.Context) {
 	resetAt := c.now().Add(-time.Second)
 	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, c.opts.APIServerStatusCheckTimeout, true, func(ctx context.Context) (bool, error) {
 		var list v1alpha1.MachineList
@@ -130,7 +141,7 @@ func (c *Controller) awaitCacheCaughtUp(ctx context.Context) {
 
 // resetUnknownMachines sets every Unknown machine back to Running with a fresh lastUpdateTime,
 // so the outage does not count against its health timeout.
-func (c *Controller) resetUnknownMachines(ctx context.Context) error {
+func (c *apiServerProbe) resetUnknownMachines(ctx context.Context) error {
 	var list v1alpha1.MachineList
 	if err := c.apiReader.List(ctx, &list, client.InNamespace(c.opts.Namespace)); err != nil {
 		return err

@@ -62,3 +62,30 @@ func TestSetHistory(t *testing.T) {
 		t.Fatalf("raised limit %d; want 500", limit)
 	}
 }
+
+// TestSetHistoryLowersTheLimitAPeriodAfterSeeingIt is the flake of
+// TestOvershootScaleDownDoesNotFreeze made deterministic: checks a period apart (the requeue is
+// the window) saw 273 of a set's 300 machines; the deployment is scaled to 0 before the next
+// check, which sees the other 27 and the lowered limit. Those 27 were created under the higher
+// limit: the set is held to it until a period after that check.
+func TestSetHistoryLowersTheLimitAPeriodAfterSeeingIt(t *testing.T) {
+	started := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	window := 300 * time.Millisecond
+	var ms []v1alpha1.Machine
+	for i := range 300 {
+		ms = append(ms, v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{UID: types.UID(fmt.Sprint(i)), CreationTimestamp: metav1.NewTime(started.Add(time.Second))}})
+	}
+	h := &setHistory{seen: map[types.UID]uint64{}}
+	now := started.Add(2 * time.Second)
+	if n, limit := h.observe(ms[:273], 303, now, started, window); n != 273 || limit != 303 {
+		t.Fatalf("scale-up: %d new, limit %d; want 273, 303", n, limit)
+	}
+	now = now.Add(window + 100*time.Millisecond) // a check a period and a bit later
+	if n, limit := h.observe(ms, 3, now, started, window); n != 27 || limit != 303 {
+		t.Fatalf("first check at the lowered limit: %d new, limit %d; want 27 and the higher limit 303", n, limit)
+	}
+	now = now.Add(window)
+	if n, limit := h.observe(ms[:250], 3, now, started, window); n != 0 || limit != 3 {
+		t.Fatalf("a period later: %d new, limit %d; want 0, 3", n, limit)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,19 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 )
+
+// orphanCollector deletes VMs no Machine owns once their grace period is over (MCM's orphan
+// collection, docs/compatibility/mcm-controllers.md#orphan-vms-and-unmanaged-nodes).
+type orphanCollector struct {
+	*deps
+	// probe says whether the Machine controller is frozen and the control plane reachable:
+	// nothing is collected otherwise.
+	probe *apiServerProbe
+
+	trigger    chan struct{}
+	mu         sync.Mutex
+	candidates map[string]*candidate // providerID → first sighting
+}
 
 // candidate is a VM no Machine owns, remembered from the pass that first saw it.
 type candidate struct {
@@ -44,9 +58,9 @@ type classDriver struct {
 	drv    driver.Driver
 }
 
-// collectOrphans runs orphan passes every OrphanPeriod, and sooner when a machine is deleted or
+// run runs orphan passes every OrphanPeriod, and sooner when a machine is deleted or
 // reports OutOfRange (several VMs for one machine), or when a candidate's grace period ends.
-func (c *Controller) collectOrphans(ctx context.Context) error {
+func (c *orphanCollector) run(ctx context.Context) error {
 	if !c.mgr.GetCache().WaitForCacheSync(ctx) {
 		return nil
 	}
@@ -70,7 +84,7 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 }
 
 // poke asks for an orphan pass soon.
-func (c *Controller) poke() {
+func (c *orphanCollector) poke() {
 	select {
 	case c.trigger <- struct{}{}:
 	default:
@@ -81,7 +95,7 @@ func (c *Controller) poke() {
 // Machine has owned for OrphanGracePeriod, in four steps: it makes sure it may collect at all,
 // finds the VMs without a machine, keeps track of when each was first seen, and deletes those
 // whose grace period is over. It returns the wait until the next pass.
-func (c *Controller) orphanPass(ctx context.Context) time.Duration {
+func (c *orphanCollector) orphanPass(ctx context.Context) time.Duration {
 	wait := c.opts.OrphanPeriod
 	retrySoon := min(wait, c.opts.APIServerStatusCheckTimeout)
 	if !c.mayCollectOrphans(ctx) {
@@ -109,13 +123,13 @@ func (c *Controller) orphanPass(ctx context.Context) time.Duration {
 
 // mayCollectOrphans: nothing is collected while the machine controller is frozen, the control
 // plane is unreachable or the cache is not synced (each counted and logged as a skip).
-func (c *Controller) mayCollectOrphans(ctx context.Context) bool {
-	if c.Frozen() {
+func (c *orphanCollector) mayCollectOrphans(ctx context.Context) bool {
+	if c.probe.Frozen() {
 		orphanSkips.WithLabelValues("frozen").Inc()
 		c.log.Info("safety: orphan collection skipped: the machine controller is frozen")
 		return false
 	}
-	if err := c.controlPlaneReachable(ctx); err != nil {
+	if err := c.probe.controlPlaneReachable(ctx); err != nil {
 		orphanSkips.WithLabelValues("apiserver-unreachable").Inc()
 		c.log.Warn("safety: orphan collection skipped: control plane unreachable", "err", err)
 		return false
@@ -134,7 +148,7 @@ func (c *Controller) mayCollectOrphans(ctx context.Context) bool {
 // findOrphans lists the VMs of every class (a class whose driver cannot list them is skipped)
 // and returns those no Machine in the cache accounts for, by providerID, with the drivers of
 // their classes. A machine that cannot be read ends the pass: nothing may be deleted on a guess.
-func (c *Controller) findOrphans(ctx context.Context) (map[string]*candidate, map[string]*classDriver, error) {
+func (c *orphanCollector) findOrphans(ctx context.Context) (map[string]*candidate, map[string]*classDriver, error) {
 	var classes v1alpha1.MachineClassList
 	if err := c.client.List(ctx, &classes, client.InNamespace(c.opts.Namespace)); err != nil {
 		return nil, nil, fmt.Errorf("list machine classes: %w", err)
@@ -173,9 +187,9 @@ func (c *Controller) findOrphans(ctx context.Context) (map[string]*candidate, ma
 // trackCandidates remembers when each VM of found was first seen (and forgets candidates no
 // longer found: their machine appeared, or the VM is gone). It returns the candidates whose
 // grace period is over, oldest first, and when the next one's ends (zero: none waits).
-func (c *Controller) trackCandidates(found map[string]*candidate, now time.Time) (due []*candidate, nextDue time.Time) {
-	c.orphansMu.Lock()
-	defer c.orphansMu.Unlock()
+func (c *orphanCollector) trackCandidates(found map[string]*candidate, now time.Time) (due []*candidate, nextDue time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for pid := range c.candidates {
 		if _, still := found[pid]; !still {
 			delete(c.candidates, pid)
@@ -214,14 +228,14 @@ const (
 // API server right before anything happens; a VM a machine accounts for after all is forgotten,
 // a second VM of a live machine is reported on the machine, a dry run reports the orphan on its
 // class, and every other is deleted — at most OrphanMaxDeletesPerPass of them.
-func (c *Controller) deleteDue(ctx context.Context, due []*candidate, drivers map[string]*classDriver) passEnd {
+func (c *orphanCollector) deleteDue(ctx context.Context, due []*candidate, drivers map[string]*classDriver) passEnd {
 	deleted := 0
 	for _, cand := range due {
 		if deleted >= c.opts.OrphanMaxDeletesPerPass {
 			c.log.Info("safety: orphan deletion cap reached, the rest waits for the next pass", "cap", c.opts.OrphanMaxDeletesPerPass, "left", len(due)-deleted)
 			return passCapped
 		}
-		if c.Frozen() {
+		if c.probe.Frozen() {
 			return passDone
 		}
 		owned, live, err := c.ownedLive(ctx, cand)
@@ -256,7 +270,7 @@ func (c *Controller) deleteDue(ctx context.Context, due []*candidate, drivers ma
 
 // reportDuplicate reports, once, a second VM carrying the name of a live machine: on the
 // machine, never deleted (deleting by that name could take the machine's VM too).
-func (c *Controller) reportDuplicate(cand *candidate, live *v1alpha1.Machine) {
+func (c *orphanCollector) reportDuplicate(cand *candidate, live *v1alpha1.Machine) {
 	if cand.reported {
 		return
 	}
@@ -268,7 +282,7 @@ func (c *Controller) reportDuplicate(cand *candidate, live *v1alpha1.Machine) {
 }
 
 // reportDryRun reports, once, an orphan that --orphan-dry-run keeps.
-func (c *Controller) reportDryRun(cand *candidate, cd *classDriver) {
+func (c *orphanCollector) reportDryRun(cand *candidate, cd *classDriver) {
 	if cand.reported {
 		return
 	}
@@ -278,15 +292,15 @@ func (c *Controller) reportDryRun(cand *candidate, cd *classDriver) {
 		"VM %s (machine %s) has no Machine; --orphan-dry-run is set, so it is not deleted", cand.providerID, cand.machineName)
 }
 
-func (c *Controller) forget(cand *candidate) {
-	c.orphansMu.Lock()
+func (c *orphanCollector) forget(cand *candidate) {
+	c.mu.Lock()
 	delete(c.candidates, cand.providerID)
-	c.orphansMu.Unlock()
+	c.mu.Unlock()
 }
 
 // listVMs asks a class's driver for its VMs. A class whose driver cannot be resolved or does not
 // implement ListMachines yields nothing.
-func (c *Controller) listVMs(ctx context.Context, class *v1alpha1.MachineClass) (*classDriver, map[string]string, error) {
+func (c *orphanCollector) listVMs(ctx context.Context, class *v1alpha1.MachineClass) (*classDriver, map[string]string, error) {
 	d, err := c.drivers.ForClass(class)
 	if err != nil {
 		c.log.Debug("safety: no driver for class, skipping its orphans", "class", class.Name, "err", err)
@@ -326,7 +340,7 @@ func owns(m *v1alpha1.Machine, pid string) bool {
 
 // ownedLive re-reads the candidate's machine from the API server (not the cache). It returns
 // whether the machine accounts for the VM and, when a machine of that name exists, the machine.
-func (c *Controller) ownedLive(ctx context.Context, cand *candidate) (bool, *v1alpha1.Machine, error) {
+func (c *orphanCollector) ownedLive(ctx context.Context, cand *candidate) (bool, *v1alpha1.Machine, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.APIServerStatusCheckTimeout)
 	defer cancel()
 	m := &v1alpha1.Machine{}
@@ -342,7 +356,7 @@ func (c *Controller) ownedLive(ctx context.Context, cand *candidate) (bool, *v1a
 
 // deleteOrphan calls DeleteMachine for a stand-in Machine carrying the VM's name and
 // providerID, so the driver deletes exactly that VM and its artefacts.
-func (c *Controller) deleteOrphan(ctx context.Context, cd *classDriver, cand *candidate) error {
+func (c *orphanCollector) deleteOrphan(ctx context.Context, cd *classDriver, cand *candidate) error {
 	if cd == nil {
 		return fmt.Errorf("no driver for class %s", cand.className)
 	}
@@ -362,9 +376,9 @@ func (c *Controller) deleteOrphan(ctx context.Context, cd *classDriver, cand *ca
 	return nil
 }
 
-// setupOrphanTriggers runs an orphan pass soon after a machine is deleted (its VM deletion may
+// setupTriggers runs an orphan pass soon after a machine is deleted (its VM deletion may
 // have left something) or newly reports OutOfRange (several VMs for one machine).
-func (c *Controller) setupOrphanTriggers(mgr manager.Manager) error {
+func (c *orphanCollector) setupTriggers(mgr manager.Manager) error {
 	p := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },

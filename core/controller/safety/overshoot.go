@@ -3,6 +3,7 @@ package safety
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 )
 
 // Reasons of the Frozen condition, MCM's.
@@ -29,10 +31,30 @@ const (
 	freezeValue         = "True"
 )
 
-// setupOvershoot checks every MachineSet for overshooting
+// overshootFreeze freezes a MachineSet that creates machines past its limit
+// (docs/compatibility/mcm-controllers.md#overshooting-freeze) and unfreezes it.
+type overshootFreeze struct {
+	*deps
+
+	// manualUnfreeze remembers, per MachineSet UID, the machine count at a manual unfreeze: the
+	// set is not frozen again for the same overshoot, only if it grows further.
+	unfreezeMu     sync.Mutex
+	manualUnfreeze map[types.UID]int32
+
+	// histories remembers what the check saw of each MachineSet.
+	historiesMu sync.Mutex
+	histories   map[client.ObjectKey]*setHistory
+}
+
+// setup checks every MachineSet for overshooting
 // (docs/compatibility/mcm-controllers.md#overshooting-freeze) every OvershootingPeriod and whenever
 // one of its machines, the set or its deployment changes.
-func (c *Controller) setupOvershoot(mgr manager.Manager) error {
+func (c *overshootFreeze) setup(mgr manager.Manager) error {
+	for _, obj := range []client.Object{&v1alpha1.Machine{}, &v1alpha1.MachineSet{}} {
+		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
+			return fmt.Errorf("safety: %w", err)
+		}
+	}
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
 		// A set's status says nothing the check reads (but the Frozen condition it writes itself).
@@ -46,28 +68,26 @@ func (c *Controller) setupOvershoot(mgr manager.Manager) error {
 			return nil
 		}}).
 		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets), builder.WithPredicates(coalesce.NotStatusOnly())).
-		Complete(reconcile.Func(c.reconcileOvershoot))
+		Complete(reconcile.Func(c.reconcile))
 	if err != nil {
 		return fmt.Errorf("safety: overshoot controller: %w", err)
 	}
 	return nil
 }
 
-func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {
+func (c *overshootFreeze) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {
 	var sets v1alpha1.MachineSetList
-	if err := c.client.List(ctx, &sets, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := ownership.Controlled(ctx, c.client, &sets, o.GetNamespace(), o.GetUID(), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
+	out := make([]reconcile.Request, 0, len(sets.Items))
 	for i := range sets.Items {
-		if ref := metav1.GetControllerOf(&sets.Items[i]); ref != nil && ref.UID == o.GetUID() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
-		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
 	}
 	return out
 }
 
-// reconcileOvershoot freezes a MachineSet that creates machines past its limit — replicas + surge
+// reconcile freezes a MachineSet that creates machines past its limit — replicas + surge
 // + safetyUp (2 × replicas + safetyUp for a set without deployment) — and unfreezes it once its
 // machines are back at or below that limit minus safetyDown, or when a user sets the unfreeze
 // annotation on the set or its deployment. A frozen set creates no machines (the MachineSet
@@ -78,11 +98,12 @@ func (c *Controller) deploymentToSets(ctx context.Context, o client.Object) []re
 // limit, not merely for being above it: a set whose replicas were lowered is above its new limit
 // with the machines it had, and deleting them down is its job (MCM's check counts every machine
 // of the set against the limit and freezes such a set; docs/machine-controller.md). Machines
-// being deleted do not count: they are on their way out. The limit a set is held to is the
-// highest it had within the last OvershootingPeriod, so the creations of a pass that was under
-// way when the replicas were lowered are not taken for an overshoot. At the first check after a
-// start, the machines created since the start are the new ones (setHistory.observe).
-func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// being deleted do not count: they are on their way out. A lowered limit applies one
+// OvershootingPeriod after the first check that saw it, so the creations of a pass that was
+// under way when the replicas were lowered, and those the previous check had not seen yet, are
+// not taken for an overshoot. At the first check after a start, the machines created since the
+// start are the new ones (setHistory.observe).
+func (c *overshootFreeze) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	requeue := reconcile.Result{RequeueAfter: c.opts.OvershootingPeriod}
 	ms := &v1alpha1.MachineSet{}
 	if err := c.client.Get(ctx, req.NamespacedName, ms); err != nil {
@@ -163,9 +184,9 @@ func (c *Controller) reconcileOvershoot(ctx context.Context, req reconcile.Reque
 
 // setMachines lists the machines the set controls, the cache's own objects (no copies: a set
 // may have thousands). They are only read.
-func (c *Controller) setMachines(ctx context.Context, ms *v1alpha1.MachineSet) ([]v1alpha1.Machine, error) {
+func (c *overshootFreeze) setMachines(ctx context.Context, ms *v1alpha1.MachineSet) ([]v1alpha1.Machine, error) {
 	var machines v1alpha1.MachineList
-	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := ownership.Controlled(ctx, c.client, &machines, ms.Namespace, ms.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return machines.Items, nil
@@ -183,7 +204,7 @@ func liveCount(machines []v1alpha1.Machine) int32 {
 }
 
 // liveMachines counts the machines of a set that are not being deleted.
-func (c *Controller) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) (int32, error) {
+func (c *overshootFreeze) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) (int32, error) {
 	machines, err := c.setMachines(ctx, ms)
 	if err != nil {
 		return 0, err
@@ -192,18 +213,18 @@ func (c *Controller) liveMachines(ctx context.Context, ms *v1alpha1.MachineSet) 
 }
 
 // setHistory is what the overshoot check remembers of one MachineSet between its checks: the
-// machines it saw, to tell those created since, and the highest limit of the last period.
+// machines it saw, to tell those created since, and the limit it is held to.
 type setHistory struct {
 	uid    types.UID
 	seen   map[types.UID]uint64 // machine → the last check that saw it
 	checks uint64
-	peak   int32 // highest limit since peakAt
-	peakAt time.Time
+	peak   int32     // the limit the set is held to
+	lowAt  time.Time // the first check that saw a limit below peak; zero while none did
 }
 
 // history returns the set's history, a fresh one for a set not seen before (or a new set of the
 // same name).
-func (c *Controller) history(ms *v1alpha1.MachineSet) *setHistory {
+func (c *overshootFreeze) history(ms *v1alpha1.MachineSet) *setHistory {
 	c.historiesMu.Lock()
 	defer c.historiesMu.Unlock()
 	key := client.ObjectKeyFromObject(ms)
@@ -215,7 +236,7 @@ func (c *Controller) history(ms *v1alpha1.MachineSet) *setHistory {
 	return h
 }
 
-func (c *Controller) forgetHistory(key client.ObjectKey) {
+func (c *overshootFreeze) forgetHistory(key client.ObjectKey) {
 	c.historiesMu.Lock()
 	defer c.historiesMu.Unlock()
 	delete(c.histories, key)
@@ -225,10 +246,12 @@ func (c *Controller) forgetHistory(key client.ObjectKey) {
 // limit high. It returns how many machines were not there at the previous check — at the first
 // check of a set, how many were created since the controller started (started; the API server
 // stamps creation times in whole seconds, so the second it started in counts), as the machines
-// before it cannot be told apart — and the limit to hold the set to: the highest limit seen
-// within window, so a lowered limit applies once the creations started under the higher one
-// have landed. A check of one set never runs concurrently with another of the same set (one
-// work queue key).
+// before it cannot be told apart — and the limit to hold the set to. A raised limit applies at
+// once; a lowered one window after the first check that saw it: the machines new at that check
+// were created between the checks, perhaps before the replicas were lowered (checks are at
+// least a period apart, so a window counted from the last check at the higher limit would
+// often be over already), and a pass under way then may still create some. A check of one set
+// never runs concurrently with another of the same set (one work queue key).
 func (h *setHistory) observe(machines []v1alpha1.Machine, high int32, now, started time.Time, window time.Duration) (newcomers int, limit int32) {
 	first := h.checks == 0
 	h.checks++
@@ -248,15 +271,20 @@ func (h *setHistory) observe(machines []v1alpha1.Machine, high int32, now, start
 			}
 		}
 	}
-	if first || high >= h.peak || now.Sub(h.peakAt) > window {
-		h.peak, h.peakAt = high, now
+	switch {
+	case first || high >= h.peak:
+		h.peak, h.lowAt = high, time.Time{}
+	case h.lowAt.IsZero():
+		h.lowAt = now
+	case now.Sub(h.lowAt) >= window:
+		h.peak, h.lowAt = high, time.Time{}
 	}
 	return newcomers, h.peak
 }
 
 // rememberManualUnfreeze records the current machine count of the set (and of its deployment's
 // sets) as what the user accepted.
-func (c *Controller) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment) {
+func (c *overshootFreeze) rememberManualUnfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment) {
 	sets := []v1alpha1.MachineSet{*ms}
 	if mcd != nil {
 		var list v1alpha1.MachineSetList
@@ -337,7 +365,7 @@ func hasAnnotation(o client.Object, key string) bool {
 
 // freeze labels the set (and its deployment) freeze=True and sets the set's Frozen condition;
 // the MachineDeployment controller derives the deployment's Frozen condition from its sets.
-func (c *Controller) freeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, msg string) error {
+func (c *overshootFreeze) freeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, msg string) error {
 	if err := c.setFrozenCondition(ctx, ms, v1alpha1.ConditionTrue, ReasonOvershooting, msg); err != nil {
 		return err
 	}
@@ -356,7 +384,7 @@ func (c *Controller) freeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v
 
 // unfreeze lifts the set's freeze and, when no other set of the deployment is frozen, the
 // deployment's label.
-func (c *Controller) unfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, reason, msg string) error {
+func (c *overshootFreeze) unfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd *v1alpha1.MachineDeployment, reason, msg string) error {
 	wasFrozen := isFrozen(ms)
 	if err := c.setFrozenCondition(ctx, ms, v1alpha1.ConditionFalse, reason, msg); err != nil {
 		return err
@@ -384,7 +412,7 @@ func (c *Controller) unfreeze(ctx context.Context, ms *v1alpha1.MachineSet, mcd 
 }
 
 // unfreezeSiblings unfreezes every other set of a deployment a user unfroze.
-func (c *Controller) unfreezeSiblings(ctx context.Context, mcd *v1alpha1.MachineDeployment, except *v1alpha1.MachineSet) error {
+func (c *overshootFreeze) unfreezeSiblings(ctx context.Context, mcd *v1alpha1.MachineDeployment, except *v1alpha1.MachineSet) error {
 	var sets v1alpha1.MachineSetList
 	if err := c.client.List(ctx, &sets, client.InNamespace(mcd.Namespace)); err != nil {
 		return err
@@ -402,7 +430,7 @@ func (c *Controller) unfreezeSiblings(ctx context.Context, mcd *v1alpha1.Machine
 
 // setFrozenCondition sets (or, for an unfreeze, clears to False) the set's Frozen condition,
 // re-reading the set on conflicts: the MachineSet controller writes the same status.
-func (c *Controller) setFrozenCondition(ctx context.Context, ms *v1alpha1.MachineSet, status v1alpha1.ConditionStatus, reason, msg string) error {
+func (c *overshootFreeze) setFrozenCondition(ctx context.Context, ms *v1alpha1.MachineSet, status v1alpha1.ConditionStatus, reason, msg string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &v1alpha1.MachineSet{}
 		if err := c.apiReader.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
@@ -435,7 +463,7 @@ func (c *Controller) setFrozenCondition(ctx context.Context, ms *v1alpha1.Machin
 }
 
 // setLabel adds or removes freeze=True.
-func (c *Controller) setLabel(ctx context.Context, o client.Object, frozen bool) error {
+func (c *overshootFreeze) setLabel(ctx context.Context, o client.Object, frozen bool) error {
 	has := o.GetLabels()[v1alpha1.LabelFreeze] == freezeValue
 	if has == frozen {
 		return nil
@@ -454,7 +482,7 @@ func (c *Controller) setLabel(ctx context.Context, o client.Object, frozen bool)
 	return c.client.Patch(ctx, o, client.MergeFrom(orig))
 }
 
-func (c *Controller) dropAnnotation(ctx context.Context, o client.Object, key string) error {
+func (c *overshootFreeze) dropAnnotation(ctx context.Context, o client.Object, key string) error {
 	if !hasAnnotation(o, key) {
 		return nil
 	}

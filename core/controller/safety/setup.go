@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -15,18 +13,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/internal/waitctx"
 )
 
-// indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
-const indexMachineOwner = "safety.machinist.io/controller-uid"
-
-// Controller is the running safety controller. Pass it as machine.Options.Freeze so the Machine
-// controller holds still while an API server is unreachable.
-type Controller struct {
+// deps are what the three safety controllers share.
+type deps struct {
 	opts      Options
 	log       *slog.Logger
 	mgr       manager.Manager
@@ -37,27 +30,36 @@ type Controller struct {
 	recorder  events.EventRecorder
 	clock     clock.Clock
 	started   time.Time // when Setup ran
+}
 
-	frozen atomic.Bool
+func (d *deps) namespace() string {
+	if d.opts.Namespace != "" {
+		return d.opts.Namespace
+	}
+	return "default"
+}
 
-	// orphan collection state
-	trigger    chan struct{}
-	orphansMu  sync.Mutex
-	candidates map[string]*candidate // providerID → first sighting
+func (d *deps) now() time.Time { return d.clock.Now() }
 
-	// manualUnfreeze remembers, per MachineSet UID, the machine count at a manual unfreeze: the
-	// set is not frozen again for the same overshoot, only if it grows further.
-	unfreezeMu     sync.Mutex
-	manualUnfreeze map[types.UID]int32
+// sleep waits by the controllers' clock or until ctx is done; it reports whether ctx is still
+// alive.
+func (d *deps) sleep(ctx context.Context, wait time.Duration) bool {
+	return waitctx.Sleep(ctx, d.clock, wait) == nil
+}
 
-	// histories remembers what the overshoot check saw of each MachineSet (overshoot.go).
-	historiesMu sync.Mutex
-	histories   map[client.ObjectKey]*setHistory
+// Controller is the running safety controllers: the API-server probe and freeze, the orphan
+// collector and the overshoot freeze, each with its own state. Pass it as
+// machine.Options.Freeze so the Machine controller holds still while an API server is
+// unreachable.
+type Controller struct {
+	probe     *apiServerProbe
+	orphans   *orphanCollector
+	overshoot *overshootFreeze
 }
 
 // Frozen reports whether the control plane or the target cluster's API server has been
 // unreachable for longer than APIServerStatusCheckTimeout. A nil Controller is never frozen.
-func (c *Controller) Frozen() bool { return c != nil && c.frozen.Load() }
+func (c *Controller) Frozen() bool { return c != nil && c.probe.Frozen() }
 
 // Setup adds the orphan collector, the overshoot freeze and the API-server probe to mgr (those
 // Options.WithoutMachineSafety and WithoutOvershoot leave out). target is the cluster the nodes
@@ -68,63 +70,40 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		return nil, fmt.Errorf("safety: setup: no driver resolver given")
 	}
 	opts = opts.withDefaults()
+	d := &deps{
+		opts:      opts,
+		log:       opts.Log,
+		mgr:       mgr,
+		client:    mgr.GetClient(),
+		apiReader: mgr.GetAPIReader(),
+		target:    target,
+		drivers:   drivers,
+		recorder:  eventnote.For(mgr, "machine-safety-controller"),
+		clock:     opts.Clock,
+		started:   opts.Clock.Now(),
+	}
+	probe := &apiServerProbe{deps: d}
 	c := &Controller{
-		opts:           opts,
-		log:            opts.Log,
-		mgr:            mgr,
-		client:         mgr.GetClient(),
-		apiReader:      mgr.GetAPIReader(),
-		target:         target,
-		drivers:        drivers,
-		recorder:       eventnote.For(mgr, "machine-safety-controller"),
-		clock:          opts.Clock,
-		started:        opts.Clock.Now(),
-		trigger:        make(chan struct{}, 1),
-		candidates:     map[string]*candidate{},
-		manualUnfreeze: map[types.UID]int32{},
-		histories:      map[client.ObjectKey]*setHistory{},
+		probe:     probe,
+		orphans:   &orphanCollector{deps: d, probe: probe, trigger: make(chan struct{}, 1), candidates: map[string]*candidate{}},
+		overshoot: &overshootFreeze{deps: d, manualUnfreeze: map[types.UID]int32{}, histories: map[client.ObjectKey]*setHistory{}},
 	}
 	if !opts.WithoutMachineSafety {
-		if err := mgr.Add(manager.RunnableFunc(c.probeAPIServers)); err != nil {
+		if err := mgr.Add(manager.RunnableFunc(c.probe.run)); err != nil {
 			return nil, fmt.Errorf("safety: add API server probe: %w", err)
 		}
-		if err := mgr.Add(manager.RunnableFunc(c.collectOrphans)); err != nil {
+		if err := mgr.Add(manager.RunnableFunc(c.orphans.run)); err != nil {
 			return nil, fmt.Errorf("safety: add orphan collector: %w", err)
 		}
-		if err := c.setupOrphanTriggers(mgr); err != nil {
+		if err := c.orphans.setupTriggers(mgr); err != nil {
 			return nil, err
 		}
 	}
 	if !opts.WithoutOvershoot {
-		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
-			for _, ref := range o.GetOwnerReferences() {
-				if ref.Controller != nil && *ref.Controller {
-					return []string{string(ref.UID)}
-				}
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("safety: index machines by owner: %w", err)
-		}
-		if err := c.setupOvershoot(mgr); err != nil {
+		if err := c.overshoot.setup(mgr); err != nil {
 			return nil, err
 		}
 	}
 	registerMetrics()
 	return c, nil
-}
-
-func (c *Controller) namespace() string {
-	if c.opts.Namespace != "" {
-		return c.opts.Namespace
-	}
-	return "default"
-}
-
-func (c *Controller) now() time.Time { return c.clock.Now() }
-
-// sleep waits d by the controller's clock or until ctx is done; it reports whether ctx is still
-// alive.
-func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
-	return waitctx.Sleep(ctx, c.clock, d) == nil
 }

@@ -1,4 +1,4 @@
-package machinedeployment
+package rollout
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // scaledSet is a set last sized by the controller for a deployment of the given replicas.
 func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {
 	ms := set(name, replicas, age)
-	setReplicaAnnotations(d, ms)
+	setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
 	return ms
 }
 
@@ -23,7 +23,7 @@ func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.Machi
 func applyWrites(d *v1alpha1.MachineDeployment, order []*v1alpha1.MachineSet, sizes map[types.UID]int32, n int) {
 	for _, ms := range order[:n] {
 		ms.Spec.Replicas = sizes[ms.UID]
-		setReplicaAnnotations(d, ms)
+		setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
 	}
 }
 
@@ -38,7 +38,7 @@ func TestProportionalScaleDownFinishesAPartialPass(t *testing.T) {
 	d.Spec.Replicas = 4
 	oldMS := scaledSet("b", 4, 2*time.Hour, before)
 	newMS := scaledSet("stuck", 6, time.Hour, before)
-	ro := &rollout{d: d}
+	ro := scaling{newPlanner(Input{Deployment: d})}
 
 	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
 	if len(order) != 2 || order[0] != oldMS || order[1] != newMS {
@@ -67,7 +67,7 @@ func TestProportionalScaleDownTakesMarkedMachinesOnce(t *testing.T) {
 	newMS := scaledSet("new", 6, time.Hour, before)
 	marked := &v1alpha1.Machine{}
 	marked.Annotations = map[string]string{v1alpha1.AnnotationMachinePriority: v1alpha1.DeletionCandidateMachinePriority}
-	ro := &rollout{d: d, machines: map[types.UID][]*v1alpha1.Machine{oldMS.UID: {marked, {}, {}, {}}}}
+	ro := scaling{newPlanner(Input{Deployment: d, Machines: map[types.UID][]*v1alpha1.Machine{oldMS.UID: {marked, {}, {}, {}}}})}
 
 	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
 	if sizes[oldMS.UID] != 2 || sizes[newMS.UID] != 4 {
@@ -121,7 +121,7 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 			}
 		}
 	}
-	build := func(sc scenario) (*v1alpha1.MachineDeployment, *rollout, []*v1alpha1.MachineSet, *v1alpha1.MachineSet) {
+	build := func(sc scenario) (*v1alpha1.MachineDeployment, scaling, []*v1alpha1.MachineSet, *v1alpha1.MachineSet) {
 		before := deployment(sc.from, ptr.To(intstr.FromInt32(sc.surge)), ptr.To(intstr.FromInt32(0)))
 		before.Spec.Paused = sc.paused
 		d := before.DeepCopy()
@@ -130,7 +130,7 @@ func TestProportionalScalingConvergesAfterAnyPartialPass(t *testing.T) {
 		for i, s := range sc.sizes {
 			sets = append(sets, scaledSet(fmt.Sprintf("s%d", i), s, time.Duration(len(sc.sizes)-i)*time.Hour, before))
 		}
-		return d, &rollout{d: d}, sets[:len(sets)-1], sets[len(sets)-1]
+		return d, scaling{newPlanner(Input{Deployment: d})}, sets[:len(sets)-1], sets[len(sets)-1]
 	}
 	for _, sc := range scenarios {
 		_, ro, old, newMS := build(sc)
@@ -193,7 +193,7 @@ func TestPausedScaleUpGrowsTheActiveSets(t *testing.T) {
 	newMS := scaledSet("a", 0, 3*time.Hour, before)
 	b := scaledSet("b", 4, 2*time.Hour, before)
 	stuck := scaledSet("stuck", 2, time.Hour, before)
-	ro := &rollout{d: d}
+	ro := scaling{newPlanner(Input{Deployment: d})}
 
 	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
 	if len(order) != 2 || order[0] != b || order[1] != stuck {
@@ -226,7 +226,7 @@ func TestRollingScaleUpLeavesOldSetsAlone(t *testing.T) {
 	newMS := scaledSet("a", 0, 3*time.Hour, before)
 	b := scaledSet("b", 4, 2*time.Hour, before)
 	stuck := scaledSet("stuck", 2, time.Hour, before)
-	ro := &rollout{d: d}
+	ro := scaling{newPlanner(Input{Deployment: d})}
 
 	order, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{b, stuck})
 	if len(order) != 2 || sizes[b.UID] != 4 || sizes[stuck.UID] != 2 {

@@ -1,4 +1,4 @@
-package machinedeployment
+package rollout
 
 import (
 	"fmt"
@@ -15,23 +15,6 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
-
-func deployment(replicas int32, surge, unavail *intstr.IntOrString) *v1alpha1.MachineDeployment {
-	return &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "md"},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: replicas,
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type:          v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: surge, MaxUnavailable: unavail}},
-			},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x"}},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "a"}},
-			},
-		},
-	}
-}
 
 func TestFenceposts(t *testing.T) {
 	for _, tc := range []struct {
@@ -58,27 +41,27 @@ func TestFenceposts(t *testing.T) {
 
 func TestTemplateHashChangesWithClass(t *testing.T) {
 	d := deployment(3, nil, nil)
-	h1 := templateHash(&d.Spec.Template, nil)
-	if h1 != templateHash(&d.Spec.Template, nil) {
+	h1 := TemplateHash(&d.Spec.Template, nil)
+	if h1 != TemplateHash(&d.Spec.Template, nil) {
 		t.Fatal("hash is not stable")
 	}
 	d2 := d.DeepCopy()
 	d2.Spec.Template.Spec.Class.Name = "b"
-	if templateHash(&d2.Spec.Template, nil) == h1 {
+	if TemplateHash(&d2.Spec.Template, nil) == h1 {
 		t.Fatal("a class change must change the hash")
 	}
 	one := int32(1)
-	if templateHash(&d.Spec.Template, &one) == h1 {
+	if TemplateHash(&d.Spec.Template, &one) == h1 {
 		t.Fatal("the collision count must change the hash")
 	}
 	ms := &v1alpha1.MachineSet{Spec: v1alpha1.MachineSetSpec{Template: setTemplate(d, h1)}}
 	if want := map[string]string{"app": "x", v1alpha1.LabelMachineTemplateHash: h1}; !reflect.DeepEqual(ms.Spec.Template.Labels, want) {
 		t.Fatalf("set template labels %v, want %v (the deployment's and the hash, as MCM writes them)", ms.Spec.Template.Labels, want)
 	}
-	if !templateMatches(d, ms) {
+	if !TemplateMatches(d, ms) {
 		t.Fatal("the set of the current template must match")
 	}
-	if templateMatches(d2, ms) {
+	if TemplateMatches(d2, ms) {
 		t.Fatal("a set of another class must not match")
 	}
 }
@@ -117,13 +100,13 @@ func TestSameTemplate(t *testing.T) {
 		d.Spec.Template.Labels = maps.Clone(d.Spec.Template.Labels)
 		d.Spec.Template.Annotations = maps.Clone(d.Spec.Template.Annotations)
 		tc.change(&d.Spec.Template)
-		if got := templateMatches(d, set); got != tc.same {
+		if got := TemplateMatches(d, set); got != tc.same {
 			t.Errorf("%s: same template = %v, want %v", tc.name, got, tc.same)
 		}
 		// What does not roll out is copied into the current set.
 		upd := set.DeepCopy()
 		changed := syncInPlace(d, upd)
-		if tc.same && tc.name != "unchanged" && (!changed || !templateMatches(d, upd) || !reflect.DeepEqual(upd.Spec.Template.Spec.NodeTemplateSpec, d.Spec.Template.Spec.NodeTemplateSpec) ||
+		if tc.same && tc.name != "unchanged" && (!changed || !TemplateMatches(d, upd) || !reflect.DeepEqual(upd.Spec.Template.Spec.NodeTemplateSpec, d.Spec.Template.Spec.NodeTemplateSpec) ||
 			!reflect.DeepEqual(upd.Spec.Template.Spec.MachineConfiguration, d.Spec.Template.Spec.MachineConfiguration) || upd.Spec.Template.Spec.Class.Kind != d.Spec.Template.Spec.Class.Kind) {
 			t.Errorf("%s: not copied in place: %+v", tc.name, upd.Spec.Template.Spec)
 		}
@@ -135,7 +118,7 @@ func TestSameTemplate(t *testing.T) {
 	// absent when the maps have the same size.
 	a := &v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x", v1alpha1.LabelMachineTemplateHash: "1"}}}
 	b := &v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "x", "empty": ""}}}
-	if !sameTemplate(a, b) || !sameTemplate(b, a) {
+	if !SameTemplate(a, b) || !SameTemplate(b, a) {
 		t.Error("labels equal but for the hash and an empty value: MCM takes them as the same template")
 	}
 }
@@ -148,16 +131,6 @@ func TestParseTrigger(t *testing.T) {
 	}
 	if s := formatTrigger(want); s != "m1~2026-01-01T00:00:00Z,m2~2026-01-01T00:00:01Z,m3" {
 		t.Fatalf("format: %s", s)
-	}
-}
-
-func set(name string, replicas int32, age time.Duration) *v1alpha1.MachineSet {
-	return &v1alpha1.MachineSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, UID: types.UID(name),
-			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age)),
-		},
-		Spec: v1alpha1.MachineSetSpec{Replicas: replicas},
 	}
 }
 
@@ -198,14 +171,14 @@ func TestNewSetReplicasCountsTerminatingMachines(t *testing.T) {
 	d := deployment(3, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0)))
 	old := set("old", 2, 2*time.Hour)
 	newMS := set("new", 1, time.Hour)
-	ro := &rollout{d: d, machines: map[types.UID][]*v1alpha1.Machine{
+	ro := newPlanner(Input{Deployment: d, Machines: map[types.UID][]*v1alpha1.Machine{
 		old.UID:   {{}, {}, {}}, // one of the three is still terminating
 		newMS.UID: {{}},
-	}}
+	}})
 	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{old, newMS}, newMS); got != 1 {
 		t.Fatalf("with a terminating machine the new set must wait: got %d want 1", got)
 	}
-	ro.machines[old.UID] = ro.machines[old.UID][:2]
+	ro.in.Machines[old.UID] = ro.in.Machines[old.UID][:2]
 	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{old, newMS}, newMS); got != 2 {
 		t.Fatalf("once it is gone the new set may grow: got %d want 2", got)
 	}
