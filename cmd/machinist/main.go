@@ -78,8 +78,18 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprint(os.Stderr, describeError(err))
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 1 for a failure, or the code a command chose (cli.Exit: plan's "would be
+// blocked").
+func exitCode(err error) int {
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) && coder.ExitCode() != 0 {
+		return coder.ExitCode()
+	}
+	return 1
 }
 
 // newApp builds the CLI writing to stdout and stderr.
