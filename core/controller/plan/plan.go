@@ -216,6 +216,9 @@ func newMachineClass(w World, r *Result) string {
 	if !ok {
 		chain = fallback.Chain{Namespace: d.Namespace, Classes: []string{primary}}
 	}
+	if !ok && w.Classes[primary] != nil {
+		return primary // without a fallback list, marks do not apply: creates try the class
+	}
 	var usable []string
 	for _, name := range chain.Classes {
 		if c := w.Classes[name]; c != nil && c.DeletionTimestamp == nil {
