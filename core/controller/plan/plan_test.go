@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -310,10 +311,7 @@ func TestPDBThatAllowsNoDisruptionPlansBlocked(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Labels: map[string]string{"app": "db"}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "db", Image: "db"}}}}
 	w.create(pod)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-	if err := w.c.Status().Update(w.ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	setPodReady(t, w.ctx, w.c, pod)
 	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db"},
 		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
@@ -356,5 +354,22 @@ func TestEveryFallbackClassExhaustedPlansBlocked(t *testing.T) {
 	d.Annotations[fallback.AnnotationClasses] = "b,c"
 	if p := w.plan(d); p.Action != rollout.Scale || p.NewMachineClass != "c" || len(p.BlockedBy) > 0 {
 		t.Fatalf("plan %+v, want Scale on class c", p)
+	}
+}
+
+// setPodReady makes a pod Running and Ready (the local provider's node agent may be updating it
+// too: a conflict is retried on the latest version).
+func setPodReady(t *testing.T, ctx context.Context, c client.Client, pod *corev1.Pod) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		return c.Status().Update(ctx, pod)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
