@@ -14,6 +14,7 @@ import (
 )
 
 func init() {
+	argRewrites = append(argRewrites, flagsFirst)
 	commands = append(commands, &cli.Command{
 		Name:      "explain",
 		Usage:     "tell why a machine or machine deployment is where it is, and what it waits for",
@@ -70,4 +71,45 @@ func runExplain(c *cli.Context) error {
 	}
 	_, err = fmt.Fprint(c.App.Writer, story.String())
 	return err
+}
+
+// flagsFirst moves the flags of explain and plan before their arguments, as kubectl takes them
+// anywhere (`kubectl machinist explain machine m1 -n shoot--a`) and the CLI parser stops at the
+// first argument. Every flag of theirs but --help takes a value.
+func flagsFirst(args []string) []string {
+	at := -1
+	for i, a := range args {
+		if a == "explain" || a == "plan" {
+			at = i
+			break
+		}
+		if !strings.HasPrefix(a, "-") && i > 0 {
+			return args // another subcommand
+		}
+	}
+	if at < 0 {
+		return args
+	}
+	out := append([]string{}, args[:at+1]...)
+	var positional []string
+	rest := args[at+1:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			positional = append(positional, rest[i+1:]...)
+			i = len(rest)
+		case a == "-" || !strings.HasPrefix(a, "-"):
+			positional = append(positional, a)
+		case strings.Contains(a, "=") || a == "-h" || a == "--help":
+			out = append(out, a)
+		default:
+			out = append(out, a)
+			if i+1 < len(rest) {
+				out = append(out, rest[i+1])
+				i++
+			}
+		}
+	}
+	return append(out, positional...)
 }

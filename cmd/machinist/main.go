@@ -49,6 +49,10 @@ import (
 // commands is filled by the init() of each subcommand's file.
 var commands []*cli.Command
 
+// argRewrites change the command line before it is parsed (explain.go: kubectl's flags after
+// the arguments).
+var argRewrites []func(args []string) []string
+
 // entrypointOf names the subcommand a program name stands for ("" for none): set by halves.go,
 // so a link to this binary named after one of MCM's programs runs as that program. Nil in
 // builds without the controllers.
@@ -74,7 +78,11 @@ func init() {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, entrypointArgs(os.Args))
+	args := entrypointArgs(os.Args)
+	for _, rewrite := range argRewrites {
+		args = rewrite(args)
+	}
+	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, args)
 	stop()
 	if err != nil {
 		fmt.Fprint(os.Stderr, describeError(err))
