@@ -19,6 +19,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/plan"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/harness/ctrltest"
@@ -371,5 +372,39 @@ func setPodReady(t *testing.T, ctx context.Context, c client.Client, pod *corev1
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPausedRolloutPlansBlockedAndSaysSoInStatus: a class change of a paused deployment plans
+// Blocked (Paused); applied, the deployment's Rollout condition says what the rollout waits for,
+// and explain says it too.
+func TestPausedRolloutPlansBlockedAndSaysSoInStatus(t *testing.T) {
+	w := newWorld(t)
+	w.class("a", nil)
+	w.class("b", nil)
+	w.create(machinetest.Deployment("", "pool", "a", 1, machinetest.Pool("pool"), 1, 0))
+	w.start()
+	w.waitSettled("pool", "a", 1, 3*time.Minute)
+
+	d := w.deployment("pool")
+	d.Spec.Paused = true
+	d.Spec.Template.Spec.Class.Name = "b"
+	if p := w.plan(d); p.Action != rollout.Blocked || !contains(p.BlockedBy, rollout.BlockedPaused, "spec.paused") {
+		t.Fatalf("plan %+v, want Blocked by Paused", p)
+	}
+	if err := w.c.Update(w.ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually.Explained(t, time.Minute, "the Rollout condition says the rollout waits for spec.paused", func() (bool, string) {
+		d := w.deployment("pool")
+		for _, c := range d.Status.Conditions {
+			if c.Type == machinedeployment.ConditionRollout {
+				return c.Status == v1alpha1.ConditionTrue && c.Reason == string(rollout.BlockedPaused) && strings.Contains(c.Message, "spec.paused"), fmt.Sprintf("%+v", c)
+			}
+		}
+		return false, fmt.Sprintf("%+v", d.Status.Conditions)
+	})
+	if ms := w.machines(); len(ms) != 1 {
+		t.Fatalf("machines %v: a paused rollout replaced one", ms)
 	}
 }
