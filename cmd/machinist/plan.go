@@ -89,9 +89,12 @@ func runPlan(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	objs, err := readManifests(c.StringSlice("filename"), c.App.Reader, ns)
+	objs, skipped, err := readManifests(c.StringSlice("filename"), c.App.Reader, ns)
 	if err != nil {
 		return err
+	}
+	if len(skipped) > 0 {
+		fmt.Fprintf(c.App.ErrWriter, "plan: left out %d objects of other kinds (the controllers do not act on them): %s\n", len(skipped), strings.Join(skipped, ", "))
 	}
 	r, err := planReader(cfg, c.String("target-kubeconfig"))
 	if err != nil {
@@ -160,14 +163,15 @@ func countBlocked(results []plan.Result) int {
 }
 
 // readManifests decodes every MachineDeployment, MachineSet and MachineClass of the paths
-// (files, directories of .yaml/.yml/.json files, - for stdin); objects of other kinds are an
-// error naming them, as plan cannot say what they do.
-func readManifests(paths []string, stdin io.Reader, ns string) ([]client.Object, error) {
+// (files, directories of .yaml/.yml/.json files, - for stdin); objects of other kinds are left
+// out and named (kind/name), as a directory kubectl applies often holds them too.
+func readManifests(paths []string, stdin io.Reader, ns string) ([]client.Object, []string, error) {
 	var out []client.Object
+	var skipped []string
 	for _, p := range paths {
 		files, err := planFiles(p)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, f := range files {
 			var data []byte
@@ -177,19 +181,20 @@ func readManifests(paths []string, stdin io.Reader, ns string) ([]client.Object,
 				data, err = os.ReadFile(f)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("plan: -f %s: %w", f, err)
+				return nil, nil, fmt.Errorf("plan: -f %s: %w", f, err)
 			}
-			objs, err := decodeManifests(f, data, ns)
+			objs, other, err := decodeManifests(f, data, ns)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			out = append(out, objs...)
+			skipped = append(skipped, other...)
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("plan: -f: no MachineDeployment, MachineSet or MachineClass found")
+		return nil, nil, errors.New("plan: -f: no MachineDeployment, MachineSet or MachineClass found: plan says what the controllers would do with these")
 	}
-	return out, nil
+	return out, skipped, nil
 }
 
 func planFiles(p string) ([]string, error) {
@@ -212,23 +217,27 @@ func planFiles(p string) ([]string, error) {
 	return files, nil
 }
 
-func decodeManifests(file string, data []byte, ns string) ([]client.Object, error) {
+func decodeManifests(file string, data []byte, ns string) ([]client.Object, []string, error) {
 	var out []client.Object
+	var skipped []string
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for i := 1; ; i++ {
 		doc, err := r.Read()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			return out, skipped, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("plan: %s: document %d: %w", file, i, err)
+			return nil, nil, fmt.Errorf("plan: %s: document %d: %w", file, i, err)
 		}
 		var meta struct {
 			APIVersion string `json:"apiVersion"`
 			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return nil, fmt.Errorf("plan: %s: document %d: %w", file, i, err)
+			return nil, nil, fmt.Errorf("plan: %s: document %d: %w", file, i, err)
 		}
 		if meta.Kind == "" {
 			continue // an empty document
@@ -242,13 +251,14 @@ func decodeManifests(file string, data []byte, ns string) ([]client.Object, erro
 		case "MachineClass":
 			obj = &v1alpha1.MachineClass{}
 		default:
-			return nil, fmt.Errorf("plan: %s: document %d: kind %s: plan takes MachineDeployment, MachineSet and MachineClass; leave other kinds out of -f", file, i, meta.Kind)
+			skipped = append(skipped, meta.Kind+"/"+meta.Metadata.Name)
+			continue
 		}
 		if meta.APIVersion != v1alpha1.SchemeGroupVersion.String() {
-			return nil, fmt.Errorf("plan: %s: document %d: apiVersion %q: use %s", file, i, meta.APIVersion, v1alpha1.SchemeGroupVersion)
+			return nil, nil, fmt.Errorf("plan: %s: document %d: apiVersion %q: use %s", file, i, meta.APIVersion, v1alpha1.SchemeGroupVersion)
 		}
 		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-			return nil, fmt.Errorf("plan: %s: document %d (%s): %w", file, i, meta.Kind, err)
+			return nil, nil, fmt.Errorf("plan: %s: document %d (%s): %w", file, i, meta.Kind, err)
 		}
 		if obj.GetNamespace() == "" {
 			obj.SetNamespace(ns)

@@ -113,10 +113,20 @@ func TestPlanCLI(t *testing.T) {
 		}
 	})
 
-	t.Run("OtherKindsAreNamed", func(t *testing.T) {
+	t.Run("OtherKindsAreLeftOut", func(t *testing.T) {
 		_, errText, code := runPlanCLI(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "--kubeconfig", kc, "-f", "-")
-		if code != 1 || !strings.Contains(errText, "kind ConfigMap") {
-			t.Fatalf("exit %d, %q: want the kind named", code, errText)
+		if code != 1 || !strings.Contains(errText, "no MachineDeployment, MachineSet or MachineClass found") {
+			t.Fatalf("exit %d, %q: want nothing to plan", code, errText)
+		}
+		stdin := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n" + strings.ReplaceAll(planDeployment, "CLASS", "small")
+		var stderr bytes.Buffer
+		app := newApp(&bytes.Buffer{}, &stderr)
+		app.Reader = strings.NewReader(stdin)
+		if err := app.RunContext(context.Background(), []string{"machinist", "plan", "--kubeconfig", kc, "-f", "-"}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(stderr.String(), "left out 1 objects of other kinds (the controllers do not act on them): ConfigMap/x") {
+			t.Fatalf("stderr %q: want the ConfigMap named", stderr.String())
 		}
 	})
 }
