@@ -359,6 +359,18 @@ func (d echoesCredentials) CreateMachine(ctx context.Context, req *driver.Create
 	return resp, err
 }
 
+// recordsProviderID writes the new VM's ProviderID into the request's Machine, as if it were the
+// driver's own copy.
+type recordsProviderID struct{ *memdriver.Driver }
+
+func (d recordsProviderID) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+	resp, err := d.Driver.CreateMachine(ctx, req)
+	if err == nil {
+		req.Machine.Spec.ProviderID = resp.ProviderID
+	}
+	return resp, err
+}
+
 func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 	cases := []struct {
 		rule string
@@ -384,6 +396,7 @@ func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 		{"VolumeIDsSkipOtherDrivers", func(d *memdriver.Driver) driver.Driver { return claimsNFS{d} }, nil},
 		{"ErrorsAreStatuses", func(d *memdriver.Driver) driver.Driver { return plainErrors{d} }, nil},
 		{"ErrorsHideSecrets", func(d *memdriver.Driver) driver.Driver { return echoesCredentials{d} }, nil},
+		{"RequestsAreReadOnly", func(d *memdriver.Driver) driver.Driver { return recordsProviderID{d} }, nil},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
@@ -425,7 +438,7 @@ func TestCheck(t *testing.T) {
 	if f := ce.Failed(); len(f) != 1 || f[0].Rule != "ListShowsOnlyOwnClass" {
 		t.Fatalf("failed rules = %+v", f)
 	}
-	if !strings.Contains(err.Error(), "1 of 15 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
+	if !strings.Contains(err.Error(), "1 of 16 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
 		!strings.Contains(err.Error(), `class "others"`) {
 		t.Fatalf("error text does not say which rule failed and why:\n%v", err)
 	}
