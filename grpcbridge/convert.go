@@ -306,7 +306,7 @@ func (t *machineMessages) fillStatus(s *v1alpha1.MachineStatus) *driverv1.Machin
 	return &t.status
 }
 
-// time converts a time into the tree's next timestamp, leaving a zero time out (timeToProto).
+// time converts a time into the tree's next timestamp, leaving a zero time out.
 func (t *machineMessages) time(v metav1.Time) *timestamppb.Timestamp {
 	if v.IsZero() {
 		return nil
@@ -570,14 +570,7 @@ func resourcesFromProto(m map[string]string, path string) (corev1.ResourceList, 
 	return out, nil
 }
 
-// timeToProto leaves a zero time out; timeFromProto reads absence as zero.
-func timeToProto(t metav1.Time) *timestamppb.Timestamp {
-	if t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(t.Time)
-}
-
+// timeFromProto reads an absent time as zero (machineMessages.time leaves a zero time out).
 func timeFromProto(ts *timestamppb.Timestamp) metav1.Time {
 	if ts == nil {
 		return metav1.Time{}
@@ -585,27 +578,13 @@ func timeFromProto(ts *timestamppb.Timestamp) metav1.Time {
 	return metav1.Time{Time: time.Unix(ts.Seconds, int64(ts.Nanos)).Local()}
 }
 
-// Pointer times keep nil apart from a set zero time.
-func timePtrToProto(t *metav1.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(t.Time)
-}
-
+// timePtrFromProto keeps nil apart from a set zero time.
 func timePtrFromProto(ts *timestamppb.Timestamp) *metav1.Time {
 	if ts == nil {
 		return nil
 	}
 	t := timeFromProto(ts)
 	return &t
-}
-
-func durationToProto(d *metav1.Duration) *durationpb.Duration {
-	if d == nil {
-		return nil
-	}
-	return durationpb.New(d.Duration)
 }
 
 func durationFromProto(d *durationpb.Duration) *metav1.Duration {

@@ -17,16 +17,12 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 )
 
-// request holds the objects of one driver call, as the kit passed them.
+// request holds the objects of one driver call.
 type request struct {
 	machine *v1alpha1.Machine
 	class   *v1alpha1.MachineClass
 	secret  *corev1.Secret
 	pvSpecs []*corev1.PersistentVolumeSpec
-}
-
-func requestOf(m *v1alpha1.Machine, class *v1alpha1.MachineClass, s *corev1.Secret) request {
-	return request{machine: m, class: class, secret: s}
 }
 
 func (r request) deepCopy() request {
