@@ -450,10 +450,11 @@ func BenchmarkObjectEncoding(b *testing.B) {
 }
 
 // breakdownServer is the real DriverService with the bridge's work switched off piece by piece:
-// it answers GetMachineStatus with a response converted once, and decodes the machine only when
-// asked to.
+// it converts the response per call only when asked to (else it answers one converted once),
+// and decodes the machine only when asked to.
 type breakdownServer struct {
 	driverv1.UnimplementedDriverServiceServer
+	convert       bool
 	decodeMachine bool
 	resp          *driverv1.GetMachineStatusResponse
 }
@@ -464,6 +465,9 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 			return nil, err
 		}
 	}
+	if s.convert {
+		return grpcbridge.StatusResponseToProto(statusResponse), nil
+	}
 	return s.resp, nil
 }
 
@@ -473,15 +477,17 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 //     timer and its context on each side);
 //   - messages: the generated request and response types over the real method, pre-encoded
 //     once, no conversion at all;
-//   - machine: as messages, but the Machine is encoded and decoded per call and the response
-//     converted back (class and secret travel pre-encoded and are not looked at);
-//   - uds: the whole bridge (the class and secret from the client's Encoder, found in the
-//     server's Decoder by content, and each object copied for the driver).
+//   - machine: as messages, but the Machine is encoded per call and the response converted on
+//     both sides; the server does not decode the Machine, as uds finds it in its Decoder;
+//   - machine-decoded: as machine, and the server decodes the Machine, as uds-new-machine must;
+//   - uds: the whole bridge (the class and secret from the client's Encoder, all three objects
+//     found in the server's Decoder by content and handed to the driver as they are).
 func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 	env := newBenchEnv(b)
-	open := func(b *testing.B, decodeMachine bool) driverv1.DriverServiceClient {
-		return driverv1.NewDriverServiceClient(serveUnix(b, "breakdown.sock", func(srv *grpc.Server) {
-			driverv1.RegisterDriverServiceServer(srv, &breakdownServer{decodeMachine: decodeMachine, resp: grpcbridge.StatusResponseToProto(statusResponse)})
+	open := func(b *testing.B, srv *breakdownServer) driverv1.DriverServiceClient {
+		srv.resp = grpcbridge.StatusResponseToProto(statusResponse)
+		return driverv1.NewDriverServiceClient(serveUnix(b, "breakdown.sock", func(s *grpc.Server) {
+			driverv1.RegisterDriverServiceServer(s, srv)
 		}))
 	}
 	r := benchRequest()
@@ -490,18 +496,9 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 		MachineClass: must(grpcbridge.EncodeMachineClass(r.MachineClass)),
 		Secret:       must(grpcbridge.EncodeSecret(r.Secret)),
 	}
-	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
-	b.Run("no-deadline", func(b *testing.B) { runFloorIn(b, noDeadline, env.floor) })
-	b.Run("messages", func(b *testing.B) {
-		rpc := open(b, false)
-		runFloor(b, func(ctx context.Context) error {
-			_, err := rpc.GetMachineStatus(ctx, pre)
-			return err
-		})
-	})
-	b.Run("machine", func(b *testing.B) {
-		rpc := open(b, true)
-		runFloor(b, func(ctx context.Context) error {
+	// encodeMachine calls with the Machine encoded per call and converts the response back.
+	encodeMachine := func(rpc driverv1.DriverServiceClient) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
 			req := &driverv1.GetMachineStatusRequest{MachineClass: pre.MachineClass, Secret: pre.Secret}
 			var err error
 			if req.Machine, err = grpcbridge.EncodeMachine(r.Machine); err != nil {
@@ -513,7 +510,20 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 			}
 			grpcbridge.StatusResponseFromProto(resp)
 			return nil
+		}
+	}
+	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
+	b.Run("no-deadline", func(b *testing.B) { runFloorIn(b, noDeadline, env.floor) })
+	b.Run("messages", func(b *testing.B) {
+		rpc := open(b, &breakdownServer{})
+		runFloor(b, func(ctx context.Context) error {
+			_, err := rpc.GetMachineStatus(ctx, pre)
+			return err
 		})
+	})
+	b.Run("machine", func(b *testing.B) { runFloor(b, encodeMachine(open(b, &breakdownServer{convert: true}))) })
+	b.Run("machine-decoded", func(b *testing.B) {
+		runFloor(b, encodeMachine(open(b, &breakdownServer{convert: true, decodeMachine: true})))
 	})
 	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
 }
