@@ -70,9 +70,19 @@
 //     credential or userData. Skipped when the secret has none.
 //   - RequestsAreReadOnly: no method changes its request's Machine, MachineClass, Secret or
 //     PVSpecs (deep-equal before and after), for a machine with every field the controller
-//     sends, on success and on the failing calls above. The calls share one set of objects and
-//     run at once, as the controller's cache and the bridge's server hand them, so under -race
-//     a driver that writes to its request fails even when it writes the value that was there.
+//     sends, on success and on the failing calls above, StopMachine and StartMachine too when the
+//     driver reports the power capability. The calls share one set of objects and run at once,
+//     as the controller's cache and the bridge's server hand them, so under -race a driver that
+//     writes to its request fails even when it writes the value that was there.
+//   - StopStartKeepsIdentity (the optional power capability, driver.PowerDriver): StopMachine of
+//     a running VM is OK, twice; the stopped VM is still one VM, GetMachineStatus reports it with
+//     its ProviderID and ListMachines lists it; StartMachine is OK, twice, and returns the
+//     created ProviderID (and NodeName); a stopped VM deletes. Skipped when the driver does not
+//     report the capability (driver.CapabilitiesOf); a driver that has the methods without
+//     reporting it (a bridge to a provider built before them) must answer both with exactly
+//     Unimplemented.
+//   - PowerOfAbsentIsNotFound: StopMachine and StartMachine of a machine without a VM are
+//     NotFound and create nothing. Skipped as the rule above.
 //
 // # Wiring a driver
 //

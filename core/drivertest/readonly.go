@@ -126,8 +126,29 @@ func requestsAreReadOnly(c *ruleCtx) {
 		},
 	)
 	c.unchangedOnErrors(m, secret)
+	c.unchangedByPower(req)
 	c.unchanged("DeleteMachine", req, func(ctx context.Context) error {
 		_, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+		return err
+	})
+}
+
+// unchangedByPower stops and starts req's machine, when the driver reports the power capability,
+// and checks both calls leave their requests alone.
+func (c *ruleCtx) unchangedByPower(req request) {
+	ctx, cancel := c.callCtx()
+	caps, err := driver.CapabilitiesOf(ctx, c.target.Driver)
+	cancel()
+	p, has := c.target.Driver.(driver.PowerDriver)
+	if err != nil || !caps.Power || !has {
+		return // the power rules judge a driver that cannot say or lacks the methods
+	}
+	c.unchanged("StopMachine or StartMachine", req, func(ctx context.Context) error {
+		_, err := p.StopMachine(ctx, &driver.StopMachineRequest{Machine: req.machine, MachineClass: req.class, Secret: req.secret})
+		if err != nil {
+			return err
+		}
+		_, err = p.StartMachine(ctx, &driver.StartMachineRequest{Machine: req.machine, MachineClass: req.class, Secret: req.secret})
 		return err
 	})
 }

@@ -43,6 +43,8 @@ var rules = []rule{
 	{"ErrorsAreStatuses", "err", errorsAreStatuses},
 	{"ErrorsHideSecrets", "sec", errorsHideSecrets},
 	{"RequestsAreReadOnly", "ro", requestsAreReadOnly},
+	{"StopStartKeepsIdentity", "pow", stopStartKeepsIdentity},
+	{"PowerOfAbsentIsNotFound", "powabs", powerOfAbsentIsNotFound},
 }
 
 const (

@@ -1,8 +1,6 @@
 package gcp
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -12,42 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
 )
-
-// decodeSpec decodes and validates a class's providerSpec in mode; driver.Lenient reads it as
-// Gardener's provider does (json.Unmarshal, pkg/gcp/machine_controller_util.go decodeProviderSpec:
-// names match case-insensitively, unknown fields are ignored). The warnings name what was
-// ignored or matched loosely; an invalid spec's error notes them too.
-func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	return driver.DecodeValidSpec(class, Name, mode, driver.FoldedNames, validateSpec)
-}
-
-// decodeScope decodes what DeleteMachine, GetMachineStatus and ListMachines need of a class:
-// its zone and the cluster and role tags that scope it (validateScope). The rest of the spec is
-// read as far as it decodes (encoding/json skips a value of the wrong type and goes on) and not
-// validated, in any mode: a class machinist would now refuse to create from must not keep its
-// existing VMs from being found and deleted. Gardener's provider checks only that the zone is
-// set on these calls (pkg/gcp/machine_controller.go, validateZone).
-func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
-	if err := driver.CheckProvider(class, Name); err != nil {
-		return nil, err
-	}
-	raw := class.ProviderSpec.Raw
-	if len(raw) == 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
-	}
-	spec := &ProviderSpec{}
-	var typeErr *json.UnmarshalTypeError
-	if err := json.Unmarshal(raw, spec); err != nil && !errors.As(err, &typeErr) {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is not valid JSON: %s: fix the manifest", class.Name, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if err := driver.Invalid(class, validateScope(spec)); err != nil {
-		return nil, err
-	}
-	return spec, nil
-}
 
 // validateScope checks what reaching a class's existing VMs needs: the zone they are in, and the
 // cluster and role tags without which the driver cannot tell the class's VMs from others'.
@@ -83,12 +47,6 @@ func scopeTagsPresent(tags []string) (cluster, role bool) {
 		role = role || strings.Contains(t, RoleTagFragment)
 	}
 	return cluster, role
-}
-
-// checkSpec is the provider's registry.Registration.CheckSpec.
-func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
-	_, warnings, err := decodeSpec(class, mode)
-	return warnings, err
 }
 
 var (
