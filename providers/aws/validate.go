@@ -2,6 +2,7 @@ package aws
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,18 +20,22 @@ import (
 func validateScope(s *ProviderSpec) field.ErrorList {
 	p := driver.ProviderSpecPath
 	errs := validateRegion(s.Region, p.Child("region"))
-	cluster, role := false, false
-	for k := range s.Tags {
-		cluster = cluster || strings.Contains(k, ClusterTagPrefix)
-		role = role || strings.Contains(k, RoleTagPrefix)
-	}
-	if !cluster {
-		errs = append(errs, field.Required(p.Child("tags").Key(ClusterTagPrefix+"<cluster>"), `add a tag `+ClusterTagPrefix+`<cluster name> (value "1"): it scopes the class to its cluster`))
-	}
-	if !role {
-		errs = append(errs, field.Required(p.Child("tags").Key(RoleTagPrefix+"<role>"), `add a tag `+RoleTagPrefix+`<role>, e.g. `+RoleTagPrefix+`node (value "1"): it scopes the class to its role`))
-	}
+	tags := p.Child("tags")
+	errs = append(errs, scopeTags.Errors(slices.Collect(maps.Keys(s.Tags)), scopeTagKey(tags))...)
 	return errs
+}
+
+// scopeTags are the tags of Gardener's AWS provider that scope a class (value "1").
+var scopeTags = kit.ScopeTags{Cluster: ClusterTagPrefix, Role: RoleTagPrefix, Value: ` (value "1")`}
+
+// scopeTagKey names a missing scope tag in the path as a key: tags[kubernetes.io/cluster/<cluster>].
+func scopeTagKey(tags *field.Path) func(string) *field.Path {
+	return func(fragment string) *field.Path {
+		if fragment == ClusterTagPrefix {
+			return tags.Key(fragment + "<cluster>")
+		}
+		return tags.Key(fragment + "<role>")
+	}
 }
 
 // validateRegion requires a region and checks it as the bundled aws-sdk-go-v2 does before it

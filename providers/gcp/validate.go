@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // validateScope checks what reaching a class's existing VMs needs: the zone they are in, and the
@@ -18,13 +19,8 @@ import (
 func validateScope(s *ProviderSpec) field.ErrorList {
 	p := driver.ProviderSpecPath
 	errs := validateZone(s.Zone, p.Child("zone"))
-	cluster, role := scopeTagsPresent(s.Tags)
-	if !cluster {
-		errs = append(errs, field.Required(p.Child("tags"), "add the tag "+ClusterTagFragment+"<cluster name>: it scopes the class to its cluster"))
-	}
-	if !role {
-		errs = append(errs, field.Required(p.Child("tags"), "add a tag "+RoleTagFragment+"<role>, e.g. "+RoleTagFragment+"node: it scopes the class to its role"))
-	}
+	tags := p.Child("tags")
+	errs = append(errs, scopeTags.Errors(s.Tags, func(string) *field.Path { return tags })...)
 	return errs
 }
 
@@ -40,14 +36,8 @@ func validateZone(zone string, p *field.Path) field.ErrorList {
 	return nil
 }
 
-// scopeTagsPresent reports whether tags hold a cluster tag and a role tag.
-func scopeTagsPresent(tags []string) (cluster, role bool) {
-	for _, t := range tags {
-		cluster = cluster || strings.Contains(t, ClusterTagFragment)
-		role = role || strings.Contains(t, RoleTagFragment)
-	}
-	return cluster, role
-}
+// scopeTags are the network tags of Gardener's GCP provider that scope a class.
+var scopeTags = kit.ScopeTags{Cluster: ClusterTagFragment, Role: RoleTagFragment}
 
 var (
 	// Compute Engine resource names and network tags (RFC 1035 labels); also the pattern the
@@ -305,15 +295,8 @@ func validateTags(tags []string, p *field.Path) field.ErrorList {
 		}
 		seen[t] = true
 	}
-	cluster, role := scopeTagsPresent(tags)
 	if len(tags) > 64 {
 		errs = append(errs, field.TooMany(p, len(tags), 64))
 	}
-	if !cluster {
-		errs = append(errs, field.Required(p, "add the tag "+ClusterTagFragment+"<cluster name>: it scopes the class to its cluster"))
-	}
-	if !role {
-		errs = append(errs, field.Required(p, "add a tag "+RoleTagFragment+"<role>, e.g. "+RoleTagFragment+"node: it scopes the class to its role"))
-	}
-	return errs
+	return append(errs, scopeTags.Errors(tags, func(string) *field.Path { return p })...)
 }
