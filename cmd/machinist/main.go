@@ -49,6 +49,10 @@ import (
 // commands is filled by the init() of each subcommand's file.
 var commands []*cli.Command
 
+// argRewrites change the command line before it is parsed (explain.go: kubectl's flags after
+// the arguments).
+var argRewrites []func(args []string) []string
+
 // entrypointOf names the subcommand a program name stands for ("" for none): set by halves.go,
 // so a link to this binary named after one of MCM's programs runs as that program. Nil in
 // builds without the controllers.
@@ -74,12 +78,26 @@ func init() {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, entrypointArgs(os.Args))
+	args := entrypointArgs(os.Args)
+	for _, rewrite := range argRewrites {
+		args = rewrite(args)
+	}
+	err := newApp(os.Stdout, os.Stderr).RunContext(ctx, args)
 	stop()
 	if err != nil {
 		fmt.Fprint(os.Stderr, describeError(err))
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is 1 for a failure, or the code a command chose (cli.Exit: plan's "would be
+// blocked").
+func exitCode(err error) int {
+	var coder cli.ExitCoder
+	if errors.As(err, &coder) && coder.ExitCode() != 0 {
+		return coder.ExitCode()
+	}
+	return 1
 }
 
 // newApp builds the CLI writing to stdout and stderr.

@@ -147,13 +147,20 @@ type EvictionBlockedError struct {
 	Pod      string
 	Attempts int32
 	Reason   string
+	// Budget is what the API server said of the budget that refused ("The disruption budget db
+	// needs 2 healthy pods and has 2 currently"); empty when it named none.
+	Budget string
 }
 
 func (e *EvictionBlockedError) Error() string {
-	if e.Attempts <= 1 {
-		return fmt.Sprintf("eviction of pod %s refused: %s", e.Pod, e.Reason)
+	s := fmt.Sprintf("eviction of pod %s refused: %s", e.Pod, e.Reason)
+	if e.Attempts > 1 {
+		s = fmt.Sprintf("eviction of pod %s refused %d times: %s", e.Pod, e.Attempts, e.Reason)
 	}
-	return fmt.Sprintf("eviction of pod %s refused %d times: %s", e.Pod, e.Attempts, e.Reason)
+	if e.Budget != "" {
+		s += " (" + strings.TrimSuffix(e.Budget, ".") + ")"
+	}
+	return s
 }
 
 // Drain empties nodeName. It returns nil when every pod that must go is gone; otherwise an
@@ -338,14 +345,7 @@ func (d *Drainer) podsToDrain(ctx context.Context, nodeName string) ([]corev1.Po
 	if err != nil {
 		return nil, fmt.Errorf("drain: list pods of node %s: %w", nodeName, err)
 	}
-	var out []corev1.Pod
-	for _, p := range list.Items {
-		if isMirrorPod(&p) || isDaemonSetPod(&p) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	return Evicted(list.Items), nil
 }
 
 func isMirrorPod(p *corev1.Pod) bool {

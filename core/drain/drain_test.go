@@ -203,6 +203,30 @@ func TestDrain(t *testing.T) {
 		}
 	})
 
+	t.Run("RefusalNamesTheBudget", func(t *testing.T) {
+		ctx := testCtx(t)
+		ns, node := setup(t, cs, "names")
+		runningPod(t, cs, ns, node, "db-0", map[string]string{"app": "db"})
+		pdb := createPDB(t, cs, ns, "db", map[string]string{"app": "db"}, 1)
+		setPDBStatus(t, cs, pdb, policyv1.PodDisruptionBudgetStatus{ExpectedPods: 2, CurrentHealthy: 1, DesiredHealthy: 1})
+		opts := fast()
+		opts.MaxEvictRetries = 1
+		var seen atomic.Value
+		opts.OnBlocked = func(err error) { seen.Store(err.Error()) }
+		err := (&drain.Drainer{Client: cs}).Drain(ctx, node, opts)
+		var blocked *drain.EvictionBlockedError
+		if !errors.As(err, &blocked) || !strings.Contains(blocked.Budget, "disruption budget db") {
+			t.Fatalf("drain error = %v, want the refusal to name budget db", err)
+		}
+		if msg, _ := seen.Load().(string); !strings.Contains(msg, "(The disruption budget db needs 1 healthy pods and has 1 currently)") {
+			t.Fatalf("OnBlocked saw %q, want the budget named", msg)
+		}
+	})
+
+	t.Run("BlockersAgreeWithTheEvictionAPI", func(t *testing.T) {
+		blockersAgree(t, cs)
+	})
+
 	t.Run("PodsWithVolumesOneAtATimeWaitingForDetach", func(t *testing.T) {
 		ctx := testCtx(t)
 		ns, node := setup(t, cs, "volumes")

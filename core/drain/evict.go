@@ -60,24 +60,24 @@ func (d *Drainer) evict(ctx context.Context, p *corev1.Pod, opts Options) error 
 				return blocked[0]
 			}
 			if attempts == 1 && opts.OnBlocked != nil {
-				opts.OnBlocked(&EvictionBlockedError{Pod: name, Attempts: 1, Reason: err.Error()})
+				opts.OnBlocked(&EvictionBlockedError{Pod: name, Attempts: 1, Reason: err.Error(), Budget: budgetOfRefusal(err)})
 			}
 		default:
 			if ctx.Err() != nil {
 				if refused != nil {
 					// The time ran out during a retry of an eviction a budget kept refusing: the
 					// budget, not the clock, is what the caller must hear about.
-					return &EvictionBlockedError{Pod: name, Attempts: attempts - 1, Reason: refused.Error() + " (the drain ran out of time)"}
+					return &EvictionBlockedError{Pod: name, Attempts: attempts - 1, Reason: refused.Error() + " (the drain ran out of time)", Budget: budgetOfRefusal(refused)}
 				}
 				return fmt.Errorf("drain: evict pod %s: %w", name, ctx.Err())
 			}
 			d.log().Warn("drain: eviction failed, will retry", "pod", name, "err", err)
 		}
 		if attempts >= opts.MaxEvictRetries {
-			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error()}
+			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error(), Budget: budgetOfRefusal(err)}
 		}
 		if serr := waitctx.Sleep(ctx, clock.RealClock{}, opts.EvictRetryInterval); serr != nil {
-			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error() + " (the drain ran out of time)"}
+			return &EvictionBlockedError{Pod: name, Attempts: attempts, Reason: err.Error() + " (the drain ran out of time)", Budget: budgetOfRefusal(err)}
 		}
 	}
 }

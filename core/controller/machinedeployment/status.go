@@ -96,6 +96,7 @@ func (p *pass) calculateStatus(newMS *v1alpha1.MachineSet, now time.Time) v1alph
 		setCondition(st, v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionFalse, "Unfrozen", "No machine set of the deployment is frozen.", now)
 	}
 	p.applyFallback(st, now)
+	p.applyRolloutCondition(st, now)
 	return *st
 }
 
