@@ -249,8 +249,8 @@ type Instance struct {
 	ThreadsPerCore  int32             `json:",omitempty"`
 	MetadataOptions map[string]string `json:",omitempty"`
 	power
-	visibleAfter    int               // DescribeInstances calls that still miss it (SetDescribeLag)
-	failReason      string            // set: terminated on the next look, with this state reason
+	visibleAfter int    // DescribeInstances calls that still miss it (SetDescribeLag)
+	failReason   string // set: terminated on the next look, with this state reason
 }
 
 // Device is a block device of an instance.
