@@ -180,7 +180,10 @@ func TestPowerRefusals(t *testing.T) {
 		for _, call := range []func(*v1alpha1.MachineClass) error{
 			func(c *v1alpha1.MachineClass) error { return e.stop(c, machine("plain")) },
 			func(c *v1alpha1.MachineClass) error { _, err := e.start(c, machine("plain")); return err },
-			func(c *v1alpha1.MachineClass) error { _, err := e.createIn(context.Background(), c, machine("other")); return err },
+			func(c *v1alpha1.MachineClass) error {
+				_, err := e.createIn(context.Background(), c, machine("other"))
+				return err
+			},
 		} {
 			err := call(annotated(e.class, "suspend"))
 			if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(err.Error(), kit.StandbyModeAnnotation) ||
