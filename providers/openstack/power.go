@@ -149,7 +149,7 @@ func decideStop(mode, status, task string) powerStep {
 	switch {
 	case shelved && task != "unshelving":
 		return powerDone // shelved is stopped too, whatever the mode
-	case mode == modeStop && (status == "SHUTOFF" || task == "powering-off"):
+	case mode == modeStop && (status == "SHUTOFF" && task == "" || task == "powering-off"):
 		return powerDone
 	case task != "":
 		return powerWait
