@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -28,8 +29,8 @@ func standbyMode(class *v1alpha1.MachineClass) (string, error) {
 }
 
 // StopMachine stops (or hibernates) the machine's instance with StopInstances. An instance
-// that is stopping or stopped is left as it is; one still pending is Unavailable (the stop is
-// retried once it runs). It returns once EC2 accepted the stop: the instance is stopping.
+// that is stopping or stopped is left as it is; one still pending is waited for (within ctx)
+// until it runs. It returns once EC2 accepted the stop: the instance is stopping.
 func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (*driver.StopMachineResponse, error) {
 	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
@@ -38,11 +39,14 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 		return nil, err
 	}
 	id := ptr.Deref(inst.InstanceId, "")
-	switch inst.State.Name {
-	case ec2types.InstanceStateNameStopping, ec2types.InstanceStateNameStopped:
+	if inst.State.Name == ec2types.InstanceStateNamePending {
+		// EC2 refuses to stop a pending instance: wait until it runs.
+		if inst, err = d.waitWhile(ctx, r, inst, ec2types.InstanceStateNamePending, "the stop"); err != nil {
+			return nil, err
+		}
+	}
+	if s := inst.State.Name; s == ec2types.InstanceStateNameStopping || s == ec2types.InstanceStateNameStopped {
 		return &driver.StopMachineResponse{}, nil
-	case ec2types.InstanceStateNamePending:
-		return nil, driver.Errorf(driver.Unavailable, "aws: instance %s of machine %s is still pending; the stop is retried once it runs", id, req.Machine.Name)
 	}
 	hibernate := mode == modeHibernate
 	if hibernate && (inst.HibernationOptions == nil || !ptr.Deref(inst.HibernationOptions.Configured, false)) {
@@ -59,7 +63,7 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 }
 
 // StartMachine starts the machine's stopped instance with StartInstances; one pending or
-// running is left as it is, one still stopping is Unavailable (retried once it is stopped).
+// running is left as it is, one still stopping is waited for (within ctx) until it is stopped.
 // EC2 without capacity for it answers InsufficientInstanceCapacity: ResourceExhausted.
 func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
 	ctx, cancel := d.opts.Bound(ctx)
@@ -69,9 +73,13 @@ func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineReque
 		return nil, err
 	}
 	id := ptr.Deref(inst.InstanceId, "")
+	if inst.State.Name == ec2types.InstanceStateNameStopping {
+		// EC2 refuses to start a stopping instance: wait until it is stopped.
+		if inst, err = d.waitWhile(ctx, r, inst, ec2types.InstanceStateNameStopping, "the start"); err != nil {
+			return nil, err
+		}
+	}
 	switch inst.State.Name {
-	case ec2types.InstanceStateNameStopping:
-		return nil, driver.Errorf(driver.Unavailable, "aws: instance %s of machine %s is still stopping; the start is retried once it is stopped", id, req.Machine.Name)
 	case ec2types.InstanceStateNameStopped:
 		if _, err := r.api.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
 			return nil, powerStatus(r.spec, "start instance "+id, err)
@@ -102,6 +110,30 @@ func (d *Driver) powerTarget(ctx context.Context, m *v1alpha1.Machine, class *v1
 		return nil, "", nil, err
 	}
 	return r, mode, inst, nil
+}
+
+// waitWhile polls the instance while it is in state (EC2 refuses the call in it) and returns it
+// in its next state; Unavailable when ctx ends first, so the controller retries.
+func (d *Driver) waitWhile(ctx context.Context, r *request, inst *ec2types.Instance, state ec2types.InstanceStateName, call string) (*ec2types.Instance, error) {
+	id := ptr.Deref(inst.InstanceId, "")
+	err := wait.PollUntilContextCancel(ctx, d.opts.PollInterval, false, func(ctx context.Context) (bool, error) {
+		now, err := d.byID(ctx, r, id)
+		if err != nil {
+			return false, err
+		}
+		if now == nil || !live(now) {
+			return false, driver.Errorf(driver.NotFound, "aws: instance %s is gone (terminated) while %s waited for it", id, call)
+		}
+		inst = now
+		return inst.State.Name != state, nil
+	})
+	if err != nil {
+		if driver.CodeOf(err) != driver.Unknown {
+			return nil, err
+		}
+		return nil, driver.Errorf(driver.Unavailable, "aws: instance %s is still %s; %s is retried once it is not: %v", id, state, call, err)
+	}
+	return inst, nil
 }
 
 // powerStatus maps the errors of StopInstances and StartInstances: an instance that changed

@@ -94,14 +94,14 @@ func equalAddrs(s *driver.StartMachineResponse, c *driver.CreateMachineResponse)
 	return true
 }
 
-// TestPowerIdempotent: stopping a stopping instance and starting a pending one send nothing;
-// a start while the instance is still stopping and a stop while it is pending are Unavailable
-// (EC2 refuses both with IncorrectInstanceState).
+// TestPowerIdempotent: stopping a stopping instance and starting a pending or running one send
+// nothing; a start while the instance is still stopping waits until it is stopped, and a stop
+// while it is pending waits until it runs (EC2 refuses both with IncorrectInstanceState).
 func TestPowerIdempotent(t *testing.T) {
 	e := newTestEnv(t)
 	e.mustCreate(t, "m-1")
 	m := machine("m-1")
-	e.cloud.SetBootDelays(fakeaws.BootDelays{Stopping: time.Hour, Starting: time.Hour})
+	e.cloud.SetBootDelays(fakeaws.BootDelays{Stopping: time.Hour})
 	for i := range 2 {
 		if err := e.stop(e.class, m); err != nil {
 			t.Fatalf("StopMachine #%d = %v; want OK", i+1, err)
@@ -110,10 +110,10 @@ func TestPowerIdempotent(t *testing.T) {
 	if n := len(e.cloud.Requests.For("StopInstances")); n != 1 {
 		t.Fatalf("StopInstances requests = %d; want 1: the second stop finds the instance stopping", n)
 	}
-	if _, err := e.start(e.class, m); !driver.IsCode(err, driver.Unavailable) || !strings.Contains(err.Error(), "still stopping") {
-		t.Fatalf("StartMachine of a stopping instance = %v; want Unavailable saying it is still stopping", err)
+	if got := e.instance(t, "m-1").State; got != fakeaws.StateStopping {
+		t.Fatalf("instance is %s; want stopping (Stopping is an hour)", got)
 	}
-	e.cloud.SetBootDelays(fakeaws.BootDelays{Starting: time.Hour})
+	e.cloud.SetBootDelays(fakeaws.BootDelays{Stopping: 0, Starting: time.Hour})
 	for i := range 2 {
 		if _, err := e.start(e.class, m); err != nil {
 			t.Fatalf("StartMachine #%d = %v; want OK", i+1, err)
@@ -125,15 +125,53 @@ func TestPowerIdempotent(t *testing.T) {
 	if n := len(e.cloud.Requests.For("StartInstances")); n != 1 {
 		t.Fatalf("StartInstances requests = %d; want 1: the second start finds the instance pending", n)
 	}
-	if err := e.stop(e.class, m); !driver.IsCode(err, driver.Unavailable) {
-		t.Fatalf("StopMachine of a pending instance = %v; want Unavailable", err)
-	}
-	e.cloud.SetBootDelays(fakeaws.BootDelays{})
+	e.cloud.SetBootDelays(fakeaws.BootDelays{Starting: 0})
 	if _, err := e.start(e.class, m); err != nil {
 		t.Fatalf("StartMachine of a running instance = %v; want OK", err)
 	}
 	if n := len(e.cloud.Requests.For("StartInstances")); n != 1 {
 		t.Fatalf("StartInstances requests = %d; want still 1", n)
+	}
+}
+
+// TestPowerWaitsForTransitions: a start while the instance is still stopping, and a stop while
+// it is pending, wait (polling DescribeInstances) until EC2 accepts the call, instead of failing
+// with IncorrectInstanceState; a wait cut off by the caller is Unavailable.
+func TestPowerWaitsForTransitions(t *testing.T) {
+	e := newTestEnv(t)
+	e.mustCreate(t, "m-1")
+	m := machine("m-1")
+	e.cloud.SetBootDelays(fakeaws.BootDelays{Stopping: 50 * time.Millisecond, Starting: 50 * time.Millisecond})
+	if err := e.stop(e.class, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.start(e.class, m); err != nil {
+		t.Fatalf("StartMachine of a stopping instance = %v; want OK once it is stopped", err)
+	}
+	if err := e.stop(e.class, m); err != nil {
+		t.Fatalf("StopMachine of a pending instance = %v; want OK once it runs", err)
+	}
+	for _, action := range []string{"StartInstances", "StopInstances"} {
+		for _, r := range e.cloud.Requests.For(action) {
+			if r.Code != "" {
+				t.Errorf("%s was answered %s: the driver called it in a state EC2 refuses", action, r.Code)
+			}
+		}
+	}
+	if n := len(e.cloud.Requests.For("StopInstances")); n != 2 {
+		t.Fatalf("StopInstances requests = %d; want 2", n)
+	}
+	e.cloud.SetBootDelays(fakeaws.BootDelays{Stopping: time.Hour})
+	e.mustCreate(t, "m-2")
+	m = machine("m-2")
+	if err := e.stop(e.class, m); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := e.drv.StartMachine(ctx, &driver.StartMachineRequest{Machine: m, MachineClass: e.class, Secret: e.secret.DeepCopy()})
+	if !driver.IsCode(err, driver.Unavailable) && !driver.IsCode(err, driver.DeadlineExceeded) {
+		t.Fatalf("StartMachine cut off while the instance stops = %v; want Unavailable or DeadlineExceeded", err)
 	}
 }
 
