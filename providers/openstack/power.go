@@ -65,7 +65,8 @@ func (d *Driver) powerTarget(ctx context.Context, m *v1alpha1.Machine, class *v1
 
 // StopMachine stops the machine's server with os-stop, or shelves it (shelve) when the class
 // asks for it. A server already stopped, shelved or on its way there is left as it is; one in
-// another action (building, starting) is Unavailable, retried. It returns once Nova accepted.
+// another action (building, starting) is waited for within ctx (Nova refuses an action while
+// another runs). It returns once Nova accepted.
 func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (*driver.StopMachineResponse, error) {
 	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
@@ -78,11 +79,17 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 	if p.mode == modeShelve {
 		action, call = "shelve", func() error { return servers.Shelve(ctx, p.s.compute, s.ID).ExtractErr() }
 	}
-	switch decideStop(p.mode, s.Status, s.TaskState) {
+	step := decideStop(p.mode, s.Status, s.TaskState)
+	if step == powerWait {
+		// Nova refuses an action while another runs (409): wait until it settles.
+		if s, err = p.waitSettled(ctx, "the stop", func(s *servers.Server) bool { return decideStop(p.mode, s.Status, s.TaskState) != powerWait }); err != nil {
+			return nil, err
+		}
+		step = decideStop(p.mode, s.Status, s.TaskState)
+	}
+	switch step {
 	case powerDone:
 		return &driver.StopMachineResponse{}, nil
-	case powerWait:
-		return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q is %s (task %s); the stop is retried once it settles", s.ID, p.name, s.Status, s.TaskState)
 	case powerBroken:
 		return nil, driver.Errorf(driver.FailedPrecondition, "openstack: server %s of machine %q is %s: it cannot be kept for standby; the machine's health check replaces it", s.ID, p.name, s.Status)
 	}
@@ -96,7 +103,7 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 // StartMachine starts the machine's server: os-start of a SHUTOFF one, unshelve of a shelved one
 // (waiting, within ctx, until it is ACTIVE: Nova reports a scheduling failure only by putting
 // the server back to SHELVED_OFFLOADED, which is ResourceExhausted). A server ACTIVE or starting
-// is left as it is; one still stopping or shelving is Unavailable, retried.
+// is left as it is; one still stopping or shelving is waited for within ctx.
 func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
 	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
@@ -105,10 +112,15 @@ func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineReque
 		return nil, err
 	}
 	s := p.srv
-	switch decideStart(s.Status, s.TaskState) {
+	step := decideStart(s.Status, s.TaskState)
+	if step == powerWait {
+		if s, err = p.waitSettled(ctx, "the start", func(s *servers.Server) bool { return decideStart(s.Status, s.TaskState) != powerWait }); err != nil {
+			return nil, err
+		}
+		step = decideStart(s.Status, s.TaskState)
+	}
+	switch step {
 	case powerDone:
-	case powerWait:
-		return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q is %s (task %s); the start is retried once it settles", s.ID, p.name, s.Status, s.TaskState)
 	case powerBroken:
 		return nil, driver.Errorf(driver.FailedPrecondition, "openstack: server %s of machine %q is %s: it cannot be started; the machine's health check replaces it", s.ID, p.name, s.Status)
 	case powerStart:
@@ -220,6 +232,38 @@ func (p *power) waitUnshelved(ctx context.Context) (*servers.Server, error) {
 		return nil, driver.Errorf(codeOfContext(err), "openstack: server %s of machine %q is still unshelving after %s: %v", p.srv.ID, p.name, time.Since(start).Round(time.Millisecond), err)
 	}
 	return done, nil
+}
+
+// waitSettled polls the server until settled says its state allows the call, and returns it;
+// Unavailable when ctx ends first, so the controller retries; NotFound when it is gone.
+func (p *power) waitSettled(ctx context.Context, call string, settled func(*servers.Server) bool) (*servers.Server, error) {
+	var srv *servers.Server
+	var failed error
+	err := wait.PollUntilContextCancel(ctx, p.d.opts.PollInterval, false, func(ctx context.Context) (bool, error) {
+		s, err := servers.Get(ctx, p.s.compute, p.srv.ID).Extract()
+		switch {
+		case ctx.Err() != nil:
+			return false, ctx.Err()
+		case isNotFound(err):
+			failed = driver.Errorf(driver.NotFound, "openstack: server %s of machine %q is gone while %s waited for it", p.srv.ID, p.name, call)
+			return false, failed
+		case err != nil && driver.CodeOf(apiError("", err)) == driver.Unavailable:
+			return false, nil
+		case err != nil:
+			failed = apiError("read server "+p.srv.ID, err)
+			return false, failed
+		}
+		srv = s
+		return settled(s), nil
+	})
+	switch {
+	case failed != nil:
+		return nil, failed
+	case err != nil:
+		return nil, driver.Errorf(driver.Unavailable, "openstack: server %s of machine %q is still %s (task %s); %s is retried once it settles: %v",
+			p.srv.ID, p.name, p.srv.Status, p.srv.TaskState, call, err)
+	}
+	return srv, nil
 }
 
 // actionError maps the error of a server action: 409 (the server changed state meanwhile) is

@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,7 +112,8 @@ func TestStopStartModes(t *testing.T) {
 }
 
 // TestPowerIdempotent: a stop of a server stopping or stopped and a start of one starting or
-// ACTIVE send nothing; a start while it is still powering off is Unavailable.
+// ACTIVE send nothing; a start while it is still powering off waits, and is Unavailable when
+// its caller's deadline comes first.
 func TestPowerIdempotent(t *testing.T) {
 	e, class := newPowerEnv(t, "")
 	e.cloud.SetPowerTimes(fakeopenstack.PowerTimes{Stop: time.Hour})
@@ -121,9 +123,13 @@ func TestPowerIdempotent(t *testing.T) {
 		}
 	}
 	e.wantActions("os-stop")
-	if _, err := e.start(class); !driver.IsCode(err, driver.Unavailable) || !strings.Contains(err.Error(), "powering-off") {
-		t.Fatalf("StartMachine while powering off = %v; want Unavailable naming the task", err)
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := e.d.StartMachine(short, &driver.StartMachineRequest{Machine: machine("m-1"), MachineClass: class, Secret: passwordSecret(e.cloud)})
+	if !driver.IsCode(err, driver.Unavailable) || !strings.Contains(err.Error(), "powering-off") {
+		t.Fatalf("StartMachine cut off while the server powers off = %v; want Unavailable naming the task", err)
 	}
+	e.wantActions("os-stop")
 	e2, class2 := newPowerEnv(t, "")
 	for i := range 2 {
 		if _, err := e2.start(class2); err != nil {
@@ -143,6 +149,23 @@ func TestPowerIdempotent(t *testing.T) {
 	if s := e2.server(); s.Status != "SHELVED_OFFLOADED" {
 		t.Fatalf("server is %s; want SHELVED_OFFLOADED", s.Status)
 	}
+}
+
+// TestPowerWaitsForActions: a start while the server powers off and a stop while it powers on
+// wait until Nova takes them (it answers 409 while another action runs).
+func TestPowerWaitsForActions(t *testing.T) {
+	e, class := newPowerEnv(t, "")
+	e.cloud.SetPowerTimes(fakeopenstack.PowerTimes{Stop: 50 * time.Millisecond, Start: 50 * time.Millisecond})
+	if err := e.stop(class); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.start(class); err != nil {
+		t.Fatalf("StartMachine while powering off = %v; want OK once SHUTOFF", err)
+	}
+	if err := e.stop(class); err != nil {
+		t.Fatalf("StopMachine while powering on = %v; want OK once ACTIVE", err)
+	}
+	e.wantActions("os-stop", "os-start", "os-stop")
 }
 
 func annotatedWith(class *v1alpha1.MachineClass, mode string) *v1alpha1.MachineClass {
