@@ -79,8 +79,7 @@ func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineReque
 			return nil, err
 		}
 	}
-	switch inst.State.Name {
-	case ec2types.InstanceStateNameStopped:
+	if inst.State.Name == ec2types.InstanceStateNameStopped {
 		if _, err := r.api.StartInstances(ctx, &ec2.StartInstancesInput{InstanceIds: []string{id}}); err != nil {
 			return nil, powerStatus(r.spec, "start instance "+id, err)
 		}

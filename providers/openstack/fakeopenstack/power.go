@@ -68,9 +68,9 @@ func (c *nova) serverAction(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, "compute", http.StatusNotFound, "", fmt.Sprintf("Instance %s could not be found.", id))
 		return
 	}
-	action, err := actionOf(r)
-	if err != nil {
-		writeError(w, "compute", http.StatusBadRequest, "", err.Error())
+	action, ok := actionOf(r)
+	if !ok {
+		writeError(w, "compute", http.StatusBadRequest, "", "Malformed request body")
 		return
 	}
 	allowed := map[string][]string{
@@ -140,15 +140,15 @@ func (c *state) settle(s *Server, status, vmState string, power int) {
 }
 
 // actionOf reads the action of a server action body: its only key.
-func actionOf(r *http.Request) (string, error) {
+func actionOf(r *http.Request) (string, bool) {
 	var body map[string]json.RawMessage
 	if err := json.NewDecoder(r.Body).Decode(&body); err != nil || len(body) != 1 {
-		return "", fmt.Errorf("Malformed request body")
+		return "", false
 	}
 	for k := range body {
-		return k, nil
+		return k, true
 	}
-	return "", nil
+	return "", false
 }
 
 // peekAction reads the action of a server action request for the journal, leaving the body
