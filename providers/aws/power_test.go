@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/cloudmetrics/cloudmetricstest"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 	"github.com/machinist-io/machinist/providers/kit"
@@ -325,5 +326,25 @@ func TestStartCapacity(t *testing.T) {
 	}
 	if _, err := e.start(e.class, machine("m-1")); !driver.IsCode(err, driver.ResourceExhausted) {
 		t.Fatalf("StartMachine with an injected capacity fault = %v; want ResourceExhausted", err)
+	}
+}
+
+// TestPowerCountedUnderItsOwnNames: StopInstances and StartInstances count as instance_stop and
+// instance_start in MCM's cloud API metrics.
+func TestPowerCountedUnderItsOwnNames(t *testing.T) {
+	e := newTestEnv(t)
+	e.mustCreate(t, "m-1")
+	before, _, _ := cloudmetricstest.Counts(t, ProviderName)
+	if err := e.stop(e.class, machine("m-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.start(e.class, machine("m-1")); err != nil {
+		t.Fatal(err)
+	}
+	after, _, _ := cloudmetricstest.Counts(t, ProviderName)
+	for _, svc := range []string{serviceStopInstance, serviceStartInstance} {
+		if got := after[svc] - before[svc]; got != 1 {
+			t.Errorf("%s counted %v times; want 1", svc, got)
+		}
 	}
 }
