@@ -50,9 +50,9 @@ func (c *Cloud) SetBootDelays(d BootDelays) {
 type power struct {
 	Hibernation bool      `json:",omitempty"` // launched with HibernationOptions.Configured
 	Hibernated  bool      `json:",omitempty"` // its last stop was a hibernation
-	StoppingAt  time.Time `json:",omitempty"`
-	StartedAt   time.Time `json:",omitempty"` // of the last StartInstances
-	RunningAt   time.Time `json:",omitempty"` // when it last reached running
+	StoppingAt  time.Time `json:",omitzero"`
+	StartedAt   time.Time `json:",omitzero"` // of the last StartInstances
+	RunningAt   time.Time `json:",omitzero"` // when it last reached running
 	Starts      int       `json:",omitempty"` // StartInstances that took it from stopped
 }
 
