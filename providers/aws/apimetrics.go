@@ -23,6 +23,8 @@ const (
 	serviceRunInstances     = "instance_run"
 	serviceDescribeImages   = "image_get_by_id"
 	serviceAssignIpv6Prefix = "instance_assign_ipv6_prefixes"
+	serviceStopInstance     = "instance_stop"
+	serviceStartInstance    = "instance_start"
 )
 
 // apiService names an EC2 operation's call in the service label.
@@ -43,6 +45,10 @@ func apiService(operation string, input any) string {
 		return serviceDescribeImages
 	case "AssignIpv6Addresses":
 		return serviceAssignIpv6Prefix
+	case "StopInstances":
+		return serviceStopInstance
+	case "StartInstances":
+		return serviceStartInstance
 	}
 	return operation
 }

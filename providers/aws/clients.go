@@ -30,6 +30,8 @@ type ec2API struct {
 	DescribeImages                  func(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
 	ModifyNetworkInterfaceAttribute func(context.Context, *ec2.ModifyNetworkInterfaceAttributeInput, ...func(*ec2.Options)) (*ec2.ModifyNetworkInterfaceAttributeOutput, error)
 	AssignIpv6Addresses             func(context.Context, *ec2.AssignIpv6AddressesInput, ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error)
+	StopInstances                   func(context.Context, *ec2.StopInstancesInput, ...func(*ec2.Options)) (*ec2.StopInstancesOutput, error)
+	StartInstances                  func(context.Context, *ec2.StartInstancesInput, ...func(*ec2.Options)) (*ec2.StartInstancesOutput, error)
 }
 
 func newEC2API(c *ec2.Client) *ec2API {
@@ -40,6 +42,8 @@ func newEC2API(c *ec2.Client) *ec2API {
 		DescribeImages:                  c.DescribeImages,
 		ModifyNetworkInterfaceAttribute: c.ModifyNetworkInterfaceAttribute,
 		AssignIpv6Addresses:             c.AssignIpv6Addresses,
+		StopInstances:                   c.StopInstances,
+		StartInstances:                  c.StartInstances,
 	}
 }
 

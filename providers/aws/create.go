@@ -60,6 +60,10 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	if err != nil {
 		return nil, err
 	}
+	mode, err := standbyMode(req.MachineClass)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "region", r.spec.Region)
@@ -81,6 +85,10 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 		return nil, err
 	}
 	input := runInput(r.spec, name, userData, rootDevice, placement)
+	if mode == modeHibernate {
+		// EC2 hibernates only instances launched with hibernation configured.
+		input.HibernationOptions = &ec2types.HibernationOptionsRequest{Configured: aws.Bool(true)}
+	}
 	inst, err := d.run(ctx, r, req.Machine, req.MachineClass, input, log)
 	if err != nil {
 		return nil, err

@@ -203,6 +203,10 @@ func classify(spec *ProviderSpec, e awsError) (driver.Code, string) {
 		return driver.InvalidArgument, "fix providerSpec.capacityReservation"
 	case strings.HasPrefix(e.code, "InvalidPlacementGroup.") || e.code == "InvalidHostID.NotFound":
 		return driver.InvalidArgument, "fix providerSpec.placement"
+	case e.code == "UnsupportedHibernationConfiguration":
+		return driver.InvalidArgument, "the class asks for hibernation (annotation " + kit.StandbyModeAnnotation + ": hibernate), which EC2 allows only for instances launched with it and an encrypted root volume: set providerSpec.blockDevices' root ebs.encrypted: true, or remove the annotation"
+	case e.code == "UnsupportedOperation":
+		return driver.FailedPrecondition, "EC2 does not allow this for the instance (e.g. stopping a one-time spot instance): standby needs on-demand instances"
 	case e.code == "IdempotentParameterMismatch":
 		return driver.Aborted, "an earlier request with this machine's client token had other parameters; retry"
 	}

@@ -148,6 +148,7 @@ type state struct {
 	instLimit    int                  // instances allowed; 0: unlimited
 	startDelay   time.Duration
 	stopDelay    time.Duration
+	boot         BootDelays
 	describeLag  int
 	failLaunch   []string // state reason codes of the next launches that EC2 gives up on
 	imdsRole     string   // instance profile role IMDS serves credentials for; "" serves none
@@ -247,8 +248,9 @@ type Instance struct {
 	CoreCount       int32             `json:",omitempty"`
 	ThreadsPerCore  int32             `json:",omitempty"`
 	MetadataOptions map[string]string `json:",omitempty"`
-	visibleAfter    int               // DescribeInstances calls that still miss it (SetDescribeLag)
-	failReason      string            // set: terminated on the next look, with this state reason
+	power
+	visibleAfter int    // DescribeInstances calls that still miss it (SetDescribeLag)
+	failReason   string // set: terminated on the next look, with this state reason
 }
 
 // Device is a block device of an instance.
@@ -590,7 +592,7 @@ func (c *Cloud) State() State {
 }
 
 // advanceLocked applies the state transitions that are due: pending → running after the start
-// delay, shutting-down → terminated after the stop delay (deleting what goes with the instance),
+// delay (a start's: BootDelays.Starting), stopping → stopped (power.go), shutting-down → terminated after the stop delay (deleting what goes with the instance),
 // terminated → expired after the retention.
 func (c *state) advanceLocked() {
 	now := c.clock.Now()
@@ -602,9 +604,11 @@ func (c *state) advanceLocked() {
 				i.StateReason = i.failReason
 				continue
 			}
-			if !now.Before(i.LaunchTime.Add(c.startDelay)) {
-				i.State = StateRunning
+			if due := c.pendingUntilLocked(i); !now.Before(due) {
+				i.State, i.RunningAt = StateRunning, due
 			}
+		case StateStopping:
+			c.advancePowerLocked(i, now)
 		case StateShuttingDown:
 			if !now.Before(i.ShutdownAt.Add(c.stopDelay)) {
 				c.terminatedLocked(i)

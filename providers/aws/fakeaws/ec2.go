@@ -23,6 +23,7 @@ var (
 // stateReasons are the messages EC2 gives with state reason codes.
 var stateReasons = map[string]string{
 	"Client.UserInitiatedShutdown":        "User initiated shutdown",
+	"Client.UserInitiatedHibernate":       "User initiated hibernate",
 	"Server.InsufficientInstanceCapacity": "Insufficient capacity to satisfy instance request",
 	"Server.SpotInstanceTermination":      "Spot instance termination",
 	"Server.InternalError":                "Internal error on launch",
@@ -35,6 +36,8 @@ func (c *Cloud) ec2Actions() map[string]func(params) (any, *apiError) {
 		"RunInstances":                    c.apiInstances.runInstances,
 		"DescribeInstances":               c.apiInstances.describeInstances,
 		"TerminateInstances":              c.apiInstances.terminateInstances,
+		"StopInstances":                   c.apiInstances.stopInstances,
+		"StartInstances":                  c.apiInstances.startInstances,
 		"ModifyInstanceAttribute":         c.apiInstances.modifyInstanceAttribute,
 		"DescribeNetworkInterfaces":       c.apiNetwork.describeNetworkInterfaces,
 		"ModifyNetworkInterfaceAttribute": c.apiNetwork.modifyNetworkInterfaceAttribute,
@@ -169,6 +172,10 @@ func (c *instancesAPI) runInstances(p params) (any, *apiError) {
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	hibernation, _ := p.boolean("HibernationOptions.Configured")
+	if apiErr := checkHibernation(hibernation, volumes); apiErr != nil {
+		return nil, apiErr
+	}
 	tags, apiErr := tagSpecs(p)
 	if apiErr != nil {
 		return nil, apiErr
@@ -255,7 +262,7 @@ func (c *instancesAPI) runInstances(p params) (any, *apiError) {
 			ID: c.newIDLocked("i"), ReservationID: resID, ImageID: imageID, InstanceType: itype, KeyName: p.str("KeyName"),
 			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: maps.Clone(tags["instance"]),
 			IAMProfileARN: profileARN, UserData: p.str("UserData"), Tenancy: tenancy, Partition: partition,
-			visibleAfter: c.describeLag,
+			visibleAfter: c.describeLag, power: power{Hibernation: hibernation},
 		}
 		inst.EbsOptimized, _ = p.boolean("EbsOptimized")
 		inst.Monitoring, _ = p.boolean("Monitoring.Enabled")
@@ -607,7 +614,7 @@ func (c *instancesAPI) xmlInstanceLocked(i *Instance) xmlInstance {
 		MonitoringState: "disabled", SubnetID: i.SubnetID, VpcID: i.VpcID, PrivateIPAddress: i.PrivateIP,
 		Architecture: InstanceTypes[i.InstanceType].Arch, RootDeviceType: "ebs", VirtualizationType: "hvm", ClientToken: i.ClientToken,
 		TagSet: xmlTags(i.Tags), Hypervisor: "xen", InstanceLifecycle: i.Lifecycle, SpotInstanceRequestID: i.SpotRequestID,
-		EbsOptimized: i.EbsOptimized, CapacityReservationID: i.Reservation,
+		EbsOptimized: i.EbsOptimized, CapacityReservationID: i.Reservation, HibernationOptions: xmlHibernation{Configured: i.Hibernation},
 		MetadataOptions: xmlMetadataOptions{State: "applied", HTTPTokens: "optional", HTTPPutResponseHopLimit: "1", HTTPEndpoint: "enabled", HTTPProtocolIpv6: "disabled"},
 	}
 	if i.Tenancy != "" {

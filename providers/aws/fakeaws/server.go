@@ -230,6 +230,10 @@ func setRequestID(answer any, id string) {
 		a.RequestID = id
 	case *terminateInstancesResponse:
 		a.RequestID = id
+	case *stopInstancesResponse:
+		a.RequestID = id
+	case *startInstancesResponse:
+		a.RequestID = id
 	case *describeImagesResponse:
 		a.RequestID = id
 	case *describeVolumesResponse:

@@ -189,6 +189,11 @@ type xmlInstance struct {
 	CPUOptions            *xmlCPUOptions     `xml:"cpuOptions,omitempty"`
 	CapacityReservationID string             `xml:"capacityReservationId,omitempty"`
 	MetadataOptions       xmlMetadataOptions `xml:"metadataOptions"`
+	HibernationOptions    xmlHibernation     `xml:"hibernationOptions"`
+}
+
+type xmlHibernation struct {
+	Configured bool `xml:"configured"`
 }
 
 type xmlReservation struct {

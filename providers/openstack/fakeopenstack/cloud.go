@@ -135,6 +135,9 @@ type state struct {
 	volumes     map[string]*Volume
 	order       int // creation sequence, for stable listings
 
+	power         PowerTimes
+	failUnshelves int // unshelves the scheduler finds no host for
+
 	late       []*http.Request // held by ActsLate faults until ActLate
 	failBuilds []ServerFault   // the faults the next server builds end with, in order
 }
@@ -301,6 +304,9 @@ type Request struct {
 	// Op is "<service> <METHOD> <route>", e.g. "identity POST /v3/auth/tokens" or
 	// "compute POST /servers"; routes name path parameters {id}: "compute GET /servers/{id}".
 	Op string `json:"op"`
+	// Action is the server action of a "compute POST /servers/{id}/action" request: os-stop,
+	// os-start, shelve, unshelve.
+	Action string `json:"action,omitempty"`
 	// Rejected is set when the request was answered 401 because its token was missing, unknown
 	// or expired.
 	Rejected bool `json:"rejected,omitempty"`
@@ -419,6 +425,9 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Compute-Request-Id", reqID)
 	}
 	record := Request{Time: time.Now(), Op: service + " " + r.Method + " " + route(service, rest)}
+	if strings.HasSuffix(record.Op, "/action") {
+		record.Action = peekAction(r)
+	}
 	defer func() { c.Requests.Add(record) }()
 	c.st.mu.Lock()
 	c.st.advance()
@@ -507,7 +516,7 @@ func route(service, rest string) string {
 	}
 	parts := strings.Split(strings.Trim(rest, "/"), "/")
 	for i, p := range parts {
-		if i == 0 || p == "detail" || p == "tags" || p == "tokens" || p == "auth" || p == "v3" || p == "v2.0" || p == "v2" || p == "metadata" {
+		if i == 0 || p == "detail" || p == "tags" || p == "tokens" || p == "auth" || p == "v3" || p == "v2.0" || p == "v2" || p == "metadata" || p == "action" {
 			continue
 		}
 		if i == 1 && (parts[0] == "v2.0" || parts[0] == "v2" || parts[0] == "v3") {
@@ -539,8 +548,10 @@ func (c *state) advance() {
 				s.TaskState = ""
 				s.VMState = "active"
 				s.PowerState = 1
+				s.activeAt = s.buildDone
 			}
 		}
+		c.advancePower(s, now)
 	}
 	for _, v := range c.volumes {
 		if v.Status == "creating" && !now.Before(v.readyAt) {

@@ -16,6 +16,10 @@ const (
 	OpCreateServer = "compute POST /servers"
 	OpCreatePort   = "network POST /v2.0/ports"
 	OpCreateVolume = "volume POST /volumes"
+	// OpServerAction is the journal's operation of server actions (os-stop, os-start, shelve,
+	// unshelve; Request.Action tells them apart). A fault for one server's actions takes
+	// "compute POST /servers/<id>/action".
+	OpServerAction = "compute POST /servers/{id}/action"
 )
 
 // Fault makes matching requests fail before they reach the service.

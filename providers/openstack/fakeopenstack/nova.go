@@ -75,6 +75,9 @@ type Server struct {
 	failBuild  *ServerFault
 	deleting   bool
 	deleteDone time.Time
+	task       *powerTask // a power action under way (power.go)
+	activeAt   time.Time  // when it last became ACTIVE
+	resumes    int        // os-starts and unshelves that made it ACTIVE again
 }
 
 type serverCreate struct {
@@ -124,6 +127,8 @@ func (c *nova) serveCompute(w http.ResponseWriter, r *http.Request, rest string)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"server": c.serverView(s)})
+	case p[0] == "servers" && len(p) == 3 && p[2] == "action" && r.Method == http.MethodPost:
+		c.serverAction(w, r, p[1])
 	case p[0] == "servers" && len(p) == 3 && p[2] == "metadata" && r.Method == http.MethodGet:
 		s := c.servers[p[1]]
 		if s == nil {
