@@ -135,6 +135,8 @@ type state struct {
 	quota     map[string]int                             // location -> regional vCPU limit
 	skuOff    map[string]bool                            // "location/size/zone" ("" zone = whole location)
 	allocFail []string                                   // codes for the next VM creations' LROs
+	power     map[string]string                          // VM power states other than running, by VM key
+	startFail []string                                   // codes for the next starts of deallocated VMs
 	lroPolls  int
 	opPolls   map[string]int // per-operation override of lroPolls
 	pageSize  int
@@ -173,6 +175,7 @@ func New(Options) *Cloud {
 		images:         map[string]*armcompute.VirtualMachineImage{},
 		quota:          map[string]int{},
 		skuOff:         map[string]bool{},
+		power:          map[string]string{},
 		lroPolls:       2,
 		opPolls:        map[string]int{},
 		pageSize:       2,
@@ -243,6 +246,7 @@ func (c *state) deleteGroupLocked(name string) {
 	for k := range c.vms {
 		if strings.HasPrefix(k, rg+"/") {
 			delete(c.vms, k)
+			delete(c.power, k)
 		}
 	}
 	for k := range c.nics {
