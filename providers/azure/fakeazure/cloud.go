@@ -368,6 +368,8 @@ type Resource struct {
 	Tags              map[string]string
 	// AttachedTo is the VM a NIC or disk is attached to ("" when free).
 	AttachedTo string
+	// PowerState is a VM's power state (PowerRunning, PowerDeallocated, ...).
+	PowerState string `json:",omitempty"`
 }
 
 // Resources lists every VM, NIC and disk, sorted by type and name.
@@ -376,7 +378,7 @@ func (c *Cloud) Resources() []Resource {
 	defer c.st.mu.Unlock()
 	var out []Resource
 	for k, vm := range c.st.vms {
-		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags)})
+		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags), PowerState: c.st.powerOf(k)})
 	}
 	for k, nic := range c.st.nics {
 		r := Resource{Type: "nic", ResourceGroup: rgOf(k), Name: deref(nic.Name), Tags: flatTags(nic.Tags)}

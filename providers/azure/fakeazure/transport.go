@@ -269,15 +269,17 @@ func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 	}
 }
 
-// pendingOf returns the keys of the abandoned LROs of resKey's resource: its own and those of the
-// actions on it (".../virtualMachines/vm-1/deallocate" belongs to ".../virtualMachines/vm-1").
+// pendingOf returns the keys of the abandoned LROs a request on resKey waits for: resKey's own and
+// those of the actions on its resource (".../virtualMachines/vm-1/deallocate" is an action on
+// ".../virtualMachines/vm-1"). An action does not finish the resource's own create or update: Azure
+// refuses actions while those run.
 func (t *Transport) pendingOf(resKey string) []string {
 	root := resourceRoot(resKey)
 	t.c.st.mu.Lock()
 	defer t.c.st.mu.Unlock()
 	var keys []string
 	for k := range t.c.st.pending {
-		if k == resKey || resourceRoot(k) == root {
+		if k == resKey || (k != root && resourceRoot(k) == root) {
 			keys = append(keys, k)
 		}
 	}
