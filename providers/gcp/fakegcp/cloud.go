@@ -99,11 +99,13 @@ type state struct {
 	subjects map[string]string         // workload identity subject token -> principal
 	tokens   map[string]string         // access token -> principal
 
-	opDelay  time.Duration
-	waitMax  time.Duration
-	pageSize int
-	nextID   uint64
-	nextIP   int
+	opDelay time.Duration
+	// kindDelay overrides opDelay for the operations of a kind (insert, start, ...).
+	kindDelay map[string]time.Duration
+	waitMax   time.Duration
+	pageSize  int
+	nextID    uint64
+	nextIP    int
 
 	contract    *Contract // nil: requests and answers are not checked
 	contractErr error     // why there is no contract
