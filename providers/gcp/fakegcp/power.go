@@ -7,6 +7,8 @@ import (
 	"time"
 
 	compute "google.golang.org/api/compute/v1"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // Operations that stop and start instances.
@@ -188,4 +190,11 @@ func (c *Cloud) SetRealisticDelays(second time.Duration) {
 	for kind, s := range realisticSeconds {
 		c.st.kindDelay[kind] = time.Duration(s) * second
 	}
+}
+
+// StockoutNextStart makes the next times starts or resumes (op: OpStartInstance or
+// OpResumeInstance) end in ZONE_RESOURCE_POOL_EXHAUSTED, the instance left stopped or suspended
+// (0: every one until ClearFaults).
+func StockoutNextStart(op string, times int) Fault {
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, OpErr: Stockout()}
 }
