@@ -7,7 +7,8 @@
 // Transport plugs into the real SDK clients through ClientOptions.Transport, so the real pipeline
 // runs: bearer-token authentication through azidentity, the retry policy with Retry-After, LRO
 // pollers, pagers and ARM error parsing. Long-running operations pass through in-progress states
-// (provisioningState Creating/Deleting) before they complete. Every response carries an
+// (provisioningState Creating/Deleting) before they complete. VMs have power states (PowerState/
+// running, deallocated, ...) that deallocate, power-off and start change (power.go). Every response carries an
 // x-ms-request-id. Faults are switched on per operation (Inject, SetCoreQuota,
 // SetSkuUnavailable, FailNextAllocation, SetLROPolls) and every request is counted with its time
 // (Requests), so tests can check that Retry-After was honoured.

@@ -17,7 +17,8 @@
 // (maxResults, pageToken) and zonal operation lists. Inserts are checked the way Compute Engine
 // checks them (machine type in the zone, image, disk type, network, subnetwork, accelerator and
 // labels), vCPU quotas are counted per region, Spot and preemptible instances can be preempted
-// (Preempt), and fault switches make requests or operations fail: stockouts
+// (Preempt), instances are stopped, started, suspended and resumed through Compute Engine's states
+// with its refusals (power.go), and fault switches make requests or operations fail: stockouts
 // (ZONE_RESOURCE_POOL_EXHAUSTED), quota (QUOTA_EXCEEDED), rate limits (rateLimitExceeded), 5xx,
 // slow operations and denied permissions. Every request is recorded with its time.
 package fakegcp
