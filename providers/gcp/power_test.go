@@ -146,8 +146,12 @@ func TestSuspendRefusals(t *testing.T) {
 		{"gpu", func(in *compute.Instance) {
 			in.GuestAccelerators = []*compute.AcceleratorConfig{{AcceleratorType: "nvidia-tesla-t4", AcceleratorCount: 1}}
 		}, "GPUs"},
-		{"gpu-family", func(in *compute.Instance) { in.MachineType = strings.Replace(in.MachineType, "n2-standard-2", "a2-highgpu-1g", 1) }, "GPUs"},
-		{"memory", func(in *compute.Instance) { in.MachineType = strings.Replace(in.MachineType, "n2-standard-2", "m1-megamem-96", 1) }, "208 GB"},
+		{"gpu-family", func(in *compute.Instance) {
+			in.MachineType = strings.Replace(in.MachineType, "n2-standard-2", "a2-highgpu-1g", 1)
+		}, "GPUs"},
+		{"memory", func(in *compute.Instance) {
+			in.MachineType = strings.Replace(in.MachineType, "n2-standard-2", "m1-megamem-96", 1)
+		}, "208 GB"},
 		{"local-ssd", func(in *compute.Instance) {
 			in.Disks = append(in.Disks, &compute.AttachedDisk{Type: "SCRATCH", Interface: "NVME", DeviceName: "local-ssd-1"})
 		}, "Local SSD"},
