@@ -60,7 +60,7 @@ func TestStopDeallocatesByDefaultAndStartKeepsIdentity(t *testing.T) {
 		if err := e.stopIn(class, "m-1"); err != nil {
 			t.Fatalf("StopMachine: %v", err)
 		}
-		if got := e.cloud.PowerState(testRG, "m-1"); got != fakeazure.PowerDeallocated {
+		if got := e.cloud.Power.State(testRG, "m-1"); got != fakeazure.PowerDeallocated {
 			t.Errorf("power state after StopMachine = %q; want %q", got, fakeazure.PowerDeallocated)
 		}
 		if n, m := e.calls(fakeazure.OpDeallocateVM), e.calls(fakeazure.OpPowerOffVM); n != 1 || m != 0 {
@@ -74,7 +74,7 @@ func TestStopDeallocatesByDefaultAndStartKeepsIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("StartMachine: %v", err)
 		}
-		if got := e.cloud.PowerState(testRG, "m-1"); got != fakeazure.PowerRunning {
+		if got := e.cloud.Power.State(testRG, "m-1"); got != fakeazure.PowerRunning {
 			t.Errorf("power state after StartMachine = %q; want running", got)
 		}
 		if started.ProviderID != created.ProviderID || started.NodeName != created.NodeName || len(started.Addresses) != len(created.Addresses) {
@@ -95,18 +95,18 @@ func TestPowerOffModeKeepsTheHost(t *testing.T) {
 	if err := e.stopIn(class, "m-1"); err != nil {
 		t.Fatalf("StopMachine: %v", err)
 	}
-	if got := e.cloud.PowerState(testRG, "m-1"); got != fakeazure.PowerStopped {
+	if got := e.cloud.Power.State(testRG, "m-1"); got != fakeazure.PowerStopped {
 		t.Errorf("power state = %q; want stopped", got)
 	}
 	if n, m := e.calls(fakeazure.OpPowerOffVM), e.calls(fakeazure.OpDeallocateVM); n != 1 || m != 0 {
 		t.Errorf("StopMachine sent %d power-off and %d deallocate requests; want 1 and 0", n, m)
 	}
-	e.cloud.FailNextStart("AllocationFailed")
+	e.cloud.Power.FailNextStart("AllocationFailed")
 	if _, err := e.startIn(class, "m-1"); err != nil {
 		t.Fatalf("StartMachine of a powered-off VM = %v; want OK (it keeps its host)", err)
 	}
 	// A deallocated VM can also be "stopped" in poweroff mode: it is more than stopped already.
-	e.cloud.SetPowerState(testRG, "m-1", fakeazure.PowerDeallocated)
+	e.cloud.Power.Set(testRG, "m-1", fakeazure.PowerDeallocated)
 	e.cloud.Requests.Reset()
 	if err := e.stopIn(class, "m-1"); err != nil {
 		t.Fatalf("StopMachine of a deallocated VM in poweroff mode: %v", err)
@@ -135,11 +135,11 @@ func TestPowerIsIdempotent(t *testing.T) {
 	if n := e.calls(fakeazure.OpDeallocateVM); n != 1 {
 		t.Errorf("two StopMachine calls sent %d deallocate requests; want 1", n)
 	}
-	e.cloud.SetPowerState(testRG, "m-1", fakeazure.PowerDeallocating)
+	e.cloud.Power.Set(testRG, "m-1", fakeazure.PowerDeallocating)
 	if err := e.stopIn(e.class, "m-1"); err != nil || e.calls(fakeazure.OpDeallocateVM) != 1 {
 		t.Errorf("StopMachine of a deallocating VM = %v after %d deallocate requests; want OK without a new one", err, e.calls(fakeazure.OpDeallocateVM))
 	}
-	e.cloud.SetPowerState(testRG, "m-1", fakeazure.PowerStarting)
+	e.cloud.Power.Set(testRG, "m-1", fakeazure.PowerStarting)
 	if _, err := e.startIn(e.class, "m-1"); err != nil || e.calls(fakeazure.OpStartVM) != 0 {
 		t.Errorf("StartMachine of a starting VM = %v after %d start requests; want OK without one", err, e.calls(fakeazure.OpStartVM))
 	}
@@ -163,7 +163,7 @@ func TestPowerRefusals(t *testing.T) {
 	if n := e.cloud.Requests.Len(); n != 0 {
 		t.Errorf("a bad mode sent %d requests to Azure; want none", n)
 	}
-	if got := e.cloud.PowerState(testRG, "m-1"); got != fakeazure.PowerRunning {
+	if got := e.cloud.Power.State(testRG, "m-1"); got != fakeazure.PowerRunning {
 		t.Errorf("power state after refused calls = %q; want running", got)
 	}
 
@@ -174,14 +174,14 @@ func TestPowerRefusals(t *testing.T) {
 	if err := e.stopIn(e.class, "m-foreign"); !driver.IsCode(err, driver.NotFound) {
 		t.Errorf("StopMachine of an untagged VM = %v; want NotFound", err)
 	}
-	if got := e.cloud.PowerState(testRG, "m-foreign"); got != fakeazure.PowerRunning {
+	if got := e.cloud.Power.State(testRG, "m-foreign"); got != fakeazure.PowerRunning {
 		t.Errorf("the untagged VM was touched: power state %q", got)
 	}
 
 	vm, _ := e.cloud.VM(testRG, "m-1")
 	vm.Properties.ProvisioningState = ptr.To(fakeazure.StateFailed)
 	e.cloud.PutVM(testRG, vm)
-	e.cloud.SetPowerState(testRG, "m-1", fakeazure.PowerDeallocated)
+	e.cloud.Power.Set(testRG, "m-1", fakeazure.PowerDeallocated)
 	if _, err := e.startIn(e.class, "m-1"); !driver.IsCode(err, driver.Internal) || !strings.Contains(err.Error(), "Failed") {
 		t.Errorf("StartMachine of a VM in provisioning state Failed = %v; want Internal saying so", err)
 	}
@@ -196,12 +196,12 @@ func TestStartWithoutCapacityIsResourceExhausted(t *testing.T) {
 		if err := e.stopIn(e.class, "m-1"); err != nil {
 			t.Fatal(err)
 		}
-		e.cloud.FailNextStart(code)
+		e.cloud.Power.FailNextStart(code)
 		_, err := e.startIn(e.class, "m-1")
 		if !driver.IsCode(err, driver.ResourceExhausted) || !strings.Contains(err.Error(), code) {
 			t.Errorf("StartMachine without capacity (%s) = %v; want ResourceExhausted naming the code", code, err)
 		}
-		if got := e.cloud.PowerState(testRG, "m-1"); got != fakeazure.PowerDeallocated {
+		if got := e.cloud.Power.State(testRG, "m-1"); got != fakeazure.PowerDeallocated {
 			t.Errorf("power state after a failed start = %q; want deallocated", got)
 		}
 		if _, err := e.startIn(e.class, "m-1"); err != nil {

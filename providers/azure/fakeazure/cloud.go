@@ -93,6 +93,8 @@ type Cloud struct {
 	Faults fakekit.Faults[Fault]
 	// Requests are the requests the cloud answered (fakekit.Journal: All, For, Len, Reset).
 	Requests fakekit.Journal[Request]
+	// Power reads and sets the VMs' power states and fails starts (State, Set, FailNextStart).
+	Power Power
 
 	st        *state
 	login     loginAPI
@@ -185,7 +187,7 @@ func New(Options) *Cloud {
 		pagers:         map[string]pendingPager{},
 		nextIP:         map[string]int{},
 	}
-	c := &Cloud{st: st, compute: computeAPI{st}, network: networkAPI{st}, resources: resourcesAPI{st}}
+	c := &Cloud{st: st, compute: computeAPI{st}, network: networkAPI{st}, resources: resourcesAPI{st}, Power: Power{st}}
 	c.login = loginAPI{state: st, faults: &c.Faults}
 	c.transport = newTransport(c)
 	return c

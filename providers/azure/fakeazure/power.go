@@ -29,32 +29,35 @@ const (
 	OpInstanceView = "VirtualMachinesClient.InstanceView"
 )
 
-// PowerState is the power state of a stored VM ("" when there is no such VM). A VM is running
-// from the moment its creation succeeds.
-func (c *Cloud) PowerState(resourceGroup, name string) string {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	if _, ok := c.st.vms[key(resourceGroup, name)]; !ok {
+// Power reads and sets the VMs' power states: Cloud.Power.
+type Power struct{ st *state }
+
+// State is the power state of a stored VM ("" when there is no such VM). A VM is running from
+// the moment it is created.
+func (p Power) State(resourceGroup, name string) string {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	if _, ok := p.st.vms[key(resourceGroup, name)]; !ok {
 		return ""
 	}
-	return c.st.powerOf(key(resourceGroup, name))
+	return p.st.powerOf(key(resourceGroup, name))
 }
 
-// SetPowerState sets a stored VM's power state, as someone acting in the portal would.
-func (c *Cloud) SetPowerState(resourceGroup, name, state string) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.power[key(resourceGroup, name)] = state
+// Set sets a stored VM's power state, as someone acting in the portal would.
+func (p Power) Set(resourceGroup, name, state string) {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.power[key(resourceGroup, name)] = state
 }
 
 // FailNextStart makes the LRO of the next start of a deallocated VM fail with code
 // (AllocationFailed, ZonalAllocationFailed, ...), as Azure does when it cannot find the VM a host
 // again: the VM stays deallocated. A VM that was only stopped keeps its host, so its start never
 // meets this. Calls queue up.
-func (c *Cloud) FailNextStart(code string) {
-	c.st.mu.Lock()
-	defer c.st.mu.Unlock()
-	c.st.startFail = append(c.st.startFail, code)
+func (p Power) FailNextStart(code string) {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.startFail = append(p.st.startFail, code)
 }
 
 // powerOf is the power state of the VM at k. Callers hold c.mu.

@@ -71,7 +71,7 @@ func TestDeallocateAndStartPassThroughTheirStates(t *testing.T) {
 		t.Errorf("OS disk after deallocate = %+v; want it kept and attached", d)
 	}
 
-	c.FailNextStart("ZonalAllocationFailed")
+	c.Power.FailNextStart("ZonalAllocationFailed")
 	sp, err := cl.vms.BeginStart(ctx, rg, "vm", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -120,15 +120,15 @@ func TestAbandonedDeallocateFinishesBeforeTheNextAction(t *testing.T) {
 	if _, err := cl.vms.BeginDeallocate(ctx, rg, "vm", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.PowerState(rg, "vm"); got != fakeazure.PowerDeallocating {
+	if got := c.Power.State(rg, "vm"); got != fakeazure.PowerDeallocating {
 		t.Fatalf("power state = %q; want deallocating", got)
 	}
 	sp, err := cl.vms.BeginStart(ctx, rg, "vm", nil)
 	if err == nil {
 		_, err = sp.PollUntilDone(ctx, fast)
 	}
-	if err != nil || c.PowerState(rg, "vm") != fakeazure.PowerRunning {
-		t.Fatalf("start after an abandoned deallocate = %v, power %q; want running", err, c.PowerState(rg, "vm"))
+	if err != nil || c.Power.State(rg, "vm") != fakeazure.PowerRunning {
+		t.Fatalf("start after an abandoned deallocate = %v, power %q; want running", err, c.Power.State(rg, "vm"))
 	}
 }
 

@@ -3,6 +3,7 @@ package fakegcp
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,8 +60,8 @@ func (c *computeAPI) powerLocked(req *http.Request, r route, opErr *OperationErr
 	p := powers[r.op]
 	target := fmt.Sprintf("zones/%s/instances/%s", r.zone, r.name)
 	refuse := c.refusalLocked(req, r.op, in)
-	acts := refuse == nil && contains(p.from, in.Status)
-	if refuse == nil && !acts && !contains(p.done, in.Status) {
+	acts := refuse == nil && slices.Contains(p.from, in.Status)
+	if refuse == nil && !acts && !slices.Contains(p.done, in.Status) {
 		refuse = wrongState(p.verb, in.Status)
 	}
 	id, from := in.Id, in.Status
@@ -110,7 +111,7 @@ func (c *computeAPI) refusalLocked(req *http.Request, op string, in *compute.Ins
 		}
 	case OpSuspendInstance:
 		mt := lastSegment(in.MachineType)
-		if len(in.GuestAccelerators) > 0 || hasPrefix(mt, gpuFamilies) {
+		if len(in.GuestAccelerators) > 0 || slices.ContainsFunc(gpuFamilies, func(p string) bool { return strings.HasPrefix(mt, p) }) {
 			return unsupported("You cannot suspend an instance that has GPUs attached.")
 		}
 		if tooMuchMemory(mt) {
@@ -150,24 +151,6 @@ func wrongState(verb, state string) *OperationError {
 
 func unsupported(format string, args ...any) *OperationError {
 	return &OperationError{Code: "UNSUPPORTED_OPERATION", HTTPStatus: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-func hasPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // Typical durations on Compute Engine, as seconds: an instance is RUNNING about 40 s after its
