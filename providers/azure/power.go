@@ -55,11 +55,7 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 	if err != nil {
 		return nil, err
 	}
-	stopped := []string{powerDeallocating, powerDeallocated}
-	if mode == ModePowerOff {
-		stopped = append(stopped, powerStopping, powerStopped)
-	}
-	if slices.Contains(stopped, t.power) {
+	if stoppedFor(mode, t.power) {
 		return &driver.StopMachineResponse{}, nil
 	}
 	d.log.Info("azure: stopping VM", "machine", t.name, "resourceGroup", t.spec.ResourceGroup, "mode", mode, "power", t.power)
@@ -101,7 +97,7 @@ func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineReque
 	if err != nil {
 		return nil, err
 	}
-	if t.power != powerRunning && t.power != powerStarting {
+	if !running(t.power) {
 		if strings.EqualFold(t.provisioning, "Failed") {
 			return nil, driver.Errorf(driver.Internal, "azure: VM %q in resource group %q is in provisioning state Failed and cannot be started: delete the machine so that a new VM is made", t.name, t.spec.ResourceGroup)
 		}
@@ -120,6 +116,19 @@ func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineReque
 		Addresses:  d.addresses(ctx, t.cs, t.spec, t.name),
 	}, nil
 }
+
+// stoppedFor reports whether a VM in power state is stopped as mode asks: deallocated (or on the
+// way) for deallocate; also only stopped for poweroff. An unknown state is not.
+func stoppedFor(mode, power string) bool {
+	stopped := []string{powerDeallocating, powerDeallocated}
+	if mode == ModePowerOff {
+		stopped = append(stopped, powerStopping, powerStopped)
+	}
+	return slices.Contains(stopped, power)
+}
+
+// running reports whether a VM in power state runs or is starting.
+func running(power string) bool { return power == powerRunning || power == powerStarting }
 
 // powerTarget is the VM a power call acts on, with its states.
 type powerTarget struct {

@@ -236,3 +236,29 @@ func TestPowerFaults(t *testing.T) {
 		t.Errorf("StartMachine after the faults = %v; want OK", err)
 	}
 }
+
+// TestPowerDecisions: which power states a stop in each mode leaves alone, and which a start does.
+func TestPowerDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		power                            string
+		deallocated, poweredOff, running bool
+	}{
+		{powerRunning, false, false, true},
+		{powerStarting, false, false, true},
+		{powerStopping, false, true, false},
+		{powerStopped, false, true, false},
+		{powerDeallocating, true, true, false},
+		{powerDeallocated, true, true, false},
+		{"", false, false, false},
+	} {
+		if got := stoppedFor(ModeDeallocate, tc.power); got != tc.deallocated {
+			t.Errorf("stoppedFor(deallocate, %q) = %v; want %v", tc.power, got, tc.deallocated)
+		}
+		if got := stoppedFor(ModePowerOff, tc.power); got != tc.poweredOff {
+			t.Errorf("stoppedFor(poweroff, %q) = %v; want %v", tc.power, got, tc.poweredOff)
+		}
+		if got := running(tc.power); got != tc.running {
+			t.Errorf("running(%q) = %v; want %v", tc.power, got, tc.running)
+		}
+	}
+}

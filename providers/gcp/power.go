@@ -58,11 +58,13 @@ func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest
 		return nil, err
 	}
 	verb, err := stopVerb(mode, t.in)
-	if err != nil || verb == "" {
-		return responseOrNil(&driver.StopMachineResponse{}, err)
-	}
-	if err := d.powerCall(ctx, t, verb); err != nil {
+	if err != nil {
 		return nil, err
+	}
+	if verb != "" {
+		if err := d.powerCall(ctx, t, verb); err != nil {
+			return nil, err
+		}
 	}
 	return &driver.StopMachineResponse{}, nil
 }
@@ -205,13 +207,6 @@ func (d *Driver) powerCall(ctx context.Context, t *powerTarget, verb string) err
 		return statusOf(what, err)
 	}
 	return nil
-}
-
-func responseOrNil[T any](resp *T, err error) (*T, error) {
-	if err != nil {
-		return nil, err
-	}
-	return resp, nil
 }
 
 var _ driver.PowerDriver = (*Driver)(nil)

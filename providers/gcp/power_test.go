@@ -301,3 +301,42 @@ func mustCredentials(t *testing.T, e *testEnv) credentials {
 	}
 	return creds
 }
+
+// TestPowerDecisions: what a stop in each mode and a start do with an instance in each status.
+func TestPowerDecisions(t *testing.T) {
+	for _, tc := range []struct {
+		status             string
+		stop, suspend, run string // the call, "" for none, "!" for a refusal
+	}{
+		{"RUNNING", verbStop, verbSuspend, ""},
+		{"PROVISIONING", verbStop, "!", ""},
+		{"STAGING", verbStop, "!", ""},
+		{"STOPPING", "", "", "!"},
+		{"TERMINATED", "", "", verbStart},
+		{"SUSPENDING", "", "", "!"},
+		{"SUSPENDED", "", "", verbResume},
+		{"REPAIRING", verbStop, "!", "!"},
+	} {
+		in := &compute.Instance{Name: "m-1", Status: tc.status, MachineType: "zones/z/machineTypes/n2-standard-2"}
+		for _, c := range []struct {
+			name string
+			want string
+			got  func() (string, error)
+		}{
+			{"stop", tc.stop, func() (string, error) { return stopVerb(ModeStop, in) }},
+			{"suspend", tc.suspend, func() (string, error) { return stopVerb(ModeSuspend, in) }},
+			{"start", tc.run, func() (string, error) { return startVerb(in) }},
+		} {
+			got, err := c.got()
+			if c.want == "!" {
+				if !driver.IsCode(err, driver.Unavailable) {
+					t.Errorf("%s of a %s instance = %q, %v; want Unavailable", c.name, tc.status, got, err)
+				}
+				continue
+			}
+			if err != nil || got != c.want {
+				t.Errorf("%s of a %s instance = %q, %v; want %q", c.name, tc.status, got, err, c.want)
+			}
+		}
+	}
+}
