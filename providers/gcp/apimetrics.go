@@ -15,6 +15,7 @@ const (
 	serviceInstanceList   = "instance_list"
 	serviceInstanceGet    = "instance_get"
 	serviceOperationsGet  = "operations_get"
+	serviceInstancePower  = "instance_power" // stop, start, suspend, resume
 	serviceDiskGet        = "disk_get"
 	serviceDiskList       = "disk_list"
 	serviceDiskDelete     = "disk_delete"
@@ -55,6 +56,8 @@ func serviceOf(method, path string) string {
 			return serviceInstanceDelete
 		}
 		return serviceInstanceGet
+	case len(rest) == 5 && rest[0] == "zones" && rest[2] == "instances" && method == http.MethodPost:
+		return serviceInstancePower
 	case len(rest) == 3 && rest[0] == "zones" && rest[2] == "disks":
 		return serviceDiskList
 	case len(rest) == 4 && rest[0] == "zones" && rest[2] == "disks":

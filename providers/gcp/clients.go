@@ -33,6 +33,8 @@ type clientSet struct {
 	deleteInstance func(ctx context.Context, zone, name string) (*compute.Operation, error)
 	listInstances  func(ctx context.Context, zone string, page func(*compute.InstanceList) error) error
 	waitOperation  func(ctx context.Context, zone, name string) (*compute.Operation, error)
+	// power runs instances.stop, start, suspend or resume (verb) on an instance.
+	power func(ctx context.Context, verb, zone, name string) (*compute.Operation, error)
 }
 
 // newCalls binds the driver's calls to svc.
@@ -53,6 +55,19 @@ func newCalls(svc *compute.Service, project string) *clientSet {
 		},
 		waitOperation: func(ctx context.Context, zone, name string) (*compute.Operation, error) {
 			return svc.ZoneOperations.Wait(project, zone, name).Context(ctx).Do()
+		},
+		power: func(ctx context.Context, verb, zone, name string) (*compute.Operation, error) {
+			switch verb {
+			case verbStop:
+				return svc.Instances.Stop(project, zone, name).Context(ctx).Do()
+			case verbStart:
+				return svc.Instances.Start(project, zone, name).Context(ctx).Do()
+			case verbSuspend:
+				return svc.Instances.Suspend(project, zone, name).Context(ctx).Do()
+			case verbResume:
+				return svc.Instances.Resume(project, zone, name).Context(ctx).Do()
+			}
+			return nil, fmt.Errorf("gcp: no power call %q", verb)
 		},
 	}
 }

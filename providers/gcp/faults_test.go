@@ -13,6 +13,7 @@ import (
 	"github.com/machinist-io/machinist/providers/kit/fakekit"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
 
@@ -150,22 +151,49 @@ func TestRateLimitsAreRetriedWithBackoff(t *testing.T) {
 // DeadlineExceeded and deletes the instance it started.
 func TestSlowOperationEndsWithTheContextAndLeavesNothing(t *testing.T) {
 	e := newTestEnv(t)
-	e.cloud.Faults.Inject(fakegcp.SlowOperations(fakegcp.OpInsertInstance, 1, 2*time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	start := time.Now()
+	e.cloud.Faults.Inject(fakegcp.SlowOperations(fakegcp.OpInsertInstance, 1, 3*time.Second))
+	// The deadline passes once the driver awaits the insert's operation (a wait answered, still
+	// RUNNING), however loaded the machine is: the instance has started, and the timed-out
+	// create must delete it.
+	e.cloud.SetWaitTimeout(20 * time.Millisecond)
+	ctx := &deadlineAt{Context: context.Background(), done: make(chan struct{})}
+	var passed time.Time
+	go func() {
+		eventually.True(t, 30*time.Second, "the driver awaits the insert", func() bool {
+			return len(e.cloud.Requests.For(fakegcp.OpWaitOperation)) > 0
+		})
+		passed = time.Now()
+		close(ctx.done)
+	}()
 	_, err := e.createIn(ctx, e.class, "m-1")
 	if driver.CodeOf(err) != driver.DeadlineExceeded {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	if took := time.Since(start); took > 1900*time.Millisecond {
-		t.Errorf("create took %s with a 300ms deadline and a 2s operation", took)
+	if took := time.Since(passed); took > 1900*time.Millisecond {
+		t.Errorf("create took %s after its deadline, with a 3s operation", took)
 	}
 	if n := len(e.cloud.Requests.For(fakegcp.OpDeleteInstance)); n != 1 {
 		t.Errorf("%d deletes of the started instance, want 1", n)
 	}
 	if left := e.leftovers("m-1"); len(left) != 0 {
 		t.Errorf("timed-out create left %v", left)
+	}
+}
+
+// deadlineAt is a context whose deadline passes when done is closed.
+type deadlineAt struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *deadlineAt) Done() <-chan struct{} { return c.done }
+
+func (c *deadlineAt) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 

@@ -184,6 +184,8 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // as failed only; Count counts every request and failed ones twice, untimed.
 func TestAPIMetrics(t *testing.T) {
 	const provider = "kittest"
+	// The registry is the process's: count what this run adds (go test -count=N repeats it).
+	req0, failed0, timed0 := cloudmetricstest.Counts(t, provider)
 	status := 200
 	tr := kit.APIMetrics(provider).Transport(roundTrip(func(*http.Request) (*http.Response, error) {
 		if status == 0 {
@@ -199,6 +201,9 @@ func TestAPIMetrics(t *testing.T) {
 	kit.APIMetrics(provider).Count("count", false)
 	kit.APIMetrics(provider).Count("count", true)
 	req, failed, timed := cloudmetricstest.Counts(t, provider)
+	for svc := range req {
+		req[svc], failed[svc], timed[svc] = req[svc]-req0[svc], failed[svc]-failed0[svc], timed[svc]-timed0[svc]
+	}
 	if req["get"] != 2 || failed["get"] != 2 || timed["get"] != 2 {
 		t.Errorf("get: requests %v failed %v timed %v, want 2 2 2", req["get"], failed["get"], timed["get"])
 	}

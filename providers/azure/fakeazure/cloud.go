@@ -7,7 +7,8 @@
 // Transport plugs into the real SDK clients through ClientOptions.Transport, so the real pipeline
 // runs: bearer-token authentication through azidentity, the retry policy with Retry-After, LRO
 // pollers, pagers and ARM error parsing. Long-running operations pass through in-progress states
-// (provisioningState Creating/Deleting) before they complete. Every response carries an
+// (provisioningState Creating/Deleting) before they complete. VMs have power states (PowerState/
+// running, deallocated, ...) that deallocate, power-off and start change (power.go). Every response carries an
 // x-ms-request-id. Faults are switched on per operation (Inject, SetCoreQuota,
 // SetSkuUnavailable, FailNextAllocation, SetLROPolls) and every request is counted with its time
 // (Requests), so tests can check that Retry-After was honoured.
@@ -92,6 +93,8 @@ type Cloud struct {
 	Faults fakekit.Faults[Fault]
 	// Requests are the requests the cloud answered (fakekit.Journal: All, For, Len, Reset).
 	Requests fakekit.Journal[Request]
+	// Power reads and sets the VMs' power states and fails starts (State, Set, FailNextStart).
+	Power Power
 
 	st        *state
 	login     loginAPI
@@ -135,6 +138,8 @@ type state struct {
 	quota     map[string]int                             // location -> regional vCPU limit
 	skuOff    map[string]bool                            // "location/size/zone" ("" zone = whole location)
 	allocFail []string                                   // codes for the next VM creations' LROs
+	power     map[string]string                          // VM power states other than running, by VM key
+	startFail []string                                   // codes for the next starts of deallocated VMs
 	lroPolls  int
 	opPolls   map[string]int // per-operation override of lroPolls
 	pageSize  int
@@ -173,6 +178,7 @@ func New(Options) *Cloud {
 		images:         map[string]*armcompute.VirtualMachineImage{},
 		quota:          map[string]int{},
 		skuOff:         map[string]bool{},
+		power:          map[string]string{},
 		lroPolls:       2,
 		opPolls:        map[string]int{},
 		pageSize:       2,
@@ -181,7 +187,7 @@ func New(Options) *Cloud {
 		pagers:         map[string]pendingPager{},
 		nextIP:         map[string]int{},
 	}
-	c := &Cloud{st: st, compute: computeAPI{st}, network: networkAPI{st}, resources: resourcesAPI{st}}
+	c := &Cloud{st: st, compute: computeAPI{st}, network: networkAPI{st}, resources: resourcesAPI{st}, Power: Power{st}}
 	c.login = loginAPI{state: st, faults: &c.Faults}
 	c.transport = newTransport(c)
 	return c
@@ -243,6 +249,7 @@ func (c *state) deleteGroupLocked(name string) {
 	for k := range c.vms {
 		if strings.HasPrefix(k, rg+"/") {
 			delete(c.vms, k)
+			delete(c.power, k)
 		}
 	}
 	for k := range c.nics {
@@ -364,6 +371,8 @@ type Resource struct {
 	Tags              map[string]string
 	// AttachedTo is the VM a NIC or disk is attached to ("" when free).
 	AttachedTo string
+	// PowerState is a VM's power state (PowerRunning, PowerDeallocated, ...).
+	PowerState string `json:",omitempty"`
 }
 
 // Resources lists every VM, NIC and disk, sorted by type and name.
@@ -372,7 +381,7 @@ func (c *Cloud) Resources() []Resource {
 	defer c.st.mu.Unlock()
 	var out []Resource
 	for k, vm := range c.st.vms {
-		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags)})
+		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags), PowerState: c.st.powerOf(k)})
 	}
 	for k, nic := range c.st.nics {
 		r := Resource{Type: "nic", ResourceGroup: rgOf(k), Name: deref(nic.Name), Tags: flatTags(nic.Tags)}

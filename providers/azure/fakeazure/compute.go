@@ -46,7 +46,7 @@ func (c *state) startLRO(id, op string, complete func() (any, *ARMError)) {
 func (c *computeAPI) virtualMachinesServer() computefake.VirtualMachinesServer {
 	return computefake.VirtualMachinesServer{
 		BeginCreateOrUpdate: c.createVM,
-		Get: func(_ context.Context, rg, name string, _ *armcompute.VirtualMachinesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachinesClientGetResponse], errResp azfake.ErrorResponder) {
+		Get: func(_ context.Context, rg, name string, opts *armcompute.VirtualMachinesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachinesClientGetResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			if c.groups[strings.ToLower(rg)] == nil {
@@ -56,11 +56,19 @@ func (c *computeAPI) virtualMachinesServer() computefake.VirtualMachinesServer {
 			if !ok {
 				return resp, fail(errResourceNotFound("Microsoft.Compute/virtualMachines", rg, name))
 			}
-			resp.SetResponse(http.StatusOK, armcompute.VirtualMachinesClientGetResponse{VirtualMachine: *renderVM(vm)}, nil)
+			out := renderVM(vm)
+			if opts != nil && deref(opts.Expand) == armcompute.InstanceViewTypesInstanceView {
+				out.Properties.InstanceView = c.instanceViewOf(key(rg, name), vm)
+			}
+			resp.SetResponse(http.StatusOK, armcompute.VirtualMachinesClientGetResponse{VirtualMachine: *out}, nil)
 			return resp, errResp
 		},
-		BeginUpdate: c.updateVM,
-		BeginDelete: c.deleteVM,
+		BeginUpdate:     c.updateVM,
+		BeginDelete:     c.deleteVM,
+		BeginDeallocate: c.deallocateVM,
+		BeginPowerOff:   c.powerOffVM,
+		BeginStart:      c.startVM,
+		InstanceView:    c.instanceView,
 		NewListPager: func(rg string, _ *armcompute.VirtualMachinesClientListOptions) (resp azfake.PagerResponder[armcompute.VirtualMachinesClientListResponse]) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -175,6 +183,7 @@ func (c *computeAPI) createVM(_ context.Context, rg, name string, in armcompute.
 		nic.Properties.VirtualMachine = &armnetwork.SubResource{ID: &vmID}
 	}
 	c.vms[k] = vm
+	delete(c.power, k)
 
 	var failCode string
 	if len(c.allocFail) > 0 {
@@ -401,6 +410,7 @@ func (c *computeAPI) deleteVM(_ context.Context, rg, name string, _ *armcompute.
 			return nil, nil
 		}
 		delete(c.vms, k)
+		delete(c.power, k)
 		// Cascade: resources with deleteOption Delete go with the VM, the rest are detached.
 		var refs []*armcompute.NetworkInterfaceReference
 		if vm.Properties.NetworkProfile != nil {

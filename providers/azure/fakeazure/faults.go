@@ -99,7 +99,9 @@ func actionOf(op string) string {
 	actions := map[string]string{
 		OpCreateVM: "Microsoft.Compute/virtualMachines/write", OpUpdateVM: "Microsoft.Compute/virtualMachines/write",
 		OpGetVM: "Microsoft.Compute/virtualMachines/read", OpListVMs: "Microsoft.Compute/virtualMachines/read",
-		OpDeleteVM:   "Microsoft.Compute/virtualMachines/delete",
+		OpDeleteVM:     "Microsoft.Compute/virtualMachines/delete",
+		OpDeallocateVM: "Microsoft.Compute/virtualMachines/deallocate/action", OpPowerOffVM: "Microsoft.Compute/virtualMachines/powerOff/action",
+		OpStartVM: "Microsoft.Compute/virtualMachines/start/action", OpInstanceView: "Microsoft.Compute/virtualMachines/instanceView/read",
 		OpCreateDisk: "Microsoft.Compute/disks/write", OpUpdateDisk: "Microsoft.Compute/disks/write",
 		OpGetDisk: "Microsoft.Compute/disks/read", OpListDisks: "Microsoft.Compute/disks/read",
 		OpDeleteDisk: "Microsoft.Compute/disks/delete",

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -158,8 +159,11 @@ func (t *Transport) serveARM(req *http.Request, rec Request) (*http.Response, er
 	resKey := strings.ToLower(server.SanitizePagerPollerPath(req.URL.Path))
 	if !rec.Poll && req.Method != http.MethodGet {
 		// A new operation on a resource whose previous LRO was abandoned by its client: Azure
-		// would have finished the old one by now.
-		t.drainPoller(req.Context(), resKey)
+		// would have finished the old one by now. That includes the actions on it (a deallocate
+		// before a start).
+		for _, k := range t.pendingOf(resKey) {
+			t.drainPoller(req.Context(), k)
+		}
 	}
 	if !rec.Poll && req.Method == http.MethodGet && !strings.Contains(req.URL.Path, "/fake_page_") {
 		t.drainPager(req.Context(), resKey)
@@ -263,6 +267,36 @@ func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 		}
 		t.track(req, resp, p.op, resKey)
 	}
+}
+
+// pendingOf returns the keys of the abandoned LROs a request on resKey waits for: resKey's own and
+// those of the actions on its resource (".../virtualMachines/vm-1/deallocate" is an action on
+// ".../virtualMachines/vm-1"). An action does not finish the resource's own create or update: Azure
+// refuses actions while those run.
+func (t *Transport) pendingOf(resKey string) []string {
+	root := resourceRoot(resKey)
+	t.c.st.mu.Lock()
+	defer t.c.st.mu.Unlock()
+	var keys []string
+	for k := range t.c.st.pending {
+		if k == resKey || (k != root && resourceRoot(k) == root) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// resourceRoot is a lower-case ARM path without an action on it: up to the resource's name
+// (".../providers/<namespace>/<type>/<name>").
+func resourceRoot(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if p == "providers" && i+3 < len(parts) {
+			return strings.Join(parts[:i+4], "/")
+		}
+	}
+	return path
 }
 
 // drainPager reads the remaining pages of an abandoned list of resKey, so a new list starts at

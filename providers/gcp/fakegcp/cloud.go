@@ -17,7 +17,8 @@
 // (maxResults, pageToken) and zonal operation lists. Inserts are checked the way Compute Engine
 // checks them (machine type in the zone, image, disk type, network, subnetwork, accelerator and
 // labels), vCPU quotas are counted per region, Spot and preemptible instances can be preempted
-// (Preempt), and fault switches make requests or operations fail: stockouts
+// (Preempt), instances are stopped, started, suspended and resumed through Compute Engine's states
+// with its refusals (power.go), and fault switches make requests or operations fail: stockouts
 // (ZONE_RESOURCE_POOL_EXHAUSTED), quota (QUOTA_EXCEEDED), rate limits (rateLimitExceeded), 5xx,
 // slow operations and denied permissions. Every request is recorded with its time.
 package fakegcp
@@ -99,11 +100,13 @@ type state struct {
 	subjects map[string]string         // workload identity subject token -> principal
 	tokens   map[string]string         // access token -> principal
 
-	opDelay  time.Duration
-	waitMax  time.Duration
-	pageSize int
-	nextID   uint64
-	nextIP   int
+	opDelay time.Duration
+	// kindDelay overrides opDelay for the operations of a kind (insert, start, ...).
+	kindDelay map[string]time.Duration
+	waitMax   time.Duration
+	pageSize  int
+	nextID    uint64
+	nextIP    int
 
 	contract    *Contract // nil: requests and answers are not checked
 	contractErr error     // why there is no contract

@@ -48,6 +48,8 @@ func routeOf(method, path string) (route, bool) {
 			r.op, r.name = OpGetInstance, rest[0]
 		case kind == "instances" && len(rest) == 1 && del:
 			r.op, r.name = OpDeleteInstance, rest[0]
+		case kind == "instances" && len(rest) == 2 && post && powerOps[rest[1]] != "":
+			r.op, r.name = powerOps[rest[1]], rest[0]
 		case kind == "disks" && len(rest) == 0 && get:
 			r.op = OpListDisks
 		case kind == "disks" && len(rest) == 1 && get:
@@ -128,6 +130,8 @@ func (c *computeAPI) serveCompute(w http.ResponseWriter, req *http.Request, r ro
 		})
 	case OpDeleteInstance:
 		out, e = c.deleteInstanceLocked(r.zone, r.name, opErr, delay)
+	case OpStopInstance, OpStartInstance, OpSuspendInstance, OpResumeInstance:
+		out, e = c.powerLocked(req, r, opErr, delay)
 	case OpListOperations:
 		out, e = listPage(req, c.pageSize, reflect.TypeFor[compute.Operation](), c.zoneOperationsLocked(r.zone), func(items []any, next string) any {
 			list := &compute.OperationList{Kind: "compute#operationList", Id: "projects/" + c.project + "/zones/" + r.zone + "/operations", NextPageToken: next,

@@ -119,6 +119,8 @@ func permissionOf(op string) string {
 		OpGetImage: "compute.images.get", OpGetImageFamily: "compute.images.getFromFamily",
 		OpGetNetwork: "compute.networks.get", OpGetSubnetwork: "compute.subnetworks.get",
 		OpGetMachineType: "compute.machineTypes.get",
+		OpStopInstance:   "compute.instances.stop", OpStartInstance: "compute.instances.start",
+		OpSuspendInstance: "compute.instances.suspend", OpResumeInstance: "compute.instances.resume",
 	}
 	if p, ok := perms[op]; ok {
 		return p

@@ -23,6 +23,9 @@ type operation struct {
 func (c *state) startOperationLocked(zone, kind, target string, delay time.Duration, finish func() *OperationError) *operation {
 	if delay <= 0 {
 		delay = c.opDelay
+		if d, ok := c.kindDelay[kind]; ok {
+			delay = d
+		}
 	}
 	now := c.clock.Now()
 	id := c.newIDLocked()
