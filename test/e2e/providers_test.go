@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +31,7 @@ import (
 	"github.com/machinist-io/machinist/providers/azure"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
 	"github.com/machinist-io/machinist/providers/openstack"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
 
@@ -50,18 +50,11 @@ type clouds struct {
 
 func newClouds(w *world) *clouds {
 	w.t.Helper()
-	cl := &clouds{w: w, openstack: fakeopenstack.Start(w.t), azure: fakeazure.New()}
+	cl := &clouds{w: w, openstack: fakeopenstack.New(fakeopenstack.Options{}), azure: fakeazure.New(fakeazure.Options{})}
+	fakekit.Start(w.t, cl.openstack)
 	cl.azure.SeedDemo()
 	cl.azure.SetLROPolls(0) // operations complete at once: the driver polls every few seconds
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	srv, err := cl.azure.Serve(l, nil)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() { _ = srv.Close() })
+	srv := fakekit.Start(w.t, cl.azure)
 
 	osData := map[string]string{openstack.KeyUserData: fakeUserData}
 	for k, v := range cl.openstack.PasswordSecret() {
