@@ -44,6 +44,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
@@ -264,11 +265,13 @@ type Manager struct {
 	log *slog.Logger
 }
 
-// Scheme holds the types the controllers use: Kubernetes core types and machine.sapcloud.io.
+// Scheme holds the types the controllers use: Kubernetes core types, machine.sapcloud.io and
+// machinist.io.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
+	utilruntime.Must(machinistv1alpha1.AddToScheme(s))
 	return s
 }
 
