@@ -15,7 +15,7 @@ import (
 // scaledSet is a set last sized by the controller for a deployment of the given replicas.
 func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {
 	ms := set(name, replicas, age)
-	setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
+	setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil, nil).annotationSurge(d))
 	return ms
 }
 
@@ -23,7 +23,7 @@ func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.Machi
 func applyWrites(d *v1alpha1.MachineDeployment, order []*v1alpha1.MachineSet, sizes map[types.UID]int32, n int) {
 	for _, ms := range order[:n] {
 		ms.Spec.Replicas = sizes[ms.UID]
-		setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
+		setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil, nil).annotationSurge(d))
 	}
 }
 

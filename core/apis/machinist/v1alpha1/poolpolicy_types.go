@@ -274,3 +274,8 @@ const (
 // on trying, and the pool's rollout no longer counts the machine. The value is when it was set
 // (RFC 3339).
 const AnnotationUndrainable = "machinist.io/undrainable"
+
+// AnnotationApprovedForUpdate marks an outdated Machine whose node was selected for update under
+// a policy with approval Manual: the controller gave it deletion priority 1 so its MachineSet
+// removes it first, and takes both away again if the node loses the label before that.
+const AnnotationApprovedForUpdate = "machinist.io/approved-for-update"
