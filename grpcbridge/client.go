@@ -18,6 +18,7 @@ type client struct {
 	provider string
 	timeouts Timeouts
 	enc      *Encoder
+	caps     capabilityCache
 }
 
 // ClientOption configures NewClient.

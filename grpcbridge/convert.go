@@ -612,3 +612,39 @@ func VolumeIDsResponseToProto(r *driver.GetVolumeIDsResponse) *driverv1.GetVolum
 func VolumeIDsResponseFromProto(p *driverv1.GetVolumeIDsResponse) *driver.GetVolumeIDsResponse {
 	return &driver.GetVolumeIDsResponse{VolumeIDs: p.GetVolumeIds()}
 }
+
+// StopResponseToProto converts a StopMachine response.
+func StopResponseToProto(r *driver.StopMachineResponse) *driverv1.StopMachineResponse {
+	if r == nil {
+		return &driverv1.StopMachineResponse{}
+	}
+	return &driverv1.StopMachineResponse{LastKnownState: r.LastKnownState}
+}
+
+// StopResponseFromProto converts a wire StopMachine response.
+func StopResponseFromProto(p *driverv1.StopMachineResponse) *driver.StopMachineResponse {
+	return &driver.StopMachineResponse{LastKnownState: p.GetLastKnownState()}
+}
+
+// StartResponseToProto converts a StartMachine response.
+func StartResponseToProto(r *driver.StartMachineResponse) *driverv1.StartMachineResponse {
+	if r == nil {
+		return &driverv1.StartMachineResponse{}
+	}
+	return &driverv1.StartMachineResponse{ProviderId: r.ProviderID, NodeName: r.NodeName, LastKnownState: r.LastKnownState, Addresses: AddressesToProto(r.Addresses)}
+}
+
+// StartResponseFromProto converts a wire StartMachine response.
+func StartResponseFromProto(p *driverv1.StartMachineResponse) *driver.StartMachineResponse {
+	return &driver.StartMachineResponse{ProviderID: p.GetProviderId(), NodeName: p.GetNodeName(), LastKnownState: p.GetLastKnownState(), Addresses: AddressesFromProto(p.GetAddresses())}
+}
+
+// CapabilitiesToProto converts a driver's optional capabilities.
+func CapabilitiesToProto(c driver.Capabilities) *driverv1.GetCapabilitiesResponse {
+	return &driverv1.GetCapabilitiesResponse{Power: c.Power}
+}
+
+// CapabilitiesFromProto converts wire capabilities; nil (a peer built before them) is none.
+func CapabilitiesFromProto(p *driverv1.GetCapabilitiesResponse) driver.Capabilities {
+	return driver.Capabilities{Power: p.GetPower()}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -197,10 +198,38 @@ func endpointFlags() []cli.Flag {
 // remoteDriver is a driver server's driver and the connection to close with it.
 type remoteDriver struct {
 	driver.Driver
-	conn *grpc.ClientConn
+	provider string
+	conn     *grpc.ClientConn
 }
 
 func (r remoteDriver) Close() error { return r.conn.Close() }
+
+// StopMachine, StartMachine and Capabilities forward the server's optional power capability,
+// which the embedded interface would hide.
+func (r remoteDriver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (*driver.StopMachineResponse, error) {
+	p, err := driver.PowerOf(ctx, r.provider, r.Driver)
+	if err != nil {
+		return nil, err
+	}
+	return p.StopMachine(ctx, req)
+}
+
+func (r remoteDriver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
+	p, err := driver.PowerOf(ctx, r.provider, r.Driver)
+	if err != nil {
+		return nil, err
+	}
+	return p.StartMachine(ctx, req)
+}
+
+func (r remoteDriver) Capabilities(ctx context.Context) (driver.Capabilities, error) {
+	return driver.CapabilitiesOf(ctx, r.Driver)
+}
+
+var (
+	_ driver.PowerDriver        = remoteDriver{}
+	_ driver.CapabilityReporter = remoteDriver{}
+)
 
 // dialDriver returns the driver of provider served at --endpoint.
 func dialDriver(c *cli.Context, provider string) (driver.Driver, error) {
@@ -213,5 +242,6 @@ func dialDriver(c *cli.Context, provider string) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return remoteDriver{Driver: grpcbridge.NewClient(conn, grpcbridge.WithProvider(registry.Normalize(provider))), conn: conn}, nil
+	name := registry.Normalize(provider)
+	return remoteDriver{Driver: grpcbridge.NewClient(conn, grpcbridge.WithProvider(name)), provider: name, conn: conn}, nil
 }

@@ -74,12 +74,22 @@ type CapabilityReporter interface {
 	Capabilities(ctx context.Context) (Capabilities, error)
 }
 
+// CapabilitiesOf returns the optional capabilities driver d serves: what it reports when it is a
+// CapabilityReporter, else the interfaces it implements.
+func CapabilitiesOf(ctx context.Context, d Driver) (Capabilities, error) {
+	if r, ok := d.(CapabilityReporter); ok {
+		return r.Capabilities(ctx)
+	}
+	_, power := d.(PowerDriver)
+	return Capabilities{Power: power}, nil
+}
+
 // PowerOf returns the PowerDriver of provider's driver d, or an Unimplemented error saying that
 // the provider cannot stop and start machines (so standby is unavailable for its classes).
 func PowerOf(ctx context.Context, provider string, d Driver) (PowerDriver, error) {
 	p, ok := d.(PowerDriver)
-	if r, reports := d.(CapabilityReporter); ok && reports {
-		caps, err := r.Capabilities(ctx)
+	if ok {
+		caps, err := CapabilitiesOf(ctx, d)
 		if err != nil {
 			return nil, Wrap(CodeOf(err), err, fmt.Sprintf("provider %q: asking which capabilities it serves", provider))
 		}

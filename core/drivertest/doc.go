@@ -68,6 +68,15 @@
 //   - ErrorsHideSecrets: no such error, nor the error of a CreateMachine with wrong credentials,
 //     contains a value of Target.Secret's keys that name a password, secret, token, key,
 //     credential or userData. Skipped when the secret has none.
+//   - StopStartKeepsIdentity (the optional power capability, driver.PowerDriver): StopMachine of
+//     a running VM is OK, twice; the stopped VM is still one VM, GetMachineStatus reports it with
+//     its ProviderID and ListMachines lists it; StartMachine is OK, twice, and returns the
+//     created ProviderID (and NodeName); a stopped VM deletes. Skipped when the driver does not
+//     report the capability (driver.CapabilitiesOf); a driver that has the methods without
+//     reporting it (a bridge to a provider built before them) must answer both with exactly
+//     Unimplemented.
+//   - PowerOfAbsentIsNotFound: StopMachine and StartMachine of a machine without a VM are
+//     NotFound and create nothing. Skipped as the rule above.
 //
 // # Wiring a driver
 //

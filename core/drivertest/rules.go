@@ -42,6 +42,8 @@ var rules = []rule{
 	{"VolumeIDsSkipOtherDrivers", "vol", volumeIDsSkipOtherDrivers},
 	{"ErrorsAreStatuses", "err", errorsAreStatuses},
 	{"ErrorsHideSecrets", "sec", errorsHideSecrets},
+	{"StopStartKeepsIdentity", "pow", stopStartKeepsIdentity},
+	{"PowerOfAbsentIsNotFound", "powabs", powerOfAbsentIsNotFound},
 }
 
 const (

@@ -130,6 +130,8 @@ func TestCapabilitiesAreProbed(t *testing.T) {
 		"DeleteByProviderID":        true, // nothing can observe the backend
 		"ListShowsOnlyOwnClass":     true,
 		"VolumeIDsSkipOtherDrivers": true,
+		"StopStartKeepsIdentity":    true, // no power capability
+		"PowerOfAbsentIsNotFound":   true,
 	}
 	for rule, r := range outcomes(t, s) {
 		want := Passed
@@ -359,6 +361,44 @@ func (d echoesCredentials) CreateMachine(ctx context.Context, req *driver.Create
 	return resp, err
 }
 
+// StartMachine answers with a new provider ID, as if it had created another VM.
+type startNewIdentity struct{ *memdriver.Driver }
+
+func (d startNewIdentity) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
+	resp, err := d.Driver.StartMachine(ctx, req)
+	if resp != nil {
+		resp.ProviderID += "-new"
+	}
+	return resp, err
+}
+
+// StartMachine of a machine without a VM answers OK.
+type startAbsentOK struct{ *memdriver.Driver }
+
+func (d startAbsentOK) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
+	resp, err := d.Driver.StartMachine(ctx, req)
+	if driver.IsCode(err, driver.NotFound) {
+		return &driver.StartMachineResponse{}, nil
+	}
+	return resp, err
+}
+
+// claimsNoPower has the power methods but reports the capability absent and still stops.
+type claimsNoPower struct{ *memdriver.Driver }
+
+func (claimsNoPower) Capabilities(context.Context) (driver.Capabilities, error) {
+	return driver.Capabilities{}, nil
+}
+
+func TestPowerWithoutTheCapabilityMustBeUnimplemented(t *testing.T) {
+	r := outcomes(t, memSetup{wrap: func(d *memdriver.Driver) driver.Driver { return claimsNoPower{d} }})
+	for _, rule := range []string{"StopStartKeepsIdentity", "PowerOfAbsentIsNotFound"} {
+		if r[rule].Outcome != Failed {
+			t.Errorf("%s %s for a driver that stops machines without reporting the capability; want failed", rule, r[rule].Outcome)
+		}
+	}
+}
+
 func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 	cases := []struct {
 		rule string
@@ -384,6 +424,8 @@ func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 		{"VolumeIDsSkipOtherDrivers", func(d *memdriver.Driver) driver.Driver { return claimsNFS{d} }, nil},
 		{"ErrorsAreStatuses", func(d *memdriver.Driver) driver.Driver { return plainErrors{d} }, nil},
 		{"ErrorsHideSecrets", func(d *memdriver.Driver) driver.Driver { return echoesCredentials{d} }, nil},
+		{"StopStartKeepsIdentity", func(d *memdriver.Driver) driver.Driver { return startNewIdentity{d} }, nil},
+		{"PowerOfAbsentIsNotFound", func(d *memdriver.Driver) driver.Driver { return startAbsentOK{d} }, nil},
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
@@ -425,7 +467,7 @@ func TestCheck(t *testing.T) {
 	if f := ce.Failed(); len(f) != 1 || f[0].Rule != "ListShowsOnlyOwnClass" {
 		t.Fatalf("failed rules = %+v", f)
 	}
-	if !strings.Contains(err.Error(), "1 of 15 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
+	if !strings.Contains(err.Error(), "1 of 17 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
 		!strings.Contains(err.Error(), `class "others"`) {
 		t.Fatalf("error text does not say which rule failed and why:\n%v", err)
 	}

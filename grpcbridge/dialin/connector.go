@@ -24,6 +24,7 @@ import (
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
 	dialinv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/dialin/v1"
+	driverv1 "github.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1"
 	"github.com/machinist-io/machinist/internal/version"
 )
 
@@ -190,7 +191,7 @@ func (p *Connector) session(ctx context.Context) (welcomed bool, _ error) {
 		return false, err
 	}
 	if err := stream.Send(&dialinv1.RegisterRequest{Message: &dialinv1.RegisterRequest_Hello{Hello: &dialinv1.Hello{
-		Providers: p.names, Instance: p.opts.Instance, Version: version.Version,
+		Providers: p.names, Instance: p.opts.Instance, Version: version.Version, Capabilities: p.capabilities(sctx),
 	}}}); err != nil {
 		return false, recvError(stream, err)
 	}
@@ -276,6 +277,22 @@ func (p *Connector) session(ctx context.Context) (welcomed bool, _ error) {
 	}
 }
 
+// capabilities are the optional capabilities of each driver served, for the Hello. A driver that
+// cannot say (it forwards to a server that does not answer) is reported without them: the
+// controller then sends it nothing that needs them until this replica registers again.
+func (p *Connector) capabilities(ctx context.Context) map[string]*driverv1.GetCapabilitiesResponse {
+	out := make(map[string]*driverv1.GetCapabilitiesResponse, len(p.names))
+	for _, n := range p.names {
+		caps, err := driver.CapabilitiesOf(grpcbridge.ContextWithProvider(ctx, n), p.opts.Drivers[n])
+		if err != nil {
+			p.log.Warn("dialin: cannot tell the optional capabilities of a driver; registering it without them", "provider", n, "err", err)
+			continue
+		}
+		out[n] = grpcbridge.CapabilitiesToProto(caps)
+	}
+	return out
+}
+
 // recvError returns the status the server ended the stream with when a Send failed because of it.
 func recvError(stream grpc.BidiStreamingClient[dialinv1.RegisterRequest, dialinv1.RegisterResponse], sendErr error) error {
 	if _, err := stream.Recv(); err != nil {
@@ -339,6 +356,8 @@ func (p *Connector) handle(ctx context.Context, op *dialinv1.Operation) (r *dial
 			return errorResult(err)
 		}
 		return &dialinv1.Result{Response: &dialinv1.Result_ListMachines{ListMachines: grpcbridge.ListResponseToProto(resp)}}
+	case dialinv1.Method_METHOD_STOP_MACHINE, dialinv1.Method_METHOD_START_MACHINE:
+		return p.handlePower(ctx, op, d, &driver.StopMachineRequest{Machine: m, MachineClass: class, Secret: secret})
 	case dialinv1.Method_METHOD_GET_VOLUME_IDS:
 		specs, err := grpcbridge.PVSpecsFromProto(op.PvSpecs)
 		if err != nil {
@@ -351,6 +370,26 @@ func (p *Connector) handle(ctx context.Context, op *dialinv1.Operation) (r *dial
 		return &dialinv1.Result{Response: &dialinv1.Result_GetVolumeIds{GetVolumeIds: grpcbridge.VolumeIDsResponseToProto(resp)}}
 	}
 	return errorResult(driver.Errorf(driver.Unimplemented, "dialin: unknown operation %v: update this provider", op.Method))
+}
+
+// handlePower runs a StopMachine or StartMachine operation (req holds its objects).
+func (p *Connector) handlePower(ctx context.Context, op *dialinv1.Operation, d driver.Driver, req *driver.StopMachineRequest) *dialinv1.Result {
+	pd, err := driver.PowerOf(ctx, op.Provider, d)
+	if err != nil {
+		return errorResult(err)
+	}
+	if op.Method == dialinv1.Method_METHOD_STOP_MACHINE {
+		resp, err := pd.StopMachine(ctx, req)
+		if err != nil {
+			return errorResult(err)
+		}
+		return &dialinv1.Result{Response: &dialinv1.Result_StopMachine{StopMachine: grpcbridge.StopResponseToProto(resp)}}
+	}
+	resp, err := pd.StartMachine(ctx, &driver.StartMachineRequest{Machine: req.Machine, MachineClass: req.MachineClass, Secret: req.Secret})
+	if err != nil {
+		return errorResult(err)
+	}
+	return &dialinv1.Result{Response: &dialinv1.Result_StartMachine{StartMachine: grpcbridge.StartResponseToProto(resp)}}
 }
 
 func errorResult(err error) *dialinv1.Result {

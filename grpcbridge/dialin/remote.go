@@ -63,7 +63,7 @@ func (d *remoteDriver) do(ctx context.Context, method dialinv1.Method, name stri
 	if err := ctx.Err(); err != nil {
 		return nil, contextError(ctx, d.name, name) // do not send what nobody waits for
 	}
-	mutating := method == dialinv1.Method_METHOD_CREATE_MACHINE || method == dialinv1.Method_METHOD_INITIALIZE_MACHINE || method == dialinv1.Method_METHOD_DELETE_MACHINE
+	mutating := method != dialinv1.Method_METHOD_GET_MACHINE_STATUS && method != dialinv1.Method_METHOD_LIST_MACHINES && method != dialinv1.Method_METHOD_GET_VOLUME_IDS
 	ctx, cancel := d.s.opts.Timeouts.Bound(ctx, mutating)
 	defer cancel()
 	op, release, err := d.operation(ctx, method, m, c, sec)
@@ -170,6 +170,41 @@ func (d *remoteDriver) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeID
 	return grpcbridge.VolumeIDsResponseFromProto(resp), nil
 }
 
+// StopMachine stops the VM on a replica that reported the power capability.
+func (d *remoteDriver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (*driver.StopMachineResponse, error) {
+	r, err := d.do(ctx, dialinv1.Method_METHOD_STOP_MACHINE, "StopMachine", req.Machine, req.MachineClass, req.Secret, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.GetStopMachine()
+	if resp == nil {
+		return nil, wrongAnswer("StopMachine", r)
+	}
+	return grpcbridge.StopResponseFromProto(resp), nil
+}
+
+// StartMachine starts the VM on a replica that reported the power capability.
+func (d *remoteDriver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
+	r, err := d.do(ctx, dialinv1.Method_METHOD_START_MACHINE, "StartMachine", req.Machine, req.MachineClass, req.Secret, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.GetStartMachine()
+	if resp == nil {
+		return nil, wrongAnswer("StartMachine", r)
+	}
+	return grpcbridge.StartResponseFromProto(resp), nil
+}
+
+// Capabilities reports what the provider's connected replicas said they serve in their Hello.
+func (d *remoteDriver) Capabilities(context.Context) (driver.Capabilities, error) {
+	return d.s.capabilities(d.name), nil
+}
+
 func (d *remoteDriver) String() string { return fmt.Sprintf("dial-in provider %s", d.name) }
 
-var _ driver.Driver = (*remoteDriver)(nil)
+var (
+	_ driver.Driver             = (*remoteDriver)(nil)
+	_ driver.PowerDriver        = (*remoteDriver)(nil)
+	_ driver.CapabilityReporter = (*remoteDriver)(nil)
+)

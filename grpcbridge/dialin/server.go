@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -134,6 +135,9 @@ type session struct {
 	providers []string
 	since     time.Time
 	kind      string // the machine-class kind a 2018-protocol provider registered
+	// caps are the optional capabilities of each provider name its Hello reported (none for a
+	// provider built before them, or the 2018 protocol's).
+	caps map[string]driver.Capabilities
 
 	sendq     chan *dialinv1.RegisterResponse
 	done      chan struct{}
@@ -188,6 +192,7 @@ func (s *Server) Register(stream grpc.BidiStreamingServer[dialinv1.RegisterReque
 		return err
 	}
 	ss := s.newSession(ctx, "machinist.dialin.v1", hello.Instance, names)
+	ss.caps = capabilitiesOf(hello, names)
 	log := s.log.With("session", ss.id, "protocol", ss.protocol, "instance", ss.instance, "peer", ss.peer, "providers", names, "version", hello.Version)
 	// Welcome only once the session is in service: a provider takes it as accepted (and starts
 	// its reconnect backoff over), which a controller shutting down must not say. Operations sent
@@ -396,12 +401,31 @@ func (s *Server) deliver(ss *session, r *dialinv1.Result) {
 	}
 }
 
+// capabilitiesOf reads the capabilities a Hello reported for the accepted names.
+func capabilitiesOf(hello *dialinv1.Hello, names []string) map[string]driver.Capabilities {
+	out := make(map[string]driver.Capabilities, len(names))
+	for raw, c := range hello.Capabilities {
+		if n := registry.Normalize(raw); slices.Contains(names, n) {
+			out[n] = grpcbridge.CapabilitiesFromProto(c)
+		}
+	}
+	return out
+}
+
+// servesPower: the replica's driver of provider stops and starts machines.
+func servesPower(ss *session, provider string) bool { return ss.caps[provider].Power }
+
 // pick returns the session of provider with the fewest operations in flight, rotating among
-// equals.
-func (s *Server) pick(provider string) *session {
+// equals; with need, only among the sessions need accepts.
+func (s *Server) pick(provider string, need func(*session, string) bool) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	list := s.sessions[provider]
+	var list []*session
+	for _, ss := range s.sessions[provider] {
+		if need == nil || need(ss, provider) {
+			list = append(list, ss)
+		}
+	}
 	if len(list) == 0 {
 		return nil
 	}
@@ -417,9 +441,18 @@ func (s *Server) pick(provider string) *session {
 }
 
 // call sends op to a replica of provider and waits for its result, the caller's context or the
-// replica's disconnection, whichever comes first.
+// replica's disconnection, whichever comes first. Stopping and starting machines goes only to
+// replicas that reported the power capability.
 func (s *Server) call(ctx context.Context, provider, method string, op *dialinv1.Operation) (*dialinv1.Result, error) {
-	ss := s.pick(provider)
+	var need func(*session, string) bool
+	if op.Method == dialinv1.Method_METHOD_STOP_MACHINE || op.Method == dialinv1.Method_METHOD_START_MACHINE {
+		need = servesPower
+	}
+	ss := s.pick(provider, need)
+	if ss == nil && need != nil && s.pick(provider, nil) != nil {
+		return nil, driver.Errorf(driver.Unimplemented,
+			"dialin: no connected %s provider can stop and start machines (they were built before the capability, or their driver lacks it)", provider)
+	}
 	if ss == nil {
 		return nil, driver.Errorf(driver.Unavailable,
 			"dialin: no %s provider is connected to this controller: start one with `machinist connect --controller ADDR --provider %s`", provider, provider)
@@ -502,6 +535,18 @@ func (s *Server) Changed() <-chan struct{} {
 }
 
 var _ registry.Notifier = (*Server)(nil)
+
+// capabilities reports what a provider's connected replicas serve: a capability any of them
+// reports (operations needing it go only to those).
+func (s *Server) capabilities(provider string) driver.Capabilities {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var caps driver.Capabilities
+	for _, ss := range s.sessions[provider] {
+		caps.Power = caps.Power || servesPower(ss, provider)
+	}
+	return caps
+}
 
 // Providers returns the connected provider names and how many replicas serve each.
 func (s *Server) Providers() map[string]int {

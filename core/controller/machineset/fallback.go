@@ -13,7 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // Capacity fallback in the MachineSet controller (package fallback): new machines of a set with

@@ -37,9 +37,9 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.

@@ -40,6 +40,8 @@ type VM struct {
 	Initialized bool
 	// Created is when the VM was created.
 	Created time.Time
+	// Stopped reports whether the VM is stopped (StopMachine); it keeps its ID, IP and disks.
+	Stopped bool
 }
 
 // ProviderID returns the VM's provider ID, mem:///<cluster>/<id>.
@@ -63,8 +65,17 @@ const (
 	MethodVolumes    Method = "GetVolumeIDs"
 )
 
+// The methods of the optional power capability (driver.PowerDriver).
+const (
+	MethodStop  Method = "StopMachine"
+	MethodStart Method = "StartMachine"
+)
+
 // Methods lists the six driver methods.
 var Methods = []Method{MethodCreate, MethodInitialize, MethodDelete, MethodStatus, MethodList, MethodVolumes}
+
+// PowerMethods lists the methods of the power capability.
+var PowerMethods = []Method{MethodStop, MethodStart}
 
 // Fault makes calls of one method misbehave. The zero Fault does nothing.
 type Fault struct {

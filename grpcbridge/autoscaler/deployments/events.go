@@ -9,13 +9,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // eventRecorder emits the server's Warning Events (events.k8s.io, in the object's namespace):
 // annotations of the Machine* objects it cannot use. Source.Start starts it before the
 // informers, so their first pass is reported too.
 type eventRecorder struct {
-	broadcaster events.EventBroadcaster
+	broadcaster *eventnote.Broadcaster
 	rec         events.EventRecorder
 }
 
@@ -27,19 +29,15 @@ func newEventRecorder(cfg *rest.Config, scheme *runtime.Scheme) (*eventRecorder,
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler: client for events: %w", err)
 	}
-	b := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	return &eventRecorder{broadcaster: b, rec: b.NewRecorder(scheme, reportingController)}, nil
+	b := eventnote.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	return &eventRecorder{broadcaster: b, rec: b.Recorder(scheme, reportingController)}, nil
 }
 
 // start sends the events to the API server until ctx is done.
 func (e *eventRecorder) start(ctx context.Context) error {
-	if err := e.broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+	if err := e.broadcaster.Start(ctx); err != nil {
 		return fmt.Errorf("autoscaler: start recording events: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		e.broadcaster.Shutdown()
-	}()
 	return nil
 }
 

@@ -1,7 +1,9 @@
 // Package drivercall instruments driver calls of the controllers: every call is counted by
 // provider, method and result code and timed, in controller-runtime's metrics registry (served
 // on the manager's /metrics), and recorded in MCM's mcm_cloud_api_driver_* metrics
-// (core/cloudmetrics). It is shared by the Machine controller and the orphan collector.
+// (core/cloudmetrics). It is shared by the Machine controller and the orphan collector. It forwards
+// the optional power capability (driver.PowerDriver) of the driver it wraps, and reports it through
+// driver.CapabilityReporter, so wrapping never adds nor hides a capability.
 package drivercall
 
 import (
@@ -37,6 +39,8 @@ const (
 	GetMachineStatus  = "GetMachineStatus"
 	ListMachines      = "ListMachines"
 	GetVolumeIDs      = "GetVolumeIDs"
+	StopMachine       = "StopMachine"
+	StartMachine      = "StartMachine"
 )
 
 // Driver wraps a driver so each call is measured under provider.
@@ -64,7 +68,9 @@ func (d *Driver) observe(method string, start time.Time, err error) {
 	took := time.Since(start)
 	latency.WithLabelValues(d.Provider, method).Observe(took.Seconds())
 	calls.WithLabelValues(d.Provider, method, driver.CodeOf(err).String()).Inc()
-	cloudmetrics.DriverCall(d.Provider, mcmOperations[method], took, err)
+	if op, ok := mcmOperations[method]; ok { // MCM's driver has no StopMachine or StartMachine
+		cloudmetrics.DriverCall(d.Provider, op, took, err)
+	}
 }
 
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (_ *driver.CreateMachineResponse, err error) {
@@ -103,4 +109,35 @@ func (d *Driver) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsReque
 	return d.Driver.GetVolumeIDs(ctx, req)
 }
 
-var _ driver.Driver = (*Driver)(nil)
+// StopMachine forwards to the wrapped driver's power capability (driver.PowerOf), measured.
+func (d *Driver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (_ *driver.StopMachineResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(StopMachine, start, err) }()
+	p, err := driver.PowerOf(ctx, d.Provider, d.Driver)
+	if err != nil {
+		return nil, err
+	}
+	return p.StopMachine(ctx, req)
+}
+
+// StartMachine forwards to the wrapped driver's power capability (driver.PowerOf), measured.
+func (d *Driver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (_ *driver.StartMachineResponse, err error) {
+	start := time.Now()
+	defer func() { d.observe(StartMachine, start, err) }()
+	p, err := driver.PowerOf(ctx, d.Provider, d.Driver)
+	if err != nil {
+		return nil, err
+	}
+	return p.StartMachine(ctx, req)
+}
+
+// Capabilities are the wrapped driver's: a wrapper has no capability of its own.
+func (d *Driver) Capabilities(ctx context.Context) (driver.Capabilities, error) {
+	return driver.CapabilitiesOf(ctx, d.Driver)
+}
+
+var (
+	_ driver.Driver             = (*Driver)(nil)
+	_ driver.PowerDriver        = (*Driver)(nil)
+	_ driver.CapabilityReporter = (*Driver)(nil)
+)

@@ -39,6 +39,9 @@ const (
 	Method_METHOD_GET_MACHINE_STATUS Method = 4
 	Method_METHOD_LIST_MACHINES      Method = 5
 	Method_METHOD_GET_VOLUME_IDS     Method = 6
+	// Sent only to a provider whose Hello reported the power capability.
+	Method_METHOD_STOP_MACHINE  Method = 7
+	Method_METHOD_START_MACHINE Method = 8
 )
 
 // Enum value maps for Method.
@@ -51,6 +54,8 @@ var (
 		4: "METHOD_GET_MACHINE_STATUS",
 		5: "METHOD_LIST_MACHINES",
 		6: "METHOD_GET_VOLUME_IDS",
+		7: "METHOD_STOP_MACHINE",
+		8: "METHOD_START_MACHINE",
 	}
 	Method_value = map[string]int32{
 		"METHOD_UNSPECIFIED":        0,
@@ -60,6 +65,8 @@ var (
 		"METHOD_GET_MACHINE_STATUS": 4,
 		"METHOD_LIST_MACHINES":      5,
 		"METHOD_GET_VOLUME_IDS":     6,
+		"METHOD_STOP_MACHINE":       7,
+		"METHOD_START_MACHINE":      8,
 	}
 )
 
@@ -180,7 +187,10 @@ type Hello struct {
 	// Instance identifies the replica in logs (pod or host name).
 	Instance string `protobuf:"bytes,2,opt,name=instance" json:"instance,omitempty"`
 	// Version of the provider binary.
-	Version       string `protobuf:"bytes,3,opt,name=version" json:"version,omitempty"`
+	Version string `protobuf:"bytes,3,opt,name=version" json:"version,omitempty"`
+	// The optional capabilities of each provider served, by name. A provider built before this
+	// field sends none: its providers serve no optional capability.
+	Capabilities  map[string]*v1.GetCapabilitiesResponse `protobuf:"bytes,4,rep,name=capabilities" json:"capabilities,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +244,13 @@ func (x *Hello) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *Hello) GetCapabilities() map[string]*v1.GetCapabilitiesResponse {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
 }
 
 // RegisterResponse is what the controller sends on the Register stream.
@@ -643,6 +660,8 @@ type Result struct {
 	//	*Result_GetMachineStatus
 	//	*Result_ListMachines
 	//	*Result_GetVolumeIds
+	//	*Result_StopMachine
+	//	*Result_StartMachine
 	Response      isResult_Response `protobuf_oneof:"response"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -755,6 +774,24 @@ func (x *Result) GetGetVolumeIds() *v1.GetVolumeIDsResponse {
 	return nil
 }
 
+func (x *Result) GetStopMachine() *v1.StopMachineResponse {
+	if x != nil {
+		if x, ok := x.Response.(*Result_StopMachine); ok {
+			return x.StopMachine
+		}
+	}
+	return nil
+}
+
+func (x *Result) GetStartMachine() *v1.StartMachineResponse {
+	if x != nil {
+		if x, ok := x.Response.(*Result_StartMachine); ok {
+			return x.StartMachine
+		}
+	}
+	return nil
+}
+
 type isResult_Response interface {
 	isResult_Response()
 }
@@ -787,6 +824,14 @@ type Result_GetVolumeIds struct {
 	GetVolumeIds *v1.GetVolumeIDsResponse `protobuf:"bytes,8,opt,name=get_volume_ids,json=getVolumeIds,oneof"`
 }
 
+type Result_StopMachine struct {
+	StopMachine *v1.StopMachineResponse `protobuf:"bytes,9,opt,name=stop_machine,json=stopMachine,oneof"`
+}
+
+type Result_StartMachine struct {
+	StartMachine *v1.StartMachineResponse `protobuf:"bytes,10,opt,name=start_machine,json=startMachine,oneof"`
+}
+
 func (*Result_Error) isResult_Response() {}
 
 func (*Result_CreateMachine) isResult_Response() {}
@@ -800,6 +845,10 @@ func (*Result_GetMachineStatus) isResult_Response() {}
 func (*Result_ListMachines) isResult_Response() {}
 
 func (*Result_GetVolumeIds) isResult_Response() {}
+
+func (*Result_StopMachine) isResult_Response() {}
+
+func (*Result_StartMachine) isResult_Response() {}
 
 // Error is a driver error: a machine code (0-17) and its message.
 type Error struct {
@@ -1049,11 +1098,15 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x0fRegisterRequest\x122\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1a.machinist.dialin.v1.HelloH\x00R\x05hello\x125\n" +
 	"\x06result\x18\x02 \x01(\v2\x1b.machinist.dialin.v1.ResultH\x00R\x06resultB\t\n" +
-	"\amessage\"[\n" +
+	"\amessage\"\x9c\x02\n" +
 	"\x05Hello\x12\x1c\n" +
 	"\tproviders\x18\x01 \x03(\tR\tproviders\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x18\n" +
-	"\aversion\x18\x03 \x01(\tR\aversion\"\xce\x01\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12P\n" +
+	"\fcapabilities\x18\x04 \x03(\v2,.machinist.dialin.v1.Hello.CapabilitiesEntryR\fcapabilities\x1am\n" +
+	"\x11CapabilitiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12B\n" +
+	"\x05value\x18\x02 \x01(\v2,.machinist.driver.v1.GetCapabilitiesResponseR\x05value:\x028\x01\"\xce\x01\n" +
 	"\x10RegisterResponse\x128\n" +
 	"\awelcome\x18\x01 \x01(\v2\x1c.machinist.dialin.v1.WelcomeH\x00R\awelcome\x12>\n" +
 	"\toperation\x18\x02 \x01(\v2\x1e.machinist.dialin.v1.OperationH\x00R\toperation\x125\n" +
@@ -1083,7 +1136,7 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x06secret\x18\a \x01(\v2\x1e.machinist.dialin.v1.ObjectRefR\x06secret\x12\x19\n" +
 	"\bpv_specs\x18\b \x03(\fR\apvSpecs\"\x18\n" +
 	"\x06Cancel\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x04R\x02id\"\xe7\x04\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\"\x88\x06\n" +
 	"\x06Result\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\x05error\x18\x02 \x01(\v2\x1a.machinist.dialin.v1.ErrorH\x00R\x05error\x12S\n" +
@@ -1092,7 +1145,10 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x0edelete_machine\x18\x05 \x01(\v2*.machinist.driver.v1.DeleteMachineResponseH\x00R\rdeleteMachine\x12]\n" +
 	"\x12get_machine_status\x18\x06 \x01(\v2-.machinist.driver.v1.GetMachineStatusResponseH\x00R\x10getMachineStatus\x12P\n" +
 	"\rlist_machines\x18\a \x01(\v2).machinist.driver.v1.ListMachinesResponseH\x00R\flistMachines\x12Q\n" +
-	"\x0eget_volume_ids\x18\b \x01(\v2).machinist.driver.v1.GetVolumeIDsResponseH\x00R\fgetVolumeIdsB\n" +
+	"\x0eget_volume_ids\x18\b \x01(\v2).machinist.driver.v1.GetVolumeIDsResponseH\x00R\fgetVolumeIds\x12M\n" +
+	"\fstop_machine\x18\t \x01(\v2(.machinist.driver.v1.StopMachineResponseH\x00R\vstopMachine\x12P\n" +
+	"\rstart_machine\x18\n" +
+	" \x01(\v2).machinist.driver.v1.StartMachineResponseH\x00R\fstartMachineB\n" +
 	"\n" +
 	"\bresponse\"5\n" +
 	"\x05Error\x12\x12\n" +
@@ -1106,7 +1162,7 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x17GetMachineClassResponse\x12#\n" +
 	"\rmachine_class\x18\x01 \x01(\fR\fmachineClass\"+\n" +
 	"\x11GetSecretResponse\x12\x16\n" +
-	"\x06secret\x18\x01 \x01(\fR\x06secret*\xc9\x01\n" +
+	"\x06secret\x18\x01 \x01(\fR\x06secret*\xfc\x01\n" +
 	"\x06Method\x12\x16\n" +
 	"\x12METHOD_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15METHOD_CREATE_MACHINE\x10\x01\x12\x1d\n" +
@@ -1114,7 +1170,9 @@ const file_machinist_dialin_v1_dialin_proto_rawDesc = "" +
 	"\x15METHOD_DELETE_MACHINE\x10\x03\x12\x1d\n" +
 	"\x19METHOD_GET_MACHINE_STATUS\x10\x04\x12\x18\n" +
 	"\x14METHOD_LIST_MACHINES\x10\x05\x12\x19\n" +
-	"\x15METHOD_GET_VOLUME_IDS\x10\x062\xba\x02\n" +
+	"\x15METHOD_GET_VOLUME_IDS\x10\x06\x12\x17\n" +
+	"\x13METHOD_STOP_MACHINE\x10\a\x12\x18\n" +
+	"\x14METHOD_START_MACHINE\x10\b2\xba\x02\n" +
 	"\x11ControllerService\x12[\n" +
 	"\bRegister\x12$.machinist.dialin.v1.RegisterRequest\x1a%.machinist.dialin.v1.RegisterResponse(\x010\x01\x12l\n" +
 	"\x0fGetMachineClass\x12+.machinist.dialin.v1.GetMachineClassRequest\x1a,.machinist.dialin.v1.GetMachineClassResponse\x12Z\n" +
@@ -1133,7 +1191,7 @@ func file_machinist_dialin_v1_dialin_proto_rawDescGZIP() []byte {
 }
 
 var file_machinist_dialin_v1_dialin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_machinist_dialin_v1_dialin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_machinist_dialin_v1_dialin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_machinist_dialin_v1_dialin_proto_goTypes = []any{
 	(Method)(0),                          // 0: machinist.dialin.v1.Method
 	(*RegisterRequest)(nil),              // 1: machinist.dialin.v1.RegisterRequest
@@ -1149,47 +1207,55 @@ var file_machinist_dialin_v1_dialin_proto_goTypes = []any{
 	(*GetSecretRequest)(nil),             // 11: machinist.dialin.v1.GetSecretRequest
 	(*GetMachineClassResponse)(nil),      // 12: machinist.dialin.v1.GetMachineClassResponse
 	(*GetSecretResponse)(nil),            // 13: machinist.dialin.v1.GetSecretResponse
-	nil,                                  // 14: machinist.dialin.v1.Welcome.ShadowedByEntry
-	(*durationpb.Duration)(nil),          // 15: google.protobuf.Duration
-	(*v1.CreateMachineResponse)(nil),     // 16: machinist.driver.v1.CreateMachineResponse
-	(*v1.InitializeMachineResponse)(nil), // 17: machinist.driver.v1.InitializeMachineResponse
-	(*v1.DeleteMachineResponse)(nil),     // 18: machinist.driver.v1.DeleteMachineResponse
-	(*v1.GetMachineStatusResponse)(nil),  // 19: machinist.driver.v1.GetMachineStatusResponse
-	(*v1.ListMachinesResponse)(nil),      // 20: machinist.driver.v1.ListMachinesResponse
-	(*v1.GetVolumeIDsResponse)(nil),      // 21: machinist.driver.v1.GetVolumeIDsResponse
+	nil,                                  // 14: machinist.dialin.v1.Hello.CapabilitiesEntry
+	nil,                                  // 15: machinist.dialin.v1.Welcome.ShadowedByEntry
+	(*durationpb.Duration)(nil),          // 16: google.protobuf.Duration
+	(*v1.CreateMachineResponse)(nil),     // 17: machinist.driver.v1.CreateMachineResponse
+	(*v1.InitializeMachineResponse)(nil), // 18: machinist.driver.v1.InitializeMachineResponse
+	(*v1.DeleteMachineResponse)(nil),     // 19: machinist.driver.v1.DeleteMachineResponse
+	(*v1.GetMachineStatusResponse)(nil),  // 20: machinist.driver.v1.GetMachineStatusResponse
+	(*v1.ListMachinesResponse)(nil),      // 21: machinist.driver.v1.ListMachinesResponse
+	(*v1.GetVolumeIDsResponse)(nil),      // 22: machinist.driver.v1.GetVolumeIDsResponse
+	(*v1.StopMachineResponse)(nil),       // 23: machinist.driver.v1.StopMachineResponse
+	(*v1.StartMachineResponse)(nil),      // 24: machinist.driver.v1.StartMachineResponse
+	(*v1.GetCapabilitiesResponse)(nil),   // 25: machinist.driver.v1.GetCapabilitiesResponse
 }
 var file_machinist_dialin_v1_dialin_proto_depIdxs = []int32{
 	2,  // 0: machinist.dialin.v1.RegisterRequest.hello:type_name -> machinist.dialin.v1.Hello
 	8,  // 1: machinist.dialin.v1.RegisterRequest.result:type_name -> machinist.dialin.v1.Result
-	4,  // 2: machinist.dialin.v1.RegisterResponse.welcome:type_name -> machinist.dialin.v1.Welcome
-	6,  // 3: machinist.dialin.v1.RegisterResponse.operation:type_name -> machinist.dialin.v1.Operation
-	7,  // 4: machinist.dialin.v1.RegisterResponse.cancel:type_name -> machinist.dialin.v1.Cancel
-	14, // 5: machinist.dialin.v1.Welcome.shadowed_by:type_name -> machinist.dialin.v1.Welcome.ShadowedByEntry
-	0,  // 6: machinist.dialin.v1.Operation.method:type_name -> machinist.dialin.v1.Method
-	15, // 7: machinist.dialin.v1.Operation.timeout:type_name -> google.protobuf.Duration
-	5,  // 8: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 9: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
-	9,  // 10: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
-	16, // 11: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
-	17, // 12: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
-	18, // 13: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
-	19, // 14: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
-	20, // 15: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
-	21, // 16: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
-	5,  // 17: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 18: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
-	5,  // 19: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
-	1,  // 20: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
-	10, // 21: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
-	11, // 22: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
-	3,  // 23: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
-	12, // 24: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
-	13, // 25: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	14, // 2: machinist.dialin.v1.Hello.capabilities:type_name -> machinist.dialin.v1.Hello.CapabilitiesEntry
+	4,  // 3: machinist.dialin.v1.RegisterResponse.welcome:type_name -> machinist.dialin.v1.Welcome
+	6,  // 4: machinist.dialin.v1.RegisterResponse.operation:type_name -> machinist.dialin.v1.Operation
+	7,  // 5: machinist.dialin.v1.RegisterResponse.cancel:type_name -> machinist.dialin.v1.Cancel
+	15, // 6: machinist.dialin.v1.Welcome.shadowed_by:type_name -> machinist.dialin.v1.Welcome.ShadowedByEntry
+	0,  // 7: machinist.dialin.v1.Operation.method:type_name -> machinist.dialin.v1.Method
+	16, // 8: machinist.dialin.v1.Operation.timeout:type_name -> google.protobuf.Duration
+	5,  // 9: machinist.dialin.v1.Operation.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 10: machinist.dialin.v1.Operation.secret:type_name -> machinist.dialin.v1.ObjectRef
+	9,  // 11: machinist.dialin.v1.Result.error:type_name -> machinist.dialin.v1.Error
+	17, // 12: machinist.dialin.v1.Result.create_machine:type_name -> machinist.driver.v1.CreateMachineResponse
+	18, // 13: machinist.dialin.v1.Result.initialize_machine:type_name -> machinist.driver.v1.InitializeMachineResponse
+	19, // 14: machinist.dialin.v1.Result.delete_machine:type_name -> machinist.driver.v1.DeleteMachineResponse
+	20, // 15: machinist.dialin.v1.Result.get_machine_status:type_name -> machinist.driver.v1.GetMachineStatusResponse
+	21, // 16: machinist.dialin.v1.Result.list_machines:type_name -> machinist.driver.v1.ListMachinesResponse
+	22, // 17: machinist.dialin.v1.Result.get_volume_ids:type_name -> machinist.driver.v1.GetVolumeIDsResponse
+	23, // 18: machinist.dialin.v1.Result.stop_machine:type_name -> machinist.driver.v1.StopMachineResponse
+	24, // 19: machinist.dialin.v1.Result.start_machine:type_name -> machinist.driver.v1.StartMachineResponse
+	5,  // 20: machinist.dialin.v1.GetMachineClassRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 21: machinist.dialin.v1.GetSecretRequest.secret:type_name -> machinist.dialin.v1.ObjectRef
+	5,  // 22: machinist.dialin.v1.GetSecretRequest.machine_class:type_name -> machinist.dialin.v1.ObjectRef
+	25, // 23: machinist.dialin.v1.Hello.CapabilitiesEntry.value:type_name -> machinist.driver.v1.GetCapabilitiesResponse
+	1,  // 24: machinist.dialin.v1.ControllerService.Register:input_type -> machinist.dialin.v1.RegisterRequest
+	10, // 25: machinist.dialin.v1.ControllerService.GetMachineClass:input_type -> machinist.dialin.v1.GetMachineClassRequest
+	11, // 26: machinist.dialin.v1.ControllerService.GetSecret:input_type -> machinist.dialin.v1.GetSecretRequest
+	3,  // 27: machinist.dialin.v1.ControllerService.Register:output_type -> machinist.dialin.v1.RegisterResponse
+	12, // 28: machinist.dialin.v1.ControllerService.GetMachineClass:output_type -> machinist.dialin.v1.GetMachineClassResponse
+	13, // 29: machinist.dialin.v1.ControllerService.GetSecret:output_type -> machinist.dialin.v1.GetSecretResponse
+	27, // [27:30] is the sub-list for method output_type
+	24, // [24:27] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_machinist_dialin_v1_dialin_proto_init() }
@@ -1214,6 +1280,8 @@ func file_machinist_dialin_v1_dialin_proto_init() {
 		(*Result_GetMachineStatus)(nil),
 		(*Result_ListMachines)(nil),
 		(*Result_GetVolumeIds)(nil),
+		(*Result_StopMachine)(nil),
+		(*Result_StartMachine)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1221,7 +1289,7 @@ func file_machinist_dialin_v1_dialin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinist_dialin_v1_dialin_proto_rawDesc), len(file_machinist_dialin_v1_dialin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -869,6 +869,337 @@ func (x *GetVolumeIDsResponse) GetVolumeIds() []string {
 	return nil
 }
 
+type StopMachineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopMachineRequest) Reset() {
+	*x = StopMachineRequest{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopMachineRequest) ProtoMessage() {}
+
+func (x *StopMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopMachineRequest.ProtoReflect.Descriptor instead.
+func (*StopMachineRequest) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StopMachineRequest) GetMachine() []byte {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *StopMachineRequest) GetMachineClass() []byte {
+	if x != nil {
+		return x.MachineClass
+	}
+	return nil
+}
+
+func (x *StopMachineRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+type StopMachineResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	LastKnownState string                 `protobuf:"bytes,1,opt,name=last_known_state,json=lastKnownState" json:"last_known_state,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StopMachineResponse) Reset() {
+	*x = StopMachineResponse{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopMachineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopMachineResponse) ProtoMessage() {}
+
+func (x *StopMachineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopMachineResponse.ProtoReflect.Descriptor instead.
+func (*StopMachineResponse) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StopMachineResponse) GetLastKnownState() string {
+	if x != nil {
+		return x.LastKnownState
+	}
+	return ""
+}
+
+type StartMachineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An encoded Machine message; empty when the request has none.
+	Machine []byte `protobuf:"bytes,1,opt,name=machine" json:"machine,omitempty"`
+	// An encoded MachineClass message; empty when the request has none.
+	MachineClass []byte `protobuf:"bytes,2,opt,name=machine_class,json=machineClass" json:"machine_class,omitempty"`
+	// k8s.io.api.core.v1.Secret, Kubernetes protobuf; empty when the request has none.
+	Secret        []byte `protobuf:"bytes,3,opt,name=secret" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartMachineRequest) Reset() {
+	*x = StartMachineRequest{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartMachineRequest) ProtoMessage() {}
+
+func (x *StartMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartMachineRequest.ProtoReflect.Descriptor instead.
+func (*StartMachineRequest) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StartMachineRequest) GetMachine() []byte {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *StartMachineRequest) GetMachineClass() []byte {
+	if x != nil {
+		return x.MachineClass
+	}
+	return nil
+}
+
+func (x *StartMachineRequest) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+type StartMachineResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ProviderId     string                 `protobuf:"bytes,1,opt,name=provider_id,json=providerId" json:"provider_id,omitempty"`
+	NodeName       string                 `protobuf:"bytes,2,opt,name=node_name,json=nodeName" json:"node_name,omitempty"`
+	Addresses      []*NodeAddress         `protobuf:"bytes,3,rep,name=addresses" json:"addresses,omitempty"`
+	LastKnownState string                 `protobuf:"bytes,4,opt,name=last_known_state,json=lastKnownState" json:"last_known_state,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StartMachineResponse) Reset() {
+	*x = StartMachineResponse{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartMachineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartMachineResponse) ProtoMessage() {}
+
+func (x *StartMachineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartMachineResponse.ProtoReflect.Descriptor instead.
+func (*StartMachineResponse) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *StartMachineResponse) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *StartMachineResponse) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *StartMachineResponse) GetAddresses() []*NodeAddress {
+	if x != nil {
+		return x.Addresses
+	}
+	return nil
+}
+
+func (x *StartMachineResponse) GetLastKnownState() string {
+	if x != nil {
+		return x.LastKnownState
+	}
+	return ""
+}
+
+type GetCapabilitiesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Provider whose capabilities to report, on a server serving several; empty on a server
+	// serving one.
+	Provider      string `protobuf:"bytes,1,opt,name=provider" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCapabilitiesRequest) Reset() {
+	*x = GetCapabilitiesRequest{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCapabilitiesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCapabilitiesRequest) ProtoMessage() {}
+
+func (x *GetCapabilitiesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCapabilitiesRequest.ProtoReflect.Descriptor instead.
+func (*GetCapabilitiesRequest) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetCapabilitiesRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+// Capabilities are the optional capabilities of one provider's driver. A field a server does not
+// know (it was built before the capability) stays false: absent.
+type GetCapabilitiesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// StopMachine and StartMachine work.
+	Power         bool `protobuf:"varint,1,opt,name=power" json:"power,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCapabilitiesResponse) Reset() {
+	*x = GetCapabilitiesResponse{}
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCapabilitiesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCapabilitiesResponse) ProtoMessage() {}
+
+func (x *GetCapabilitiesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCapabilitiesResponse.ProtoReflect.Descriptor instead.
+func (*GetCapabilitiesResponse) Descriptor() ([]byte, []int) {
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *GetCapabilitiesResponse) GetPower() bool {
+	if x != nil {
+		return x.Power
+	}
+	return false
+}
+
 // Machine mirrors machine.sapcloud.io/v1alpha1 Machine.
 type Machine struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -884,7 +1215,7 @@ type Machine struct {
 
 func (x *Machine) Reset() {
 	*x = Machine{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[15]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1227,7 @@ func (x *Machine) String() string {
 func (*Machine) ProtoMessage() {}
 
 func (x *Machine) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[15]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1240,7 @@ func (x *Machine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Machine.ProtoReflect.Descriptor instead.
 func (*Machine) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{15}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Machine) GetApiVersion() string {
@@ -960,7 +1291,7 @@ type MachineSpec struct {
 
 func (x *MachineSpec) Reset() {
 	*x = MachineSpec{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[16]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1303,7 @@ func (x *MachineSpec) String() string {
 func (*MachineSpec) ProtoMessage() {}
 
 func (x *MachineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[16]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1316,7 @@ func (x *MachineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineSpec.ProtoReflect.Descriptor instead.
 func (*MachineSpec) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{16}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MachineSpec) GetClass() *ClassSpec {
@@ -1027,7 +1358,7 @@ type ClassSpec struct {
 
 func (x *ClassSpec) Reset() {
 	*x = ClassSpec{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1370,7 @@ func (x *ClassSpec) String() string {
 func (*ClassSpec) ProtoMessage() {}
 
 func (x *ClassSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[17]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1383,7 @@ func (x *ClassSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassSpec.ProtoReflect.Descriptor instead.
 func (*ClassSpec) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{17}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ClassSpec) GetApiGroup() string {
@@ -1088,7 +1419,7 @@ type NodeTemplateSpec struct {
 
 func (x *NodeTemplateSpec) Reset() {
 	*x = NodeTemplateSpec{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[18]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1431,7 @@ func (x *NodeTemplateSpec) String() string {
 func (*NodeTemplateSpec) ProtoMessage() {}
 
 func (x *NodeTemplateSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[18]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1444,7 @@ func (x *NodeTemplateSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTemplateSpec.ProtoReflect.Descriptor instead.
 func (*NodeTemplateSpec) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{18}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NodeTemplateSpec) GetMetadata() []byte {
@@ -1146,7 +1477,7 @@ type MachineConfiguration struct {
 
 func (x *MachineConfiguration) Reset() {
 	*x = MachineConfiguration{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[19]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1489,7 @@ func (x *MachineConfiguration) String() string {
 func (*MachineConfiguration) ProtoMessage() {}
 
 func (x *MachineConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[19]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1502,7 @@ func (x *MachineConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineConfiguration.ProtoReflect.Descriptor instead.
 func (*MachineConfiguration) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{19}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MachineConfiguration) GetDrainTimeout() *durationpb.Duration {
@@ -1243,7 +1574,7 @@ type MachineStatus struct {
 
 func (x *MachineStatus) Reset() {
 	*x = MachineStatus{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[20]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1586,7 @@ func (x *MachineStatus) String() string {
 func (*MachineStatus) ProtoMessage() {}
 
 func (x *MachineStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[20]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1599,7 @@ func (x *MachineStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineStatus.ProtoReflect.Descriptor instead.
 func (*MachineStatus) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{20}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MachineStatus) GetAddresses() []*NodeAddress {
@@ -1316,7 +1647,7 @@ type NodeAddress struct {
 
 func (x *NodeAddress) Reset() {
 	*x = NodeAddress{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[21]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1659,7 @@ func (x *NodeAddress) String() string {
 func (*NodeAddress) ProtoMessage() {}
 
 func (x *NodeAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[21]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1672,7 @@ func (x *NodeAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddress.ProtoReflect.Descriptor instead.
 func (*NodeAddress) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{21}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeAddress) GetType() string {
@@ -1372,7 +1703,7 @@ type NodeCondition struct {
 
 func (x *NodeCondition) Reset() {
 	*x = NodeCondition{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[22]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1715,7 @@ func (x *NodeCondition) String() string {
 func (*NodeCondition) ProtoMessage() {}
 
 func (x *NodeCondition) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[22]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1728,7 @@ func (x *NodeCondition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCondition.ProtoReflect.Descriptor instead.
 func (*NodeCondition) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{22}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeCondition) GetType() string {
@@ -1455,7 +1786,7 @@ type LastOperation struct {
 
 func (x *LastOperation) Reset() {
 	*x = LastOperation{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[23]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1798,7 @@ func (x *LastOperation) String() string {
 func (*LastOperation) ProtoMessage() {}
 
 func (x *LastOperation) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[23]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1811,7 @@ func (x *LastOperation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LastOperation.ProtoReflect.Descriptor instead.
 func (*LastOperation) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{23}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LastOperation) GetDescription() string {
@@ -1530,7 +1861,7 @@ type CurrentStatus struct {
 
 func (x *CurrentStatus) Reset() {
 	*x = CurrentStatus{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[24]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1873,7 @@ func (x *CurrentStatus) String() string {
 func (*CurrentStatus) ProtoMessage() {}
 
 func (x *CurrentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[24]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1886,7 @@ func (x *CurrentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentStatus.ProtoReflect.Descriptor instead.
 func (*CurrentStatus) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{24}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CurrentStatus) GetPhase() string {
@@ -1606,7 +1937,7 @@ type MachineClass struct {
 
 func (x *MachineClass) Reset() {
 	*x = MachineClass{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[25]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1949,7 @@ func (x *MachineClass) String() string {
 func (*MachineClass) ProtoMessage() {}
 
 func (x *MachineClass) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[25]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1962,7 @@ func (x *MachineClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineClass.ProtoReflect.Descriptor instead.
 func (*MachineClass) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{25}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MachineClass) GetApiVersion() string {
@@ -1705,7 +2036,7 @@ type NodeTemplate struct {
 
 func (x *NodeTemplate) Reset() {
 	*x = NodeTemplate{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[26]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +2048,7 @@ func (x *NodeTemplate) String() string {
 func (*NodeTemplate) ProtoMessage() {}
 
 func (x *NodeTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[26]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +2061,7 @@ func (x *NodeTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTemplate.ProtoReflect.Descriptor instead.
 func (*NodeTemplate) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{26}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeTemplate) GetCapacity() map[string]string {
@@ -1785,7 +2116,7 @@ type SecretReference struct {
 
 func (x *SecretReference) Reset() {
 	*x = SecretReference{}
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[27]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2128,7 @@ func (x *SecretReference) String() string {
 func (*SecretReference) ProtoMessage() {}
 
 func (x *SecretReference) ProtoReflect() protoreflect.Message {
-	mi := &file_machinist_driver_v1_driver_proto_msgTypes[27]
+	mi := &file_machinist_driver_v1_driver_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2141,7 @@ func (x *SecretReference) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretReference.ProtoReflect.Descriptor instead.
 func (*SecretReference) Descriptor() ([]byte, []int) {
-	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{27}
+	return file_machinist_driver_v1_driver_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SecretReference) GetName() string {
@@ -1886,7 +2217,27 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\"5\n" +
 	"\x14GetVolumeIDsResponse\x12\x1d\n" +
 	"\n" +
-	"volume_ids\x18\x01 \x03(\tR\tvolumeIds\"\xcc\x01\n" +
+	"volume_ids\x18\x01 \x03(\tR\tvolumeIds\"k\n" +
+	"\x12StopMachineRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"?\n" +
+	"\x13StopMachineResponse\x12(\n" +
+	"\x10last_known_state\x18\x01 \x01(\tR\x0elastKnownState\"l\n" +
+	"\x13StartMachineRequest\x12\x18\n" +
+	"\amachine\x18\x01 \x01(\fR\amachine\x12#\n" +
+	"\rmachine_class\x18\x02 \x01(\fR\fmachineClass\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\fR\x06secret\"\xbe\x01\n" +
+	"\x14StartMachineResponse\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x12\x1b\n" +
+	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12>\n" +
+	"\taddresses\x18\x03 \x03(\v2 .machinist.driver.v1.NodeAddressR\taddresses\x12(\n" +
+	"\x10last_known_state\x18\x04 \x01(\tR\x0elastKnownState\"4\n" +
+	"\x16GetCapabilitiesRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"/\n" +
+	"\x17GetCapabilitiesResponse\x12\x14\n" +
+	"\x05power\x18\x01 \x01(\bR\x05power\"\xcc\x01\n" +
 	"\aMachine\x12\x1f\n" +
 	"\vapi_version\x18\x01 \x01(\tR\n" +
 	"apiVersion\x12\x12\n" +
@@ -1972,14 +2323,17 @@ const file_machinist_driver_v1_driver_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
 	"\x0fSecretReference\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
-	"\tnamespace\x18\x02 \x01(\tR\tnamespace2\x8e\x05\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace2\xc3\a\n" +
 	"\rDriverService\x12f\n" +
 	"\rCreateMachine\x12).machinist.driver.v1.CreateMachineRequest\x1a*.machinist.driver.v1.CreateMachineResponse\x12r\n" +
 	"\x11InitializeMachine\x12-.machinist.driver.v1.InitializeMachineRequest\x1a..machinist.driver.v1.InitializeMachineResponse\x12f\n" +
 	"\rDeleteMachine\x12).machinist.driver.v1.DeleteMachineRequest\x1a*.machinist.driver.v1.DeleteMachineResponse\x12o\n" +
 	"\x10GetMachineStatus\x12,.machinist.driver.v1.GetMachineStatusRequest\x1a-.machinist.driver.v1.GetMachineStatusResponse\x12c\n" +
 	"\fListMachines\x12(.machinist.driver.v1.ListMachinesRequest\x1a).machinist.driver.v1.ListMachinesResponse\x12c\n" +
-	"\fGetVolumeIDs\x12(.machinist.driver.v1.GetVolumeIDsRequest\x1a).machinist.driver.v1.GetVolumeIDsResponse2g\n" +
+	"\fGetVolumeIDs\x12(.machinist.driver.v1.GetVolumeIDsRequest\x1a).machinist.driver.v1.GetVolumeIDsResponse\x12`\n" +
+	"\vStopMachine\x12'.machinist.driver.v1.StopMachineRequest\x1a(.machinist.driver.v1.StopMachineResponse\x12c\n" +
+	"\fStartMachine\x12(.machinist.driver.v1.StartMachineRequest\x1a).machinist.driver.v1.StartMachineResponse\x12l\n" +
+	"\x0fGetCapabilities\x12+.machinist.driver.v1.GetCapabilitiesRequest\x1a,.machinist.driver.v1.GetCapabilitiesResponse2g\n" +
 	"\x0fIdentityService\x12T\n" +
 	"\aGetInfo\x12#.machinist.driver.v1.GetInfoRequest\x1a$.machinist.driver.v1.GetInfoResponseBXZOgithub.com/machinist-io/machinist/grpcbridge/proto/machinist/driver/v1;driverv1\x92\x03\x04\b\x02 \x03b\beditionsp\xe8\a"
 
@@ -1995,7 +2349,7 @@ func file_machinist_driver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_machinist_driver_v1_driver_proto_rawDescData
 }
 
-var file_machinist_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_machinist_driver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_machinist_driver_v1_driver_proto_goTypes = []any{
 	(*GetInfoRequest)(nil),            // 0: machinist.driver.v1.GetInfoRequest
 	(*GetInfoResponse)(nil),           // 1: machinist.driver.v1.GetInfoResponse
@@ -2012,73 +2366,86 @@ var file_machinist_driver_v1_driver_proto_goTypes = []any{
 	(*ListMachinesResponse)(nil),      // 12: machinist.driver.v1.ListMachinesResponse
 	(*GetVolumeIDsRequest)(nil),       // 13: machinist.driver.v1.GetVolumeIDsRequest
 	(*GetVolumeIDsResponse)(nil),      // 14: machinist.driver.v1.GetVolumeIDsResponse
-	(*Machine)(nil),                   // 15: machinist.driver.v1.Machine
-	(*MachineSpec)(nil),               // 16: machinist.driver.v1.MachineSpec
-	(*ClassSpec)(nil),                 // 17: machinist.driver.v1.ClassSpec
-	(*NodeTemplateSpec)(nil),          // 18: machinist.driver.v1.NodeTemplateSpec
-	(*MachineConfiguration)(nil),      // 19: machinist.driver.v1.MachineConfiguration
-	(*MachineStatus)(nil),             // 20: machinist.driver.v1.MachineStatus
-	(*NodeAddress)(nil),               // 21: machinist.driver.v1.NodeAddress
-	(*NodeCondition)(nil),             // 22: machinist.driver.v1.NodeCondition
-	(*LastOperation)(nil),             // 23: machinist.driver.v1.LastOperation
-	(*CurrentStatus)(nil),             // 24: machinist.driver.v1.CurrentStatus
-	(*MachineClass)(nil),              // 25: machinist.driver.v1.MachineClass
-	(*NodeTemplate)(nil),              // 26: machinist.driver.v1.NodeTemplate
-	(*SecretReference)(nil),           // 27: machinist.driver.v1.SecretReference
-	nil,                               // 28: machinist.driver.v1.ListMachinesResponse.MachineListEntry
-	nil,                               // 29: machinist.driver.v1.NodeTemplate.CapacityEntry
-	nil,                               // 30: machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
-	(*durationpb.Duration)(nil),       // 31: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),     // 32: google.protobuf.Timestamp
+	(*StopMachineRequest)(nil),        // 15: machinist.driver.v1.StopMachineRequest
+	(*StopMachineResponse)(nil),       // 16: machinist.driver.v1.StopMachineResponse
+	(*StartMachineRequest)(nil),       // 17: machinist.driver.v1.StartMachineRequest
+	(*StartMachineResponse)(nil),      // 18: machinist.driver.v1.StartMachineResponse
+	(*GetCapabilitiesRequest)(nil),    // 19: machinist.driver.v1.GetCapabilitiesRequest
+	(*GetCapabilitiesResponse)(nil),   // 20: machinist.driver.v1.GetCapabilitiesResponse
+	(*Machine)(nil),                   // 21: machinist.driver.v1.Machine
+	(*MachineSpec)(nil),               // 22: machinist.driver.v1.MachineSpec
+	(*ClassSpec)(nil),                 // 23: machinist.driver.v1.ClassSpec
+	(*NodeTemplateSpec)(nil),          // 24: machinist.driver.v1.NodeTemplateSpec
+	(*MachineConfiguration)(nil),      // 25: machinist.driver.v1.MachineConfiguration
+	(*MachineStatus)(nil),             // 26: machinist.driver.v1.MachineStatus
+	(*NodeAddress)(nil),               // 27: machinist.driver.v1.NodeAddress
+	(*NodeCondition)(nil),             // 28: machinist.driver.v1.NodeCondition
+	(*LastOperation)(nil),             // 29: machinist.driver.v1.LastOperation
+	(*CurrentStatus)(nil),             // 30: machinist.driver.v1.CurrentStatus
+	(*MachineClass)(nil),              // 31: machinist.driver.v1.MachineClass
+	(*NodeTemplate)(nil),              // 32: machinist.driver.v1.NodeTemplate
+	(*SecretReference)(nil),           // 33: machinist.driver.v1.SecretReference
+	nil,                               // 34: machinist.driver.v1.ListMachinesResponse.MachineListEntry
+	nil,                               // 35: machinist.driver.v1.NodeTemplate.CapacityEntry
+	nil,                               // 36: machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
+	(*durationpb.Duration)(nil),       // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),     // 38: google.protobuf.Timestamp
 }
 var file_machinist_driver_v1_driver_proto_depIdxs = []int32{
-	21, // 0: machinist.driver.v1.CreateMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	21, // 1: machinist.driver.v1.InitializeMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	21, // 2: machinist.driver.v1.GetMachineStatusResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
-	28, // 3: machinist.driver.v1.ListMachinesResponse.machine_list:type_name -> machinist.driver.v1.ListMachinesResponse.MachineListEntry
-	16, // 4: machinist.driver.v1.Machine.spec:type_name -> machinist.driver.v1.MachineSpec
-	20, // 5: machinist.driver.v1.Machine.status:type_name -> machinist.driver.v1.MachineStatus
-	17, // 6: machinist.driver.v1.MachineSpec.class:type_name -> machinist.driver.v1.ClassSpec
-	18, // 7: machinist.driver.v1.MachineSpec.node_template:type_name -> machinist.driver.v1.NodeTemplateSpec
-	19, // 8: machinist.driver.v1.MachineSpec.configuration:type_name -> machinist.driver.v1.MachineConfiguration
-	31, // 9: machinist.driver.v1.MachineConfiguration.drain_timeout:type_name -> google.protobuf.Duration
-	31, // 10: machinist.driver.v1.MachineConfiguration.health_timeout:type_name -> google.protobuf.Duration
-	31, // 11: machinist.driver.v1.MachineConfiguration.creation_timeout:type_name -> google.protobuf.Duration
-	31, // 12: machinist.driver.v1.MachineConfiguration.in_place_update_timeout:type_name -> google.protobuf.Duration
-	31, // 13: machinist.driver.v1.MachineConfiguration.preserve_timeout:type_name -> google.protobuf.Duration
-	21, // 14: machinist.driver.v1.MachineStatus.addresses:type_name -> machinist.driver.v1.NodeAddress
-	22, // 15: machinist.driver.v1.MachineStatus.conditions:type_name -> machinist.driver.v1.NodeCondition
-	23, // 16: machinist.driver.v1.MachineStatus.last_operation:type_name -> machinist.driver.v1.LastOperation
-	24, // 17: machinist.driver.v1.MachineStatus.current_status:type_name -> machinist.driver.v1.CurrentStatus
-	32, // 18: machinist.driver.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
-	32, // 19: machinist.driver.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
-	32, // 20: machinist.driver.v1.LastOperation.last_update_time:type_name -> google.protobuf.Timestamp
-	32, // 21: machinist.driver.v1.CurrentStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	32, // 22: machinist.driver.v1.CurrentStatus.preserve_expiry_time:type_name -> google.protobuf.Timestamp
-	26, // 23: machinist.driver.v1.MachineClass.node_template:type_name -> machinist.driver.v1.NodeTemplate
-	27, // 24: machinist.driver.v1.MachineClass.credentials_secret_ref:type_name -> machinist.driver.v1.SecretReference
-	27, // 25: machinist.driver.v1.MachineClass.secret_ref:type_name -> machinist.driver.v1.SecretReference
-	29, // 26: machinist.driver.v1.NodeTemplate.capacity:type_name -> machinist.driver.v1.NodeTemplate.CapacityEntry
-	30, // 27: machinist.driver.v1.NodeTemplate.virtual_capacity:type_name -> machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
-	3,  // 28: machinist.driver.v1.DriverService.CreateMachine:input_type -> machinist.driver.v1.CreateMachineRequest
-	5,  // 29: machinist.driver.v1.DriverService.InitializeMachine:input_type -> machinist.driver.v1.InitializeMachineRequest
-	7,  // 30: machinist.driver.v1.DriverService.DeleteMachine:input_type -> machinist.driver.v1.DeleteMachineRequest
-	9,  // 31: machinist.driver.v1.DriverService.GetMachineStatus:input_type -> machinist.driver.v1.GetMachineStatusRequest
-	11, // 32: machinist.driver.v1.DriverService.ListMachines:input_type -> machinist.driver.v1.ListMachinesRequest
-	13, // 33: machinist.driver.v1.DriverService.GetVolumeIDs:input_type -> machinist.driver.v1.GetVolumeIDsRequest
-	0,  // 34: machinist.driver.v1.IdentityService.GetInfo:input_type -> machinist.driver.v1.GetInfoRequest
-	4,  // 35: machinist.driver.v1.DriverService.CreateMachine:output_type -> machinist.driver.v1.CreateMachineResponse
-	6,  // 36: machinist.driver.v1.DriverService.InitializeMachine:output_type -> machinist.driver.v1.InitializeMachineResponse
-	8,  // 37: machinist.driver.v1.DriverService.DeleteMachine:output_type -> machinist.driver.v1.DeleteMachineResponse
-	10, // 38: machinist.driver.v1.DriverService.GetMachineStatus:output_type -> machinist.driver.v1.GetMachineStatusResponse
-	12, // 39: machinist.driver.v1.DriverService.ListMachines:output_type -> machinist.driver.v1.ListMachinesResponse
-	14, // 40: machinist.driver.v1.DriverService.GetVolumeIDs:output_type -> machinist.driver.v1.GetVolumeIDsResponse
-	1,  // 41: machinist.driver.v1.IdentityService.GetInfo:output_type -> machinist.driver.v1.GetInfoResponse
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	27, // 0: machinist.driver.v1.CreateMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	27, // 1: machinist.driver.v1.InitializeMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	27, // 2: machinist.driver.v1.GetMachineStatusResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	34, // 3: machinist.driver.v1.ListMachinesResponse.machine_list:type_name -> machinist.driver.v1.ListMachinesResponse.MachineListEntry
+	27, // 4: machinist.driver.v1.StartMachineResponse.addresses:type_name -> machinist.driver.v1.NodeAddress
+	22, // 5: machinist.driver.v1.Machine.spec:type_name -> machinist.driver.v1.MachineSpec
+	26, // 6: machinist.driver.v1.Machine.status:type_name -> machinist.driver.v1.MachineStatus
+	23, // 7: machinist.driver.v1.MachineSpec.class:type_name -> machinist.driver.v1.ClassSpec
+	24, // 8: machinist.driver.v1.MachineSpec.node_template:type_name -> machinist.driver.v1.NodeTemplateSpec
+	25, // 9: machinist.driver.v1.MachineSpec.configuration:type_name -> machinist.driver.v1.MachineConfiguration
+	37, // 10: machinist.driver.v1.MachineConfiguration.drain_timeout:type_name -> google.protobuf.Duration
+	37, // 11: machinist.driver.v1.MachineConfiguration.health_timeout:type_name -> google.protobuf.Duration
+	37, // 12: machinist.driver.v1.MachineConfiguration.creation_timeout:type_name -> google.protobuf.Duration
+	37, // 13: machinist.driver.v1.MachineConfiguration.in_place_update_timeout:type_name -> google.protobuf.Duration
+	37, // 14: machinist.driver.v1.MachineConfiguration.preserve_timeout:type_name -> google.protobuf.Duration
+	27, // 15: machinist.driver.v1.MachineStatus.addresses:type_name -> machinist.driver.v1.NodeAddress
+	28, // 16: machinist.driver.v1.MachineStatus.conditions:type_name -> machinist.driver.v1.NodeCondition
+	29, // 17: machinist.driver.v1.MachineStatus.last_operation:type_name -> machinist.driver.v1.LastOperation
+	30, // 18: machinist.driver.v1.MachineStatus.current_status:type_name -> machinist.driver.v1.CurrentStatus
+	38, // 19: machinist.driver.v1.NodeCondition.last_heartbeat_time:type_name -> google.protobuf.Timestamp
+	38, // 20: machinist.driver.v1.NodeCondition.last_transition_time:type_name -> google.protobuf.Timestamp
+	38, // 21: machinist.driver.v1.LastOperation.last_update_time:type_name -> google.protobuf.Timestamp
+	38, // 22: machinist.driver.v1.CurrentStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	38, // 23: machinist.driver.v1.CurrentStatus.preserve_expiry_time:type_name -> google.protobuf.Timestamp
+	32, // 24: machinist.driver.v1.MachineClass.node_template:type_name -> machinist.driver.v1.NodeTemplate
+	33, // 25: machinist.driver.v1.MachineClass.credentials_secret_ref:type_name -> machinist.driver.v1.SecretReference
+	33, // 26: machinist.driver.v1.MachineClass.secret_ref:type_name -> machinist.driver.v1.SecretReference
+	35, // 27: machinist.driver.v1.NodeTemplate.capacity:type_name -> machinist.driver.v1.NodeTemplate.CapacityEntry
+	36, // 28: machinist.driver.v1.NodeTemplate.virtual_capacity:type_name -> machinist.driver.v1.NodeTemplate.VirtualCapacityEntry
+	3,  // 29: machinist.driver.v1.DriverService.CreateMachine:input_type -> machinist.driver.v1.CreateMachineRequest
+	5,  // 30: machinist.driver.v1.DriverService.InitializeMachine:input_type -> machinist.driver.v1.InitializeMachineRequest
+	7,  // 31: machinist.driver.v1.DriverService.DeleteMachine:input_type -> machinist.driver.v1.DeleteMachineRequest
+	9,  // 32: machinist.driver.v1.DriverService.GetMachineStatus:input_type -> machinist.driver.v1.GetMachineStatusRequest
+	11, // 33: machinist.driver.v1.DriverService.ListMachines:input_type -> machinist.driver.v1.ListMachinesRequest
+	13, // 34: machinist.driver.v1.DriverService.GetVolumeIDs:input_type -> machinist.driver.v1.GetVolumeIDsRequest
+	15, // 35: machinist.driver.v1.DriverService.StopMachine:input_type -> machinist.driver.v1.StopMachineRequest
+	17, // 36: machinist.driver.v1.DriverService.StartMachine:input_type -> machinist.driver.v1.StartMachineRequest
+	19, // 37: machinist.driver.v1.DriverService.GetCapabilities:input_type -> machinist.driver.v1.GetCapabilitiesRequest
+	0,  // 38: machinist.driver.v1.IdentityService.GetInfo:input_type -> machinist.driver.v1.GetInfoRequest
+	4,  // 39: machinist.driver.v1.DriverService.CreateMachine:output_type -> machinist.driver.v1.CreateMachineResponse
+	6,  // 40: machinist.driver.v1.DriverService.InitializeMachine:output_type -> machinist.driver.v1.InitializeMachineResponse
+	8,  // 41: machinist.driver.v1.DriverService.DeleteMachine:output_type -> machinist.driver.v1.DeleteMachineResponse
+	10, // 42: machinist.driver.v1.DriverService.GetMachineStatus:output_type -> machinist.driver.v1.GetMachineStatusResponse
+	12, // 43: machinist.driver.v1.DriverService.ListMachines:output_type -> machinist.driver.v1.ListMachinesResponse
+	14, // 44: machinist.driver.v1.DriverService.GetVolumeIDs:output_type -> machinist.driver.v1.GetVolumeIDsResponse
+	16, // 45: machinist.driver.v1.DriverService.StopMachine:output_type -> machinist.driver.v1.StopMachineResponse
+	18, // 46: machinist.driver.v1.DriverService.StartMachine:output_type -> machinist.driver.v1.StartMachineResponse
+	20, // 47: machinist.driver.v1.DriverService.GetCapabilities:output_type -> machinist.driver.v1.GetCapabilitiesResponse
+	1,  // 48: machinist.driver.v1.IdentityService.GetInfo:output_type -> machinist.driver.v1.GetInfoResponse
+	39, // [39:49] is the sub-list for method output_type
+	29, // [29:39] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_machinist_driver_v1_driver_proto_init() }
@@ -2092,7 +2459,7 @@ func file_machinist_driver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinist_driver_v1_driver_proto_rawDesc), len(file_machinist_driver_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -44,6 +44,9 @@ const (
 	DriverService_GetMachineStatus_FullMethodName  = "/machinist.driver.v1.DriverService/GetMachineStatus"
 	DriverService_ListMachines_FullMethodName      = "/machinist.driver.v1.DriverService/ListMachines"
 	DriverService_GetVolumeIDs_FullMethodName      = "/machinist.driver.v1.DriverService/GetVolumeIDs"
+	DriverService_StopMachine_FullMethodName       = "/machinist.driver.v1.DriverService/StopMachine"
+	DriverService_StartMachine_FullMethodName      = "/machinist.driver.v1.DriverService/StartMachine"
+	DriverService_GetCapabilities_FullMethodName   = "/machinist.driver.v1.DriverService/GetCapabilities"
 )
 
 // DriverServiceClient is the client API for DriverService service.
@@ -58,6 +61,15 @@ type DriverServiceClient interface {
 	GetMachineStatus(ctx context.Context, in *GetMachineStatusRequest, opts ...grpc.CallOption) (*GetMachineStatusResponse, error)
 	ListMachines(ctx context.Context, in *ListMachinesRequest, opts ...grpc.CallOption) (*ListMachinesResponse, error)
 	GetVolumeIDs(ctx context.Context, in *GetVolumeIDsRequest, opts ...grpc.CallOption) (*GetVolumeIDsResponse, error)
+	// StopMachine and StartMachine are the optional power capability (core/driver.PowerDriver):
+	// they stop a machine's VM and start it again, keeping its disks and identity. A driver that
+	// lacks it answers UNIMPLEMENTED with ErrorInfo; a server built before these RPCs answers
+	// UNIMPLEMENTED without it. GetCapabilities says in advance which is the case.
+	StopMachine(ctx context.Context, in *StopMachineRequest, opts ...grpc.CallOption) (*StopMachineResponse, error)
+	StartMachine(ctx context.Context, in *StartMachineRequest, opts ...grpc.CallOption) (*StartMachineResponse, error)
+	// GetCapabilities reports the optional capabilities the driver of a provider serves. A server
+	// built before it answers UNIMPLEMENTED, which means it serves none.
+	GetCapabilities(ctx context.Context, in *GetCapabilitiesRequest, opts ...grpc.CallOption) (*GetCapabilitiesResponse, error)
 }
 
 type driverServiceClient struct {
@@ -128,6 +140,36 @@ func (c *driverServiceClient) GetVolumeIDs(ctx context.Context, in *GetVolumeIDs
 	return out, nil
 }
 
+func (c *driverServiceClient) StopMachine(ctx context.Context, in *StopMachineRequest, opts ...grpc.CallOption) (*StopMachineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopMachineResponse)
+	err := c.cc.Invoke(ctx, DriverService_StopMachine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverServiceClient) StartMachine(ctx context.Context, in *StartMachineRequest, opts ...grpc.CallOption) (*StartMachineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartMachineResponse)
+	err := c.cc.Invoke(ctx, DriverService_StartMachine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *driverServiceClient) GetCapabilities(ctx context.Context, in *GetCapabilitiesRequest, opts ...grpc.CallOption) (*GetCapabilitiesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCapabilitiesResponse)
+	err := c.cc.Invoke(ctx, DriverService_GetCapabilities_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DriverServiceServer is the server API for DriverService service.
 // All implementations must embed UnimplementedDriverServiceServer
 // for forward compatibility.
@@ -140,6 +182,15 @@ type DriverServiceServer interface {
 	GetMachineStatus(context.Context, *GetMachineStatusRequest) (*GetMachineStatusResponse, error)
 	ListMachines(context.Context, *ListMachinesRequest) (*ListMachinesResponse, error)
 	GetVolumeIDs(context.Context, *GetVolumeIDsRequest) (*GetVolumeIDsResponse, error)
+	// StopMachine and StartMachine are the optional power capability (core/driver.PowerDriver):
+	// they stop a machine's VM and start it again, keeping its disks and identity. A driver that
+	// lacks it answers UNIMPLEMENTED with ErrorInfo; a server built before these RPCs answers
+	// UNIMPLEMENTED without it. GetCapabilities says in advance which is the case.
+	StopMachine(context.Context, *StopMachineRequest) (*StopMachineResponse, error)
+	StartMachine(context.Context, *StartMachineRequest) (*StartMachineResponse, error)
+	// GetCapabilities reports the optional capabilities the driver of a provider serves. A server
+	// built before it answers UNIMPLEMENTED, which means it serves none.
+	GetCapabilities(context.Context, *GetCapabilitiesRequest) (*GetCapabilitiesResponse, error)
 	mustEmbedUnimplementedDriverServiceServer()
 }
 
@@ -167,6 +218,15 @@ func (UnimplementedDriverServiceServer) ListMachines(context.Context, *ListMachi
 }
 func (UnimplementedDriverServiceServer) GetVolumeIDs(context.Context, *GetVolumeIDsRequest) (*GetVolumeIDsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetVolumeIDs not implemented")
+}
+func (UnimplementedDriverServiceServer) StopMachine(context.Context, *StopMachineRequest) (*StopMachineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopMachine not implemented")
+}
+func (UnimplementedDriverServiceServer) StartMachine(context.Context, *StartMachineRequest) (*StartMachineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartMachine not implemented")
+}
+func (UnimplementedDriverServiceServer) GetCapabilities(context.Context, *GetCapabilitiesRequest) (*GetCapabilitiesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCapabilities not implemented")
 }
 func (UnimplementedDriverServiceServer) mustEmbedUnimplementedDriverServiceServer() {}
 func (UnimplementedDriverServiceServer) testEmbeddedByValue()                       {}
@@ -297,6 +357,60 @@ func _DriverService_GetVolumeIDs_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _DriverService_StopMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopMachineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServiceServer).StopMachine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverService_StopMachine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServiceServer).StopMachine(ctx, req.(*StopMachineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DriverService_StartMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartMachineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServiceServer).StartMachine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverService_StartMachine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServiceServer).StartMachine(ctx, req.(*StartMachineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DriverService_GetCapabilities_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCapabilitiesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DriverServiceServer).GetCapabilities(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DriverService_GetCapabilities_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DriverServiceServer).GetCapabilities(ctx, req.(*GetCapabilitiesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DriverService_ServiceDesc is the grpc.ServiceDesc for DriverService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +441,18 @@ var DriverService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetVolumeIDs",
 			Handler:    _DriverService_GetVolumeIDs_Handler,
+		},
+		{
+			MethodName: "StopMachine",
+			Handler:    _DriverService_StopMachine_Handler,
+		},
+		{
+			MethodName: "StartMachine",
+			Handler:    _DriverService_StartMachine_Handler,
+		},
+		{
+			MethodName: "GetCapabilities",
+			Handler:    _DriverService_GetCapabilities_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
