@@ -50,6 +50,8 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
+	"github.com/machinist-io/machinist/core/controller/pool"
+	"github.com/machinist-io/machinist/core/controller/poolpolicy"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -400,6 +402,17 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
+	}
+	if !pool.Served(m.Manager.GetRESTMapper()) {
+		opts.Log.Info("PoolPolicies are not served (machinist's CRDs are not installed): MachineDeployments keep their own budgets")
+		return nil
+	}
+	ppo := poolpolicy.Options{Log: opts.Log.With("controller", "poolpolicy"), Clock: mdo.Clock}
+	if m.Target != nil {
+		ppo.Target = m.Target.GetClient()
+	}
+	if err := poolpolicy.Setup(m.Manager, ppo); err != nil {
+		return fmt.Errorf("manager: poolpolicy controller: %w", err)
 	}
 	return nil
 }

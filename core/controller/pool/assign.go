@@ -161,6 +161,16 @@ func (a Assignment) Members(policy string) []*v1alpha1.MachineDeployment {
 	return a.members[policy]
 }
 
+// Selected returns the deployments a valid policy's selector matches, governed or not, by name.
+func (a Assignment) Selected(policy string) []*v1alpha1.MachineDeployment {
+	out := make([]*v1alpha1.MachineDeployment, 0, len(a.selected[policy]))
+	for _, d := range a.selected[policy] {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
 // Problem returns why a policy governs fewer deployments than it selects, nil when it governs
 // all of them.
 func (a Assignment) Problem(policy string) *Problem {

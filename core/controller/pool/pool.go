@@ -205,13 +205,13 @@ func (p Pool) RolloutID() string {
 // FailedMachine is a machine seen going Failed, as the PoolPolicy controller saw it (it may be
 // gone by the time the failure is recorded).
 type FailedMachine struct {
-	Machine, Set, Deployment, Reason string
-	At                               time.Time
+	Machine, Set, Reason string
+	At                   time.Time
 }
 
 // Failures are the new machines of the current rollout that failed: those recorded in the
 // policy's status for this rollout and this haltAfterFailures, those seen (if their set is
-// still their deployment's current one and it rolls out), and the current sets' machines that
+// still its deployment's current one and it rolls out), and the current sets' machines that
 // are Failed now; oldest first, each machine once.
 func (p Pool) Failures(seen []FailedMachine) []machinistv1alpha1.PoolFailure {
 	byName := map[string]machinistv1alpha1.PoolFailure{}
@@ -226,9 +226,9 @@ func (p Pool) Failures(seen []FailedMachine) []machinistv1alpha1.PoolFailure {
 			continue
 		}
 		for _, s := range seen {
-			if s.Deployment == m.in.Deployment.Name && s.Set == m.current.Name {
+			if s.Set == m.current.Name {
 				if _, ok := byName[s.Machine]; !ok {
-					byName[s.Machine] = machinistv1alpha1.PoolFailure{Machine: s.Machine, Deployment: s.Deployment, Reason: s.Reason, Time: metav1.NewTime(s.At)}
+					byName[s.Machine] = machinistv1alpha1.PoolFailure{Machine: s.Machine, Deployment: m.in.Deployment.Name, Reason: s.Reason, Time: metav1.NewTime(s.At)}
 				}
 			}
 		}
