@@ -170,7 +170,8 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// A policy's change reaches the deployments it selects; a member's set change reaches
 		// the pool's other members, which may wait for the budget it frees.
 		b = b.Watches(&machinistv1alpha1.PoolPolicy{}, handler.EnqueueRequestsFromMapFunc(r.membersOfPolicy), builder.WithPredicates(policyChanged())).
-			Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfSet))
+			Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfSet)).
+			Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfMachine), builder.WithPredicates(machineFreesBudget()))
 	}
 	return b.Complete(r)
 }

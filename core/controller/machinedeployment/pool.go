@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/pool"
 	"github.com/machinist-io/machinist/core/controller/rollout"
@@ -116,11 +117,35 @@ func (r *Reconciler) membersOfPolicy(ctx context.Context, obj client.Object) []r
 // otherMembersOfSet maps a MachineSet to the other deployments of its deployment's pool: its
 // change may free (or use) budget they wait for.
 func (r *Reconciler) otherMembersOfSet(ctx context.Context, ms client.Object) []reconcile.Request {
-	reqs := deploymentOfSet(ctx, ms)
+	return r.otherMembers(ctx, ms.GetNamespace(), deploymentOfSet(ctx, ms))
+}
+
+// otherMembersOfMachine maps a machine to the other deployments of its deployment's pool: a
+// terminating machine that goes frees a surge machine of the pool's budget, and its set's
+// status may have changed before (it counts no terminating machine).
+func (r *Reconciler) otherMembersOfMachine(ctx context.Context, m client.Object) []reconcile.Request {
+	return r.otherMembers(ctx, m.GetNamespace(), r.deploymentOfMachine(ctx, m))
+}
+
+// machineFreesBudget passes the machine events that change a pool's budget use: a machine that
+// goes, starts terminating or changes phase (Running frees the budget a surge machine held).
+func machineFreesBudget() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			old, ok1 := e.ObjectOld.(*v1alpha1.Machine)
+			cur, ok2 := e.ObjectNew.(*v1alpha1.Machine)
+			return !ok1 || !ok2 || old.Status.CurrentStatus.Phase != cur.Status.CurrentStatus.Phase ||
+				(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil)
+		},
+	}
+}
+
+func (r *Reconciler) otherMembers(ctx context.Context, namespace string, reqs []reconcile.Request) []reconcile.Request {
 	if len(reqs) == 0 {
 		return nil
 	}
-	a, _, err := r.poolReader.Assign(ctx, ms.GetNamespace())
+	a, _, err := r.poolReader.Assign(ctx, namespace)
 	if err != nil {
 		return nil
 	}

@@ -147,11 +147,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if apiequality.Semantic.DeepEqual(policy.Status, st) {
 		return res, nil
 	}
-	patch := client.MergeFrom(policy.DeepCopy())
+	// An update, not a merge patch: a patch leaves out fields equal in the old and new JSON
+	// (zeros of a budget the stored object does not have yet), which the schema requires.
 	policy.Status = st
-	if err := r.client.Status().Patch(ctx, policy, patch); err != nil {
+	if err := r.client.Status().Update(ctx, policy); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
+		}
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 		}
 		return reconcile.Result{}, fmt.Errorf("poolpolicy: write status of %s: %w", req.NamespacedName, err)
 	}
