@@ -3,6 +3,7 @@ package poolpolicy_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,7 +281,7 @@ func TestHaltAfterFailuresKeepsTheOldMachines(t *testing.T) {
 			if m.Spec.Class.Name != "class-broken" || m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase != v1alpha1.MachinePending {
 				continue
 			}
-			if len(failed) < 2 && !contains(failed, m.Name) {
+			if len(failed) < 2 && !slices.Contains(failed, m.Name) {
 				m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineFailed, LastUpdateTime: metav1.Now()}
 				m.Status.LastOperation.Description = "did not join within the health timeout"
 				if err := e.c.Status().Update(context.Background(), &m); err == nil {
@@ -307,13 +308,4 @@ func TestHaltAfterFailuresKeepsTheOldMachines(t *testing.T) {
 	if got := len(e.policy(p).Status.Rollout.Failures); got != 2 {
 		t.Errorf("status records %d failures: want 2", got)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

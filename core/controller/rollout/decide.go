@@ -50,7 +50,7 @@ func Decide(in Input) Decision {
 		dec.CurrentSet = p.newMS.Name
 	}
 	dec.BlockedBy = before.blocks(p)
-	if gb := p.poolBlocks(before); len(gb) > 0 {
+	if gb := p.pool().poolBlocks(before); len(gb) > 0 {
 		dec.BlockedBy = gb
 	}
 	if !p.recheck.IsZero() {
@@ -184,7 +184,7 @@ func (s summary) blocks(p *planner) []Block {
 		return nil // old machines are going; nothing waits for a budget
 	}
 	switch {
-	case p.manualInPlace():
+	case p.pool().manualInPlace():
 		if (inPlace{p}).selectedCount(old) == 0 {
 			return []Block{{Reason: BlockedWaitingForApproval, Message: fmt.Sprintf(
 				"orchestrationType Manual: label the nodes to update %s=true; %d machines of old machine sets wait", v1alpha1.LabelNodeSelectedForUpdate, replicaSum(old))}}

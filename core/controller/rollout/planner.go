@@ -62,7 +62,7 @@ func (p *planner) machineCount(ms *v1alpha1.MachineSet) int32 {
 	}
 	var n int32
 	for _, m := range p.machinesOf(ms) {
-		if !p.parked(m) {
+		if !p.pool().parked(m) {
 			n++
 		}
 	}
@@ -224,7 +224,7 @@ func (p *planner) newSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.Mac
 		return d.Spec.Replicas
 	}
 	n := p.withinSurge(all, newMS)
-	if p.manualApproval() {
+	if p.pool().manualApproval() {
 		var old []*v1alpha1.MachineSet
 		for _, ms := range all {
 			if ms != newMS {
@@ -235,7 +235,7 @@ func (p *planner) newSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.Mac
 		if newMS != nil {
 			cur = newMS.Spec.Replicas
 		}
-		n = min(n, max(cur, p.approvalCap(old)))
+		n = min(n, max(cur, p.pool().approvalCap(old)))
 	}
 	return n
 }
@@ -244,7 +244,7 @@ func (p *planner) newSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.Mac
 // 0 with Manual orchestration (machines only come from old sets), else as many fresh machines as
 // maxSurge allows on top of the machines there are.
 func (p *planner) inPlaceNewSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.MachineSet) int32 {
-	if p.manualInPlace() {
+	if p.pool().manualInPlace() {
 		if newMS == nil {
 			return 0
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
@@ -54,13 +55,15 @@ const (
 	BlockedHalted BlockReason = "Halted"
 )
 
+// poolGate holds the planner's rules for a pool's gates and Manual approval (a type of its
+// own keeps the planner's method set small: every step type embeds the planner).
+type poolGate struct{ p *planner }
+
+// pool returns the planner's pool rules.
+func (p *planner) pool() poolGate { return poolGate{p} }
+
 // gates returns the input's pool gates (none without a pool).
-func (p *planner) gates() PoolGates {
-	if p.in.Pool == nil {
-		return PoolGates{}
-	}
-	return *p.in.Pool
-}
+func (g poolGate) gates() PoolGates { return ptr.Deref(g.p.in.Pool, PoolGates{}) }
 
 // ReadySince is when a machine became Running with a Ready node (the later of the two), and
 // whether it is both now. A machine without a copy of its node's Ready condition (no target
@@ -85,40 +88,40 @@ func ReadySince(m *v1alpha1.Machine) (time.Time, bool) {
 }
 
 // recheckAt asks for another decision at t (the earliest asked for wins).
-func (p *planner) recheckAt(t time.Time) {
-	if p.recheck.IsZero() || t.Before(p.recheck) {
-		p.recheck = t
+func (g poolGate) recheckAt(t time.Time) {
+	if g.p.recheck.IsZero() || t.Before(g.p.recheck) {
+		g.p.recheck = t
 	}
 }
 
 // hold stops new replacements for a gate: the budget is 0 and 0, so the new set grows only to
 // fill the replicas and old sets shrink only by their surplus of available machines. The sets'
 // max-replicas annotation keeps the share (limits.annotated), so a gate writes no set.
-func (p *planner) hold(b Block) {
-	p.lim.surge, p.lim.unavailable = 0, 0
-	p.gateBlocks = append(p.gateBlocks, b)
+func (g poolGate) hold(b Block) {
+	g.p.lim.surge, g.p.lim.unavailable = 0, 0
+	g.p.gateBlocks = append(g.p.gateBlocks, b)
 }
 
 // applyGates applies the pool's gates before a step is planned; it reports whether the rollout
 // is halted (the caller then halts instead of rolling).
-func (p *planner) applyGates() (halted bool) {
-	g := p.gates()
-	newMS, old := p.split()
-	if p.in.Pool == nil || !p.oldLeft(old) {
+func (g poolGate) applyGates() (halted bool) {
+	gs := g.gates()
+	newMS, old := g.split()
+	if g.p.in.Pool == nil || !g.oldLeft(old) {
 		return false
 	}
 	switch {
-	case g.Halted != "":
-		p.hold(Block{Reason: BlockedHalted, Message: g.Halted})
+	case gs.Halted != "":
+		g.hold(Block{Reason: BlockedHalted, Message: gs.Halted})
 		return true
-	case g.Paused:
-		p.hold(Block{Reason: BlockedPaused, Message: g.From + ": spec.rollout.paused is true: no new machine of the rollout starts until it is false (what is in flight finishes)"})
-	case g.WaitForTurn != "":
-		p.hold(Block{Reason: BlockedWaitingForTurn, Message: g.WaitForTurn})
+	case gs.Paused:
+		g.hold(Block{Reason: BlockedPaused, Message: gs.From + ": spec.rollout.paused is true: no new machine of the rollout starts until it is false (what is in flight finishes)"})
+	case gs.WaitForTurn != "":
+		g.hold(Block{Reason: BlockedWaitingForTurn, Message: gs.WaitForTurn})
 	}
-	if g.SoakSeconds > 0 && newMS != nil {
-		if why := p.soaking(newMS, time.Duration(g.SoakSeconds)*time.Second); why != "" {
-			p.hold(Block{Reason: BlockedSoaking, Message: g.From + ": spec.rollout.healthGate.soakSeconds " + fmt.Sprint(g.SoakSeconds) + ": " + why})
+	if gs.SoakSeconds > 0 && newMS != nil {
+		if why := g.soaking(newMS, time.Duration(gs.SoakSeconds)*time.Second); why != "" {
+			g.hold(Block{Reason: BlockedSoaking, Message: gs.From + ": spec.rollout.healthGate.soakSeconds " + fmt.Sprint(gs.SoakSeconds) + ": " + why})
 		}
 	}
 	return false
@@ -126,12 +129,12 @@ func (p *planner) applyGates() (halted bool) {
 
 // split returns the set of the deployment's template (nil when there is none yet) and the others,
 // without planning anything.
-func (p *planner) split() (*v1alpha1.MachineSet, []*v1alpha1.MachineSet) {
-	sortByCreation(p.sets)
+func (g poolGate) split() (*v1alpha1.MachineSet, []*v1alpha1.MachineSet) {
+	sortByCreation(g.p.sets)
 	var cur *v1alpha1.MachineSet
 	var old []*v1alpha1.MachineSet
-	for _, ms := range p.sets {
-		if cur == nil && ms.DeletionTimestamp == nil && TemplateMatches(p.d, ms) {
+	for _, ms := range g.p.sets {
+		if cur == nil && ms.DeletionTimestamp == nil && TemplateMatches(g.p.d, ms) {
 			cur = ms
 			continue
 		}
@@ -141,9 +144,9 @@ func (p *planner) split() (*v1alpha1.MachineSet, []*v1alpha1.MachineSet) {
 }
 
 // oldLeft reports whether old sets still have replicas or machines.
-func (p *planner) oldLeft(old []*v1alpha1.MachineSet) bool {
+func (g poolGate) oldLeft(old []*v1alpha1.MachineSet) bool {
 	for _, ms := range old {
-		if ms.Spec.Replicas > 0 || len(p.machinesOf(ms)) > 0 {
+		if ms.Spec.Replicas > 0 || len(g.p.machinesOf(ms)) > 0 {
 			return true
 		}
 	}
@@ -152,10 +155,10 @@ func (p *planner) oldLeft(old []*v1alpha1.MachineSet) bool {
 
 // soaking says why the next step waits, or "": a machine of the new set is not Ready yet (the
 // step is in flight), or one has been Ready for less than soak.
-func (p *planner) soaking(newMS *v1alpha1.MachineSet, soak time.Duration) string {
+func (g poolGate) soaking(newMS *v1alpha1.MachineSet, soak time.Duration) string {
 	var until time.Time
 	var young []string
-	for _, m := range p.machinesOf(newMS) {
+	for _, m := range g.p.machinesOf(newMS) {
 		if m.DeletionTimestamp != nil {
 			continue
 		}
@@ -163,7 +166,7 @@ func (p *planner) soaking(newMS *v1alpha1.MachineSet, soak time.Duration) string
 		if !ok {
 			return "new machine " + m.Name + " is not Running and Ready yet"
 		}
-		if t := since.Add(soak); t.After(p.in.Now) {
+		if t := since.Add(soak); t.After(g.p.in.Now) {
 			young = append(young, m.Name)
 			if t.After(until) {
 				until = t
@@ -173,29 +176,29 @@ func (p *planner) soaking(newMS *v1alpha1.MachineSet, soak time.Duration) string
 	if until.IsZero() {
 		return ""
 	}
-	p.recheckAt(until)
+	g.recheckAt(until)
 	sort.Strings(young)
 	return fmt.Sprintf("new machines %s soak until %s before the next step", strings.Join(young, ", "), until.UTC().Format(time.RFC3339))
 }
 
 // availableOf counts a set's available machines for decisions: for the new set under a health
 // gate only those Ready for readySeconds (asking for a decision when the next one will be).
-func (p *planner) availableOf(ms *v1alpha1.MachineSet) int32 {
+func (g poolGate) availableOf(ms *v1alpha1.MachineSet) int32 {
 	a := availableForDecisions(ms)
-	r := p.gates().ReadySeconds
-	if ms == nil || ms != p.newMS || r <= 0 {
+	r := g.gates().ReadySeconds
+	if ms == nil || ms != g.p.newMS || r <= 0 {
 		return a
 	}
 	gate := time.Duration(r) * time.Second
 	var ready int32
-	for _, m := range p.machinesOf(ms) {
+	for _, m := range g.p.machinesOf(ms) {
 		since, ok := ReadySince(m)
 		if !ok {
 			continue
 		}
-		if t := since.Add(gate); t.After(p.in.Now) {
-			p.recheckAt(t)
-			p.young = append(p.young, m.Name)
+		if t := since.Add(gate); t.After(g.p.in.Now) {
+			g.recheckAt(t)
+			g.p.young = append(g.p.young, m.Name)
 			continue
 		}
 		ready++
@@ -203,18 +206,18 @@ func (p *planner) availableOf(ms *v1alpha1.MachineSet) int32 {
 	return min(a, ready)
 }
 
-func (p *planner) availableSum(sets []*v1alpha1.MachineSet) int32 {
+func (g poolGate) availableSum(sets []*v1alpha1.MachineSet) int32 {
 	var n int32
 	for _, ms := range sets {
-		n += p.availableOf(ms)
+		n += g.availableOf(ms)
 	}
 	return n
 }
 
 // parked reports whether a machine is a terminating one whose node was left cordoned, which
 // counts against no budget under CordonUndrainable.
-func (p *planner) parked(m *v1alpha1.Machine) bool {
-	if !p.gates().CordonUndrainable || m.DeletionTimestamp == nil {
+func (g poolGate) parked(m *v1alpha1.Machine) bool {
+	if !g.gates().CordonUndrainable || m.DeletionTimestamp == nil {
 		return false
 	}
 	_, ok := m.Annotations[machinistv1alpha1.AnnotationUndrainable]
@@ -223,10 +226,10 @@ func (p *planner) parked(m *v1alpha1.Machine) bool {
 
 // halt gives up the rollout's new machines that are not available and grows the newest old set
 // back to cover the replicas: its machines worked before the rollout.
-func (p *planner) halt(newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) {
+func (g poolGate) halt(newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) {
 	keep := min(newMS.Spec.Replicas, availableForDecisions(newMS))
-	p.scaleSet(newMS, keep)
-	missing := p.d.Spec.Replicas - keep - replicaSum(old)
+	g.p.scaleSet(newMS, keep)
+	missing := g.p.d.Spec.Replicas - keep - replicaSum(old)
 	if missing <= 0 {
 		return
 	}
@@ -237,14 +240,14 @@ func (p *planner) halt(newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) {
 		}
 	}
 	if back != nil {
-		p.scaleSet(back, back.Spec.Replicas+missing)
+		g.p.scaleSet(back, back.Spec.Replicas+missing)
 	}
 }
 
 // approved reports whether an old machine may be replaced under Manual approval: its node
 // carries selected-for-update; a machine without a node (it never joined) may always go.
-func (p *planner) approved(m *v1alpha1.Machine) bool {
-	node := p.node(m)
+func (g poolGate) approved(m *v1alpha1.Machine) bool {
+	node := g.p.node(m)
 	if node == nil {
 		return true
 	}
@@ -254,25 +257,25 @@ func (p *planner) approved(m *v1alpha1.Machine) bool {
 
 // manualApproval reports whether old machines wait for approval (RollingUpdate and Recreate;
 // an InPlaceUpdate deployment takes it as Manual orchestration).
-func (p *planner) manualApproval() bool {
-	return p.gates().ManualApproval && !IsInPlaceUpdate(p.d)
+func (g poolGate) manualApproval() bool {
+	return g.gates().ManualApproval && !IsInPlaceUpdate(g.p.d)
 }
 
 // manualInPlace reports whether the nodes of an in-place update are selected by people: the
 // deployment's orchestration says Manual, or its pool's approval does.
-func (p *planner) manualInPlace() bool {
-	return isManualInPlace(p.d) || (IsInPlaceUpdate(p.d) && p.gates().ManualApproval)
+func (g poolGate) manualInPlace() bool {
+	return isManualInPlace(g.p.d) || (IsInPlaceUpdate(g.p.d) && g.gates().ManualApproval)
 }
 
 // floor is how many replicas an old set keeps under Manual approval: its live machines not
 // approved; 0 otherwise.
-func (p *planner) floor(ms *v1alpha1.MachineSet) int32 {
-	if !p.manualApproval() || ms == p.newMS {
+func (g poolGate) floor(ms *v1alpha1.MachineSet) int32 {
+	if !g.manualApproval() || ms == g.p.newMS {
 		return 0
 	}
 	var n int32
-	for _, m := range p.machinesOf(ms) {
-		if m.DeletionTimestamp == nil && !p.approved(m) {
+	for _, m := range g.p.machinesOf(ms) {
+		if m.DeletionTimestamp == nil && !g.approved(m) {
 			n++
 		}
 	}
@@ -281,26 +284,26 @@ func (p *planner) floor(ms *v1alpha1.MachineSet) int32 {
 
 // approvalCap is how many replicas the new set may have under Manual approval: the machines
 // the old sets keep stay, so the new set takes only the rest of the replicas.
-func (p *planner) approvalCap(old []*v1alpha1.MachineSet) int32 {
+func (g poolGate) approvalCap(old []*v1alpha1.MachineSet) int32 {
 	var keep int32
 	for _, ms := range old {
-		keep += p.floor(ms)
+		keep += g.floor(ms)
 	}
-	return max(p.d.Spec.Replicas-keep, 0)
+	return max(g.p.d.Spec.Replicas-keep, 0)
 }
 
 // approvalBlock says what waits for approval when nothing approved is left to replace.
-func (p *planner) approvalBlock(old []*v1alpha1.MachineSet) *Block {
-	if !p.manualApproval() {
+func (g poolGate) approvalBlock(old []*v1alpha1.MachineSet) *Block {
+	if !g.manualApproval() {
 		return nil
 	}
 	var waiting, approved int
 	for _, ms := range old {
-		for _, m := range p.machinesOf(ms) {
+		for _, m := range g.p.machinesOf(ms) {
 			if m.DeletionTimestamp != nil {
 				continue
 			}
-			if p.approved(m) {
+			if g.approved(m) {
 				approved++
 			} else {
 				waiting++
@@ -312,49 +315,49 @@ func (p *planner) approvalBlock(old []*v1alpha1.MachineSet) *Block {
 	}
 	return &Block{Reason: BlockedWaitingForApproval, Message: fmt.Sprintf(
 		"%s: spec.rollout.approval Manual: %d outdated machines wait: label the nodes to replace %s=true",
-		p.gates().From, waiting, v1alpha1.LabelNodeSelectedForUpdate)}
+		g.gates().From, waiting, v1alpha1.LabelNodeSelectedForUpdate)}
 }
 
 // poolBlocks lists what the pool's gates hold back once the step is planned: a pause, a turn, a
 // halt or a soak always; approval and the health gate when they are why nothing moved.
-func (p *planner) poolBlocks(s summary) []Block {
-	if p.in.Pool == nil || !s.rolloutPending(p.d) {
+func (g poolGate) poolBlocks(s summary) []Block {
+	if g.p.in.Pool == nil || !s.rolloutPending(g.p.d) {
 		return nil
 	}
-	out := p.gateBlocks
-	if len(out) > 0 || p.progress {
+	out := g.p.gateBlocks
+	if len(out) > 0 || g.p.progress {
 		return out
 	}
 	var old []*v1alpha1.MachineSet
-	for _, ms := range p.sets {
-		if ms != p.newMS {
+	for _, ms := range g.p.sets {
+		if ms != g.p.newMS {
 			old = append(old, ms)
 		}
 	}
-	if b := p.approvalBlock(old); b != nil {
+	if b := g.approvalBlock(old); b != nil {
 		out = append(out, *b)
 	}
-	if len(p.young) > 0 {
-		young := slices.Compact(slices.Sorted(slices.Values(p.young)))
+	if len(g.p.young) > 0 {
+		young := slices.Compact(slices.Sorted(slices.Values(g.p.young)))
 		out = append(out, Block{Reason: BlockedHealthGate, Message: fmt.Sprintf(
 			"%s: spec.rollout.healthGate.readySeconds %d: new machines %s have not been Ready that long yet; the budget they use is freed at %s",
-			p.gates().From, p.gates().ReadySeconds, strings.Join(young, ", "), p.recheck.UTC().Format(time.RFC3339))})
+			g.gates().From, g.gates().ReadySeconds, strings.Join(young, ", "), g.p.recheck.UTC().Format(time.RFC3339))})
 	}
 	return out
 }
 
 // recreateApproval says what a Recreate deployment waits for under Manual approval: it takes
 // every old machine down at once, so it starts once all of them are approved.
-func (p *planner) recreateApproval(old []*v1alpha1.MachineSet) *Block {
-	if !p.manualApproval() {
+func (g poolGate) recreateApproval(old []*v1alpha1.MachineSet) *Block {
+	if !g.manualApproval() {
 		return nil
 	}
 	var waiting, all int
 	for _, ms := range old {
-		for _, m := range p.machinesOf(ms) {
+		for _, m := range g.p.machinesOf(ms) {
 			if m.DeletionTimestamp == nil {
 				all++
-				if !p.approved(m) {
+				if !g.approved(m) {
 					waiting++
 				}
 			}
@@ -365,7 +368,7 @@ func (p *planner) recreateApproval(old []*v1alpha1.MachineSet) *Block {
 	}
 	return &Block{Reason: BlockedWaitingForApproval, Message: fmt.Sprintf(
 		"%s: spec.rollout.approval Manual: strategy Recreate replaces all %d outdated machines at once and %d of them wait: label their nodes %s=true",
-		p.gates().From, all, waiting, v1alpha1.LabelNodeSelectedForUpdate)}
+		g.gates().From, all, waiting, v1alpha1.LabelNodeSelectedForUpdate)}
 }
 
 // Prioritize marks an approved old machine to go first when its set shrinks (priority 1 and
@@ -396,7 +399,7 @@ func (o Prioritize) Apply(m *v1alpha1.Machine) {
 // Recreate deployment; it reports whether every mark is visible (until then no set may shrink,
 // or its MachineSet could delete a machine nobody approved).
 func (p marks) approvals(current *v1alpha1.MachineSet) bool {
-	if !p.manualApproval() {
+	if !p.pool().manualApproval() {
 		return true
 	}
 	visible := true
@@ -408,7 +411,7 @@ func (p marks) approvals(current *v1alpha1.MachineSet) bool {
 			if m.DeletionTimestamp != nil {
 				continue
 			}
-			want := p.approved(m)
+			want := p.pool().approved(m)
 			marked := m.Annotations[machinistv1alpha1.AnnotationApprovedForUpdate] == "true"
 			prio := m.Annotations[v1alpha1.AnnotationMachinePriority] == v1alpha1.DeletionCandidateMachinePriority
 			if want == (marked && prio) && (want || !marked) {
@@ -426,10 +429,10 @@ func (p marks) approvals(current *v1alpha1.MachineSet) bool {
 // its replicas that are not available (a new machine counts once the health gate let it).
 func Usage(in Input) (surge, unavailable int32) {
 	p := newPlanner(in)
-	p.newMS, _ = p.split()
+	p.newMS, _ = p.pool().split()
 	var machines int32
 	for _, ms := range p.sets {
 		machines += p.machineCount(ms)
 	}
-	return max(machines-p.d.Spec.Replicas, 0), max(p.d.Spec.Replicas-p.availableSum(p.sets), 0)
+	return max(machines-p.d.Spec.Replicas, 0), max(p.d.Spec.Replicas-p.pool().availableSum(p.sets), 0)
 }

@@ -10,11 +10,11 @@ type replacing struct{ *planner }
 // rolling plans one step of a rolling update: grow the new set within maxSurge, else shrink old
 // sets within maxUnavailable, then clean up.
 func (r replacing) rolling() {
-	halted := r.applyGates()
+	halted := r.pool().applyGates()
 	newMS, old := r.currentAndOld(true)
 	all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
 	if halted {
-		r.halt(newMS, old)
+		r.pool().halt(newMS, old)
 		r.cleanup(old)
 		return
 	}
@@ -46,7 +46,7 @@ func (r replacing) reconcileOldSets(all, old []*v1alpha1.MachineSet, newMS *v1al
 		return
 	}
 	minAvailable := d.Spec.Replicas - r.lim.unavailable
-	newUnavailable := newMS.Spec.Replicas - r.availableOf(newMS)
+	newUnavailable := newMS.Spec.Replicas - r.pool().availableOf(newMS)
 	maxScaledDown := replicaSum(all) - minAvailable - newUnavailable
 	if maxScaledDown <= 0 {
 		return
@@ -59,7 +59,7 @@ func (r replacing) reconcileOldSets(all, old []*v1alpha1.MachineSet, newMS *v1al
 // maxCleanup: losing them costs no availability. Not under Manual approval: a set's MachineSet
 // would delete its approved machines first, healthy or not.
 func (r replacing) cleanupUnhealthy(old []*v1alpha1.MachineSet, maxCleanup int32) {
-	if r.manualApproval() {
+	if r.pool().manualApproval() {
 		return
 	}
 	sortByCreation(old)
@@ -83,7 +83,7 @@ func (r replacing) cleanupUnhealthy(old []*v1alpha1.MachineSet, maxCleanup int32
 
 // scaleDownOld removes available old replicas while more than minAvailable are available.
 func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable int32) {
-	available := r.availableSum(all)
+	available := r.pool().availableSum(all)
 	if available <= minAvailable {
 		return
 	}
@@ -94,7 +94,7 @@ func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable in
 		if total >= budget {
 			break
 		}
-		n := min(ms.Spec.Replicas-r.floor(ms), budget-total)
+		n := min(ms.Spec.Replicas-r.pool().floor(ms), budget-total)
 		if n <= 0 {
 			continue
 		}
@@ -106,12 +106,12 @@ func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable in
 // recreate scales every old set to zero, waits until their machines are gone, then brings the
 // new set up to replicas.
 func (r replacing) recreate() {
-	halted := r.applyGates()
+	halted := r.pool().applyGates()
 	newMS, old := r.currentAndOld(false)
 	if halted || len(r.gateBlocks) > 0 {
 		return // halted, paused or not its turn: Recreate starts nothing it cannot finish
 	}
-	if b := r.recreateApproval(old); b != nil {
+	if b := r.pool().recreateApproval(old); b != nil {
 		r.gateBlocks = append(r.gateBlocks, *b)
 		return // Recreate takes every old machine at once: it waits until all are approved
 	}
