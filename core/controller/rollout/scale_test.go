@@ -237,3 +237,29 @@ func TestRollingScaleUpLeavesOldSetsAlone(t *testing.T) {
 		t.Fatalf("the rolling pass grows the new set to %d, want 4", got)
 	}
 }
+
+// TestPoolScaleDownPrefersOutdatedMachines: a scaler lowers a rolling deployment 6 → 4 (maxSurge
+// 1) with old 4 and new 3. On its own the deployment shrinks both sets in proportion (old 3,
+// new 2); governed by a pool it takes the outdated machines first (old 2, new 3), so what the
+// scaler removed is not replaced by the rollout later.
+func TestPoolScaleDownPrefersOutdatedMachines(t *testing.T) {
+	before := deployment(6, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0)))
+	d := before.DeepCopy()
+	d.Spec.Replicas = 4
+	for _, c := range []struct {
+		name     string
+		pool     *PoolGates
+		old, cur int32
+	}{
+		{"own budget: proportional", nil, 3, 2},
+		{"pool: outdated first", &PoolGates{From: "PoolPolicy ns/pool"}, 2, 3},
+	} {
+		oldMS := scaledSet("old", 4, 2*time.Hour, before)
+		newMS := scaledSet("new", 3, time.Hour, before)
+		ro := scaling{newPlanner(Input{Deployment: d, Pool: c.pool})}
+		_, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+		if sizes[oldMS.UID] != c.old || sizes[newMS.UID] != c.cur {
+			t.Errorf("%s: old %d new %d, want %d and %d", c.name, sizes[oldMS.UID], sizes[newMS.UID], c.old, c.cur)
+		}
+	}
+}
