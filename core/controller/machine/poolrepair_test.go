@@ -2,6 +2,7 @@ package machine_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,7 +48,7 @@ func TestPoolRepairBudget(t *testing.T) {
 				of := ownedBy(t, e, e.Name(d), replicas)
 				labelDeployment(t, e, e.Name(d))
 				for i := range replicas {
-					n := e.Name(d + "-" + string(rune('1'+i)))
+					n := e.Name(fmt.Sprintf("%s-%d", d, i+1))
 					e.Machine(n, "local", of)
 					names = append(names, n)
 				}

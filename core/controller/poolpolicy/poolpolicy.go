@@ -193,11 +193,10 @@ func (f *failedMachines) note(m *v1alpha1.Machine, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fm := pool.FailedMachine{Machine: m.Name, Set: ref.Name, Reason: m.Status.LastOperation.Description, At: now}
-	list := append(f.byNS[m.Namespace], fm)
-	if len(list) > maxSeen {
-		list = list[len(list)-maxSeen:]
+	f.byNS[m.Namespace] = append(f.byNS[m.Namespace], fm)
+	if list := f.byNS[m.Namespace]; len(list) > maxSeen {
+		f.byNS[m.Namespace] = list[len(list)-maxSeen:]
 	}
-	f.byNS[m.Namespace] = list
 }
 
 func (f *failedMachines) of(ns string) []pool.FailedMachine {
