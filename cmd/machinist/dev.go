@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
@@ -398,7 +400,7 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 				nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
 			}
 		}
-		summary = summarize(phases)
+		summary = summarize(phases) + poolsText(ctx, c)
 		if summary != last {
 			step("machines %d/%d Running: %s", phases["Running"], want, summary)
 			last = summary
@@ -412,6 +414,26 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 	}, func() error {
 		return fmt.Errorf("dev: the machines are not Running by the --timeout (%s): see the log and `kubectl describe machines`", summary)
 	})
+}
+
+// poolsText is each PoolPolicy's progress, "; pool workers: 4/6 updated, surge 1/1, RollingOut",
+// or "" when there is none (or machinist's CRDs are not installed).
+func poolsText(ctx context.Context, c client.Client) string {
+	var pools machinistv1alpha1.PoolPolicyList
+	if err := c.List(ctx, &pools); err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pools.Items {
+		st := p.Status
+		reason := "pending"
+		if cond := meta.FindStatusCondition(st.Conditions, machinistv1alpha1.PoolProgressing); cond != nil {
+			reason = cond.Reason
+		}
+		fmt.Fprintf(&b, "; pool %s: %d/%d updated, surge %d/%d, %s", p.Name, st.UpdatedReplicas, st.Replicas,
+			st.Budget.SurgeInUse, st.Budget.MaxSurge, reason)
+	}
+	return b.String()
 }
 
 func summarize(phases map[string]int) string {

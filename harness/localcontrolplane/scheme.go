@@ -7,9 +7,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 )
 
-// Scheme holds the Kubernetes core types, apiextensions v1 and machine.sapcloud.io/v1alpha1.
+// Scheme holds the Kubernetes core types, apiextensions v1, machine.sapcloud.io/v1alpha1 and
+// machinist.io/v1alpha1.
 var Scheme = newScheme()
 
 func newScheme() *runtime.Scheme {
@@ -17,5 +19,6 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
+	utilruntime.Must(machinistv1alpha1.AddToScheme(s))
 	return s
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
 )
 
-// Scheme holds the Kubernetes core types, apiextensions v1 and machine.sapcloud.io/v1alpha1.
+// Scheme holds the Kubernetes core types, apiextensions v1, machine.sapcloud.io/v1alpha1 and
+// machinist.io/v1alpha1.
 var Scheme = localcontrolplane.Scheme
 
 // Options configure the control plane of Start.

@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,9 @@ type replacementLimiter struct {
 	// marked are machines marked Failed by this process that the cache may not show yet; they
 	// count as being replaced so two workers cannot both take the last permit.
 	marked map[string]mark
+	// pools: PoolPolicies are served, so a pool's spec.repair.maxInFlight may replace the
+	// per-deployment limit (poolrepair.go).
+	pools bool
 }
 
 // mark is when a machine was marked Failed, and the deployment it was counted in.
@@ -51,6 +55,17 @@ func (l *replacementLimiter) mayFail(ctx context.Context, c client.Reader, m *v1
 	group, members, err := deploymentOf(ctx, c, m)
 	if err != nil || group == "" {
 		return err == nil, "", err
+	}
+	what := "MachineDeployment " + group
+	limit := maxReplacements(maxReplacing, len(members))
+	if l.pools {
+		// A pool's repair budget spans its deployments (spec.repair.maxInFlight).
+		if group, members, limit, err = repairGroup(ctx, c, m.Namespace, group, members, maxReplacing); err != nil {
+			return false, "", err
+		}
+		if p, ok := strings.CutPrefix(group, "pool "); ok {
+			what = "PoolPolicy " + p + " (spec.repair.maxInFlight)"
+		}
 	}
 	present := map[string]bool{}
 	inFlight := 0
@@ -86,9 +101,8 @@ func (l *replacementLimiter) mayFail(ctx context.Context, c client.Reader, m *v1
 			delete(l.marked, key)
 		}
 	}
-	limit := maxReplacements(maxReplacing, len(members))
 	if inFlight >= limit {
-		return false, fmt.Sprintf("%d machines of MachineDeployment %s are being replaced, at most %d at a time", inFlight, group, limit), nil
+		return false, fmt.Sprintf("%d machines of %s are being replaced, at most %d at a time", inFlight, what, limit), nil
 	}
 	l.marked[m.Namespace+"/"+m.Name] = mark{at: now, group: m.Namespace + "/" + group}
 	return true, "", nil

@@ -29,6 +29,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
+	"github.com/machinist-io/machinist/core/controller/pool"
 	"github.com/machinist-io/machinist/core/eventnote"
 	"github.com/machinist-io/machinist/core/registry"
 )
@@ -62,6 +63,7 @@ func Setup(mgr manager.Manager, target cluster.Cluster, drivers *registry.Resolv
 		return err
 	}
 	d := newDeps(mgr.GetClient(), mgr.GetAPIReader(), target, drivers, opts, eventnote.For(mgr, "machine-controller"))
+	d.limiter.pools = pool.Served(mgr.GetRESTMapper())
 	if target != nil {
 		cs, err := kubernetes.NewForConfig(target.GetConfig())
 		if err != nil {

@@ -33,10 +33,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
+	"github.com/machinist-io/machinist/core/controller/pool"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/core/eventnote"
 )
@@ -102,6 +104,12 @@ type Reconciler struct {
 	// Status fields Gardener MCM's MachineDeployment CRD lacks (see crdfield).
 	fallbackField, selectorField *crdfield.Field
 	log                          *slog.Logger
+
+	// poolsOn: the API server serves PoolPolicies; a governed deployment decides with its
+	// pool's share and gates (pool.go), under its pool's lock.
+	poolsOn    bool
+	poolReader pool.Reader
+	pools      poolLocks
 }
 
 // Setup registers the MachineDeployment controller with mgr.
@@ -124,6 +132,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if r.log == nil {
 		r.log = slog.Default()
 	}
+	r.poolsOn = pool.Served(mgr.GetRESTMapper())
+	r.poolReader = pool.Reader{Client: r.client}
+	if opts.Target != nil {
+		r.poolReader.Target = opts.Target
+	}
 	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("machinedeployment: register fallback metrics: %w", err)
 	}
@@ -138,7 +151,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	// set updates its status every pass); their other changes, and all during a rollout, are not.
 	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: r.urgentForDeployment}
 	sets := &coalesce.Handler{Map: deploymentOfSet, Urgent: r.urgentSetEvent, SizedBy: machines}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		Watches(&v1alpha1.MachineDeployment{}, machines.Own()).
@@ -152,8 +165,15 @@ func Setup(mgr manager.Manager, opts Options) error {
 		// A fallback class that appears or goes changes the FallbackClasses condition.
 		Watches(&v1alpha1.MachineClass{}, handler.EnqueueRequestsFromMapFunc(r.deploymentsOfClass),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: opts.ConcurrentSyncs})
+	if r.poolsOn {
+		// A policy's change reaches the deployments it selects; a member's set change reaches
+		// the pool's other members, which may wait for the budget it frees.
+		b = b.Watches(&machinistv1alpha1.PoolPolicy{}, handler.EnqueueRequestsFromMapFunc(r.membersOfPolicy), builder.WithPredicates(policyChanged())).
+			Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfSet)).
+			Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfMachine), builder.WithPredicates(machineFreesBudget()))
+	}
+	return b.Complete(r)
 }
 
 // deploymentOfMachine maps a machine to the deployment owning its MachineSet.
@@ -282,11 +302,17 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		// An invalid spec: nothing is read, nothing is done but saying why.
 		return reconcile.Result{}, r.writeBlocked(ctx, d, rollout.Decide(rollout.Input{Deployment: d, Now: r.now()}))
 	}
+	unlock, wait, err := p.joinPool(ctx)
+	if err != nil || wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, err
+	}
+	defer unlock()
 	p.dec = rollout.Decide(p.in)
 	if p.dec.Blocked(rollout.BlockedNoTargetCluster) {
 		return reconcile.Result{}, r.writeBlocked(ctx, d, p.dec)
 	}
-	return p.run(ctx)
+	res, err := p.run(ctx)
+	return p.recheck(res), err
 }
 
 // run executes a decided step and records the status.

@@ -44,11 +44,14 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
+	"github.com/machinist-io/machinist/core/controller/pool"
+	"github.com/machinist-io/machinist/core/controller/poolpolicy"
 	"github.com/machinist-io/machinist/core/controller/safety"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -264,11 +267,13 @@ type Manager struct {
 	log *slog.Logger
 }
 
-// Scheme holds the types the controllers use: Kubernetes core types and machine.sapcloud.io.
+// Scheme holds the types the controllers use: Kubernetes core types, machine.sapcloud.io and
+// machinist.io.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(v1alpha1.AddToScheme(s))
+	utilruntime.Must(machinistv1alpha1.AddToScheme(s))
 	return s
 }
 
@@ -397,6 +402,17 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
+	}
+	if !pool.Served(m.Manager.GetRESTMapper()) {
+		opts.Log.Info("PoolPolicies are not served (machinist's CRDs are not installed): MachineDeployments keep their own budgets")
+		return nil
+	}
+	ppo := poolpolicy.Options{Log: opts.Log.With("controller", "poolpolicy"), Clock: mdo.Clock}
+	if m.Target != nil {
+		ppo.Target = m.Target.GetClient()
+	}
+	if err := poolpolicy.Setup(m.Manager, ppo); err != nil {
+		return fmt.Errorf("manager: poolpolicy controller: %w", err)
 	}
 	return nil
 }

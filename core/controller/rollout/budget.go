@@ -126,19 +126,24 @@ type limits struct {
 	// MaxUnavailable: 0 for Recreate).
 	unavailable int32
 	from        string
+	// annotated is the surge the sets' max-replicas annotation records: the budget's, even
+	// while a pool's gate holds the rollout at 0.
+	annotated int32
 }
 
 // limitsOf resolves the budget of a decision: the input's, else the deployment's own. Manual
-// in-place orchestration never surges, whoever sets the budget.
-func limitsOf(d *v1alpha1.MachineDeployment, override *Budget) limits {
+// in-place orchestration (the deployment's, or its pool's approval) never surges, whoever sets
+// the budget.
+func limitsOf(d *v1alpha1.MachineDeployment, override *Budget, gates *PoolGates) limits {
 	b := DeploymentBudget(d)
 	if override != nil && (IsRollingUpdate(d) || IsInPlaceUpdate(d)) {
 		b = *override
-		if isManualInPlace(d) {
+		if isManualInPlace(d) || (IsInPlaceUpdate(d) && gates != nil && gates.ManualApproval) {
 			b.MaxSurge = 0
 		}
 	}
 	l := limits{surge: max(b.MaxSurge, 0), from: b.From}
+	l.annotated = l.surge
 	if d.Spec.Replicas > 0 && (IsRollingUpdate(d) || IsInPlaceUpdate(d)) {
 		l.unavailable = min(max(b.MaxUnavailable, 0), d.Spec.Replicas)
 	}
@@ -151,7 +156,7 @@ func (l limits) annotationSurge(d *v1alpha1.MachineDeployment) int32 {
 	if !IsRollingUpdate(d) {
 		return 0
 	}
-	return l.surge
+	return l.annotated
 }
 
 // Selector returns a deployment's selector; an empty selector is an error, since it would

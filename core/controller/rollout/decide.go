@@ -32,18 +32,30 @@ func Decide(in Input) Decision {
 		dec.Step.NodesClean = in.NodesClean
 		return dec
 	}
-	if !(marks{p}).deletion() {
+	visible := (marks{p}).deletion()
+	visible = (marks{p}).approvals(before.current) && visible
+	if !visible {
 		dec.Step = Step{Ops: p.ops, AwaitMarks: true, NodesClean: in.NodesClean}
 		dec.Action = before.action(p)
 		return dec
 	}
+	scaling := p.isScalingEvent()
 	p.plan()
+	if !scaling {
+		(marks{p}).stale()
+	}
 	clean := marks{p}.nodes()
 	dec.Step = Step{Ops: p.ops, NodesClean: clean}
 	if p.newMS != nil {
 		dec.CurrentSet = p.newMS.Name
 	}
 	dec.BlockedBy = before.blocks(p)
+	if gb := p.pool().poolBlocks(before); len(gb) > 0 {
+		dec.BlockedBy = gb
+	}
+	if !p.recheck.IsZero() {
+		dec.RecheckAt = &p.recheck
+	}
 	dec.Action = before.action(p)
 	if len(dec.BlockedBy) > 0 {
 		dec.Action = Blocked
@@ -172,7 +184,7 @@ func (s summary) blocks(p *planner) []Block {
 		return nil // old machines are going; nothing waits for a budget
 	}
 	switch {
-	case isManualInPlace(d):
+	case p.pool().manualInPlace():
 		if (inPlace{p}).selectedCount(old) == 0 {
 			return []Block{{Reason: BlockedWaitingForApproval, Message: fmt.Sprintf(
 				"orchestrationType Manual: label the nodes to update %s=true; %d machines of old machine sets wait", v1alpha1.LabelNodeSelectedForUpdate, replicaSum(old))}}

@@ -44,7 +44,7 @@ func old(name string, replicas, available int32, machines int) setSpec {
 
 func TestDecide(t *testing.T) {
 	var cases []decideCase
-	for _, set := range [][]decideCase{rollingCases(), scalingCases(), triggerCases(), proportionalCases(), inPlaceCases(), otherCases()} {
+	for _, set := range [][]decideCase{rollingCases(), scalingCases(), triggerCases(), proportionalCases(), inPlaceCases(), otherCases(), poolCases()} {
 		cases = append(cases, set...)
 	}
 	for _, tc := range cases {

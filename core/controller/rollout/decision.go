@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 )
@@ -83,7 +84,9 @@ type Decision struct {
 	// BlockedBy lists what holds the deployment back; the step still does what it can (a
 	// paused deployment scales).
 	BlockedBy []Block `json:"blockedBy,omitempty"`
-	Step      Step    `json:"step"`
+	// RecheckAt is when a pool gate's time passes (a health gate, a soak): decide again then.
+	RecheckAt *time.Time `json:"recheckAt,omitempty"`
+	Step      Step       `json:"step"`
 }
 
 // Blocked reports whether a reason blocks the decision.

@@ -97,7 +97,7 @@ func input(d *v1alpha1.MachineDeployment, target bool, specs ...setSpec) Input {
 	if target {
 		in.Nodes = map[string]*corev1.Node{}
 	}
-	surge := limitsOf(d, nil).annotationSurge(d)
+	surge := limitsOf(d, nil, nil).annotationSurge(d)
 	for i, s := range specs {
 		ms := set(s.name, s.replicas, time.Duration(len(specs)-i)*time.Hour)
 		ms.Spec.Template = *d.Spec.Template.DeepCopy()

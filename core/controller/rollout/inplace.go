@@ -35,6 +35,7 @@ type inPlace struct{ *planner }
 
 // rollout plans one step of an in-place update (MCM's rolloutInPlace).
 func (ip inPlace) rollout() {
+	ip.pool().applyGates() // a halt only stops it: in place, nothing new is created to give up
 	newMS, old := ip.currentAndOld(true)
 	all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
 	ip.setScaleUpDisabled(newMS, old)
@@ -225,7 +226,7 @@ func (ip inPlace) reconcileOldSets(all, old []*v1alpha1.MachineSet, newMS *v1alp
 		}
 		return true
 	}
-	if isManualInPlace(d) {
+	if ip.pool().manualInPlace() {
 		return false
 	}
 	undergoing := ip.selectedCount(old)

@@ -82,10 +82,10 @@ func TestInPlaceFenceposts(t *testing.T) {
 	// Availability counts maxUnavailable of the in-place strategy; maxSurge of the replica
 	// annotations stays 0 for it, as MCM's MaxSurge does.
 	d := inPlaceDeployment(4, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(3)), v1alpha1.OrchestrationTypeAuto)
-	if got := limitsOf(d, nil).unavailable; got != 3 {
+	if got := limitsOf(d, nil, nil).unavailable; got != 3 {
 		t.Errorf("maxUnavailable of an in-place deployment %d, want 3", got)
 	}
-	if got := limitsOf(d, nil).annotationSurge(d); got != 0 {
+	if got := limitsOf(d, nil, nil).annotationSurge(d); got != 0 {
 		t.Errorf("maxSurge of an in-place deployment %d, want 0 (MCM's MaxSurge is RollingUpdate's only)", got)
 	}
 }

@@ -51,6 +51,8 @@ type Input struct {
 	// Budget overrides the deployment's own maxSurge and maxUnavailable (a pool-wide policy's
 	// share); nil means the deployment's own (DeploymentBudget).
 	Budget *Budget
+	// Pool holds the gates of a pool-wide policy governing the deployment (pool.go); nil: none.
+	Pool *PoolGates
 	// DefaultRevisionHistoryLimit applies when spec.revisionHistoryLimit is unset; nil keeps
 	// every old MachineSet (MCM's behaviour for an unset limit).
 	DefaultRevisionHistoryLimit *int32

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,10 +30,15 @@ type planner struct {
 	progress bool
 	// moved are the machines the step moves to another set: their old set does not delete them.
 	moved map[string]bool
+	// gateBlocks are what the pool's gates hold back in this step (pool.go); recheck is when a
+	// gate's time passes and young the new machines the health gate does not count yet.
+	gateBlocks []Block
+	recheck    time.Time
+	young      []string
 }
 
 func newPlanner(in Input) *planner {
-	p := &planner{in: in, d: in.Deployment, lim: limitsOf(in.Deployment, in.Budget),
+	p := &planner{in: in, d: in.Deployment, lim: limitsOf(in.Deployment, in.Budget, in.Pool),
 		nodes: map[string]*corev1.Node{}, moved: map[string]bool{}}
 	p.sets = make([]*v1alpha1.MachineSet, len(in.Sets))
 	for i, ms := range in.Sets {
@@ -49,12 +55,18 @@ func (p *planner) machinesOf(ms *v1alpha1.MachineSet) []*v1alpha1.Machine {
 }
 
 // machineCount counts a set's machines for surge: its replicas or the machines it still has
-// (terminating ones hold VMs too), whichever is larger.
+// (terminating ones hold VMs too, but not those parked as undrainable), whichever is larger.
 func (p *planner) machineCount(ms *v1alpha1.MachineSet) int32 {
 	if ms == nil {
 		return 0
 	}
-	return max(ms.Spec.Replicas, int32(len(p.machinesOf(ms))))
+	var n int32
+	for _, m := range p.machinesOf(ms) {
+		if !p.pool().parked(m) {
+			n++
+		}
+	}
+	return max(ms.Spec.Replicas, n)
 }
 
 // node returns a machine's node as the step has left it; nil when the machine has none (yet)
@@ -211,14 +223,28 @@ func (p *planner) newSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.Mac
 	if !IsRollingUpdate(d) {
 		return d.Spec.Replicas
 	}
-	return p.withinSurge(all, newMS)
+	n := p.withinSurge(all, newMS)
+	if p.pool().manualApproval() {
+		var old []*v1alpha1.MachineSet
+		for _, ms := range all {
+			if ms != newMS {
+				old = append(old, ms)
+			}
+		}
+		var cur int32
+		if newMS != nil {
+			cur = newMS.Spec.Replicas
+		}
+		n = min(n, max(cur, p.pool().approvalCap(old)))
+	}
+	return n
 }
 
 // inPlaceNewSetReplicas is the size of a new set of an in-place update (MCM's NewISNewReplicas):
 // 0 with Manual orchestration (machines only come from old sets), else as many fresh machines as
 // maxSurge allows on top of the machines there are.
 func (p *planner) inPlaceNewSetReplicas(all []*v1alpha1.MachineSet, newMS *v1alpha1.MachineSet) int32 {
-	if isManualInPlace(p.d) {
+	if p.pool().manualInPlace() {
 		if newMS == nil {
 			return 0
 		}

@@ -131,6 +131,14 @@ func (w *world) apply(op Op) {
 		if m := w.machine(op.Machine); m != nil {
 			op.Apply(m)
 		}
+	case Prioritize:
+		if m := w.machine(op.Machine); m != nil {
+			op.Apply(m)
+		}
+	case DeleteMachine:
+		if m := w.machine(op.Machine); m != nil {
+			m.DeletionTimestamp = ptr.To(metav1.NewTime(w.Now))
+		}
 	case PruneTrigger:
 		op.Apply(w.Deployment)
 	case CreateSet:

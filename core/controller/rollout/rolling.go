@@ -10,8 +10,14 @@ type replacing struct{ *planner }
 // rolling plans one step of a rolling update: grow the new set within maxSurge, else shrink old
 // sets within maxUnavailable, then clean up.
 func (r replacing) rolling() {
+	halted := r.pool().applyGates()
 	newMS, old := r.currentAndOld(true)
 	all := append(append([]*v1alpha1.MachineSet{}, old...), newMS)
+	if halted {
+		r.pool().halt(newMS, old)
+		r.cleanup(old)
+		return
+	}
 	if !r.reconcileNewSet(all, newMS) {
 		r.reconcileOldSets(all, activeSets(old), newMS)
 	}
@@ -40,7 +46,7 @@ func (r replacing) reconcileOldSets(all, old []*v1alpha1.MachineSet, newMS *v1al
 		return
 	}
 	minAvailable := d.Spec.Replicas - r.lim.unavailable
-	newUnavailable := newMS.Spec.Replicas - availableForDecisions(newMS)
+	newUnavailable := newMS.Spec.Replicas - r.pool().availableOf(newMS)
 	maxScaledDown := replicaSum(all) - minAvailable - newUnavailable
 	if maxScaledDown <= 0 {
 		return
@@ -50,8 +56,12 @@ func (r replacing) reconcileOldSets(all, old []*v1alpha1.MachineSet, newMS *v1al
 }
 
 // cleanupUnhealthy removes old sets' unavailable replicas first (oldest set first), up to
-// maxCleanup: losing them costs no availability.
+// maxCleanup: losing them costs no availability. Not under Manual approval: a set's MachineSet
+// would delete its approved machines first, healthy or not.
 func (r replacing) cleanupUnhealthy(old []*v1alpha1.MachineSet, maxCleanup int32) {
+	if r.pool().manualApproval() {
+		return
+	}
 	sortByCreation(old)
 	var total int32
 	for _, ms := range old {
@@ -73,7 +83,7 @@ func (r replacing) cleanupUnhealthy(old []*v1alpha1.MachineSet, maxCleanup int32
 
 // scaleDownOld removes available old replicas while more than minAvailable are available.
 func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable int32) {
-	available := availableSum(all)
+	available := r.pool().availableSum(all)
 	if available <= minAvailable {
 		return
 	}
@@ -84,10 +94,10 @@ func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable in
 		if total >= budget {
 			break
 		}
-		if ms.Spec.Replicas == 0 {
+		n := min(ms.Spec.Replicas-r.pool().floor(ms), budget-total)
+		if n <= 0 {
 			continue
 		}
-		n := min(ms.Spec.Replicas, budget-total)
 		r.scaleSet(ms, ms.Spec.Replicas-n)
 		total += n
 	}
@@ -96,7 +106,15 @@ func (r replacing) scaleDownOld(all, old []*v1alpha1.MachineSet, minAvailable in
 // recreate scales every old set to zero, waits until their machines are gone, then brings the
 // new set up to replicas.
 func (r replacing) recreate() {
+	halted := r.pool().applyGates()
 	newMS, old := r.currentAndOld(false)
+	if halted || len(r.gateBlocks) > 0 {
+		return // halted, paused or not its turn: Recreate starts nothing it cannot finish
+	}
+	if b := r.pool().recreateApproval(old); b != nil {
+		r.gateBlocks = append(r.gateBlocks, *b)
+		return // Recreate takes every old machine at once: it waits until all are approved
+	}
 	scaledDown := false
 	for _, ms := range activeSets(old) {
 		scaledDown = r.scaleSet(ms, 0) || scaledDown

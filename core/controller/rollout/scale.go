@@ -65,7 +65,8 @@ func (s scaling) isSaturated(ms *v1alpha1.MachineSet) bool {
 // scale applies a change of spec.replicas to the sets. With one active set it takes the whole
 // change. During a rollout, added replicas go to the new set (old templates are not grown) unless
 // a pause keeps it inactive, and removed replicas are first taken from the sets holding machines
-// a scaler marked for deletion, then proportionally to the sets' sizes (see proportionalSizes).
+// a scaler marked for deletion, then (for a deployment a pool governs) from the old sets, then
+// proportionally to the sets' sizes (see proportionalSizes).
 func (s scaling) scale(newMS *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) {
 	d := s.d
 	if a := findActiveOrLatest(newMS, old); a != nil {
@@ -137,6 +138,19 @@ func (s scaling) proportionalSizes(newMS *v1alpha1.MachineSet, old []*v1alpha1.M
 			take := min(s.markedCount(ms), sizes[ms.UID], remove)
 			sizes[ms.UID] -= take
 			remove -= take
+		}
+		if s.in.Pool != nil {
+			// A pool prefers outdated machines when a scaler shrinks a rolling deployment
+			// (Cluster Autoscaler's DecreaseTargetSize): what the scale-down takes from old sets
+			// is not replaced later (issue 35). Old sets come first in pending, oldest first.
+			for _, ms := range pending {
+				if ms == newMS || remove == 0 {
+					continue
+				}
+				take := min(sizes[ms.UID], remove)
+				sizes[ms.UID] -= take
+				remove -= take
+			}
 		}
 		if remove > 0 {
 			var total int32

@@ -15,7 +15,7 @@ import (
 // scaledSet is a set last sized by the controller for a deployment of the given replicas.
 func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {
 	ms := set(name, replicas, age)
-	setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
+	setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil, nil).annotationSurge(d))
 	return ms
 }
 
@@ -23,7 +23,7 @@ func scaledSet(name string, replicas int32, age time.Duration, d *v1alpha1.Machi
 func applyWrites(d *v1alpha1.MachineDeployment, order []*v1alpha1.MachineSet, sizes map[types.UID]int32, n int) {
 	for _, ms := range order[:n] {
 		ms.Spec.Replicas = sizes[ms.UID]
-		setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil).annotationSurge(d))
+		setReplicaAnnotations(ms, d.Spec.Replicas, d.Spec.Replicas+limitsOf(d, nil, nil).annotationSurge(d))
 	}
 }
 
@@ -235,5 +235,31 @@ func TestRollingScaleUpLeavesOldSetsAlone(t *testing.T) {
 	applyWrites(d, order, sizes, len(order))
 	if got := ro.newSetReplicas([]*v1alpha1.MachineSet{b, stuck, newMS}, newMS); got != 4 {
 		t.Fatalf("the rolling pass grows the new set to %d, want 4", got)
+	}
+}
+
+// TestPoolScaleDownPrefersOutdatedMachines: a scaler lowers a rolling deployment 6 → 4 (maxSurge
+// 1) with old 4 and new 3. On its own the deployment shrinks both sets in proportion (old 3,
+// new 2); governed by a pool it takes the outdated machines first (old 2, new 3), so what the
+// scaler removed is not replaced by the rollout later.
+func TestPoolScaleDownPrefersOutdatedMachines(t *testing.T) {
+	before := deployment(6, ptr.To(intstr.FromInt32(1)), ptr.To(intstr.FromInt32(0)))
+	d := before.DeepCopy()
+	d.Spec.Replicas = 4
+	for _, c := range []struct {
+		name     string
+		pool     *PoolGates
+		old, cur int32
+	}{
+		{"own budget: proportional", nil, 3, 2},
+		{"pool: outdated first", &PoolGates{From: "PoolPolicy ns/pool"}, 2, 3},
+	} {
+		oldMS := scaledSet("old", 4, 2*time.Hour, before)
+		newMS := scaledSet("new", 3, time.Hour, before)
+		ro := scaling{newPlanner(Input{Deployment: d, Pool: c.pool})}
+		_, sizes := ro.proportionalSizes(newMS, []*v1alpha1.MachineSet{oldMS})
+		if sizes[oldMS.UID] != c.old || sizes[newMS.UID] != c.cur {
+			t.Errorf("%s: old %d new %d, want %d and %d", c.name, sizes[oldMS.UID], sizes[newMS.UID], c.old, c.cur)
+		}
 	}
 }

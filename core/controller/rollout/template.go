@@ -172,3 +172,23 @@ func changedKeys(want, got map[string]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// RevisionHash identifies the part of a template whose change rolls out a new MachineSet (what
+// SameTemplate compares): equal for templates SameTemplate calls the same, apart from labels
+// with empty values. A pool names its rollout by its deployments' revision hashes.
+func RevisionHash(t *v1alpha1.MachineTemplateSpec) string {
+	c := revisionPart(t)
+	labels := map[string]string{}
+	for k, v := range t.Labels {
+		if k != v1alpha1.LabelMachineTemplateHash && v != "" {
+			labels[k] = v
+		}
+	}
+	h := fnv.New32a()
+	b, _ := json.Marshal(struct {
+		Labels map[string]string
+		T      *v1alpha1.MachineTemplateSpec
+	}{labels, c})
+	h.Write(b)
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}

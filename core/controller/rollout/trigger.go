@@ -102,3 +102,48 @@ func (p marks) deletion() bool {
 	}
 	return visible
 }
+
+// DeleteMachine deletes a machine a scaler named for deletion whose set was not scaled down for
+// it: the scaler's lower replicas were undone (or never written), so its MachineSet would keep it
+// for ever. Its set replaces it if the set's replicas still want one
+// (gardener/machine-controller-manager#1078, where MCM keeps such a machine).
+type DeleteMachine struct {
+	Machine string `json:"machine"`
+	Set     string `json:"set"`
+}
+
+// Kind implements Op.
+func (DeleteMachine) Kind() string { return "DeleteMachine" }
+
+// stale plans the deletion of machines named in the trigger-deletion annotation, marked and
+// live, whose set the step leaves with no surplus to delete (its replicas cover its live
+// machines). Called after a step that is not a scaling event: a scaler's lower replicas, when
+// they came, were applied already.
+func (p marks) stale() {
+	raw, ok := p.d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
+	if !ok {
+		return
+	}
+	named := map[string]bool{}
+	for _, e := range parseTrigger(raw) {
+		named[e.machine] = true
+	}
+	for _, ms := range p.sets {
+		var live []*v1alpha1.Machine
+		for _, m := range p.machinesOf(ms) {
+			if m.DeletionTimestamp == nil && !p.moved[m.Name] {
+				live = append(live, m)
+			}
+		}
+		if int32(len(live)) > ms.Spec.Replicas {
+			continue // the set deletes its surplus, marked machines first
+		}
+		for _, m := range live {
+			if named[m.Name] && m.Annotations[v1alpha1.AnnotationMachinePriority] == v1alpha1.DeletionCandidateMachinePriority {
+				if _, marked := m.Annotations[v1alpha1.AnnotationMarkedForDeletionTime]; marked {
+					p.add(DeleteMachine{Machine: m.Name, Set: ms.Name})
+				}
+			}
+		}
+	}
+}

@@ -15,9 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/clusterautoscaler"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/internal/autoscalertest"
@@ -205,6 +208,9 @@ func TestWithControllers(t *testing.T) {
 		}
 	})
 
+	// During a pool's rollout (a PoolPolicy governs the deployment: scale-down stays enabled), a
+	// DeleteNodes of an old node removes exactly that machine and lowers replicas; the rollout
+	// creates no replacement of it. The new class never boots, so the rollout stays in flight.
 	t.Run("failed create is reported and deleted", func(t *testing.T) {
 		if err := scaler.IncreaseSize(stockout, 1); err != nil {
 			t.Fatal(err)
@@ -258,6 +264,99 @@ func TestWithControllers(t *testing.T) {
 		}
 		running(t, workers, 2)
 	})
+
+	t.Run("delete a node during a pool rollout", func(t *testing.T) {
+		const rolling = ns + ".rolling"
+		w.poolDeployment("rolling", "small", 0, 3)
+		eventually.Explained(t, time.Minute, "node group "+rolling, func() (bool, string) {
+			if err := scaler.Refresh(); err != nil {
+				t.Fatal(err)
+			}
+			n, err := scaler.TargetSize(rolling)
+			return err == nil && n == 0, fmt.Sprintf("target %d, %v", n, err)
+		})
+		if err := scaler.IncreaseSize(rolling, 2); err != nil {
+			t.Fatal(err)
+		}
+		in := running(t, rolling, 2)
+		w.create(&machinistv1alpha1.PoolPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: "rolling", Namespace: ns},
+			Spec: machinistv1alpha1.PoolPolicySpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"worker-pool": "rolling"}},
+				Rollout:  machinistv1alpha1.PoolRollout{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+			},
+		})
+		w.updateMD("rolling", func(md *v1alpha1.MachineDeployment) {
+			md.Labels = map[string]string{"worker-pool": "rolling"}
+			md.Spec.Template.Spec.Class.Name = "slow"
+		})
+		eventually.Explained(t, time.Minute, "the rollout's surge machine on class slow", func() (bool, string) {
+			n := 0
+			for _, m := range w.machinesOf("rolling") {
+				if m.Spec.Class.Name == "slow" {
+					n++
+				}
+			}
+			return n == 1, fmt.Sprintf("%d machines of class slow", n)
+		})
+		victim := w.nodeOf(in[0].ID)
+		if err := scaler.DeleteNodes(rolling, victim); err != nil {
+			t.Fatal(err)
+		}
+		eventually.Explained(t, 2*time.Minute, "the named machine gone, the other old one and the surge machine kept", func() (bool, string) {
+			var small, slowClass []string
+			kept := false
+			for _, m := range w.machinesOf("rolling") {
+				if m.Spec.ProviderID == in[0].ID {
+					return false, "the named machine " + m.Name + " is still there"
+				}
+				if m.Spec.Class.Name == "slow" {
+					slowClass = append(slowClass, m.Name)
+				} else if m.DeletionTimestamp == nil {
+					small = append(small, m.Name)
+					kept = m.Spec.ProviderID == in[1].ID
+				}
+			}
+			return kept && len(small) == 1 && len(slowClass) == 1 && w.getMD("rolling").Spec.Replicas == 1,
+				fmt.Sprintf("old %v, new %v, replicas %d", small, slowClass, w.getMD("rolling").Spec.Replicas)
+		})
+		if err := w.c.Delete(w.ctx, &machinistv1alpha1.PoolPolicy{ObjectMeta: metav1.ObjectMeta{Name: "rolling", Namespace: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }
+
+// nodeOf returns the Node with a providerID.
+func (w *world) nodeOf(providerID string) *corev1.Node {
+	w.t.Helper()
+	nodes, err := w.env.Clientset().CoreV1().Nodes().List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	for i := range nodes.Items {
+		if nodes.Items[i].Spec.ProviderID == providerID {
+			return &nodes.Items[i]
+		}
+	}
+	w.t.Fatalf("no node for %s", providerID)
+	return nil
+}
+
+// updateMD re-reads a MachineDeployment, changes it and writes it, retrying on conflicts.
+func (w *world) updateMD(name string, change func(*v1alpha1.MachineDeployment)) {
+	w.t.Helper()
+	for range 20 {
+		md := w.getMD(name)
+		change(md)
+		err := w.c.Update(w.ctx, md)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			w.t.Fatal(err)
+		}
+	}
+	w.t.Fatalf("update MachineDeployment %s: too many conflicts", name)
+}

@@ -241,7 +241,8 @@ func Shape(crd *apiextensionsv1.CustomResourceDefinition) error {
 	return nil
 }
 
-// ReadDir reads the CRDs of the YAML files in dir.
+// ReadDir reads the machine.sapcloud.io CRDs of the YAML files in dir, the ones MCM has too
+// (machinist's own API groups, such as machinist.io, have no MCM counterpart and are skipped).
 func ReadDir(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -265,7 +266,7 @@ func ReadDir(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 				}
 				return nil, fmt.Errorf("mcmcrds: %s: %w", e.Name(), err)
 			}
-			if crd.Name != "" {
+			if crd.Name != "" && crd.Spec.Group == "machine.sapcloud.io" {
 				out = append(out, crd)
 			}
 		}
