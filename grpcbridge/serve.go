@@ -13,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/internal/graceful"
 )
 
 // ServeOptions configure Serve.
@@ -81,17 +82,8 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	case <-ctx.Done():
 	}
 	hs.Shutdown()
-	stopped := make(chan struct{})
-	go func() {
-		srv.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(o.GracePeriod):
-		o.Log.Warn("grpcbridge: calls still in flight after the grace period; stopping them", "grace", o.GracePeriod)
-		srv.Stop()
-		<-stopped
+	if graceful.Stop(srv.GracefulStop, srv.Stop, o.GracePeriod) {
+		o.Log.Warn("grpcbridge: calls were still in flight after the grace period; stopped them", "grace", o.GracePeriod)
 	}
 	o.Log.Info("grpcbridge: stopped serving", "listen", o.Listen, "cause", context.Cause(ctx))
 	return nil

@@ -38,29 +38,55 @@ func createClass(ctx context.Context, c client.Client) error {
 	return c.Create(ctx, benchClass())
 }
 
-func createDeployment(ctx context.Context, c client.Client, n int) error {
+// deploymentNames are the benchmark's MachineDeployments: "bench", or bench-000 … for several.
+func deploymentNames(deployments int) []string {
+	if deployments <= 1 {
+		return []string{"bench"}
+	}
+	names := make([]string, deployments)
+	for i := range names {
+		names[i] = fmt.Sprintf("bench-%03d", i)
+	}
+	return names
+}
+
+// createDeployments creates the benchmark's MachineDeployments, n machines in all, shared
+// evenly (parseSizes checks that n divides).
+func createDeployments(ctx context.Context, c client.Client, n, deployments int) error {
+	names := deploymentNames(deployments)
+	for _, name := range names {
+		if err := createDeployment(ctx, c, name, n/len(names)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func createDeployment(ctx context.Context, c client.Client, name string, n int) error {
 	surge, unavailable := intstr.FromInt(1), intstr.FromInt(0)
 	return c.Create(ctx, &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 		Spec: v1alpha1.MachineDeploymentSpec{
 			Replicas: int32(n),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": "bench"}},
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"pool": name}},
 			Strategy: v1alpha1.MachineDeploymentStrategy{RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{
 				UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: &surge, MaxUnavailable: &unavailable}}},
 			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "bench"}},
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": name}},
 				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "bench"}},
 			},
 		},
 	})
 }
 
-// scaleDeployment sets the deployment's replicas, as `kubectl scale` does.
-func scaleDeployment(ctx context.Context, c client.Client, n int) error {
-	d := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"}}
-	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n))
-	if err := c.Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		return fmt.Errorf("scale MachineDeployment bench to %d: %w", n, err)
+// scaleDeployments sets every benchmark deployment's replicas, as `kubectl scale` does.
+func scaleDeployments(ctx context.Context, c client.Client, deployments, replicas int) error {
+	for _, name := range deploymentNames(deployments) {
+		d := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas))
+		if err := c.Patch(ctx, d, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			return fmt.Errorf("scale MachineDeployment %s to %d: %w", name, replicas, err)
+		}
 	}
 	return nil
 }

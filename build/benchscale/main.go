@@ -16,6 +16,9 @@
 //   - bench: inside this process, served to the controller over the gRPC bridge on a unix socket
 //     (--driver-endpoint).
 //
+// --deployments N shares the machines of each size evenly among N MachineDeployments, created
+// and scaled together: the same fleet in breadth (500 deployments of 2 against one of 1000).
+//
 // --faults (with --provider exec) kills, in each phase, the provider child twice and the
 // controller once (faults.go) and checks that nothing is lost: Machines = Nodes = VMs at the end
 // of the scale-up, none after the scale-down, and it reports the machines seen Unknown.
@@ -67,7 +70,9 @@ type config struct {
 	kcm        bool
 	scaleDown  bool
 	profileDir string
-	extra      []string // more `machinist run` flags after --
+	// deployments shares the machines among that many MachineDeployments (1: one "bench").
+	deployments int
+	extra       []string // more `machinist run` flags after --
 }
 
 func main() {
@@ -82,6 +87,7 @@ func main() {
 	flag.BoolVar(&cfg.faults, "faults", false, "in each phase kill the provider child at 20 % and 70 % and the controller at 45 % (SIGKILL; the controller is restarted at once); needs --provider exec")
 	flag.BoolVar(&cfg.kcm, "kube-controller-manager", false, "also run kube-controller-manager (bin/), whose node lifecycle controller marks a node Unknown when its Lease is older than its grace period (50 s), and the Machine controller its machine after it: what stale node agents cost in a real cluster")
 	flag.BoolVar(&cfg.scaleDown, "scale-down", true, "after all machines are Running, scale the deployment to 0 and measure until every Machine, Node and VM is gone")
+	flag.IntVar(&cfg.deployments, "deployments", 1, "share the machines evenly among this many MachineDeployments (bench-000, …), created together and scaled together: a fleet in breadth (500 deployments of 2) against one deployment of the same size")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "run the controller with --profiling and save CPU profiles of each phase here (SIZE-up-N.pprof, SIZE-down-N.pprof; `go tool pprof -top` merges several) and a heap profile with every machine Running (SIZE-heap.pprof)")
 	flag.Parse()
 	cfg.extra = flag.Args()
@@ -90,7 +96,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		os.Exit(2)
 	}
-	ns, err := parseSizes(*sizes)
+	ns, err := parseSizes(*sizes, cfg.deployments)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale: --machines:", err)
 		os.Exit(2)
@@ -149,12 +155,18 @@ func (cfg *config) check() error {
 	return nil
 }
 
-func parseSizes(s string) ([]int, error) {
+func parseSizes(s string, deployments int) ([]int, error) {
+	if deployments < 1 {
+		return nil, fmt.Errorf("--deployments %d: want 1 or more", deployments)
+	}
 	var out []int
 	for f := range strings.SplitSeq(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("%q is not a positive machine count: use e.g. 1000 or 1000,3000,5000", f)
+		}
+		if n%deployments != 0 {
+			return nil, fmt.Errorf("%d machines do not share evenly among --deployments %d: use a multiple of it", n, deployments)
 		}
 		out = append(out, n)
 	}
@@ -178,6 +190,7 @@ type phase struct {
 
 type result struct {
 	machines       int
+	deployments    int
 	provider       string
 	firstRunning   time.Duration
 	halfRunning    time.Duration
@@ -197,7 +210,7 @@ type result struct {
 }
 
 func run(ctx context.Context, cfg config, n int) (result, error) {
-	res := result{machines: n, provider: cfg.provider}
+	res := result{machines: n, deployments: cfg.deployments, provider: cfg.provider}
 	machinist, err := filepath.Abs(cfg.machinist)
 	if err != nil {
 		return res, err
@@ -326,10 +339,10 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	w.resetUnknown()
 	start := time.Now()
-	if err := createDeployment(ctx, c, n); err != nil {
+	if err := createDeployments(ctx, c, n, cfg.deployments); err != nil {
 		return res, err
 	}
-	fmt.Printf("created MachineDeployment bench with %d replicas\n", n)
+	fmt.Printf("created %d MachineDeployment(s) with %d machines in all\n", cfg.deployments, n)
 	faults := inject()
 	var last snapshot
 	err = w.until(ctx, cfg.timeout, func(s snapshot, tick bool) (bool, string, error) {
@@ -409,10 +422,10 @@ func run(ctx context.Context, cfg config, n int) (result, error) {
 	}
 	w.resetUnknown()
 	start = time.Now()
-	if err := scaleDeployment(ctx, c, 0); err != nil {
+	if err := scaleDeployments(ctx, c, cfg.deployments, 0); err != nil {
 		return res, err
 	}
-	fmt.Printf("scaled MachineDeployment bench to 0\n")
+	fmt.Printf("scaled %d MachineDeployment(s) to 0\n", cfg.deployments)
 	faults = inject()
 	vmCount := -1
 	var lastVMList time.Time

@@ -18,8 +18,13 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 func report(w io.Writer, r result) {
 	n := float64(r.machines)
 	perMachine := func(d float64) string { return fmt.Sprintf("%.1f ms per machine", d*1000/n) }
-	fmt.Fprintf(w, "\n### Scale: one MachineDeployment of %d local machines\n\n", r.machines)
-	fmt.Fprintf(w, "Command: `make bench-scale` (%s/%s, %d CPUs); controller flags: `%s`.\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.Join(r.controllerArgs, " "))
+	if r.deployments > 1 {
+		fmt.Fprintf(w, "\n### Scale: %d MachineDeployments of %d local machines each (%d in all)\n\n", r.deployments, r.machines/r.deployments, r.machines)
+		fmt.Fprintf(w, "Command: `go run ./build/benchscale --deployments %d` (%s/%s, %d CPUs); controller flags: `%s`.\n\n", r.deployments, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.Join(r.controllerArgs, " "))
+	} else {
+		fmt.Fprintf(w, "\n### Scale: one MachineDeployment of %d local machines\n\n", r.machines)
+		fmt.Fprintf(w, "Command: `make bench-scale` (%s/%s, %d CPUs); controller flags: `%s`.\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.Join(r.controllerArgs, " "))
+	}
 	fmt.Fprintf(w, "| measure | value |\n|---|---|\n")
 	fmt.Fprintf(w, "| first machine Running | %.1f s |\n", r.firstRunning.Seconds())
 	fmt.Fprintf(w, "| half Running | %.1f s |\n", r.halfRunning.Seconds())

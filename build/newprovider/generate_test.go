@@ -151,11 +151,32 @@ func TestGenerateWritesTheDirectoryAtOnce(t *testing.T) {
 		t.Errorf("second Generate = %v, want already exists", err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "acme", "register.go"))
-	if err != nil || !strings.Contains(string(b), "registry.Register(") {
+	if err != nil || !strings.Contains(string(b), "kit.Register(") {
 		t.Errorf("register.go: %v\n%s", err, b)
 	}
 	if !strings.Contains(res.Summary(), "go build -tags provider_acme ./cmd/machinist") {
 		t.Errorf("summary does not say how to build:\n%s", res.Summary())
+	}
+}
+
+// TestRenderedProviderIsOnTheKit: a new provider starts on providers/kit, as every provider of
+// the repository is, so that it is not a copy of another: the kit's options, secret, client
+// cache, spec decoding, metrics and errors.
+func TestRenderedProviderIsOnTheKit(t *testing.T) {
+	files, err := Render("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, uses := range map[string][]string{
+		"driver.go":   {"kit.Options", "opts.WithDefaults(", "kit.Clients[", "kit.ReadSecret(", "specs.DecodeFor(", "kit.APIMetrics(", "kit.Errors{", "kit.Purpose"},
+		"spec.go":     {"kit.Spec[ProviderSpec]", "Scope: validateScope"},
+		"register.go": {"kit.Register(ProviderName", "specs.Check"},
+	} {
+		for _, u := range uses {
+			if !strings.Contains(string(files[file]), u) {
+				t.Errorf("the scaffold's %s does not use %s", file, u)
+			}
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // copied is what a scaffold-and-build needs from the repository: the module, the command and
 // everything it imports, and the generators.
 var copied = []string{
-	"go.mod", "go.sum", "Makefile", "cmd", "core", "internal", "grpcbridge", "providers",
+	"go.mod", "go.sum", "Makefile", "cmd", "core", "internal", "grpcbridge", "providers", "harness",
 	"build/genproviders", "build/newprovider",
 }
 

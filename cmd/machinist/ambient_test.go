@@ -17,13 +17,16 @@ import (
 // TestAWSAmbientCredentials: `machinist driver` refuses an AWS secret without keys even when the
 // process's environment holds valid AWS keys, and uses them only with --aws-ambient-credentials.
 func TestAWSAmbientCredentials(t *testing.T) {
-	cloud := fakeaws.New("", nil)
+	cloud := fakeaws.New(fakeaws.Options{})
 	cloud.SeedDemo()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := cloud.Serve(l, nil)
+	srv, err := cloud.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	for k, v := range map[string]string{
 		"AWS_ACCESS_KEY_ID": fakeaws.DemoAccessKeyID, "AWS_SECRET_ACCESS_KEY": fakeaws.DemoSecretAccessKey,
@@ -41,11 +44,11 @@ func TestAWSAmbientCredentials(t *testing.T) {
 			t.Errorf("list with a keyless secret: error %q does not name %s", errText, want)
 		}
 	}
-	if n := len(cloud.Requests()); n != 0 {
+	if n := len(cloud.Requests.All()); n != 0 {
 		t.Fatalf("the refused secret made %d requests", n)
 	}
 	mustRun(t, append(flags, "--aws-ambient-credentials")...)
-	if len(cloud.RequestsFor("DescribeInstances")) == 0 {
+	if len(cloud.Requests.For("DescribeInstances")) == 0 {
 		t.Fatal("--aws-ambient-credentials: no request reached EC2")
 	}
 }

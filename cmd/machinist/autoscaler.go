@@ -29,6 +29,7 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/static"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
+	"github.com/machinist-io/machinist/internal/graceful"
 	"github.com/machinist-io/machinist/internal/kubeconfig"
 )
 
@@ -170,12 +171,8 @@ func runAutoscaler(c *cli.Context) error {
 		return fmt.Errorf("autoscaler: gRPC server: %w", err)
 	case <-ctx.Done():
 	}
-	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		g.Stop()
+	if graceful.Stop(g.GracefulStop, g.Stop, 10*time.Second) {
+		log.Warn("autoscaler: calls were still in flight after 10 s; stopped them")
 	}
 	log.Info("autoscaler: stopped")
 	return nil

@@ -7,18 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/urfave/cli/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // fakecloudCmd is `machinist fakecloud`; fakecloud_<provider>.go adds a subcommand per fake (only
@@ -41,20 +43,19 @@ var fakecloudCmd = &cli.Command{
 
 func init() { commands = append(commands, fakecloudCmd) }
 
-// servedFake is a fake cloud that serves requests until closed.
-type servedFake interface {
-	// URL is where the fake is served.
-	URL() string
-	// Secret is the Secret that points the provider at the fake.
-	Secret() *corev1.Secret
-	// State is what the fake holds, as JSON.
-	State() any
-	Close() error
+// servedFake is a fake cloud that serves requests until its server is closed (every fake has
+// the shape of providers/kit/fakekit).
+type servedFake struct {
+	srv *fakekit.Server
+	// state is what the fake holds, as JSON.
+	state func() any
+	// secret is the data of the Secret that points the provider at the fake (userData aside).
+	secret map[string]string
 }
 
 // addFakecloud adds `machinist fakecloud NAME`; serve starts the fake on l and calls observe
 // after each request it answers.
-func addFakecloud(name, usage string, serve func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error)) {
+func addFakecloud(name, usage string, serve func(l net.Listener, observe func(http.Handler) http.Handler) (*servedFake, error)) {
 	fakecloudCmd.Subcommands = append(fakecloudCmd.Subcommands, &cli.Command{
 		Name:  name,
 		Usage: usage,
@@ -69,7 +70,7 @@ func addFakecloud(name, usage string, serve func(l net.Listener, observe func(ht
 	})
 }
 
-func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(http.Handler) http.Handler) (servedFake, error)) error {
+func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(http.Handler) http.Handler) (*servedFake, error)) error {
 	addr := c.String("listen")
 	if err := loopbackOnly(addr, false); err != nil {
 		return fmt.Errorf("fakecloud %s: the fake accepts well-known credentials, so it serves on loopback only: --listen %w", name, err)
@@ -92,19 +93,21 @@ func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(htt
 	}
 	dump.set(fake)
 	defer func() {
-		_ = fake.Close()
+		_ = fake.srv.Close()
 		_ = dump.write()
 	}()
 	if err := dump.write(); err != nil {
 		return fmt.Errorf("fakecloud %s: --state: %w", name, err)
 	}
-	out, err := yaml.Marshal(fake.Secret())
+	data := map[string]string{"userData": fakeUserData}
+	maps.Copy(data, fake.secret)
+	out, err := yaml.Marshal(fakeSecret("fake"+name, data))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "# The Secret for `machinist driver ... --secret FILE` against the fake %s at %s.\n%s", name, fake.URL(), out)
-	slog.Info("fakecloud: serving; stop with Ctrl-C", "cloud", name, "url", fake.URL(), "state", dump.path,
-		"control", strings.TrimSuffix(fake.URL(), "/")+"/.fakecloud/state")
+	fmt.Fprintf(c.App.Writer, "# The Secret for `machinist driver ... --secret FILE` against the fake %s at %s/.\n%s", name, fake.srv.URL, out)
+	slog.Info("fakecloud: serving; stop with Ctrl-C", "cloud", name, "url", fake.srv.URL+"/", "state", dump.path,
+		"control", fake.srv.URL+fakekit.ControlPrefix+"state")
 	<-c.Context.Done()
 	slog.Info("fakecloud: stopping", "cloud", name)
 	return nil
@@ -114,10 +117,10 @@ func runFakecloud(c *cli.Context, name string, serve func(net.Listener, func(htt
 type stateDump struct {
 	path string
 	mu   sync.Mutex
-	fake servedFake // nil until the fake is up: requests before that are not dumped
+	fake *servedFake // nil until the fake is up: requests before that are not dumped
 }
 
-func (d *stateDump) set(f servedFake) {
+func (d *stateDump) set(f *servedFake) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.fake = f
@@ -130,7 +133,7 @@ func (d *stateDump) write() error {
 	if d.path == "" || d.fake == nil {
 		return nil
 	}
-	b, err := json.MarshalIndent(d.fake.State(), "", "  ")
+	b, err := json.MarshalIndent(d.fake.state(), "", "  ")
 	if err != nil {
 		return err
 	}

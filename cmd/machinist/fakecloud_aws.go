@@ -9,35 +9,23 @@ import (
 	"net"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/machinist-io/machinist/providers/aws"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
 
 func init() {
 	addFakecloud("aws", "serve a fake Amazon EC2 (and STS) in EC2's query protocol over loopback HTTP",
-		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			c := fakeaws.New("", nil)
+		func(l net.Listener, observe func(http.Handler) http.Handler) (*servedFake, error) {
+			c := fakeaws.New(fakeaws.Options{})
 			c.SeedDemo()
-			return fakeAWS{c: c, srv: c.Serve(l, observe)}, nil
+			srv, err := c.Serve(l, observe)
+			if err != nil {
+				return nil, err
+			}
+			return &servedFake{srv: srv, state: func() any { return c.State() }, secret: map[string]string{
+				aws.KeyAccessKeyID:     fakeaws.DemoAccessKeyID,
+				aws.KeySecretAccessKey: fakeaws.DemoSecretAccessKey,
+				aws.KeyEC2Endpoint:     srv.URL,
+			}}, nil
 		})
-}
-
-type fakeAWS struct {
-	c   *fakeaws.Cloud
-	srv *fakeaws.Server
-}
-
-func (f fakeAWS) URL() string  { return f.srv.URL + "/" }
-func (f fakeAWS) State() any   { return f.c.State() }
-func (f fakeAWS) Close() error { return f.srv.Close() }
-
-func (f fakeAWS) Secret() *corev1.Secret {
-	return fakeSecret("fakeaws", map[string]string{
-		aws.KeyAccessKeyID:     fakeaws.DemoAccessKeyID,
-		aws.KeySecretAccessKey: fakeaws.DemoSecretAccessKey,
-		aws.KeyEC2Endpoint:     f.srv.URL,
-		aws.KeyUserData:        fakeUserData,
-	})
 }

@@ -9,39 +9,22 @@ import (
 	"net"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/machinist-io/machinist/providers/gcp"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
 
 func init() {
 	addFakecloud("gcp", "serve a fake Google Compute Engine (the Compute API and OAuth 2.0 token endpoints) over loopback HTTPS with its own CA",
-		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			c := fakegcp.New()
+		func(l net.Listener, observe func(http.Handler) http.Handler) (*servedFake, error) {
+			c := fakegcp.New(fakegcp.Options{})
 			srv, err := c.Serve(l, observe)
 			if err != nil {
 				return nil, err
 			}
-			return fakeGCP{c: c, srv: srv, key: c.SeedDemo(srv.TokenURL())}, nil
+			return &servedFake{srv: srv, state: func() any { return c.State() }, secret: map[string]string{
+				gcp.KeyServiceAccountJSON: string(c.SeedDemo(fakegcp.TokenURL(srv.URL))),
+				gcp.KeyComputeEndpoint:    fakegcp.ComputeEndpoint(srv.URL),
+				gcp.KeyCACert:             string(srv.CACert),
+			}}, nil
 		})
-}
-
-type fakeGCP struct {
-	c   *fakegcp.Cloud
-	srv *fakegcp.Server
-	key []byte
-}
-
-func (f fakeGCP) URL() string  { return f.srv.URL }
-func (f fakeGCP) State() any   { return f.c.State() }
-func (f fakeGCP) Close() error { return f.srv.Close() }
-
-func (f fakeGCP) Secret() *corev1.Secret {
-	return fakeSecret("fakegcp", map[string]string{
-		gcp.KeyServiceAccountJSON: string(f.key),
-		gcp.KeyComputeEndpoint:    f.srv.ComputeEndpoint(),
-		gcp.KeyCACert:             string(f.srv.CACert),
-		gcp.KeyUserData:           fakeUserData,
-	})
 }

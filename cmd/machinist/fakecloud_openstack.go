@@ -9,32 +9,21 @@ import (
 	"net"
 	"net/http"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/machinist-io/machinist/providers/openstack"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
 
 func init() {
 	addFakecloud("openstack", "serve a fake OpenStack (Keystone, Nova, Neutron, Cinder, Glance) over loopback HTTP",
-		func(l net.Listener, observe func(http.Handler) http.Handler) (servedFake, error) {
-			return fakeOpenStack{fakeopenstack.Serve(l, observe)}, nil
+		func(l net.Listener, observe func(http.Handler) http.Handler) (*servedFake, error) {
+			c := fakeopenstack.New(fakeopenstack.Options{})
+			srv, err := c.Serve(l, observe)
+			if err != nil {
+				return nil, err
+			}
+			secret := map[string]string{}
+			for k, v := range c.PasswordSecret() {
+				secret[k] = string(v)
+			}
+			return &servedFake{srv: srv, state: func() any { return c.State() }, secret: secret}, nil
 		})
-}
-
-type fakeOpenStack struct{ c *fakeopenstack.Cloud }
-
-func (f fakeOpenStack) URL() string { return f.c.URL + "/" }
-func (f fakeOpenStack) State() any  { return f.c.State() }
-func (f fakeOpenStack) Close() error {
-	f.c.Close()
-	return nil
-}
-
-func (f fakeOpenStack) Secret() *corev1.Secret {
-	data := map[string]string{openstack.KeyUserData: fakeUserData}
-	for k, v := range f.c.PasswordSecret() {
-		data[k] = string(v)
-	}
-	return fakeSecret("fakeopenstack", data)
 }

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
 	pb "github.com/machinist-io/machinist/grpcbridge/proto/clusterautoscaler/cloudprovider/v1/externalgrpc"
@@ -124,9 +126,12 @@ func node(n *pb.ExternalGrpcNode) Node {
 // NodeGroups lists every group.
 func (s *Server) NodeGroups(context.Context, *pb.NodeGroupsRequest) (*pb.NodeGroupsResponse, error) {
 	groups := s.source.NodeGroups()
-	resp := &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, 0, len(groups))}
-	for _, g := range groups {
-		resp.NodeGroups = append(resp.NodeGroups, group(g))
+	// One allocation for every message: landscapes have hundreds of groups.
+	msgs := make([]pb.NodeGroup, len(groups))
+	resp := &pb.NodeGroupsResponse{NodeGroups: make([]*pb.NodeGroup, len(groups))}
+	for i, g := range groups {
+		msgs[i].Id, msgs[i].MinSize, msgs[i].MaxSize, msgs[i].Debug = g.ID, int32(g.MinSize), int32(g.MaxSize), g.Debug
+		resp.NodeGroups[i] = &msgs[i]
 	}
 	return resp, nil
 }
@@ -151,14 +156,73 @@ func (s *Server) NodeGroupForNode(_ context.Context, req *pb.NodeGroupForNodeReq
 	return &pb.NodeGroupForNodeResponse{NodeGroup: group(g)}, nil
 }
 
-// PricingNodePrice is not offered: Cluster Autoscaler's price expander is the only user.
-func (s *Server) PricingNodePrice(context.Context, *pb.PricingNodePriceRequest) (*pb.PricingNodePriceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "machinist does not offer pricing: use another expander than price")
+// PricingNodePrice is the price of a node for the interval asked: the template node of a scale-up
+// option (the price of a new node of its group) or a node of a group (the price of its
+// machine's class), per hour times the interval's hours. A group without a price answers
+// Unimplemented: Cluster Autoscaler's price expander leaves that option out.
+func (s *Server) PricingNodePrice(_ context.Context, req *pb.PricingNodePriceRequest) (*pb.PricingNodePriceResponse, error) {
+	if req.GetNode() == nil {
+		return nil, status.Error(codes.InvalidArgument, "PricingNodePrice: node is missing from the request")
+	}
+	hours, err := interval(req.GetStartTimestamp(), req.GetStartTime(), req.GetEndTimestamp(), req.GetEndTime())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "PricingNodePrice: %v", err)
+	}
+	n := node(req.GetNode())
+	var p Price
+	if id, ok := TemplateGroupID(n); ok {
+		p, err = s.source.GroupPrice(id)
+	} else {
+		p, err = s.source.NodePrice(n)
+	}
+	if errors.Is(err, ErrNoPrice) {
+		return nil, status.Error(codes.Unimplemented, driver.MessageOf(err))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &pb.PricingNodePriceResponse{Price: p.PerHour * hours}, nil
 }
 
-// PricingPodPrice is not offered: Cluster Autoscaler's price expander is the only user.
-func (s *Server) PricingPodPrice(context.Context, *pb.PricingPodPriceRequest) (*pb.PricingPodPriceResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "machinist does not offer pricing: use another expander than price")
+// PricingPodPrice is the theoretical minimum price of a pod's CPU and memory requests for the
+// interval asked (PodPricePerHour). Unimplemented while no group has a price and a template.
+func (s *Server) PricingPodPrice(_ context.Context, req *pb.PricingPodPriceRequest) (*pb.PricingPodPriceResponse, error) {
+	raw := req.GetPodBytes()
+	if len(raw) == 0 {
+		raw = req.GetPod()
+	}
+	if len(raw) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "PricingPodPrice: pod_bytes is missing from the request")
+	}
+	pod := &corev1.Pod{}
+	if err := pod.Unmarshal(raw); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "PricingPodPrice: pod_bytes is not a protobuf-encoded Pod: %v", err)
+	}
+	hours, err := interval(req.GetStartTimestamp(), req.GetStartTime(), req.GetEndTimestamp(), req.GetEndTime())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "PricingPodPrice %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	cpu, memory := PodRequests(pod)
+	perHour, ok := PodPricePerHour(cpu, memory, s.source.GroupShapes())
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "no node group has a price: annotate MachineClasses with "+AnnotationPricePerHour+" (and give them a nodeTemplate with cpu and memory)")
+	}
+	return &pb.PricingPodPriceResponse{Price: perHour * hours}, nil
+}
+
+// interval reads a request's interval, new fields first (Cluster Autoscaler 1.34.2+), the
+// pre-1.35 ones as a fallback, and returns its hours.
+func interval(start, oldStart, end, oldEnd *timestamppb.Timestamp) (float64, error) {
+	if start == nil {
+		start = oldStart
+	}
+	if end == nil {
+		end = oldEnd
+	}
+	if start == nil || end == nil {
+		return 0, errors.New("startTimestamp and endTimestamp are required")
+	}
+	return Hours(start.AsTime(), end.AsTime())
 }
 
 // GPULabel reports the configured GPU label.

@@ -26,7 +26,8 @@ import (
 // Methods are called concurrently. Lookups (NodeGroups, NodeGroupForNode, Nodes, TargetSize)
 // must answer from memory: Cluster Autoscaler calls them many times per loop.
 type NodeGroupSource interface {
-	// NodeGroups returns every group Cluster Autoscaler may scale, sorted by id.
+	// NodeGroups returns every group Cluster Autoscaler may scale, sorted by id. The caller must
+	// not modify the slice (a source may hand out the same one until its groups change).
 	NodeGroups() []NodeGroup
 	// NodeGroupForNode returns the group of a node, of a placeholder instance the source
 	// reported, or ok=false when the node is not managed (template nodes, foreign nodes).
@@ -53,6 +54,14 @@ type NodeGroupSource interface {
 	Options(ctx context.Context, id string) (Options, error)
 	// GPUTypes returns the GPU types (values of the GPU label) the groups offer.
 	GPUTypes() []string
+	// GroupPrice returns what a new node of the group costs per hour: the group's own price, or
+	// that of the class a new node would be created on now. ErrNoPrice (wrapped) when it has none.
+	GroupPrice(id string) (Price, error)
+	// NodePrice returns what a node of a group costs per hour (the class its machine runs on).
+	// NotFound for a node of no group, ErrNoPrice (wrapped) when it has no price.
+	NodePrice(node Node) (Price, error)
+	// GroupShapes returns the price and template size of a new node of every group that has both.
+	GroupShapes() []GroupShape
 	// Refresh is called at the start of every Cluster Autoscaler loop. It must be cheap and must not fail for a
 	// transient reason the source can ride out: an error stops Cluster Autoscaler's whole loop.
 	Refresh(ctx context.Context) error

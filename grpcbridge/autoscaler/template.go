@@ -35,15 +35,17 @@ type TemplateSpec struct {
 	ClassName string
 	// NodeTemplate of the group's MachineClass; nil means the group has no template.
 	NodeTemplate *v1alpha1.NodeTemplate
-	// Labels and Taints the group's machines put on their nodes (a MachineDeployment's
-	// spec.template.spec.nodeTemplate). Labels win over the generic ones.
-	Labels map[string]string
-	Taints []corev1.Taint
+	// Labels, Annotations and Taints the group's machines put on their nodes (a
+	// MachineDeployment's spec.template.spec.nodeTemplate). Labels win over the generic ones.
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []corev1.Taint
 }
 
 // BuildTemplateNode returns the node a new machine of a group becomes: capacity and allocatable
 // (cpu, memory, pods, ephemeral-storage, GPUs and virtual capacity), a Ready condition, the
-// arch/os/instance-type/region/zone/hostname labels plus the group's labels, and its taints. A
+// arch/os/instance-type/region/zone/hostname labels plus the group's labels, the group's
+// annotations plus AnnotationNodeGroup, and its taints. A
 // missing template or one without cpu or memory is ErrNoTemplate: Cluster Autoscaler must not scale up from
 // zero on a guess.
 func BuildTemplateNode(spec TemplateSpec) (*corev1.Node, error) {
@@ -108,6 +110,12 @@ func BuildTemplateNode(spec TemplateSpec) (*corev1.Node, error) {
 	}
 	maps.Copy(labels, spec.Labels)
 
+	// The group's annotation lets PricingNodePrice find the group of the template Cluster
+	// Autoscaler derives from this node (it keeps the annotations).
+	annotations := make(map[string]string, len(spec.Annotations)+1)
+	maps.Copy(annotations, spec.Annotations)
+	annotations[AnnotationNodeGroup] = spec.GroupID
+
 	taints := make([]corev1.Taint, len(spec.Taints))
 	copy(taints, spec.Taints)
 	sort.SliceStable(taints, func(i, j int) bool { return taints[i].Key < taints[j].Key })
@@ -118,7 +126,7 @@ func BuildTemplateNode(spec TemplateSpec) (*corev1.Node, error) {
 	}
 	return &corev1.Node{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
 		Spec:       corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -128,4 +130,56 @@ func TestPlaceholder(t *testing.T) {
 			t.Errorf("%q parsed as a placeholder", bad)
 		}
 	}
+}
+
+// TestEveryOptionFieldHasAnAnnotation: each field of the proto's NodeGroupAutoscalingOptions
+// (the 1.35 ones and, through MergeOptions, the pre-1.35 durations) can be set per group by an
+// option annotation, and every field not overridden keeps Cluster Autoscaler's default. A field
+// added to the proto without an annotation fails here.
+func TestEveryOptionFieldHasAnAnnotation(t *testing.T) {
+	defaults := &pb.NodeGroupAutoscalingOptions{
+		ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.5,
+		ScaleDownUnneededDuration: durationpb.New(10 * time.Minute), ScaleDownUnreadyDuration: durationpb.New(20 * time.Minute),
+		MaxNodeProvisionDuration: durationpb.New(15 * time.Minute),
+	}
+	values := map[string]string{
+		autoscaler.OptionScaleDownUtilizationThreshold: "0.25", autoscaler.OptionScaleDownGpuUtilizationThreshold: "0.75",
+		autoscaler.OptionScaleDownUnneededTime: "3m", autoscaler.OptionScaleDownUnreadyTime: "4m", autoscaler.OptionMaxNodeProvisionTime: "5m",
+		autoscaler.OptionZeroOrMaxNodeScaling: "true", autoscaler.OptionIgnoreDaemonSetsUtilization: "true",
+	}
+	if len(values) != len(autoscaler.OptionKeys) {
+		t.Fatalf("the test sets %d options, there are %d keys", len(values), len(autoscaler.OptionKeys))
+	}
+	fields := defaults.ProtoReflect().Descriptor().Fields()
+	covered := map[string]string{} // field -> the option key that sets it
+	for _, key := range autoscaler.OptionKeys {
+		o, problems := autoscaler.OptionsFromAnnotations(map[string]string{autoscaler.OptionsPrefix + key: values[key]})
+		if len(problems) > 0 {
+			t.Fatalf("%s: %v", key, problems)
+		}
+		got := autoscaler.MergeOptions(defaults, o).ProtoReflect()
+		var changed []string
+		for i := range fields.Len() {
+			f := fields.Get(i)
+			if deprecated(f) {
+				continue // the pre-1.35 durations, written beside their 1.35 peers (TestMergeOptionsReadsNewThenOld)
+			}
+			if !got.Get(f).Equal(defaults.ProtoReflect().Get(f)) {
+				changed = append(changed, string(f.Name()))
+				covered[string(f.Name())] = key
+			}
+		}
+		if len(changed) != 1 {
+			t.Errorf("annotation %s changes fields %v of the answer, want exactly one", key, changed)
+		}
+	}
+	for i := range fields.Len() {
+		if f := fields.Get(i); !deprecated(f) && covered[string(f.Name())] == "" {
+			t.Errorf("field %s (%d) of NodeGroupAutoscalingOptions cannot be set by any option annotation", f.Name(), f.Number())
+		}
+	}
+}
+
+func deprecated(f protoreflect.FieldDescriptor) bool {
+	return f.Options().(*descriptorpb.FieldOptions).GetDeprecated()
 }

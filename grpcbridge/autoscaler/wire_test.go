@@ -2,6 +2,7 @@ package autoscaler_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	pb "github.com/machinist-io/machinist/grpcbridge/proto/clusterautoscaler/cloudprovider/v1/externalgrpc"
 )
@@ -238,9 +240,11 @@ func TestNodeGroupNodesWire(t *testing.T) {
 	}
 }
 
-// fakeSource is one group "g" with two instances and a template.
+// fakeSource is one group "g" with two instances and a template, priced 0.5 per hour unless
+// noPrice.
 type fakeSource struct {
 	options autoscaler.Options
+	noPrice bool
 }
 
 func (f fakeSource) NodeGroups() []autoscaler.NodeGroup {
@@ -270,3 +274,24 @@ func (f fakeSource) Options(context.Context, string) (autoscaler.Options, error)
 }
 func (f fakeSource) GPUTypes() []string            { return nil }
 func (f fakeSource) Refresh(context.Context) error { return nil }
+func (f fakeSource) GroupPrice(id string) (autoscaler.Price, error) {
+	if id != "g" {
+		return autoscaler.Price{}, driver.Errorf(driver.NotFound, "node group %q not found", id)
+	}
+	if f.noPrice {
+		return autoscaler.Price{}, fmt.Errorf("group g has no price: %w", autoscaler.ErrNoPrice)
+	}
+	return autoscaler.Price{PerHour: 0.5, From: "fake"}, nil
+}
+func (f fakeSource) NodePrice(n autoscaler.Node) (autoscaler.Price, error) {
+	if _, ok, _ := f.NodeGroupForNode(n); !ok {
+		return autoscaler.Price{}, driver.Errorf(driver.NotFound, "node %q is not a machine of any node group", n.Name)
+	}
+	return f.GroupPrice("g")
+}
+func (f fakeSource) GroupShapes() []autoscaler.GroupShape {
+	if f.noPrice {
+		return nil
+	}
+	return []autoscaler.GroupShape{{Price: autoscaler.Price{PerHour: 0.5, From: "fake"}, CPU: 2, Memory: 4 << 30}}
+}

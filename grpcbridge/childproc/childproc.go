@@ -31,7 +31,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -42,6 +41,7 @@ import (
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge"
+	"github.com/machinist-io/machinist/internal/graceful"
 	"github.com/machinist-io/machinist/internal/livedir"
 )
 
@@ -330,12 +330,8 @@ func (c *Child) waitHealthy(ctx context.Context) error {
 
 // terminate asks the child to stop, then kills it.
 func (c *Child) terminate(cmd *exec.Cmd, exited <-chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(c.opts.StopTimeout):
-		c.log.Warn("childproc: provider process ignored SIGTERM; killing it", "pid", cmd.Process.Pid)
-		c.kill(cmd, exited)
+	if graceful.Process(cmd.Process, exited, c.opts.StopTimeout) {
+		c.log.Warn("childproc: provider process ignored SIGTERM; killed it", "pid", cmd.Process.Pid)
 	}
 }
 

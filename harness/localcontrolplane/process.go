@@ -10,10 +10,11 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/machinist-io/machinist/internal/graceful"
 )
 
 // process is one child process (etcd or kube-apiserver) whose output goes to a log file.
@@ -77,13 +78,7 @@ func (p *process) stop(grace time.Duration) {
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(grace):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
+	graceful.Process(cmd.Process, exited, grace)
 	p.mu.Lock()
 	p.cmd, p.exited = nil, nil
 	p.mu.Unlock()

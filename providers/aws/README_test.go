@@ -58,18 +58,18 @@ func TestGardenerSampleDecodesUnchanged(t *testing.T) {
 func checkSample(t *testing.T, docs [][]byte, ami string) *ProviderSpec {
 	t.Helper()
 	class, merged := drivertest.SampleObjects(t, docs)
-	spec, warnings, err := decodeSpec(class, driver.Strict)
+	spec, warnings, err := specs.Decode(class, driver.Strict)
 	if err != nil || len(warnings) > 0 {
 		t.Fatalf("sample MachineClass: %v %v", warnings, err)
 	}
 	if spec.AMI != ami || len(spec.scopeTags()) != 2 {
 		t.Errorf("decoded spec = %+v", spec)
 	}
-	creds, err := credentialsFrom(merged, false)
+	creds, secret, err := credentialsFrom(merged, false)
 	if err != nil || creds.mode != staticKeys {
 		t.Fatalf("sample Secret: %v (%v)", err, creds.mode)
 	}
-	if _, err := userDataFrom(merged); err != nil {
+	if _, err := secret.UserData(); err != nil {
 		t.Fatalf("sample Secret: %v", err)
 	}
 	return spec

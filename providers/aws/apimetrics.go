@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go/middleware"
 
-	"github.com/machinist-io/machinist/core/cloudmetrics"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Service labels of mcm_cloud_api_* as MCM's AWS provider names its calls
@@ -59,12 +59,7 @@ func addAPIMetrics(stack *middleware.Stack) error {
 			svc := apiService(awsmiddleware.GetOperationName(ctx), in.Parameters)
 			start := time.Now()
 			out, md, err := next.HandleInitialize(ctx, in)
-			if err != nil {
-				cloudmetrics.Failed(Name, svc)
-				return out, md, err
-			}
-			cloudmetrics.Requested(Name, svc)
-			cloudmetrics.Observe(Name, svc, time.Since(start))
+			kit.APIMetrics(ProviderName).Call(svc, start, err != nil)
 			return out, md, err
 		}), middleware.Before)
 }

@@ -21,9 +21,9 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	e.class = e.classWith("nat", func(s *ProviderSpec) { s.SrcAndDstChecksEnabled = ptr.To(false) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	reqBefore, failBefore, _ := cloudmetricstest.Counts(t, Name)
+	reqBefore, failBefore, _ := cloudmetricstest.Counts(t, ProviderName)
 
-	e.cloud.Inject(fakeaws.Throttle("RunInstances", 1)) // retried by the SDK: one operation
+	e.cloud.Faults.Inject(fakeaws.Throttle("RunInstances", 1)) // retried by the SDK: one operation
 	resp := e.mustCreate(t, "metrics-1")
 	m := machine("metrics-1")
 	m.Spec.ProviderID = resp.ProviderID
@@ -36,7 +36,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if err := e.delete(t, e.class, m); err != nil {
 		t.Fatal(err)
 	}
-	req, failed, timed := cloudmetricstest.Counts(t, Name)
+	req, failed, timed := cloudmetricstest.Counts(t, ProviderName)
 	for svc, want := range map[string]float64{
 		serviceRunInstances: 1, serviceDescribeImages: 1, serviceTerminate: 1, serviceDisableSrcDst: 1,
 	} {
@@ -64,11 +64,11 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 		}
 	}
 
-	e.cloud.Inject(fakeaws.Deny("RunInstances"))
+	e.cloud.Faults.Inject(fakeaws.Deny("RunInstances"))
 	if _, err := e.create(t, "metrics-2"); !driver.IsCode(err, driver.PermissionDenied) {
 		t.Fatalf("CreateMachine without ec2:RunInstances = %v", err)
 	}
-	req2, failed2, _ := cloudmetricstest.Counts(t, Name)
+	req2, failed2, _ := cloudmetricstest.Counts(t, ProviderName)
 	if got := failed2[serviceRunInstances] - failed[serviceRunInstances]; got != 1 {
 		t.Errorf("failed %s rose by %v, want 1", serviceRunInstances, got)
 	}

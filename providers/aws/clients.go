@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -13,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
-	"k8s.io/utils/lru"
 
 	"github.com/machinist-io/machinist/core/driver"
 )
@@ -45,40 +43,10 @@ func newEC2API(c *ec2.Client) *ec2API {
 	}
 }
 
-// clientCache keeps one EC2 client per credential set and region, the most recently used
-// ones, keyed by a hash of the credentials (so a rotated secret gets a fresh client and the
-// old one ages out). A client keeps its credentials cache (web identity sessions are reused
-// until they expire) and its connections.
-type clientCache struct {
-	mu    sync.Mutex // serialises building, so concurrent first calls build one client
-	cache *lru.Cache
-}
-
-func newClientCache(size int) *clientCache { return &clientCache{cache: lru.New(size)} }
-
-func (c *clientCache) get(key string, build func() (*ec2API, error)) (*ec2API, error) {
-	if v, ok := c.cache.Get(key); ok {
-		return v.(*ec2API), nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.cache.Get(key); ok {
-		return v.(*ec2API), nil
-	}
-	api, err := build()
-	if err != nil {
-		return nil, err
-	}
-	c.cache.Add(key, api)
-	return api, nil
-}
-
-func (c *clientCache) len() int { return c.cache.Len() }
-
 // clients returns the EC2 operations of a credential set in region, building the client on
 // first use. It does not contact AWS.
 func (d *Driver) clients(ctx context.Context, creds credentials, region string) (*ec2API, error) {
-	return d.cache.get(creds.key(region), func() (*ec2API, error) {
+	return d.cache.Get(creds.key(region), func() (*ec2API, error) {
 		api, err := d.newClient(ctx, creds, region)
 		if err != nil {
 			return nil, driver.Wrap(driver.Internal, err, "aws: set up the EC2 client: "+err.Error())

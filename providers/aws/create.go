@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 const (
@@ -39,26 +41,26 @@ const (
 // gets the instance the first one launched. When the instance does not show up, the create
 // terminates it.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}
-	name, err := machineName(req.Machine)
+	name, err := kit.MachineName(ProviderName, req.Machine)
 	if err != nil {
 		return nil, err
 	}
-	userData, err := userDataFrom(req.Secret)
+	userData, err := r.secret.UserData()
 	if err != nil {
 		return nil, err
 	}
 	if len(userData) > maxUserData {
-		return nil, driver.Errorf(driver.InvalidArgument, "aws: secret %s: userData is %d bytes; EC2 takes at most %d: shrink it", secretName(req.Secret), len(userData), maxUserData)
+		return nil, driver.Errorf(driver.InvalidArgument, "aws: secret %s: userData is %d bytes; EC2 takes at most %d: shrink it", r.secret.Name(), len(userData), maxUserData)
 	}
 	placement, err := placementOf(r.spec, req.Machine)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "region", r.spec.Region)
 
@@ -210,7 +212,7 @@ func launchFailure(id string, i *ec2types.Instance) error {
 // caller's context may be why the create failed), and returns the create's error with what
 // the cleanup did.
 func (d *Driver) cleanup(ctx context.Context, r *request, id string, cause error, log *slog.Logger) error {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
+	cctx, cancel := d.opts.Cleanup(ctx)
 	defer cancel()
 	if err := d.terminate(cctx, r, []string{id}); err != nil {
 		log.Warn("aws: terminating the instance of a failed create failed; the orphan collector will retry", "instance", id, "error", driver.MessageOf(err))
@@ -362,7 +364,7 @@ func networkInterfaces(nics []NetworkInterface) []ec2types.InstanceNetworkInterf
 // tag is replaced: it identifies the machine).
 func tagSpec(tags map[string]string, resource ec2types.ResourceType, machine string) ec2types.TagSpecification {
 	out := ec2types.TagSpecification{ResourceType: resource}
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		if k == NameTag {
 			continue
 		}
@@ -404,13 +406,4 @@ func instanceIDs(list []ec2types.Instance) []string {
 		out[i] = ptr.Deref(list[i].InstanceId, "")
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -24,7 +26,7 @@ func TestCrashBetweenCreateAndRecord(t *testing.T) {
 		t.Run(map[int]string{0: "found by tags", 3: "found by client token"}[lag], func(t *testing.T) {
 			e := newTestEnv(t)
 			e.cloud.SetDescribeLag(lag)
-			e.cloud.Inject(fakeaws.Fault{Action: "RunInstances", Hang: true, AfterEffect: true, Times: 1})
+			e.cloud.Faults.Inject(fakeaws.Fault{Rule: fakekit.Rule{Op: "RunInstances", Times: 1}, Hang: true, AfterEffect: true})
 
 			// The first process: its RunInstances took effect, and the answer hangs until the
 			// process is gone.
@@ -49,7 +51,7 @@ func TestCrashBetweenCreateAndRecord(t *testing.T) {
 			// The first process's create is abandoned ("crashed"): it must not clean up the
 			// instance the machine now has, so it is cut off before its answer arrives.
 			crash()
-			e.cloud.ClearFaults()
+			e.cloud.Faults.Clear()
 			wg.Wait()
 			if live := e.liveOf("m-1"); len(live) != 1 {
 				t.Errorf("live instances after the restart: %+v", live)
@@ -82,7 +84,7 @@ func TestClientTokenChainAfterTermination(t *testing.T) {
 	}
 	// RunInstances ran for the first create and twice for the second (the old token answered
 	// with the terminated instance); the third create adopted by tags.
-	if n := len(e.cloud.RequestsFor("RunInstances")); n != 3 {
+	if n := len(e.cloud.Requests.For("RunInstances")); n != 3 {
 		t.Errorf("%d RunInstances requests, want 3", n)
 	}
 }
@@ -128,7 +130,7 @@ func TestAdoptsInstanceOfAnEarlierCreate(t *testing.T) {
 	if err != nil || resp.ProviderID != first.ProviderID {
 		t.Fatalf("create with another class of the same cluster = %+v, %v; want the existing %s", resp, err, first.ProviderID)
 	}
-	if n := len(e.cloud.RequestsFor("RunInstances")); n != 1 {
+	if n := len(e.cloud.Requests.For("RunInstances")); n != 1 {
 		t.Errorf("%d RunInstances requests, want 1", n)
 	}
 }
@@ -240,7 +242,7 @@ func TestUserDataLimit(t *testing.T) {
 	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "userData") {
 		t.Fatalf("CreateMachine = %v", err)
 	}
-	if n := len(e.cloud.Requests()); n != 0 {
+	if n := len(e.cloud.Requests.All()); n != 0 {
 		t.Errorf("%d requests reached EC2", n)
 	}
 }

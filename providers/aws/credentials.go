@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys. The first six are Gardener's (machine-controller-manager-provider-aws
@@ -22,7 +22,7 @@ const (
 	KeyAlternativeSecretAccessKey   = "secretAccessKey"
 	KeyWorkloadIdentityTokenFile    = "workloadIdentityTokenFile"
 	KeyRoleARN                      = "roleARN"
-	KeyUserData                     = "userData"
+	KeyUserData                     = kit.KeyUserData
 	KeyEC2Endpoint                  = "ec2Endpoint"
 	KeySTSEndpoint                  = "stsEndpoint"
 	workloadIdentityRoleSessionName = "machinist"
@@ -68,7 +68,7 @@ type credentials struct {
 
 // key identifies a credential set in a region without keeping the secret in a map key.
 func (c credentials) key(region string) string {
-	return clientcache.Key(c.mode.String(), c.accessKeyID, c.secretAccessKey, c.tokenFile, c.roleARN, c.ec2Endpoint, c.stsEndpoint, region)
+	return kit.CredentialKey(c.mode.String(), c.accessKeyID, c.secretAccessKey, c.tokenFile, c.roleARN, c.ec2Endpoint, c.stsEndpoint, region)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys, never the values.
@@ -79,31 +79,23 @@ func (c credentials) key(region string) string {
 // secret with neither is refused, as Gardener's validation refuses it
 // (pkg/aws/apis/validation/validation.go ValidateSecret), unless ambient is set: then the SDK's
 // default chain of this process applies.
-func credentialsFrom(secret *corev1.Secret, ambient bool) (credentials, error) {
-	if secret == nil {
-		return credentials{}, driver.Error(driver.InvalidArgument, "aws: the request carries no secret: set the MachineClass's secretRef (or credentialsSecretRef) to a secret with userData and providerAccessKeyId/providerSecretAccessKey")
-	}
-	value := func(keys ...string) string {
-		for _, k := range keys {
-			if v := strings.TrimSpace(driver.SecretValue(secret, k)); v != "" {
-				return v
-			}
-		}
-		return ""
+func credentialsFrom(secret *corev1.Secret, ambient bool) (credentials, kit.Secret, error) {
+	s, err := kit.ReadSecret(ProviderName, secret, "userData and providerAccessKeyId/providerSecretAccessKey")
+	if err != nil {
+		return credentials{}, s, err
 	}
 	c := credentials{
-		accessKeyID:     value(KeyAccessKeyID, KeyAlternativeAccessKeyID),
-		secretAccessKey: value(KeySecretAccessKey, KeyAlternativeSecretAccessKey),
-		tokenFile:       value(KeyWorkloadIdentityTokenFile),
-		roleARN:         value(KeyRoleARN),
-		ec2Endpoint:     value(KeyEC2Endpoint),
-		stsEndpoint:     value(KeySTSEndpoint),
+		accessKeyID:     s.Value(KeyAccessKeyID, KeyAlternativeAccessKeyID),
+		secretAccessKey: s.Value(KeySecretAccessKey, KeyAlternativeSecretAccessKey),
+		tokenFile:       s.Value(KeyWorkloadIdentityTokenFile),
+		roleARN:         s.Value(KeyRoleARN),
+		ec2Endpoint:     s.Value(KeyEC2Endpoint),
+		stsEndpoint:     s.Value(KeySTSEndpoint),
 	}
 	var errs field.ErrorList
-	data := field.NewPath("secret", "data")
-	_, hasTokenKey := secret.Data[KeyWorkloadIdentityTokenFile]
+	data := kit.SecretData
 	switch {
-	case hasTokenKey || c.tokenFile != "":
+	case s.Has(KeyWorkloadIdentityTokenFile) || c.tokenFile != "":
 		c.mode = webIdentity
 		c.accessKeyID, c.secretAccessKey = "", ""
 		if c.tokenFile == "" {
@@ -136,10 +128,10 @@ func credentialsFrom(secret *corev1.Secret, ambient bool) (credentials, error) {
 			errs = append(errs, field.Invalid(data.Key(k.key), k.value, "must be an https:// URL without path or query (http:// only to a loopback address), e.g. https://ec2.eu-west-1.amazonaws.com"))
 		}
 	}
-	if len(errs) > 0 {
-		return credentials{}, driver.Errorf(driver.InvalidArgument, "aws: secret %s is invalid: %s", secretName(secret), errs.ToAggregate().Error())
+	if err := s.Invalid(errs); err != nil {
+		return credentials{}, s, err
 	}
-	return c, nil
+	return c, s, nil
 }
 
 // noCredentials explains a secret without credentials: the keys Gardener accepts, and why the
@@ -165,27 +157,4 @@ func validEndpoint(raw string) bool {
 		return host == "localhost" || (ip != nil && ip.IsLoopback())
 	}
 	return false
-}
-
-// userDataFrom returns the secret's userData, which becomes the instance's user data.
-func userDataFrom(secret *corev1.Secret) ([]byte, error) {
-	if secret != nil {
-		if v, ok := secret.Data[KeyUserData]; ok && len(v) > 0 {
-			return v, nil
-		}
-		if v := secret.StringData[KeyUserData]; v != "" {
-			return []byte(v), nil
-		}
-	}
-	return nil, driver.Errorf(driver.InvalidArgument, "aws: secret %s has no data.%s: set it to the machines' cloud-init or ignition user data", secretName(secret), KeyUserData)
-}
-
-func secretName(s *corev1.Secret) string {
-	if s == nil || s.Name == "" {
-		return "(unnamed)"
-	}
-	if s.Namespace != "" {
-		return s.Namespace + "/" + s.Name
-	}
-	return s.Name
 }

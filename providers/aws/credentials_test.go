@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -53,7 +55,7 @@ func TestSecretKeys(t *testing.T) {
 			for k, v := range tc.data {
 				s.Data[k] = []byte(v)
 			}
-			c, err := credentialsFrom(s, tc.ambient)
+			c, _, err := credentialsFrom(s, tc.ambient)
 			if len(tc.mentions) == 0 {
 				if err != nil || c.mode != tc.mode {
 					t.Fatalf("credentials = %v (%v), want %v", c.mode, err, tc.mode)
@@ -76,7 +78,7 @@ func TestSecretKeys(t *testing.T) {
 			}
 		})
 	}
-	if _, err := credentialsFrom(nil, true); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, _, err := credentialsFrom(nil, true); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Errorf("no secret = %v", err)
 	}
 }
@@ -104,7 +106,7 @@ func TestAlternativeKeysReachEC2(t *testing.T) {
 func TestWorkloadIdentity(t *testing.T) {
 	e := newTestEnv(t)
 	const role = "arn:aws:iam::123456789012:role/shoot--dev--alpha-machines"
-	e.cloud.AddWebIdentityRole(role, "eyJhbGciOi.projected.token")
+	e.cloud.Identity.AddWebIdentityRole(role, "eyJhbGciOi.projected.token")
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte("eyJhbGciOi.projected.token"), 0o600); err != nil {
 		t.Fatal(err)
@@ -118,7 +120,7 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
-	if n := len(e.cloud.RequestsFor("AssumeRoleWithWebIdentity")); n != 1 {
+	if n := len(e.cloud.Requests.For("AssumeRoleWithWebIdentity")); n != 1 {
 		t.Errorf("%d AssumeRoleWithWebIdentity requests for two creates, want 1 (the session is reused)", n)
 	}
 	// A token the role's trust policy does not accept.
@@ -140,7 +142,7 @@ func TestWorkloadIdentity(t *testing.T) {
 func TestAmbientCredentials(t *testing.T) {
 	e := newTestEnv(t)
 	const role = "arn:aws:iam::123456789012:role/machinist-irsa"
-	e.cloud.AddWebIdentityRole(role, "irsa-token")
+	e.cloud.Identity.AddWebIdentityRole(role, "irsa-token")
 	tokenFile := filepath.Join(t.TempDir(), "irsa-token")
 	if err := os.WriteFile(tokenFile, []byte("irsa-token"), 0o600); err != nil {
 		t.Fatal(err)
@@ -166,12 +168,12 @@ func TestAmbientCredentials(t *testing.T) {
 	}{
 		"not allowed: refused although the environment has keys and IMDS serves a role": {notAmbient: true, code: driver.InvalidArgument,
 			env:   map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey, "AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": e.srv.URL + "/"},
-			setup: func() { e.cloud.ServeInstanceProfile("seed-nodes") }},
+			setup: func() { e.cloud.Identity.ServeInstanceProfile("seed-nodes") }},
 		"environment keys": {env: map[string]string{"AWS_ACCESS_KEY_ID": testAccessKey, "AWS_SECRET_ACCESS_KEY": testSecretKey}},
 		"IRSA": {env: map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": tokenFile, "AWS_ROLE_ARN": role, "AWS_ENDPOINT_URL_STS": e.srv.URL},
 			request: "AssumeRoleWithWebIdentity"},
 		"instance profile": {env: map[string]string{"AWS_EC2_METADATA_DISABLED": "false", "AWS_EC2_METADATA_SERVICE_ENDPOINT": e.srv.URL + "/"},
-			setup: func() { e.cloud.ServeInstanceProfile("machinist-nodes") }},
+			setup: func() { e.cloud.Identity.ServeInstanceProfile("machinist-nodes") }},
 		"none": {code: driver.Unauthenticated},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -185,8 +187,8 @@ func TestAmbientCredentials(t *testing.T) {
 			e.ambient = !tc.notAmbient
 			e.drv = e.newDriver()
 			e.secret.Data = secret
-			before := len(e.cloud.RequestsFor(tc.request))
-			requests := len(e.cloud.Requests())
+			before := len(e.cloud.Requests.For(tc.request))
+			requests := len(e.cloud.Requests.All())
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			_, err := e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: e.class, Secret: e.secret})
@@ -196,7 +198,7 @@ func TestAmbientCredentials(t *testing.T) {
 			if tc.code == driver.Unauthenticated && !strings.Contains(driver.MessageOf(err), "no AWS credentials") {
 				t.Errorf("message %q does not say there are no credentials", driver.MessageOf(err))
 			}
-			if tc.request != "" && len(e.cloud.RequestsFor(tc.request)) != before+1 {
+			if tc.request != "" && len(e.cloud.Requests.For(tc.request)) != before+1 {
 				t.Errorf("no %s request", tc.request)
 			}
 			if tc.notAmbient {
@@ -206,7 +208,7 @@ func TestAmbientCredentials(t *testing.T) {
 						t.Errorf("refusal %q does not name %s", msg, key)
 					}
 				}
-				if n := len(e.cloud.Requests()); n != requests {
+				if n := len(e.cloud.Requests.All()); n != requests {
 					t.Errorf("the refused secret made %d requests", n-requests)
 				}
 				if strings.Contains(msg, testSecretKey) {
@@ -223,7 +225,7 @@ func TestOneClientPerCredentialSetAndRegion(t *testing.T) {
 	e := newTestEnv(t)
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
-	if n := e.drv.cache.len(); n != 1 {
+	if n := e.drv.cache.Len(); n != 1 {
 		t.Fatalf("%d clients after two creates with one secret, want 1", n)
 	}
 	rotated := e.secret.DeepCopy()
@@ -233,16 +235,16 @@ func TestOneClientPerCredentialSetAndRegion(t *testing.T) {
 	_, _ = e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: e.class, Secret: rotated})
 	other := e.classWith("us", func(s *ProviderSpec) { s.Region = "us-east-1" })
 	_, _ = e.drv.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: other, Secret: e.secret})
-	if n := e.drv.cache.len(); n != 3 {
+	if n := e.drv.cache.Len(); n != 3 {
 		t.Fatalf("%d clients, want 3 (a rotated secret and another region get their own)", n)
 	}
-	d := New(Options{MaxClients: 2})
+	d := New(Options{Options: kit.Options{MaxClientSets: 2}})
 	for _, region := range []string{"eu-west-1", "eu-central-1", "us-east-1"} {
 		if _, err := d.clients(ctx, credentials{mode: staticKeys, accessKeyID: "a", secretAccessKey: "b"}, region); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := d.cache.len(); n != 2 {
+	if n := d.cache.Len(); n != 2 {
 		t.Errorf("%d clients kept, want the 2 most recent", n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // DeleteMachine terminates the machine's instance: the one its provider ID names, or, when the
@@ -15,15 +16,15 @@ import (
 // the class keeps them (deleteOnTermination false). An instance that does not exist is success;
 // one tagged for another cluster is left alone.
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	name, err := machineName(req.Machine)
+	name, err := kit.MachineName(ProviderName, req.Machine)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "region", r.spec.Region)
 

@@ -10,6 +10,7 @@ package aws
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -23,39 +24,30 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
-// Name is the provider's name; MachineClass.provider "AWS" selects it.
-const Name = "aws"
+// ProviderName is the provider's name; MachineClass.provider "AWS" selects it.
+const ProviderName = "aws"
 
 // Options tune the driver. The zero value talks to the real AWS.
 type Options struct {
-	// HTTPClient carries the SDK's requests; nil uses the SDK's default client.
-	HTTPClient aws.HTTPClient
+	// Options are every provider's: Log, SpecMode, HTTPTransport (nil: the SDK's default
+	// client), MaxClientSets (credential sets and regions that keep their clients; default 32),
+	// OperationTimeout (default 10 minutes), CleanupTimeout (the termination of an instance a
+	// failed create launched; default 2 minutes) and PollInterval (the first wait between the
+	// reads of a launched instance, growing by half each time; default 1s).
+	kit.Options
 	// MaxAttempts is how often the SDK tries a call that fails transiently (throttling, 5xx,
 	// connection errors); default 3, the SDK's.
 	MaxAttempts int
 	// MaxRetryWait caps the jittered exponential wait between attempts; default 20s, the SDK's.
 	MaxRetryWait time.Duration
-	// OperationTimeout bounds a call whose context has no deadline; default 10 minutes.
-	OperationTimeout time.Duration
 	// VisibleTimeout is how long a create waits for EC2 to show the instance it launched
 	// (EC2's reads are eventually consistent); default 5 minutes, as Gardener's provider.
 	VisibleTimeout time.Duration
-	// PollInterval is the first wait between those reads; default 1s, growing by half each time.
-	PollInterval time.Duration
-	// CleanupTimeout bounds the termination of an instance a failed create launched, which runs
-	// even when the caller's context is done; default 2 minutes.
-	CleanupTimeout time.Duration
 	// PageSize is the MaxResults of DescribeInstances listings; default 1000, EC2's largest.
 	PageSize int32
-	// MaxClients is how many credential sets and regions keep their clients; default 32.
-	MaxClients int
-	// Log receives progress; nil uses slog.Default(). Secrets are never logged.
-	Log *slog.Logger
-	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
-	// does, or driver.Strict.
-	SpecMode driver.SpecMode
 	// AmbientCredentials lets a secret without credentials use the SDK's default chain of this
 	// process (environment, shared files, IRSA, EKS Pod Identity, the instance metadata service).
 	// Off (the default), such a secret is refused, as Gardener's provider refuses it: in a seed on
@@ -67,81 +59,55 @@ type Options struct {
 type Driver struct {
 	opts       Options
 	log        *slog.Logger
-	cache      *clientCache
+	cache      *kit.Clients[*ec2API] // by credential set and region
 	httpClient aws.HTTPClient
+}
+
+// open is the registry's factory of the AWS driver (register.go).
+func open(o kit.Options, env kit.Env) driver.Driver {
+	return New(Options{Options: o, AmbientCredentials: env.AmbientCredentialsFor(ProviderName)})
 }
 
 // New returns an AWS driver. It does not contact AWS: credentials arrive with each request.
 func New(opts Options) *Driver {
+	opts.Options = opts.WithDefaults(kit.Options{
+		MaxClientSets: 32, OperationTimeout: 10 * time.Minute, CleanupTimeout: 2 * time.Minute, PollInterval: time.Second,
+	})
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 3
 	}
 	if opts.MaxRetryWait <= 0 {
 		opts.MaxRetryWait = 20 * time.Second
 	}
-	if opts.OperationTimeout <= 0 {
-		opts.OperationTimeout = 10 * time.Minute
-	}
 	if opts.VisibleTimeout <= 0 {
 		opts.VisibleTimeout = 5 * time.Minute
-	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = time.Second
-	}
-	if opts.CleanupTimeout <= 0 {
-		opts.CleanupTimeout = 2 * time.Minute
 	}
 	if opts.PageSize < 5 || opts.PageSize > 1000 {
 		opts.PageSize = 1000
 	}
-	if opts.MaxClients <= 0 {
-		opts.MaxClients = 32
-	}
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	httpClient := opts.HTTPClient
-	if httpClient == nil {
+	var httpClient aws.HTTPClient = &http.Client{Transport: opts.HTTPTransport}
+	if opts.HTTPTransport == nil {
 		// One transport for every client, so connections are pooled across credential sets.
 		httpClient = awshttp.NewBuildableClient()
 	}
-	return &Driver{opts: opts, log: log.With("provider", Name), cache: newClientCache(opts.MaxClients), httpClient: httpClient}
+	return &Driver{opts: opts, log: opts.Logger(ProviderName), cache: kit.NewClients[*ec2API](opts.MaxClientSets), httpClient: httpClient}
 }
 
 // request is what every operation starts from: the decoded spec and the client of its
 // credentials and region.
 type request struct {
-	spec *ProviderSpec
-	api  *ec2API
+	spec   *ProviderSpec
+	secret kit.Secret
+	api    *ec2API
 }
 
-// purpose is what an operation does with the class, and so how much of it must be valid.
-type purpose int
-
-const (
-	// toLaunch: CreateMachine and InitializeMachine act on the whole spec, decoded in the
-	// driver's mode and validated as Gardener's provider validates it.
-	toLaunch purpose = iota
-	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach VMs that exist; they need
-	// only the region and the cluster and role tags that scope the class (decodeScope), so a
-	// class that no longer validates can still have its VMs found and deleted.
-	toReach
-)
-
 // prepare decodes the class and secret for purpose and returns the spec and the client.
-func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*request, error) {
-	var spec *ProviderSpec
-	var err error
-	if p == toLaunch {
-		spec, _, err = decodeSpec(class, d.opts.SpecMode)
-	} else {
-		spec, err = decodeScope(class)
-	}
+func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, p kit.Purpose) (*request, error) {
+	spec, err := specs.DecodeFor(class, d.opts.SpecMode, p)
 	if err != nil {
 		return nil, err
 	}
-	creds, err := credentialsFrom(secret, d.opts.AmbientCredentials)
+	creds, s, err := credentialsFrom(secret, d.opts.AmbientCredentials)
 	if err != nil {
 		return nil, err
 	}
@@ -149,15 +115,7 @@ func (d *Driver) prepare(ctx context.Context, class *v1alpha1.MachineClass, secr
 	if err != nil {
 		return nil, err
 	}
-	return &request{spec: spec, api: api}, nil
-}
-
-// bound gives ctx the operation timeout when it has no deadline.
-func (d *Driver) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d.opts.OperationTimeout)
+	return &request{spec: spec, secret: s, api: api}, nil
 }
 
 // liveStates are the states of an instance that is (or may again be) a machine; shutting-down
@@ -282,13 +240,6 @@ func identity(region string, i *ec2types.Instance) (pid, nodeName string, addrs 
 		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: ip})
 	}
 	return providerID(region, ptr.Deref(i.InstanceId, "")), nodeName, addrs
-}
-
-func machineName(m *v1alpha1.Machine) (string, error) {
-	if m == nil || m.Name == "" {
-		return "", driver.Error(driver.InvalidArgument, "aws: the request carries no machine name")
-	}
-	return m.Name, nil
 }
 
 var _ driver.Driver = (*Driver)(nil)

@@ -1,7 +1,6 @@
 package aws
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Error codes of EC2 (errors-overview in the EC2 API reference) by what they mean for the
@@ -120,23 +120,16 @@ func errorCode(err error) string {
 	return ""
 }
 
+// ec2Errors maps what every cloud's errors share.
+var ec2Errors = kit.Errors{Provider: ProviderName, Cloud: "EC2"}
+
 // statusOf turns an SDK error into a driver status: the code tells the controllers what to do,
 // and the message carries the AWS error code, its message, the request ID and, where the error
 // is about the MachineClass, the field to fix. what names the operation ("run instance for
 // machine m-1").
 func statusOf(spec *ProviderSpec, what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var st *driver.Status
-	if errors.As(err, &st) {
-		return err
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return driver.Errorf(driver.DeadlineExceeded, "aws: %s: timed out; EC2 may still complete the request, and the next call picks it up", what)
-	}
-	if errors.Is(err, context.Canceled) {
-		return driver.Errorf(driver.Canceled, "aws: %s: canceled", what)
+	if st, ok := ec2Errors.Common(what, err); ok {
+		return st
 	}
 	var ce *credentialsError
 	if errors.As(err, &ce) {
@@ -144,8 +137,7 @@ func statusOf(spec *ProviderSpec, what string, err error) error {
 	}
 	e, ok := apiErrorOf(err)
 	if !ok {
-		// No answer from EC2: connection refused, DNS, TLS, a broken response.
-		return driver.Errorf(driver.Unavailable, "aws: %s: EC2 gave no answer: %v: the call is retried", what, err)
+		return ec2Errors.Unreachable(what, err)
 	}
 	code, hint := classify(spec, e)
 	msg := fmt.Sprintf("aws: %s: %s", what, e)

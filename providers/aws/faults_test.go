@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
@@ -26,37 +28,37 @@ func TestCreateFaults(t *testing.T) {
 		mentions []string
 		runs     int // RunInstances requests expected; 0 means don't check
 	}{
-		{name: "zone out of capacity", setup: func(t *testing.T, e *testEnv) { e.cloud.SetZoneCapacity(testZoneA, 0) },
+		{name: "zone out of capacity", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.SetZoneCapacity(testZoneA, 0) },
 			code: driver.ResourceExhausted, ec2Code: "InsufficientInstanceCapacity", mentions: []string{testZoneA}, runs: 1},
-		{name: "vCPU quota", setup: func(t *testing.T, e *testEnv) { e.cloud.SetVcpuQuota(1) },
+		{name: "vCPU quota", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.SetVcpuQuota(1) },
 			code: driver.ResourceExhausted, ec2Code: "VcpuLimitExceeded", mentions: []string{"Service Quotas"}, runs: 1},
-		{name: "instance limit", setup: func(t *testing.T, e *testEnv) { e.cloud.SetInstanceLimit(1); e.mustCreate(t, "m-0") },
+		{name: "instance limit", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.SetInstanceLimit(1); e.mustCreate(t, "m-0") },
 			code: driver.ResourceExhausted, ec2Code: "InstanceLimitExceeded"},
-		{name: "subnet without free addresses", setup: func(t *testing.T, e *testEnv) { e.cloud.SetSubnetFreeAddresses(testSubnetA, 0) },
+		{name: "subnet without free addresses", setup: func(t *testing.T, e *testEnv) { e.cloud.Network.SetSubnetFreeAddresses(testSubnetA, 0) },
 			code: driver.ResourceExhausted, ec2Code: "InsufficientFreeAddressesInSubnet", mentions: []string{testSubnetA}},
-		{name: "no spot capacity", setup: func(t *testing.T, e *testEnv) { e.cloud.SetSpotCapacity(testZoneA, 0) },
+		{name: "no spot capacity", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.SetSpotCapacity(testZoneA, 0) },
 			class: func(s *ProviderSpec) { s.SpotPrice = ptr.To("") },
 			code:  driver.ResourceExhausted, ec2Code: "InsufficientInstanceCapacity", mentions: []string{"Spot capacity", "spotPrice"}, runs: 1},
-		{name: "spot price too low", setup: func(t *testing.T, e *testEnv) { e.cloud.SetSpotPrice("m5.large", 0.05) },
+		{name: "spot price too low", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.SetSpotPrice("m5.large", 0.05) },
 			class: func(s *ProviderSpec) { s.SpotPrice = ptr.To("0.01") },
 			code:  driver.ResourceExhausted, ec2Code: "SpotMaxPriceTooLow", mentions: []string{"providerSpec.spotPrice"}},
-		{name: "throttled beyond the retries", setup: func(t *testing.T, e *testEnv) { e.cloud.Inject(fakeaws.Throttle("RunInstances", 0)) },
+		{name: "throttled beyond the retries", setup: func(t *testing.T, e *testEnv) { e.cloud.Faults.Inject(fakeaws.Throttle("RunInstances", 0)) },
 			code: driver.Unavailable, ec2Code: "RequestLimitExceeded", mentions: []string{"throttling"}, runs: 3},
 		{name: "server errors", setup: func(t *testing.T, e *testEnv) {
-			e.cloud.Inject(fakeaws.ServerErrors("RunInstances", 0, http.StatusServiceUnavailable))
+			e.cloud.Faults.Inject(fakeaws.ServerErrors("RunInstances", http.StatusServiceUnavailable, 0))
 		},
 			code: driver.Unavailable, ec2Code: "Unavailable", runs: 3},
 		{name: "server errors on the lookup", setup: func(t *testing.T, e *testEnv) {
-			e.cloud.Inject(fakeaws.ServerErrors("DescribeInstances", 0, http.StatusInternalServerError))
+			e.cloud.Faults.Inject(fakeaws.ServerErrors("DescribeInstances", http.StatusInternalServerError, 0))
 		},
 			code: driver.Unavailable, ec2Code: "InternalError", runs: 0},
 		{name: "server errors after the launch", setup: func(t *testing.T, e *testEnv) {
-			e.cloud.Inject(fakeaws.Fault{Action: "DescribeInstances", Times: 1}) // the lookup by name passes
-			e.cloud.Inject(fakeaws.ServerErrors("DescribeInstances", 0, http.StatusInternalServerError))
+			e.cloud.Faults.Inject(fakeaws.Fault{Rule: fakekit.Rule{Op: "DescribeInstances", Times: 1}}) // the lookup by name passes
+			e.cloud.Faults.Inject(fakeaws.ServerErrors("DescribeInstances", http.StatusInternalServerError, 0))
 		}, code: driver.Unavailable, ec2Code: "InternalError", mentions: []string{"was terminated"}, runs: 1},
-		{name: "permission denied", setup: func(t *testing.T, e *testEnv) { e.cloud.Inject(fakeaws.Deny("RunInstances")) },
+		{name: "permission denied", setup: func(t *testing.T, e *testEnv) { e.cloud.Faults.Inject(fakeaws.Deny("RunInstances")) },
 			code: driver.PermissionDenied, ec2Code: "UnauthorizedOperation", mentions: []string{"providers/aws/README.md"}, runs: 1},
-		{name: "unknown access key", setup: func(t *testing.T, e *testEnv) { e.cloud.RemoveAccessKey(testAccessKey) },
+		{name: "unknown access key", setup: func(t *testing.T, e *testEnv) { e.cloud.Identity.RemoveAccessKey(testAccessKey) },
 			code: driver.Unauthenticated, ec2Code: "AuthFailure", mentions: []string{"providerAccessKeyId"}},
 		{name: "missing AMI", class: func(s *ProviderSpec) { s.AMI = "ami-0000000000000dead" },
 			code: driver.InvalidArgument, ec2Code: "InvalidAMIID.NotFound", mentions: []string{"providerSpec.ami", "ami-0000000000000dead"}},
@@ -72,7 +74,7 @@ func TestCreateFaults(t *testing.T) {
 			code: driver.InvalidArgument, ec2Code: "InvalidKeyPair.NotFound", mentions: []string{"providerSpec.keyName"}},
 		{name: "missing instance profile", class: func(s *ProviderSpec) { s.IAM = IAMProfile{Name: "nobody"} },
 			code: driver.InvalidArgument, ec2Code: "InvalidParameterValue", mentions: []string{"providerSpec.iam"}},
-		{name: "terminated right after launch", setup: func(t *testing.T, e *testEnv) { e.cloud.FailLaunches("Server.InsufficientInstanceCapacity") },
+		{name: "terminated right after launch", setup: func(t *testing.T, e *testEnv) { e.cloud.Capacity.FailLaunches("Server.InsufficientInstanceCapacity") },
 			code: driver.ResourceExhausted, mentions: []string{"Server.InsufficientInstanceCapacity"}, runs: 1},
 	}
 	for _, tc := range cases {
@@ -105,11 +107,11 @@ func TestCreateFaults(t *testing.T) {
 				}
 			}
 			if tc.runs > 0 {
-				if n := len(e.cloud.RequestsFor("RunInstances")); n != tc.runs {
+				if n := len(e.cloud.Requests.For("RunInstances")); n != tc.runs {
 					t.Errorf("%d RunInstances requests, want %d", n, tc.runs)
 				}
 			}
-			e.cloud.ClearFaults()
+			e.cloud.Faults.Clear()
 			if left := e.liveOf("m-1"); len(left) != 0 {
 				t.Errorf("the failed create left live instances: %+v", left)
 			}
@@ -121,7 +123,7 @@ func TestCreateFaults(t *testing.T) {
 }
 
 func lastRequestWith(c *fakeaws.Cloud, code string) string {
-	reqs := c.Requests()
+	reqs := c.Requests.All()
 	for i := len(reqs) - 1; i >= 0; i-- {
 		if reqs[i].Code == code {
 			return reqs[i].RequestID
@@ -136,14 +138,14 @@ func lastRequestWith(c *fakeaws.Cloud, code string) string {
 func TestTransientFaultsAreRetried(t *testing.T) {
 	for name, f := range map[string]fakeaws.Fault{
 		"throttled once":    fakeaws.Throttle("RunInstances", 1),
-		"server error once": fakeaws.ServerErrors("RunInstances", 1, http.StatusInternalServerError),
+		"server error once": fakeaws.ServerErrors("RunInstances", http.StatusInternalServerError, 1),
 		"answer lost once":  fakeaws.LostResponse("RunInstances", 1),
 		"every answer lost": fakeaws.LostResponse("RunInstances", 0),
 		"lookup throttled":  fakeaws.Throttle("DescribeInstances", 2),
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newTestEnv(t)
-			e.cloud.Inject(f)
+			e.cloud.Faults.Inject(f)
 			resp := e.mustCreate(t, "m-1")
 			live := e.liveOf("m-1")
 			if len(live) != 1 || !strings.HasSuffix(resp.ProviderID, "/"+live[0].ID) {
@@ -183,7 +185,7 @@ func TestInvisibleInstanceIsTerminated(t *testing.T) {
 	if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(driver.MessageOf(err), "did not show up") || !strings.Contains(driver.MessageOf(err), "was terminated") {
 		t.Fatalf("CreateMachine = %v, want Unavailable saying the instance did not show up and was terminated", err)
 	}
-	if n := len(e.cloud.RequestsFor("TerminateInstances")); n != 1 {
+	if n := len(e.cloud.Requests.For("TerminateInstances")); n != 1 {
 		t.Errorf("%d TerminateInstances requests, want 1", n)
 	}
 	e.cloud.SetDescribeLag(0)
@@ -197,24 +199,24 @@ func TestInvisibleInstanceIsTerminated(t *testing.T) {
 // leader may be making it right now), which adopts it: one instance.
 func TestTimeouts(t *testing.T) {
 	for name, f := range map[string]fakeaws.Fault{
-		"before the launch": {Action: "RunInstances", Hang: true},
-		"after the launch":  {Action: "RunInstances", Hang: true, AfterEffect: true},
-		"while waiting":     {Action: "DescribeInstances", Hang: true},
+		"before the launch": {Rule: fakekit.Rule{Op: "RunInstances"}, Hang: true},
+		"after the launch":  {Rule: fakekit.Rule{Op: "RunInstances"}, Hang: true, AfterEffect: true},
+		"while waiting":     {Rule: fakekit.Rule{Op: "DescribeInstances"}, Hang: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newTestEnv(t)
-			if f.Action == "DescribeInstances" {
+			if f.Op == "DescribeInstances" {
 				// Let the name lookup through; hang the wait for the launched instance.
-				e.cloud.Inject(fakeaws.Fault{Action: "DescribeInstances", Times: 1})
+				e.cloud.Faults.Inject(fakeaws.Fault{Rule: fakekit.Rule{Op: "DescribeInstances", Times: 1}})
 			}
-			e.cloud.Inject(f)
+			e.cloud.Faults.Inject(f)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
 			_, err := e.createIn(ctx, e.class, machine("m-1"))
 			if driver.CodeOf(err) != driver.DeadlineExceeded {
 				t.Fatalf("CreateMachine = %v, want DeadlineExceeded", err)
 			}
-			e.cloud.ClearFaults()
+			e.cloud.Faults.Clear()
 			resp := e.mustCreate(t, "m-1")
 			live := e.liveOf("m-1")
 			if len(live) != 1 || !strings.HasSuffix(resp.ProviderID, "/"+live[0].ID) || len(e.cloud.Instances()) != 1 {

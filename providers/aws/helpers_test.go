@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
+	"github.com/machinist-io/machinist/providers/kit"
+
 	awscredentials "github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +50,7 @@ const (
 // a key pair and an instance profile, and a driver whose secret points at it.
 type testEnv struct {
 	cloud  *fakeaws.Cloud
-	srv    *fakeaws.Server
+	srv    *fakekit.Server
 	drv    *Driver
 	class  *v1alpha1.MachineClass
 	secret *corev1.Secret
@@ -62,7 +66,10 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := c.Serve(l, nil)
+	srv, err := c.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	logs := &syncbuf.Buffer{}
 	e := &testEnv{cloud: c, srv: srv, logs: logs, class: testClass("workers", baseSpec())}
@@ -72,14 +79,14 @@ func newTestEnv(t testing.TB) *testEnv {
 }
 
 func newTestCloud() *fakeaws.Cloud {
-	c := fakeaws.New(testRegion, nil)
-	c.AddAccessKey(testAccessKey, testSecretKey)
-	c.AddSubnet(testSubnetA, testVPC, testZoneA, "10.250.0.0/19")
-	c.AddSubnet(testSubnetB, testVPC, testZoneB, "10.250.32.0/19")
-	c.AddSecurityGroup(testSG, testVPC, "shoot--dev--alpha-nodes")
+	c := fakeaws.New(fakeaws.Options{Region: testRegion})
+	c.Identity.AddAccessKey(testAccessKey, testSecretKey)
+	c.Network.AddSubnet(testSubnetA, testVPC, testZoneA, "10.250.0.0/19")
+	c.Network.AddSubnet(testSubnetB, testVPC, testZoneB, "10.250.32.0/19")
+	c.Network.AddSecurityGroup(testSG, testVPC, "shoot--dev--alpha-nodes")
 	c.AddImage(testAMI, "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddKeyPair(testKeyName)
-	c.AddInstanceProfile(testProfile)
+	c.Identity.AddInstanceProfile(testProfile)
 	c.AddPlacementGroup(testPlacementGroup, "pg-1", "partition", 3)
 	return c
 }
@@ -88,12 +95,14 @@ func newTestCloud() *fakeaws.Cloud {
 // process (no cached clients).
 func (e *testEnv) newDriver() *Driver {
 	return New(Options{
+		Options: kit.Options{
+			PollInterval:   5 * time.Millisecond,
+			CleanupTimeout: 20 * time.Second,
+			Log:            slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
 		MaxAttempts:        3,
 		MaxRetryWait:       5 * time.Millisecond,
-		PollInterval:       5 * time.Millisecond,
 		VisibleTimeout:     10 * time.Second,
-		CleanupTimeout:     20 * time.Second,
-		Log:                slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		AmbientCredentials: e.ambient,
 	})
 }
@@ -201,7 +210,7 @@ func (e *testEnv) countVMs(_ context.Context, name string) (int, error) {
 // controller (or a person) would, and returns its ID.
 func (e *testEnv) launchRaw(t testing.TB, name string, class *v1alpha1.MachineClass) string {
 	t.Helper()
-	spec, _, err := decodeSpec(class, driver.Lenient)
+	spec, _, err := specs.Decode(class, driver.Lenient)
 	if err != nil {
 		t.Fatal(err)
 	}

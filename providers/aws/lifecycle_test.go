@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/internal/syncbuf"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
@@ -136,7 +138,7 @@ func TestProviderIDForms(t *testing.T) {
 func TestInvalidClassReachesExistingVMs(t *testing.T) {
 	e := newTestEnv(t)
 	resp := e.mustCreate(t, "m-1")
-	e.drv = New(Options{SpecMode: driver.Strict, MaxRetryWait: time.Millisecond, PollInterval: time.Millisecond})
+	e.drv = New(Options{Options: kit.Options{SpecMode: driver.Strict, PollInterval: time.Millisecond}, MaxRetryWait: time.Millisecond})
 	var spec map[string]any
 	if err := json.Unmarshal(e.class.ProviderSpec.Raw, &spec); err != nil {
 		t.Fatal(err)
@@ -197,18 +199,21 @@ func TestInvalidClassReachesExistingVMs(t *testing.T) {
 // TestSovereignCloudRegion: a class in eusc-de-east-1 (the European Sovereign Cloud, which the
 // bundled SDK lists) launches; machinist refused its name before.
 func TestSovereignCloudRegion(t *testing.T) {
-	c := fakeaws.New("eusc-de-east-1", nil)
-	c.AddAccessKey(testAccessKey, testSecretKey)
-	c.AddSubnet(testSubnetA, testVPC, "eusc-de-east-1a", "10.250.0.0/19")
-	c.AddSecurityGroup(testSG, testVPC, "nodes")
+	c := fakeaws.New(fakeaws.Options{Region: "eusc-de-east-1"})
+	c.Identity.AddAccessKey(testAccessKey, testSecretKey)
+	c.Network.AddSubnet(testSubnetA, testVPC, "eusc-de-east-1a", "10.250.0.0/19")
+	c.Network.AddSecurityGroup(testSG, testVPC, "nodes")
 	c.AddImage(testAMI, "gardenlinux", "/dev/xvda")
 	c.AddKeyPair(testKeyName)
-	c.AddInstanceProfile(testProfile)
+	c.Identity.AddInstanceProfile(testProfile)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := c.Serve(l, nil)
+	srv, err := c.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	e := &testEnv{cloud: c, srv: srv, logs: &syncbuf.Buffer{}}
 	e.drv = e.newDriver()

@@ -67,5 +67,8 @@ func ebsVolumeID(kubernetesID string) (string, bool) {
 		return "", false
 	}
 	id := strings.Trim(u.Path, "/")
-	return id, volumeIDPattern.MatchString(id)
+	if !volumeIDPattern.MatchString(id) {
+		return "", false
+	}
+	return id, true
 }

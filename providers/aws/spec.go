@@ -3,6 +3,11 @@ package aws
 import (
 	"sort"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // ProviderSpec is the providerSpec of an AWS MachineClass. Its JSON field names and types are
@@ -204,3 +209,22 @@ func (s *ProviderSpec) spotRequested() bool {
 	}
 	return s.SpotPrice != nil
 }
+
+// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal in
+// pkg/aws/core_util.go decodeProviderSpecAndSecret: names match case-insensitively, unknown
+// fields are ignored) in Lenient mode. For DeleteMachine, GetMachineStatus and ListMachines only
+// the region and the scope tags must be valid (validateScope), where Gardener's provider
+// validates the whole spec and secret on every call.
+var specs = kit.Spec[ProviderSpec]{
+	Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec, Scope: validateScope,
+}
+
+// volumes are the EBS volumes among persistent volumes: in-tree AWSElasticBlockStore ones and
+// those of the EBS CSI driver (their handle).
+var volumes = kit.Volumes{CSIDriver: "ebs.csi.aws.com", InTree: func(spec *corev1.PersistentVolumeSpec) string {
+	if spec.AWSElasticBlockStore == nil {
+		return ""
+	}
+	id, _ := ebsVolumeID(spec.AWSElasticBlockStore.VolumeID)
+	return id
+}}

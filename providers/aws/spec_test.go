@@ -39,7 +39,7 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec, warnings, err := decodeSpec(classRaw(string(raw)), driver.Strict)
+			spec, warnings, err := specs.Decode(classRaw(string(raw)), driver.Strict)
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("decode: %v %v", warnings, err)
 			}
@@ -156,7 +156,7 @@ func TestLenientAndStrictDecoding(t *testing.T) {
 	m["subnet"] = "subnet-typo"
 	raw, _ = json.Marshal(m)
 
-	got, warnings, err := decodeSpec(classRaw(string(raw)), driver.Lenient)
+	got, warnings, err := specs.Decode(classRaw(string(raw)), driver.Lenient)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,12 +171,12 @@ func TestLenientAndStrictDecoding(t *testing.T) {
 	if !reflect.DeepEqual(paths, want) {
 		t.Errorf("warnings %v, want %v", paths, want)
 	}
-	_, _, err = decodeSpec(classRaw(string(raw)), driver.Strict)
+	_, _, err = specs.Decode(classRaw(string(raw)), driver.Strict)
 	if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "providerSpec.subnet") {
 		t.Fatalf("strict decode = %v", err)
 	}
 	// The registry's CheckSpec is the same decode.
-	reg, ok := registry.Lookup(Name)
+	reg, ok := registry.Lookup(ProviderName)
 	if !ok || reg.CheckSpec == nil {
 		t.Fatal("the aws provider is not registered with a CheckSpec")
 	}
@@ -233,7 +233,7 @@ func TestValidation(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := baseSpec()
 			tc.mutate(s)
-			_, _, err := decodeSpec(testClass("workers", s), driver.Lenient)
+			_, _, err := specs.Decode(testClass("workers", s), driver.Lenient)
 			if driver.CodeOf(err) != driver.InvalidArgument {
 				t.Fatalf("decode = %v, want InvalidArgument", err)
 			}
@@ -247,7 +247,7 @@ func TestValidation(t *testing.T) {
 	// A wrong provider is refused before anything else.
 	c := testClass("workers", baseSpec())
 	c.Provider = "Azure"
-	if _, _, err := decodeSpec(c, driver.Lenient); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "aws") {
+	if _, _, err := specs.Decode(c, driver.Lenient); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "aws") {
 		t.Errorf("wrong provider = %v", err)
 	}
 }
@@ -265,7 +265,7 @@ func TestRegions(t *testing.T) {
 	} {
 		s := baseSpec()
 		s.Region = region
-		if _, _, err := decodeSpec(testClass("workers", s), driver.Strict); err != nil {
+		if _, _, err := specs.Decode(testClass("workers", s), driver.Strict); err != nil {
 			t.Errorf("region %s: %v", region, err)
 		}
 		ep, err := resolver.ResolveEndpoint(context.Background(), ec2.EndpointParameters{Region: &region, UseFIPS: aws.Bool(false), UseDualStack: aws.Bool(false)})

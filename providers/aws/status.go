@@ -8,11 +8,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // instanceOf finds the machine's live instance as Gardener's provider does
@@ -22,7 +22,7 @@ import (
 // live and carries the class's tags: a terminated instance is NotFound, so the controller
 // replaces the machine instead of waiting on a VM that is gone.
 func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine) (*ec2types.Instance, error) {
-	name, err := machineName(m)
+	name, err := kit.MachineName(ProviderName, m)
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +54,11 @@ func (d *Driver) instanceOf(ctx context.Context, r *request, m *v1alpha1.Machine
 // an interface still has it, or an interface lacks its IPv6 prefixes: InitializeMachine does
 // both.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	inst, err := d.instanceOf(ctx, r, req.Machine)
 	if err != nil {
@@ -117,11 +117,11 @@ func prefixCount(spec *ProviderSpec, ni ec2types.InstanceNetworkInterface) int32
 // the class asks for, as Gardener's provider does (pkg/aws/core.go InitializeMachine). It is
 // idempotent; an instance not (yet) found is Uninitialized.
 func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toLaunch)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	inst, err := d.instanceOf(ctx, r, req.Machine)
 	if driver.IsCode(err, driver.NotFound) {
@@ -157,11 +157,11 @@ func (d *Driver) InitializeMachine(ctx context.Context, req *driver.InitializeMa
 // ListMachines lists the live instances that carry every cluster and role tag of the class, as
 // provider ID -> machine (their Name tag), filtered by EC2.
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	r, err := d.prepare(ctx, req.MachineClass, req.Secret, toReach)
+	r, err := d.prepare(ctx, req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	found, err := d.describe(ctx, r, "list the instances of class "+req.MachineClass.Name, scopeFilters(r.spec))
 	if err != nil {
@@ -176,29 +176,8 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
 
-// ebsCSIDriver is the EBS CSI driver's name.
-const ebsCSIDriver = "ebs.csi.aws.com"
-
 // GetVolumeIDs returns the EBS volume of each in-tree AWSElasticBlockStore volume and each
-// ebs.csi.aws.com volume (its handle), skipping other volumes.
+// ebs.csi.aws.com volume, skipping other volumes.
 func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
-	ids := []string{}
-	for _, spec := range req.PVSpecs {
-		if id, ok := volumeID(spec); ok {
-			ids = append(ids, id)
-		}
-	}
-	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
-}
-
-func volumeID(spec *corev1.PersistentVolumeSpec) (string, bool) {
-	switch {
-	case spec == nil:
-		return "", false
-	case spec.AWSElasticBlockStore != nil:
-		return ebsVolumeID(spec.AWSElasticBlockStore.VolumeID)
-	case spec.CSI != nil && spec.CSI.Driver == ebsCSIDriver && spec.CSI.VolumeHandle != "":
-		return spec.CSI.VolumeHandle, true
-	}
-	return "", false
+	return volumes.IDs(req.PVSpecs), nil
 }

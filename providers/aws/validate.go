@@ -1,9 +1,8 @@
 package aws
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,42 +10,9 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
-
-// decodeSpec decodes and validates a class's providerSpec in mode; driver.Lenient reads it as
-// Gardener's provider does (json.Unmarshal in pkg/aws/core_util.go decodeProviderSpecAndSecret:
-// names match case-insensitively, unknown fields are ignored). The warnings name what was
-// ignored or matched loosely; an invalid spec's error notes them too.
-func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	return driver.DecodeValidSpec(class, Name, mode, driver.FoldedNames, validateSpec)
-}
-
-// decodeScope decodes what DeleteMachine, GetMachineStatus and ListMachines need of a class:
-// its region and the cluster and role tags that scope it (validateScope). The rest of the spec is
-// read as far as it decodes (encoding/json skips a value of the wrong type and goes on) and not
-// validated, in any mode: a class machinist would now refuse to launch from must not keep its
-// existing VMs from being found and deleted. Gardener's provider validates the whole spec and
-// secret on every call (pkg/aws/core_util.go decodeProviderSpecAndSecret).
-func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
-	if err := driver.CheckProvider(class, Name); err != nil {
-		return nil, err
-	}
-	raw := class.ProviderSpec.Raw
-	if len(raw) == 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
-	}
-	spec := &ProviderSpec{}
-	var typeErr *json.UnmarshalTypeError
-	if err := json.Unmarshal(raw, spec); err != nil && !errors.As(err, &typeErr) {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is not valid JSON: %s: fix the manifest", class.Name, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if err := driver.Invalid(class, validateScope(spec)); err != nil {
-		return nil, err
-	}
-	return spec, nil
-}
 
 // validateScope checks what reaching a class's existing VMs needs: the region the client
 // talks to, and the cluster and role tags without which the driver cannot tell the class's VMs
@@ -54,18 +20,22 @@ func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
 func validateScope(s *ProviderSpec) field.ErrorList {
 	p := driver.ProviderSpecPath
 	errs := validateRegion(s.Region, p.Child("region"))
-	cluster, role := false, false
-	for k := range s.Tags {
-		cluster = cluster || strings.Contains(k, ClusterTagPrefix)
-		role = role || strings.Contains(k, RoleTagPrefix)
-	}
-	if !cluster {
-		errs = append(errs, field.Required(p.Child("tags").Key(ClusterTagPrefix+"<cluster>"), `add a tag `+ClusterTagPrefix+`<cluster name> (value "1"): it scopes the class to its cluster`))
-	}
-	if !role {
-		errs = append(errs, field.Required(p.Child("tags").Key(RoleTagPrefix+"<role>"), `add a tag `+RoleTagPrefix+`<role>, e.g. `+RoleTagPrefix+`node (value "1"): it scopes the class to its role`))
-	}
+	tags := p.Child("tags")
+	errs = append(errs, scopeTags.Errors(slices.Collect(maps.Keys(s.Tags)), scopeTagKey(tags))...)
 	return errs
+}
+
+// scopeTags are the tags of Gardener's AWS provider that scope a class (value "1").
+var scopeTags = kit.ScopeTags{Cluster: ClusterTagPrefix, Role: RoleTagPrefix, Value: ` (value "1")`}
+
+// scopeTagKey names a missing scope tag in the path as a key: tags[kubernetes.io/cluster/<cluster>].
+func scopeTagKey(tags *field.Path) func(string) *field.Path {
+	return func(fragment string) *field.Path {
+		if fragment == ClusterTagPrefix {
+			return tags.Key(fragment + "<cluster>")
+		}
+		return tags.Key(fragment + "<role>")
+	}
 }
 
 // validateRegion requires a region and checks it as the bundled aws-sdk-go-v2 does before it
@@ -80,12 +50,6 @@ func validateRegion(region string, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, region, "must be an AWS region name, e.g. eu-west-1: lower-case letters, digits and hyphens")}
 	}
 	return nil
-}
-
-// checkSpec is the provider's registry.Registration.CheckSpec.
-func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
-	_, warnings, err := decodeSpec(class, mode)
-	return warnings, err
 }
 
 var (
@@ -171,7 +135,7 @@ func validateCapacityReservation(c *CapacityReservationTarget, p *field.Path) fi
 	}
 	var errs field.ErrorList
 	if c.CapacityReservationPreference != "" {
-		valid := enumStrings(ec2types.CapacityReservationPreference("").Values())
+		valid := kit.EnumStrings(ec2types.CapacityReservationPreference("").Values())
 		if !slices.Contains(valid, c.CapacityReservationPreference) {
 			errs = append(errs, field.NotSupported(p.Child("capacityReservationPreference"), c.CapacityReservationPreference, valid))
 		}
@@ -256,7 +220,7 @@ func validatePlacement(pl *Placement, p *field.Path) field.ErrorList {
 func validateMarket(s *ProviderSpec, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if m := s.InstanceMarketOptions; m != nil {
-		valid := enumStrings(ec2types.MarketType("").Values())
+		valid := kit.EnumStrings(ec2types.MarketType("").Values())
 		if !slices.Contains(valid, m.MarketType) {
 			errs = append(errs, field.NotSupported(p.Child("instanceMarketOptions", "marketType"), m.MarketType, valid))
 		}
@@ -324,7 +288,7 @@ func validateCPUOptions(c *CPUOptions, p *field.Path) field.ErrorList {
 	}
 	var errs field.ErrorList
 	if c.AmdSevSnp != nil {
-		valid := enumStrings(ec2types.AmdSevSnpSpecification("").Values())
+		valid := kit.EnumStrings(ec2types.AmdSevSnpSpecification("").Values())
 		if !slices.Contains(valid, *c.AmdSevSnp) {
 			errs = append(errs, field.NotSupported(p.Child("amdSevSnp"), *c.AmdSevSnp, valid))
 		}
@@ -341,13 +305,4 @@ func validateCPUOptions(c *CPUOptions, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("coreCount"), *c.CoreCount, "must be positive"))
 	}
 	return errs
-}
-
-func enumStrings[T ~string](values []T) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = string(v)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -45,7 +45,7 @@ func TestKubernetesSamplesDecode(t *testing.T) {
 func checkSample(t *testing.T, docs [][]byte) {
 	t.Helper()
 	class, merged := drivertest.SampleObjects(t, docs)
-	spec, _, err := decodeSpec(class, driver.Strict)
+	spec, _, err := specs.Decode(class, driver.Strict)
 	if err != nil {
 		t.Fatalf("sample MachineClass: %v", err)
 	}
@@ -55,7 +55,9 @@ func checkSample(t *testing.T, docs [][]byte) {
 	if _, err := credentialsFrom(merged); err != nil {
 		t.Fatalf("sample Secret: %v", err)
 	}
-	if _, err := userDataFrom(merged); err != nil {
+	if s, err := readSecret(merged); err != nil {
+		t.Fatalf("sample Secret: %v", err)
+	} else if _, err := s.UserData(); err != nil {
 		t.Fatalf("sample Secret: %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/machinist-io/machinist/core/cloudmetrics"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // apiServices names the SDK operations as MCM's Azure provider names its API calls in the
@@ -56,12 +56,7 @@ func (apiMetrics) Do(req *policy.Request) (*http.Response, error) {
 	}
 	start := time.Now()
 	resp, err := req.Next()
-	if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-		cloudmetrics.Failed(ProviderName, svc)
-		return resp, err
-	}
-	cloudmetrics.Requested(ProviderName, svc)
-	cloudmetrics.Observe(ProviderName, svc, time.Since(start))
+	kit.APIMetrics(ProviderName).Call(svc, start, kit.FailedResponse(resp, err))
 	return resp, err
 }
 

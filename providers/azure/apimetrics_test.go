@@ -53,7 +53,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 		}
 	}
 
-	e.cloud.Inject(fakeazure.Deny(fakeazure.OpCreateNIC))
+	e.cloud.Faults.Inject(fakeazure.Deny(fakeazure.OpCreateNIC))
 	if _, err := e.create(t, "metrics-2"); err == nil {
 		t.Fatal("CreateMachine without the right to create NICs succeeded")
 	}

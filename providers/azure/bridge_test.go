@@ -32,7 +32,7 @@ func TestAzureErrorsCrossTheBridge(t *testing.T) {
 	if left := e.resourcesOf("m-1"); len(left) != 0 {
 		t.Errorf("leftovers: %+v", left)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpDeleteVM)); n == 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpDeleteVM)); n == 0 {
 		t.Error("the failed VM was not deleted")
 	}
 }

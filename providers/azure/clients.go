@@ -2,6 +2,7 @@ package azure
 
 import (
 	"fmt"
+	"net/http"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -13,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // clientSet holds the ARM clients of one credential set. The clients share one credential, so
@@ -76,25 +78,21 @@ func (d *Driver) clients(creds credentials, spec *ProviderSpec) (*clientSet, err
 }
 
 func (d *Driver) newClientSet(creds credentials, cfg cloud.Configuration) (*clientSet, error) {
-	transport := d.opts.Transport
-	if transport == nil {
-		client, err := httpClient(creds.caCert)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", data(KeyCACert), err)
-		}
-		transport = client
+	base, err := d.opts.Transport(kit.TLS{CACert: creds.caCert})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", data(KeyCACert), err)
 	}
-	health := &loginHealth{}
+	transport := &http.Client{Transport: base}
+	reach := &kit.Reach{}
 	credOpts := policy.ClientOptions{
 		Cloud:     cfg,
-		Transport: watchedTransport{next: transport, h: health},
+		Transport: &http.Client{Transport: reach.Watch(base)},
 		Retry:     d.opts.Retry,
 		Telemetry: policy.TelemetryOptions{ApplicationID: "machinist"},
 	}
 	// Instance discovery only knows Microsoft's clouds; a custom cloud has to skip it.
 	customCloud := d.opts.Cloud != nil || creds.custom()
 	var cred azcore.TokenCredential
-	var err error
 	if creds.clientSecret != "" {
 		cred, err = azidentity.NewClientSecretCredential(creds.tenantID, creds.clientID, creds.clientSecret,
 			&azidentity.ClientSecretCredentialOptions{ClientOptions: credOpts, DisableInstanceDiscovery: customCloud})
@@ -112,7 +110,7 @@ func (d *Driver) newClientSet(creds credentials, cfg cloud.Configuration) (*clie
 		Transport:       transport,
 		Retry:           d.opts.Retry,
 		Telemetry:       policy.TelemetryOptions{ApplicationID: "machinist"},
-		PerCallPolicies: []policy.Policy{apiMetrics{}, loginPolicy{h: health}},
+		PerCallPolicies: []policy.Policy{apiMetrics{}, loginPolicy{reach: reach}},
 	}}
 	factory, err := armcompute.NewClientFactory(creds.subscriptionID, cred, armOpts)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/internal/waitctx"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // maxCustomData is the longest base64 customData Azure accepts.
@@ -33,15 +34,15 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	if err != nil {
 		return nil, err
 	}
-	userData, err := userDataFrom(req.Secret)
+	secret, userData, err := kit.UserData(ProviderName, req.Secret)
 	if err != nil {
 		return nil, err
 	}
 	customData := base64.StdEncoding.EncodeToString(userData)
 	if len(customData) > maxCustomData {
-		return nil, driver.Errorf(driver.InvalidArgument, "azure: secret %s: userData is %d bytes; Azure accepts at most %d bytes (%d base64 characters): shrink it", secretName(req.Secret), len(userData), maxCustomData/4*3, maxCustomData)
+		return nil, driver.Errorf(driver.InvalidArgument, "azure: secret %s: userData is %d bytes; Azure accepts at most %d bytes (%d base64 characters): shrink it", secret.Name(), len(userData), maxCustomData/4*3, maxCustomData)
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "resourceGroup", spec.ResourceGroup)
 
@@ -494,7 +495,7 @@ func (d *Driver) cleanup(ctx context.Context, cs *clientSet, spec *ProviderSpec,
 	if !m.vm && !m.nic && len(m.disks) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
+	ctx, cancel := d.opts.Cleanup(ctx)
 	defer cancel()
 	var errs []error
 	if m.vm {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
@@ -85,15 +84,15 @@ func TestCreateMakesTaggedNICDisksAndACascadingVM(t *testing.T) {
 func TestCreateIsIdempotentAndAdoptsTheExistingVM(t *testing.T) {
 	e := newTestEnv(t)
 	first := e.mustCreate(t, "m-1")
-	e.cloud.ResetRequests()
+	e.cloud.Requests.Reset()
 	second := e.mustCreate(t, "m-1")
 	if first.ProviderID != second.ProviderID {
 		t.Errorf("ProviderIDs differ: %s, %s", first.ProviderID, second.ProviderID)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpCreateVM)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpCreateVM)); n != 0 {
 		t.Errorf("second create sent %d VM create requests, want 0 (adopt)", n)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpCreateNIC)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpCreateNIC)); n != 0 {
 		t.Errorf("second create sent %d NIC create requests, want 0", n)
 	}
 }
@@ -216,12 +215,12 @@ func TestCreateValidatesBeforeTouchingAzure(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.cloud.ResetRequests()
+			e.cloud.Requests.Reset()
 			_, err := e.drv.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: tc.class()})
 			if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want InvalidArgument naming %s", err, tc.want)
 			}
-			if n := len(e.cloud.Requests()); n != 0 {
+			if n := len(e.cloud.Requests.All()); n != 0 {
 				t.Errorf("%d requests reached Azure", n)
 			}
 		})
@@ -267,7 +266,7 @@ func TestCreateNeedsResourceGroupAndSubnet(t *testing.T) {
 func TestSlowVMCreationIsBoundedByTheContextAndCleanedUp(t *testing.T) {
 	ctx := &deadlineWhen{Context: context.Background(), passed: make(chan struct{})}
 	e := newTestEnv(t, func(o *Options) {
-		o.Transport = &deadlineAtRequest{Transporter: o.Transport, op: fakeazure.OpCreateVM, n: 2, ctx: ctx}
+		o.HTTPTransport = &deadlineAtRequest{RoundTripper: o.HTTPTransport, op: fakeazure.OpCreateVM, n: 2, ctx: ctx}
 	})
 	e.cloud.SetLROPollsFor(fakeazure.OpCreateVM, 400)
 	_, err := e.createIn(ctx, e.class, "m-1")
@@ -299,9 +298,9 @@ func (c *deadlineWhen) Err() error {
 
 // deadlineAtRequest passes ctx's deadline at the nth request of SDK operation op (the initial
 // request is the first, its status polls follow), which then ends as a request does whose
-// deadline passes in flight. The other requests go to the Transporter.
+// deadline passes in flight. The other requests go to the RoundTripper.
 type deadlineAtRequest struct {
-	policy.Transporter
+	http.RoundTripper
 	op  string
 	n   int
 	ctx *deadlineWhen
@@ -310,7 +309,7 @@ type deadlineAtRequest struct {
 	seen int
 }
 
-func (d *deadlineAtRequest) Do(req *http.Request) (*http.Response, error) {
+func (d *deadlineAtRequest) RoundTrip(req *http.Request) (*http.Response, error) {
 	if op, _ := req.Context().Value(runtime.CtxAPINameKey{}).(string); op == d.op {
 		d.mu.Lock()
 		d.seen++
@@ -322,5 +321,5 @@ func (d *deadlineAtRequest) Do(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
-	return d.Transporter.Do(req)
+	return d.RoundTripper.RoundTrip(req)
 }

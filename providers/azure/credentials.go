@@ -3,13 +3,11 @@ package azure
 import (
 	"net/url"
 	"os"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as in Gardener's Azure provider. The azure* keys are deprecated aliases that are
@@ -20,7 +18,7 @@ const (
 	KeyWorkloadIdentityTokenFile = "workloadIdentityTokenFile"
 	KeySubscriptionID            = "subscriptionID"
 	KeyTenantID                  = "tenantID"
-	KeyUserData                  = "userData"
+	KeyUserData                  = kit.KeyUserData
 
 	// Keys of a custom cloud (machinist only; Gardener's provider knows the public clouds by
 	// cloudConfiguration.name): the endpoints of ARM's cloud.Configuration and the CA bundle
@@ -56,23 +54,17 @@ func (c credentials) custom() bool { return c.armEndpoint != "" }
 
 // hash identifies a credential set (and cloud) without keeping the secret in a map key.
 func (c credentials) hash(cloudName string) string {
-	return clientcache.Key(c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
+	return kit.CredentialKey(c.tenantID, c.clientID, c.clientSecret, c.tokenFile, c.subscriptionID, cloudName,
 		c.authorityHost, c.armEndpoint, c.armAudience, c.caCert)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys, never the values.
 func credentialsFrom(secret *corev1.Secret) (credentials, error) {
-	if secret == nil {
-		return credentials{}, driver.Error(driver.InvalidArgument, "azure: the request carries no secret: set the MachineClass's secretRef (or credentialsSecretRef) to a secret with clientID, clientSecret, subscriptionID and tenantID")
+	s, err := readSecret(secret)
+	if err != nil {
+		return credentials{}, err
 	}
-	value := func(keys ...string) string {
-		for _, k := range keys {
-			if v := strings.TrimSpace(driver.SecretValue(secret, k)); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
+	value := s.Value
 	c := credentials{
 		tenantID:       value(KeyTenantID, KeyAzureTenantID),
 		clientID:       value(KeyClientID, KeyAzureClientID),
@@ -85,7 +77,7 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 		caCert:         value(KeyCACert),
 	}
 	var errs field.ErrorList
-	data := field.NewPath("secret", "data")
+	data := kit.SecretData
 	if c.clientID == "" {
 		errs = append(errs, field.Required(data.Key(KeyClientID), "set the application (client) ID of the service principal"))
 	}
@@ -108,8 +100,8 @@ func credentialsFrom(secret *corev1.Secret) (credentials, error) {
 		errs = append(errs, field.Required(data.Key(KeyTenantID), "set the tenant (directory) ID"))
 	}
 	errs = append(errs, c.validateCloud(data)...)
-	if len(errs) > 0 {
-		return credentials{}, driver.Errorf(driver.InvalidArgument, "azure: secret %s is invalid: %s", secretName(secret), errs.ToAggregate().Error())
+	if err := s.Invalid(errs); err != nil {
+		return credentials{}, err
 	}
 	if c.custom() && c.armAudience == "" {
 		c.armAudience = c.armEndpoint
@@ -143,34 +135,16 @@ func (c credentials) validateCloud(data *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(data.Key(KeyResourceManagerAudience), "(not shown)", "must be the URI tokens for Azure Resource Manager are issued for, e.g. https://management.example.com/"))
 	}
 	if c.caCert != "" {
-		if _, err := httpClient(c.caCert); err != nil {
+		if _, err := kit.Transport(kit.TLS{CACert: c.caCert}); err != nil {
 			errs = append(errs, field.Invalid(data.Key(KeyCACert), "(not shown)", "must hold the PEM certificates of the CAs that sign the cloud's endpoints"))
 		}
 	}
 	return errs
 }
 
-// userDataFrom returns the secret's userData, which becomes the VM's customData.
-func userDataFrom(secret *corev1.Secret) ([]byte, error) {
-	if secret != nil {
-		if v, ok := secret.Data[KeyUserData]; ok && len(v) > 0 {
-			return v, nil
-		}
-		if v := secret.StringData[KeyUserData]; v != "" {
-			return []byte(v), nil
-		}
-	}
-	return nil, driver.Errorf(driver.InvalidArgument, "azure: secret %s has no %s: set it to the machines' cloud-init or ignition user data", secretName(secret), data(KeyUserData))
+// readSecret is the request's secret.
+func readSecret(secret *corev1.Secret) (kit.Secret, error) {
+	return kit.ReadSecret(ProviderName, secret, "clientID, clientSecret, subscriptionID and tenantID")
 }
 
 func data(key string) string { return "data." + key }
-
-func secretName(s *corev1.Secret) string {
-	if s == nil || s.Name == "" {
-		return "(unnamed)"
-	}
-	if s.Namespace != "" {
-		return s.Namespace + "/" + s.Name
-	}
-	return s.Name
-}

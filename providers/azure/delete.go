@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // DeleteMachine deletes the machine's VM and then its NIC and disks by name, so leftovers of a
@@ -19,8 +20,8 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	if err != nil {
 		return nil, err
 	}
-	if req.Machine == nil || req.Machine.Name == "" {
-		return nil, driver.Error(driver.InvalidArgument, "azure: the request carries no machine name")
+	if _, err := kit.MachineName(ProviderName, req.Machine); err != nil {
+		return nil, err
 	}
 	name, err := vmNameForDelete(req.Machine)
 	if err != nil {
@@ -28,7 +29,7 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 		d.log.Info("azure: machine name cannot name a VM; nothing to delete", "machine", req.Machine.Name)
 		return &driver.DeleteMachineResponse{}, nil
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "resourceGroup", spec.ResourceGroup)
 

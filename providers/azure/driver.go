@@ -7,7 +7,6 @@
 package azure
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // ProviderName is the provider's registry name; MachineClass.provider "Azure" selects it.
@@ -27,30 +26,20 @@ const ProviderName = "azure"
 
 // Options tune the driver. The zero value talks to the real Azure clouds.
 type Options struct {
-	// Transport carries the SDK's HTTP requests; nil uses the SDK's default HTTP client. Tests put
-	// fakeazure's transport here.
-	Transport policy.Transporter
+	// Options are every provider's: Log, SpecMode, HTTPTransport (the SDK's HTTP requests, to
+	// Microsoft Entra ID and Resource Manager; nil: kit.Transport trusting the secret's caCert
+	// when it has one; tests put fakeazure's transport here), MaxClientSets (default 32),
+	// OperationTimeout (default 20 minutes), CleanupTimeout (the removal of what a failed create
+	// made; default 5 minutes) and PollInterval (the wait between polls of a long-running
+	// operation when Azure sends no Retry-After; default 5s; outside tests the SDK requires at
+	// least one second).
+	kit.Options
 	// Cloud, when set, replaces the cloud named in the spec (private clouds, tests). Instance
 	// discovery is skipped for it.
 	Cloud *cloud.Configuration
-	// PollInterval is the wait between polls of a long-running operation when Azure sends no
-	// Retry-After; default 5s. Outside tests the SDK requires at least one second.
-	PollInterval time.Duration
-	// OperationTimeout bounds a call whose context has no deadline; default 20 minutes.
-	OperationTimeout time.Duration
-	// CleanupTimeout bounds the removal of what a failed create made, which runs even when the
-	// caller's context is done; default 5 minutes.
-	CleanupTimeout time.Duration
 	// Retry configures the SDK's retry policy (429 and 5xx, honouring Retry-After); the zero value
 	// keeps the SDK's defaults: 3 retries, Retry-After up to 60s.
 	Retry policy.RetryOptions
-	// MaxClientSets is how many credential sets keep their clients; default 32.
-	MaxClientSets int
-	// Log receives progress; nil uses slog.Default(). Secrets are never logged.
-	Log *slog.Logger
-	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
-	// does, or driver.Strict.
-	SpecMode driver.SpecMode
 }
 
 // Driver manages Azure VMs. It is safe for concurrent use.
@@ -59,33 +48,23 @@ type Driver struct {
 
 	opts  Options
 	log   *slog.Logger
-	cache *clientcache.Cache[*clientSet] // by a hash of the credentials and the cloud
+	cache *kit.Clients[*clientSet] // by a hash of the credentials and the cloud
 }
+
+// open is the registry's factory of the Azure driver (register.go).
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns an Azure driver. It does not contact Azure: credentials arrive with each request.
 func New(opts Options) *Driver {
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = 5 * time.Second
-	}
-	if opts.OperationTimeout <= 0 {
-		opts.OperationTimeout = 20 * time.Minute
-	}
-	if opts.CleanupTimeout <= 0 {
-		opts.CleanupTimeout = 5 * time.Minute
-	}
-	if opts.MaxClientSets <= 0 {
-		opts.MaxClientSets = 32
-	}
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Driver{opts: opts, log: log.With("provider", ProviderName), cache: clientcache.New[*clientSet](opts.MaxClientSets)}
+	opts.Options = opts.WithDefaults(kit.Options{
+		MaxClientSets: 32, OperationTimeout: 20 * time.Minute, CleanupTimeout: 5 * time.Minute, PollInterval: 5 * time.Second,
+	})
+	return &Driver{opts: opts, log: opts.Logger(ProviderName), cache: kit.NewClients[*clientSet](opts.MaxClientSets)}
 }
 
 // prepare decodes the class and secret and returns the spec and the credential set's clients.
 func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret) (*ProviderSpec, *clientSet, error) {
-	spec, _, err := decodeSpec(class, d.opts.SpecMode)
+	spec, _, err := specs.Decode(class, d.opts.SpecMode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,14 +77,6 @@ func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret) (*
 		return nil, nil, err
 	}
 	return spec, cs, nil
-}
-
-// bound gives ctx the operation timeout when it has no deadline, so no LRO polls forever.
-func (d *Driver) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d.opts.OperationTimeout)
 }
 
 func (d *Driver) pollOptions() *runtime.PollUntilDoneOptions {

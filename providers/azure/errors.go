@@ -1,9 +1,6 @@
 package azure
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Capacity and quota error codes of Microsoft.Compute and ARM: the machine cannot be created now
@@ -114,6 +112,9 @@ func errorCode(err error) string {
 	return ""
 }
 
+// armErrors maps what every cloud's errors share.
+var armErrors = kit.Errors{Provider: ProviderName, Cloud: "Azure", CAKey: KeyCACert}
+
 // statusOf turns an SDK error into a driver status: the code says what the controller should do
 // and the message carries the ARM error code, its message and the request id for support cases.
 // what names the operation ("create VM shoot--a-1").
@@ -121,22 +122,15 @@ func statusOf(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var st *driver.Status
-	if errors.As(err, &st) {
-		return err
+	var unreachable *loginUnreachableError
+	if errors.As(err, &unreachable) && unreachable.cause != nil && kit.UntrustedCertificate(unreachable.cause) {
+		err = unreachable.cause
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return driver.Errorf(driver.DeadlineExceeded, "azure: %s: timed out; Azure may still finish the operation, the next call picks it up: %v", what, err)
-	}
-	if errors.Is(err, context.Canceled) {
-		return driver.Errorf(driver.Canceled, "azure: %s: canceled", what)
+	if st, ok := armErrors.Common(what, err); ok {
+		return st
 	}
 	// A login that got no answer, or a server error, is an outage of Microsoft Entra ID: retry,
 	// and do not send anyone to rotate a good secret.
-	if untrustedCertificate(err) {
-		return driver.Errorf(driver.FailedPrecondition, "azure: %s: %v: the endpoint's certificate is not trusted: put the CA that signs it in the secret's %s", what, err, data(KeyCACert))
-	}
-	var unreachable *loginUnreachableError
 	if errors.As(err, &unreachable) {
 		return driver.Errorf(driver.Unavailable, "azure: %s: %v: the credentials were not checked; the call is retried", what, unreachable)
 	}
@@ -152,7 +146,7 @@ func statusOf(what string, err error) error {
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
-		return driver.Errorf(driver.Unavailable, "azure: %s: %v", what, err)
+		return armErrors.Unreachable(what, err)
 	}
 	e := armErrorOf(re)
 	code, hint := classify(e)
@@ -161,20 +155,6 @@ func statusOf(what string, err error) error {
 		msg += ": " + hint
 	}
 	return driver.Wrap(code, err, msg)
-}
-
-// untrustedCertificate reports whether err is (or was caused by) a TLS certificate that does not
-// verify: a configuration problem, not an outage.
-func untrustedCertificate(err error) bool {
-	var unreachable *loginUnreachableError
-	if errors.As(err, &unreachable) && unreachable.cause != nil {
-		err = unreachable.cause
-	}
-	var verify *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var invalid x509.CertificateInvalidError
-	var host x509.HostnameError
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)
 }
 
 // classify maps an ARM error to a machine code and what the user can do.

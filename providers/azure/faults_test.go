@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"k8s.io/utils/ptr"
 
@@ -38,7 +42,7 @@ func TestNoLeaksWhenAnyStepOfCreateFails(t *testing.T) {
 	}
 	var steps []step
 	seen := map[step]bool{}
-	for _, r := range base.cloud.Requests() {
+	for _, r := range base.cloud.Requests.All() {
 		s := step{r.Op, r.Poll}
 		if r.Host != fakeazure.ARMHost || seen[s] {
 			continue
@@ -53,7 +57,7 @@ func TestNoLeaksWhenAnyStepOfCreateFails(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/poll=%v", s.op, s.poll), func(t *testing.T) {
 			e := newTestEnv(t)
 			class(e)
-			e.cloud.Inject(fakeazure.Fault{Op: s.op, Poll: s.poll, Err: fakeazure.ErrServer(http.StatusInternalServerError)})
+			e.cloud.Faults.Inject(fakeazure.Fault{Rule: fakekit.Rule{Op: s.op}, Poll: s.poll, Err: fakeazure.ErrServer(http.StatusInternalServerError)})
 			_, err := e.create(t, "m-1")
 			if err == nil {
 				// Reading the NIC's address for the response is best effort.
@@ -84,19 +88,19 @@ func TestCapacityAndQuotaErrorsAreResourceExhaustedAndLeaveNothing(t *testing.T)
 		{"SkuNotAvailable", func(c *fakeazure.Cloud) { c.SetSkuUnavailable(testLocation, "Standard_D2s_v3", "1") }, driver.ResourceExhausted, []string{"SkuNotAvailable", "HTTP 409"}, false},
 		{"core quota", func(c *fakeazure.Cloud) { c.SetCoreQuota(testLocation, 1) }, driver.ResourceExhausted, []string{"OperationNotAllowed", "quota", "Current Limit: 1"}, false},
 		{"family quota", func(c *fakeazure.Cloud) {
-			c.Inject(fakeazure.Fault{Op: fakeazure.OpCreateVM, Err: fakeazure.ErrFamilyQuota("standardDSv3Family", testLocation, 8, 8, 2)})
+			c.Faults.Inject(fakeazure.Fault{Rule: fakekit.Rule{Op: fakeazure.OpCreateVM}, Err: fakeazure.ErrFamilyQuota("standardDSv3Family", testLocation, 8, 8, 2)})
 		}, driver.ResourceExhausted, []string{"QuotaExceeded", "standardDSv3Family"}, false},
 		{"resource quota", func(c *fakeazure.Cloud) {
-			c.Inject(fakeazure.Fault{Op: fakeazure.OpCreateVM, Err: fakeazure.ErrResourceQuota("Microsoft.Compute/virtualMachines", 800)})
+			c.Faults.Inject(fakeazure.Fault{Rule: fakekit.Rule{Op: fakeazure.OpCreateVM}, Err: fakeazure.ErrResourceQuota("Microsoft.Compute/virtualMachines", 800)})
 		}, driver.ResourceExhausted, []string{"ResourceQuotaExceeded"}, false},
 		{"ZonalAllocationFailed", func(c *fakeazure.Cloud) { c.FailNextAllocation("ZonalAllocationFailed") }, driver.ResourceExhausted, []string{"ZonalAllocationFailed", "sufficient capacity"}, true},
 		{"AllocationFailed", func(c *fakeazure.Cloud) { c.FailNextAllocation("AllocationFailed") }, driver.ResourceExhausted, []string{"AllocationFailed"}, true},
-		{"denied", func(c *fakeazure.Cloud) { c.Inject(fakeazure.Deny(fakeazure.OpCreateVM)) }, driver.PermissionDenied, []string{"AuthorizationFailed", "Microsoft.Compute/virtualMachines/write"}, false},
+		{"denied", func(c *fakeazure.Cloud) { c.Faults.Inject(fakeazure.Deny(fakeazure.OpCreateVM)) }, driver.PermissionDenied, []string{"AuthorizationFailed", "Microsoft.Compute/virtualMachines/write"}, false},
 		{"throttled beyond the retry budget", func(c *fakeazure.Cloud) {
-			c.Inject(fakeazure.Throttle(fakeazure.OpCreateVM, 0, 30*time.Second))
+			c.Faults.Inject(fakeazure.Throttle(fakeazure.OpCreateVM, 0, 30*time.Second))
 		}, driver.Unavailable, []string{"TooManyRequests", "HTTP 429"}, false},
 		{"service unavailable", func(c *fakeazure.Cloud) {
-			c.Inject(fakeazure.ServerErrors(fakeazure.OpCreateVM, 0, http.StatusServiceUnavailable))
+			c.Faults.Inject(fakeazure.ServerErrors(fakeazure.OpCreateVM, http.StatusServiceUnavailable, 0))
 		}, driver.Unavailable, []string{"ServiceUnavailable", "HTTP 503"}, false},
 	}
 	for _, tc := range cases {
@@ -112,7 +116,7 @@ func TestCapacityAndQuotaErrorsAreResourceExhaustedAndLeaveNothing(t *testing.T)
 					t.Errorf("message %q lacks %q", driver.MessageOf(err), s)
 				}
 			}
-			if tc.failed && len(e.cloud.RequestsFor(fakeazure.OpDeleteVM)) == 0 {
+			if tc.failed && len(e.cloud.Requests.For(fakeazure.OpDeleteVM)) == 0 {
 				t.Error("the Failed VM was not deleted")
 			}
 			if left := e.resourcesOf("m-1"); len(left) != 0 {
@@ -125,9 +129,9 @@ func TestCapacityAndQuotaErrorsAreResourceExhaustedAndLeaveNothing(t *testing.T)
 func TestRetryAfterIsHonoured(t *testing.T) {
 	t.Run("whole seconds", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 1, time.Second))
+		e.cloud.Faults.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 1, time.Second))
 		e.mustCreate(t, "m-1")
-		reqs := e.cloud.RequestsFor(fakeazure.OpGetVM)
+		reqs := e.cloud.Requests.For(fakeazure.OpGetVM)
 		if len(reqs) < 2 || reqs[0].Status != http.StatusTooManyRequests || reqs[1].Status != http.StatusNotFound {
 			t.Fatalf("GET VM requests = %+v, want 429 then 404", reqs)
 		}
@@ -137,10 +141,10 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	})
 	t.Run("milliseconds, twice", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakeazure.Throttle(fakeazure.OpCreateVM, 2, 300*time.Millisecond))
+		e.cloud.Faults.Inject(fakeazure.Throttle(fakeazure.OpCreateVM, 2, 300*time.Millisecond))
 		e.mustCreate(t, "m-1")
 		var initial []fakeazure.Request
-		for _, r := range e.cloud.RequestsFor(fakeazure.OpCreateVM) {
+		for _, r := range e.cloud.Requests.For(fakeazure.OpCreateVM) {
 			if !r.Poll {
 				initial = append(initial, r)
 			}
@@ -156,12 +160,12 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	})
 	t.Run("persistent throttling ends in Unavailable after the retries", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 0, 100*time.Millisecond))
+		e.cloud.Faults.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 0, 100*time.Millisecond))
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(err.Error(), "TooManyRequests") {
 			t.Fatalf("err = %v, want Unavailable naming TooManyRequests", err)
 		}
-		reqs := e.cloud.RequestsFor(fakeazure.OpGetVM)
+		reqs := e.cloud.Requests.For(fakeazure.OpGetVM)
 		if len(reqs) != 4 {
 			t.Errorf("%d attempts, want 1 + 3 retries", len(reqs))
 		}
@@ -173,9 +177,9 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	})
 	t.Run("a 5xx burst is retried away", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakeazure.ServerErrors(fakeazure.OpCreateNIC, 2, http.StatusBadGateway))
+		e.cloud.Faults.Inject(fakeazure.ServerErrors(fakeazure.OpCreateNIC, http.StatusBadGateway, 2))
 		e.mustCreate(t, "m-1")
-		if n := len(e.cloud.RequestsFor(fakeazure.OpCreateNIC)); n < 3 {
+		if n := len(e.cloud.Requests.For(fakeazure.OpCreateNIC)); n < 3 {
 			t.Errorf("NIC create attempts = %d, want the two failures retried", n)
 		}
 	})
@@ -275,7 +279,7 @@ func TestClientSetsAreReusedPerCredentialSet(t *testing.T) {
 	if _, err := e.drv.ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: e.class, Secret: e.secret.DeepCopy()}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpToken)); n != 1 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpToken)); n != 1 {
 		t.Errorf("token requests = %d, want 1: the credential (and its token) is reused", n)
 	}
 	if n := e.drv.cache.Len(); n != 1 {
@@ -299,7 +303,7 @@ func TestLoginOutagesAreUnavailable(t *testing.T) {
 		e := newTestEnv(t)
 		cfg := e.cloud.Configuration()
 		cfg.ActiveDirectoryAuthorityHost = "https://login.unreachable.test/"
-		e.drv = New(Options{Transport: e.cloud.Transport(), Cloud: &cfg, PollInterval: time.Millisecond,
+		e.drv = New(Options{Options: kit.Options{HTTPTransport: e.cloud.Transport(), PollInterval: time.Millisecond}, Cloud: &cfg,
 			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}})
 		_, err := e.create(t, "m-1")
 		msg := driver.MessageOf(err)
@@ -317,7 +321,7 @@ func TestLoginOutagesAreUnavailable(t *testing.T) {
 	})
 	t.Run("token endpoint answers 503", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakeazure.ServerErrors(fakeazure.OpToken, 100, http.StatusServiceUnavailable))
+		e.cloud.Faults.Inject(fakeazure.ServerErrors(fakeazure.OpToken, http.StatusServiceUnavailable, 100))
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(driver.MessageOf(err), "503") {
 			t.Fatalf("err = %v, want Unavailable naming the 503", err)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	corev1 "k8s.io/api/core/v1"
@@ -42,7 +44,7 @@ type testEnv struct {
 // newTestEnv builds the fake and the driver; opts change the driver's options.
 func newTestEnv(t testing.TB, opts ...func(*Options)) *testEnv {
 	t.Helper()
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.AddServicePrincipal(testClientID, testSecret)
 	c.AddResourceGroup(testRG, testLocation)
 	c.AddSubnet(testRG, "shoot--dev--alpha", "shoot--dev--alpha-nodes", "10.250.0.0/16")
@@ -52,12 +54,14 @@ func newTestEnv(t testing.TB, opts ...func(*Options)) *testEnv {
 	cfg := c.Configuration()
 	logs := &syncbuf.Buffer{}
 	o := Options{
-		Transport:      c.Transport(),
-		Cloud:          &cfg,
-		PollInterval:   time.Millisecond,
-		CleanupTimeout: 20 * time.Second,
-		Retry:          policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
-		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Options: kit.Options{
+			HTTPTransport:  c.Transport(),
+			PollInterval:   time.Millisecond,
+			CleanupTimeout: 20 * time.Second,
+			Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		},
+		Cloud: &cfg,
+		Retry: policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond, MaxRetryDelay: 2 * time.Second},
 	}
 	for _, f := range opts {
 		f(&o)

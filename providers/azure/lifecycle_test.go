@@ -57,11 +57,11 @@ func TestDeleteSetsCascadeOnAnAdoptedVMAndKeepsForeignVolumes(t *testing.T) {
 		ManagedDisk: &armcompute.ManagedDiskParameters{ID: ptr.To("/subscriptions/" + fakeazure.DefaultSubscriptionID + "/resourceGroups/" + testRG + "/providers/Microsoft.Compute/disks/pvc-1234")},
 	})
 	e.cloud.PutVM(testRG, vm)
-	e.cloud.ResetRequests()
+	e.cloud.Requests.Reset()
 	if err := e.delete(t, e.class, "m-1"); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.cloud.RequestsFor(fakeazure.OpUpdateVM)) == 0 {
+	if len(e.cloud.Requests.For(fakeazure.OpUpdateVM)) == 0 {
 		t.Error("no update set cascade delete before deleting the VM")
 	}
 	if left := e.resourcesOf("m-1"); len(left) != 0 {
@@ -81,11 +81,11 @@ func TestDeleteOfAFailedVMDeletesItAndItsLeftovers(t *testing.T) {
 	vm.Properties.ProvisioningState = ptr.To(fakeazure.StateFailed)
 	vm.Properties.NetworkProfile.NetworkInterfaces[0].Properties.DeleteOption = ptr.To(armcompute.DeleteOptionsDetach)
 	e.cloud.PutVM(testRG, vm)
-	e.cloud.ResetRequests()
+	e.cloud.Requests.Reset()
 	if err := e.delete(t, e.class, "m-1"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.cloud.RequestsFor(fakeazure.OpUpdateVM)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakeazure.OpUpdateVM)); n != 0 {
 		t.Errorf("a Failed VM was updated (%d requests); it cannot be", n)
 	}
 	if left := e.resourcesOf("m-1"); len(left) != 0 {
@@ -156,7 +156,7 @@ func TestListMachinesShowsTheClassAndOrphans(t *testing.T) {
 		}
 	}
 	// The listing is filtered by the cluster tag on Azure's side.
-	for _, r := range e.cloud.RequestsFor(fakeazure.OpListResources) {
+	for _, r := range e.cloud.Requests.For(fakeazure.OpListResources) {
 		if r.Status != 200 {
 			t.Errorf("list request answered %d", r.Status)
 		}

@@ -13,6 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
+	"github.com/machinist-io/machinist/providers/kit"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,9 +28,9 @@ import (
 )
 
 // servedFake serves a seeded fake over HTTPS on loopback, as `machinist fakecloud azure` does.
-func servedFake(t *testing.T) (*fakeazure.Cloud, *fakeazure.Server) {
+func servedFake(t *testing.T) (*fakeazure.Cloud, *fakekit.Server) {
 	t.Helper()
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.SeedDemo()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,14 +45,14 @@ func servedFake(t *testing.T) (*fakeazure.Cloud, *fakeazure.Server) {
 }
 
 // customCloudSecret is the secret `machinist fakecloud azure` prints.
-func customCloudSecret(srv *fakeazure.Server) *corev1.Secret {
+func customCloudSecret(srv *fakekit.Server) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fakeazure", Namespace: "default"}, Data: map[string][]byte{
 		KeyClientID:                     []byte(fakeazure.DemoClientID),
 		KeyClientSecret:                 []byte(fakeazure.DemoClientSecret),
 		KeyTenantID:                     []byte(fakeazure.DefaultTenantID),
 		KeySubscriptionID:               []byte(fakeazure.DefaultSubscriptionID),
-		KeyActiveDirectoryAuthorityHost: []byte(srv.URL),
-		KeyResourceManagerEndpoint:      []byte(srv.URL),
+		KeyActiveDirectoryAuthorityHost: []byte(srv.URL + "/"),
+		KeyResourceManagerEndpoint:      []byte(srv.URL + "/"),
 		KeyCACert:                       srv.CACert,
 		KeyUserData:                     []byte(testUserData),
 	}}
@@ -73,7 +77,7 @@ func fakecloudClass(t *testing.T) *v1alpha1.MachineClass {
 // fake is gone a fresh login is Unavailable with the refused connection as its cause.
 func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	c, srv := servedFake(t)
-	d := New(Options{PollInterval: time.Millisecond})
+	d := New(Options{Options: kit.Options{PollInterval: time.Millisecond}})
 	class, secret := fakecloudClass(t), customCloudSecret(srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -98,7 +102,7 @@ func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	control := func(method, what, body string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+strings.TrimPrefix(fakeazure.ControlPrefix, "/")+what, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, method, srv.URL+fakekit.ControlPrefix+what, strings.NewReader(body))
 		r, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +137,7 @@ func TestCustomCloudAgainstTheServedFake(t *testing.T) {
 	}
 	other := secret.DeepCopy()
 	other.Data[KeyClientSecret] = []byte("another-secret-value")
-	_, err = New(Options{PollInterval: time.Millisecond, Retry: fastRetry()}).ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: other})
+	_, err = New(Options{Options: kit.Options{PollInterval: time.Millisecond}, Retry: fastRetry()}).ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: other})
 	msg := driver.MessageOf(err)
 	if driver.CodeOf(err) != driver.Unavailable || !strings.Contains(msg, "cannot reach Microsoft Entra ID at 127.0.0.1:") || !strings.Contains(msg, "connection refused") {
 		t.Fatalf("login with the fake gone = %v, want Unavailable with the refused connection", err)
@@ -161,7 +165,7 @@ func TestCustomCloudSecretKeys(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			secret := customCloudSecret(srv)
 			tc.change(secret.Data)
-			_, err := New(Options{PollInterval: time.Millisecond, Retry: fastRetry()}).ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: fakecloudClass(t), Secret: secret})
+			_, err := New(Options{Options: kit.Options{PollInterval: time.Millisecond}, Retry: fastRetry()}).ListMachines(context.Background(), &driver.ListMachinesRequest{MachineClass: fakecloudClass(t), Secret: secret})
 			if err == nil || !strings.Contains(driver.MessageOf(err), tc.want) {
 				t.Fatalf("err = %v, want it to name %q", err, tc.want)
 			}

@@ -1,5 +1,12 @@
 package azure
 
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
+)
+
 // ProviderSpec is the providerSpec of an Azure MachineClass. Its JSON field names are those of
 // Gardener's AzureProviderSpec (machine-controller-manager-provider-azure, pkg/azure/api), so
 // existing MachineClasses decode unchanged. Decoding is strict: an unknown field is an error.
@@ -247,3 +254,16 @@ func (s *ProviderSpec) clusterTag() string {
 	}
 	return ""
 }
+
+// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal: names match
+// case-insensitively, unknown fields are ignored) in Lenient mode.
+var specs = kit.Spec[ProviderSpec]{Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec}
+
+// volumes are the Azure disks among persistent volumes: in-tree AzureDisk ones (their disk name)
+// and those of the Azure Disk CSI driver (their handle).
+var volumes = kit.Volumes{CSIDriver: "disk.csi.azure.com", InTree: func(spec *corev1.PersistentVolumeSpec) string {
+	if spec.AzureDisk == nil {
+		return ""
+	}
+	return spec.AzureDisk.DiskName
+}}

@@ -32,7 +32,7 @@ func TestGardenerProviderSpecsDecodeUnchanged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			spec, warnings, err := decodeSpec(testClassRaw(raw), driver.Strict)
+			spec, warnings, err := specs.Decode(testClassRaw(raw), driver.Strict)
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("decode: %v %v", warnings, err)
 			}
@@ -151,7 +151,7 @@ func TestInvalidSpecsNameTheField(t *testing.T) {
 			_ = json.Unmarshal(raw, &m)
 			tc.mutate(m)
 			raw, _ = json.Marshal(m)
-			_, _, err := decodeSpec(testClassRaw(raw), driver.Lenient)
+			_, _, err := specs.Decode(testClassRaw(raw), driver.Lenient)
 			if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("err = %v, want InvalidArgument naming %s", err, tc.field)
 			}
@@ -160,7 +160,7 @@ func TestInvalidSpecsNameTheField(t *testing.T) {
 	// A class of another provider is refused before decoding.
 	c := testClass("x", baseSpec())
 	c.Provider = "OpenStack"
-	if _, _, err := decodeSpec(c, driver.Lenient); driver.CodeOf(err) != driver.InvalidArgument {
+	if _, _, err := specs.Decode(c, driver.Lenient); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Errorf("provider OpenStack: err = %v", err)
 	}
 }
@@ -195,8 +195,8 @@ func FuzzDecodeProviderSpec(f *testing.F) {
 	raw, _ := json.Marshal(baseSpec())
 	f.Add(raw)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		spec, warnings, err := decodeSpec(testClassRaw(data), driver.Lenient)
-		_, _, strictErr := decodeSpec(testClassRaw(data), driver.Strict)
+		spec, warnings, err := specs.Decode(testClassRaw(data), driver.Lenient)
+		_, _, strictErr := specs.Decode(testClassRaw(data), driver.Strict)
 		if err != nil {
 			if driver.CodeOf(err) != driver.InvalidArgument {
 				t.Fatalf("err = %v, want InvalidArgument", err)
@@ -290,7 +290,7 @@ func TestGardenerPublishedSample(t *testing.T) {
 	delete(props, "zone")
 	delete(props, "availabilitySet")
 	class.ProviderSpec.Raw, _ = json.Marshal(filled)
-	got, warnings, err := decodeSpec(class, driver.Lenient)
+	got, warnings, err := specs.Decode(class, driver.Lenient)
 	if err != nil || !reflect.DeepEqual(warnings, want) {
 		t.Fatalf("filled sample: %v %v", warnings, err)
 	}
@@ -298,7 +298,7 @@ func TestGardenerPublishedSample(t *testing.T) {
 	if vm.Properties.AvailabilitySet == nil || ptr.Deref(vm.Properties.AvailabilitySet.ID, "") != placeholderValues["properties.machineSet.id"] {
 		t.Errorf("machineSet did not place the VM in the availability set: %+v", vm.Properties.AvailabilitySet)
 	}
-	if _, _, err := decodeSpec(class, driver.Strict); !strings.Contains(driver.MessageOf(err), "machineSet.Kind") {
+	if _, _, err := specs.Decode(class, driver.Strict); !strings.Contains(driver.MessageOf(err), "machineSet.Kind") {
 		t.Errorf("strict, filled: %v", err)
 	}
 
@@ -390,7 +390,7 @@ func TestSpecModeFromTheRegistry(t *testing.T) {
 	if err != nil || len(warnings) != 1 || warnings[0].Field != "resourceGroup" {
 		t.Fatalf("CheckSpec: %v %v", warnings, err)
 	}
-	spec, _, err := decodeSpec(class, driver.Lenient)
+	spec, _, err := specs.Decode(class, driver.Lenient)
 	if err != nil || spec.ResourceGroup != testRG {
 		t.Fatalf("lenient: %+v %v", spec, err)
 	}

@@ -5,10 +5,10 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources/v3"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // GetMachineStatus reports the machine's VM; NotFound when there is none.
@@ -17,14 +17,14 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 	if err != nil {
 		return nil, err
 	}
-	if req.Machine == nil || req.Machine.Name == "" {
-		return nil, driver.Error(driver.InvalidArgument, "azure: the request carries no machine name")
+	if _, err := kit.MachineName(ProviderName, req.Machine); err != nil {
+		return nil, err
 	}
 	name, err := vmName(req.Machine)
 	if err != nil {
 		return nil, driver.Errorf(driver.NotFound, "azure: no VM can be named %q: %s", req.Machine.Name, driver.MessageOf(err))
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	vm, err := cs.vms.Get(ctx, spec.ResourceGroup, name, nil)
 	if isNotFound(err) {
@@ -51,7 +51,7 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	filter := "tagName eq '" + strings.ReplaceAll(spec.clusterTag(), "'", "''") + "'"
 	pager := cs.resources.NewListByResourceGroupPager(spec.ResourceGroup, &armresources.ClientListByResourceGroupOptions{Filter: &filter})
@@ -79,30 +79,8 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
 
-// azureDiskCSIDriver is the Azure Disk CSI driver's name.
-const azureDiskCSIDriver = "disk.csi.azure.com"
-
-// GetVolumeIDs returns the Azure disk of each in-tree AzureDisk volume (its disk name) and each
-// disk.csi.azure.com volume (its volume handle), skipping other volumes.
+// GetVolumeIDs returns the disk of each of the volumes that are Azure disks, skipping other
+// volumes.
 func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
-	ids := []string{}
-	for _, spec := range req.PVSpecs {
-		id := volumeID(spec)
-		if id != "" {
-			ids = append(ids, id)
-		}
-	}
-	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
-}
-
-func volumeID(spec *corev1.PersistentVolumeSpec) string {
-	switch {
-	case spec == nil:
-		return ""
-	case spec.AzureDisk != nil:
-		return spec.AzureDisk.DiskName
-	case spec.CSI != nil && spec.CSI.Driver == azureDiskCSIDriver:
-		return spec.CSI.VolumeHandle
-	}
-	return ""
+	return volumes.IDs(req.PVSpecs), nil
 }

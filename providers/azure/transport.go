@@ -1,67 +1,27 @@
 package azure
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
-// loginHealth remembers why the last request of a credential set to Microsoft Entra ID got no
-// response. MSAL flattens that cause into its error text ("unable to resolve an endpoint"), so
-// it is caught on the credential's transport and attached to the failed ARM call by
-// loginPolicy: a login that could not reach Entra ID is an outage, not a bad secret.
-type loginHealth struct {
-	mu    sync.Mutex
-	host  string
-	cause error
-}
-
-func (h *loginHealth) record(host string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.host, h.cause = host, err
-}
-
-func (h *loginHealth) last() (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.host, h.cause
-}
-
-// watchedTransport is the credential's transport: it records transport failures (no response)
-// in h and forgets them once a response arrives.
-type watchedTransport struct {
-	next policy.Transporter
-	h    *loginHealth
-}
-
-func (t watchedTransport) Do(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.Do(req)
-	if err != nil {
-		if req.Context().Err() == nil {
-			t.h.record(req.URL.Host, err)
-		}
-		return resp, err
-	}
-	t.h.record("", nil)
-	return resp, nil
-}
-
 // loginPolicy turns an authentication failure without a response into loginUnreachableError
-// carrying the transport's cause. It runs per call, around the bearer token policy.
-type loginPolicy struct{ h *loginHealth }
+// carrying the cause the credential's transport saw (kit.Reach: MSAL flattens it into its error
+// text, "unable to resolve an endpoint"): a login that could not reach Microsoft Entra ID is an
+// outage, not a bad secret. It runs per call, around the bearer token policy.
+type loginPolicy struct{ reach *kit.Reach }
 
 func (p loginPolicy) Do(req *policy.Request) (*http.Response, error) {
 	resp, err := req.Next()
 	var af *azidentity.AuthenticationFailedError
 	if err != nil && errors.As(err, &af) && af.RawResponse == nil {
-		host, cause := p.h.last()
+		host, cause := p.reach.Last()
 		return resp, &loginUnreachableError{host: host, cause: cause, err: err}
 	}
 	return resp, err
@@ -82,17 +42,3 @@ func (e *loginUnreachableError) Error() string {
 }
 
 func (e *loginUnreachableError) Unwrap() error { return e.err }
-
-// httpClient is the default transport with caPEM (when set) as the only trusted roots.
-func httpClient(caPEM string) (*http.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	if caPEM != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(caPEM)) {
-			return nil, errors.New("no PEM certificate")
-		}
-		tr.TLSClientConfig.RootCAs = pool
-	}
-	return &http.Client{Transport: tr}, nil
-}

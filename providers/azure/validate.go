@@ -10,23 +10,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
-
-// decodeSpec decodes and validates a class's providerSpec in mode; driver.Lenient reads it as
-// Gardener's provider does (json.Unmarshal: names match case-insensitively, unknown fields are
-// ignored). The warnings name what was ignored or matched loosely; an invalid spec's error notes
-// them too.
-func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	return driver.DecodeValidSpec(class, ProviderName, mode, driver.FoldedNames, validateSpec)
-}
-
-// checkSpec is the provider's registry.Registration.CheckSpec.
-func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
-	_, warnings, err := decodeSpec(class, mode)
-	return warnings, err
-}
 
 var (
 	// Azure resource names: letters, digits, '.', '-' and '_'.
@@ -85,13 +71,13 @@ func validateProperties(props *VirtualMachineProperties, p *field.Path) field.Er
 	errs = append(errs, validateCaching(os.Caching, osp.Child("caching"))...)
 	errs = append(errs, validateStorageType(os.ManagedDisk.StorageAccountType, osp.Child("managedDisk", "storageAccountType"), false)...)
 	if sec := os.ManagedDisk.SecurityProfile; sec != nil && sec.SecurityEncryptionType != nil && *sec.SecurityEncryptionType != "" {
-		valid := enumStrings(armcompute.PossibleSecurityEncryptionTypesValues())
+		valid := kit.EnumStrings(armcompute.PossibleSecurityEncryptionTypesValues())
 		if !slices.Contains(valid, *sec.SecurityEncryptionType) {
 			errs = append(errs, field.NotSupported(osp.Child("managedDisk", "securityProfile", "securityEncryptionType"), *sec.SecurityEncryptionType, valid))
 		}
 	}
 	if ct := props.StorageProfile.DiskControllerType; ct != nil && *ct != "" {
-		valid := enumStrings(armcompute.PossibleDiskControllerTypesValues())
+		valid := kit.EnumStrings(armcompute.PossibleDiskControllerTypesValues())
 		if !slices.Contains(valid, *ct) {
 			errs = append(errs, field.NotSupported(sp.Child("diskControllerType"), *ct, valid))
 		}
@@ -138,7 +124,7 @@ func validateProperties(props *VirtualMachineProperties, p *field.Path) field.Er
 		errs = append(errs, validateResourceID(*props.IdentityID, p.Child("identityID"))...)
 	}
 	if sec := props.SecurityProfile; sec != nil && sec.SecurityType != nil && *sec.SecurityType != "" {
-		valid := enumStrings(armcompute.PossibleSecurityTypesValues())
+		valid := kit.EnumStrings(armcompute.PossibleSecurityTypesValues())
 		if !slices.Contains(valid, *sec.SecurityType) {
 			errs = append(errs, field.NotSupported(p.Child("securityProfile", "securityType"), *sec.SecurityType, valid))
 		}
@@ -249,7 +235,7 @@ func validateCaching(v string, p *field.Path) field.ErrorList {
 	if v == "" {
 		return nil
 	}
-	valid := enumStrings(armcompute.PossibleCachingTypesValues())
+	valid := kit.EnumStrings(armcompute.PossibleCachingTypesValues())
 	if !slices.Contains(valid, v) {
 		return field.ErrorList{field.NotSupported(p, v, valid)}
 	}
@@ -263,7 +249,7 @@ func validateStorageType(v string, p *field.Path, required bool) field.ErrorList
 		}
 		return nil
 	}
-	valid := enumStrings(armcompute.PossibleStorageAccountTypesValues())
+	valid := kit.EnumStrings(armcompute.PossibleStorageAccountTypesValues())
 	if !slices.Contains(valid, v) {
 		return field.ErrorList{field.NotSupported(p, v, valid)}
 	}
@@ -287,15 +273,6 @@ func validResourceGroup(name string) bool {
 		}
 	}
 	return true
-}
-
-func enumStrings[T ~string](values []T) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = string(v)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func hasPrefixFold(s, prefix string) bool {

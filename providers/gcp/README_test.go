@@ -51,7 +51,7 @@ func TestKubernetesSamplesDecode(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &class); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := decodeSpec(&class, driver.Strict); err != nil {
+	if _, _, err := specs.Decode(&class, driver.Strict); err != nil {
 		t.Fatalf("fakecloud class: %v", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestKubernetesSamplesDecode(t *testing.T) {
 func checkSample(t *testing.T, docs [][]byte) {
 	t.Helper()
 	class, merged := drivertest.SampleObjects(t, docs)
-	spec, _, err := decodeSpec(class, driver.Strict)
+	spec, _, err := specs.Decode(class, driver.Strict)
 	if err != nil {
 		t.Fatalf("sample MachineClass: %v", err)
 	}

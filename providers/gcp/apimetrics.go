@@ -3,9 +3,6 @@ package gcp
 import (
 	"net/http"
 	"strings"
-	"time"
-
-	"github.com/machinist-io/machinist/core/cloudmetrics"
 )
 
 // Services as MCM's GCP provider names them in the service label of mcm_cloud_api_*
@@ -27,29 +24,14 @@ const (
 	serviceOther          = "compute_other"
 )
 
-// apiMetrics records each Compute API call the way MCM's GCP provider records its calls
-// (pkg/instrument/instrument.go, RecordGcpAPIMetric): a success (a 404 lookup included, which
-// the driver reads as "not there") counts in mcm_cloud_api_requests_total and observes
+// serviceOf names a request in the service label of mcm_cloud_api_*. The Compute API's calls
+// are recorded the way MCM's GCP provider records its calls (pkg/instrument/instrument.go,
+// RecordGcpAPIMetric; kit.APIMetrics): a success (a 404 lookup included, which the driver reads
+// as "not there") counts in mcm_cloud_api_requests_total and observes
 // mcm_cloud_api_api_request_duration_seconds, a failure counts in
-// mcm_cloud_api_requests_failed_total only. It wraps the retries, so a retried call is one call.
-// MCM times a whole create or delete including the operation; machinist times each request,
-// and each wait on an operation counts as operations_get.
-type apiMetrics struct{ next http.RoundTripper }
-
-func (m apiMetrics) RoundTrip(req *http.Request) (*http.Response, error) {
-	svc := serviceOf(req.Method, req.URL.Path)
-	start := time.Now()
-	resp, err := m.next.RoundTrip(req)
-	if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-		cloudmetrics.Failed(Name, svc)
-		return resp, err
-	}
-	cloudmetrics.Requested(Name, svc)
-	cloudmetrics.Observe(Name, svc, time.Since(start))
-	return resp, nil
-}
-
-// serviceOf names the call of a method and a Compute API path.
+// mcm_cloud_api_requests_failed_total only. The recording wraps the retries, so a retried call is
+// one call. MCM times a whole create or delete including the operation; machinist times each
+// request, and each wait on an operation counts as operations_get.
 func serviceOf(method, path string) string {
 	i := strings.Index(path, "/projects/")
 	if i < 0 {
@@ -89,5 +71,3 @@ func serviceOf(method, path string) string {
 	}
 	return serviceOther
 }
-
-var _ http.RoundTripper = apiMetrics{}

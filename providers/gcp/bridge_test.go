@@ -12,15 +12,15 @@ import (
 )
 
 func TestConformanceThroughTheGRPCBridge(t *testing.T) {
-	bridgetest.Run(t, Name, conformanceTarget, drivertest.WithTimeout(60*time.Second))
+	bridgetest.Run(t, ProviderName, conformanceTarget, drivertest.WithTimeout(60*time.Second))
 }
 
 // TestGCPErrorsCrossTheBridge checks that a stockout keeps its code and the operation's error
 // details through the bridge, and that the failed create left nothing.
 func TestGCPErrorsCrossTheBridge(t *testing.T) {
 	e := newTestEnv(t)
-	remote := bridgetest.DialOut(t, Name, e.drv)
-	e.cloud.Inject(fakegcp.StockoutNext(1))
+	remote := bridgetest.DialOut(t, ProviderName, e.drv)
+	e.cloud.Faults.Inject(fakegcp.StockoutNext(1))
 	_, err := remote.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret})
 	if driver.CodeOf(err) != driver.ResourceExhausted {
 		t.Fatalf("err = %v, want ResourceExhausted", err)

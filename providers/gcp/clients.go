@@ -3,12 +3,9 @@ package gcp
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -16,9 +13,9 @@ import (
 	"golang.org/x/oauth2/google/externalaccount"
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/option"
-	"k8s.io/utils/lru"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // clientSet is the Compute API client of one credential set. Its token source caches the
@@ -60,34 +57,9 @@ func newCalls(svc *compute.Service, project string) *clientSet {
 	}
 }
 
-// clientCache keeps the client sets of the most recently used credential sets, keyed by a hash
-// of the credentials (so rotated secrets get fresh clients and old ones age out).
-type clientCache struct {
-	mu    sync.Mutex // serialises get-or-build, so one credential set gets one client set
-	cache *lru.Cache
-}
-
-func newClientCache(size int) *clientCache { return &clientCache{cache: lru.New(size)} }
-
-func (c *clientCache) get(key string, build func() (*clientSet, error)) (*clientSet, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if v, ok := c.cache.Get(key); ok {
-		return v.(*clientSet), nil
-	}
-	set, err := build()
-	if err != nil {
-		return nil, err
-	}
-	c.cache.Add(key, set)
-	return set, nil
-}
-
-func (c *clientCache) len() int { return c.cache.Len() }
-
 // clients returns the client set of a credential set, building it on first use.
 func (d *Driver) clients(creds credentials) (*clientSet, error) {
-	return d.cache.get(creds.hash(), func() (*clientSet, error) {
+	return d.cache.Get(creds.hash(), func() (*clientSet, error) {
 		set, err := d.newClientSet(creds)
 		if err != nil {
 			return nil, driver.Wrap(driver.InvalidArgument, err, fmt.Sprintf("gcp: set up the Compute Engine client from the secret's data.%s: %v: fix the credentials", creds.key, err))
@@ -99,22 +71,15 @@ func (d *Driver) clients(creds credentials) (*clientSet, error) {
 // newClientSet builds the transport chain of a credential set: per-call metrics, throttling
 // retries with backoff, the OAuth 2.0 token, and TLS (with the secret's CA when it has one).
 func (d *Driver) newClientSet(creds credentials) (*clientSet, error) {
-	base := d.opts.HTTPTransport
-	if base == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		if creds.caCert != "" {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM([]byte(creds.caCert))
-			tr.TLSClientConfig.RootCAs = pool
-		}
-		base = tr
+	base, err := d.opts.Transport(kit.TLS{CACert: creds.caCert})
+	if err != nil {
+		return nil, err
 	}
-	health := &tokenHealth{}
+	reach := &kit.Reach{}
 	// Token requests run on a context of their own (the token source outlives every call);
 	// tokenTransport stops waiting for them when the call's context ends.
 	tokenCtx := context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{
-		Transport: watchedTransport{next: base, h: health},
+		Transport: reach.Watch(base),
 		Timeout:   d.opts.TokenTimeout,
 	})
 	var ts oauth2.TokenSource
@@ -127,7 +92,6 @@ func (d *Driver) newClientSet(creds credentials) (*clientSet, error) {
 		ts = cfg.TokenSource(tokenCtx)
 	case typeExternalAccount:
 		e := creds.ext
-		var err error
 		ts, err = externalaccount.NewTokenSource(tokenCtx, externalaccount.Config{
 			Audience:                       e.Audience,
 			SubjectTokenType:               e.SubjectTokenType,
@@ -141,11 +105,11 @@ func (d *Driver) newClientSet(creds credentials) (*clientSet, error) {
 			return nil, fmt.Errorf("the workload identity credentials cannot be used: %w", err)
 		}
 	}
-	chain := apiMetrics{next: &retryTransport{
-		next:    tokenTransport{source: ts, next: base, h: health},
+	chain := kit.APIMetrics(ProviderName).Transport(&retryTransport{
+		next:    tokenTransport{source: ts, next: base, reach: reach},
 		backoff: d.opts.Retry,
 		clock:   d.opts.Clock,
-	}}
+	}, func(r *http.Request) string { return serviceOf(r.Method, r.URL.Path) })
 	opts := []option.ClientOption{option.WithHTTPClient(&http.Client{Transport: chain}), option.WithUserAgent("machinist")}
 	if creds.endpoint != "" {
 		opts = append(opts, option.WithEndpoint(creds.endpoint))

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // CreateMachine creates the machine's instance (named after the machine, with its disks) and
@@ -17,7 +18,7 @@ import (
 // class's cluster and role tags. When the insert fails or is not awaited to its end, the
 // instance is deleted again before the error is returned.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toCreate)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +36,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 				req.MachineClass.Name, i, udKey, "a #cloud-config becomes user-data, anything else startup-script")
 		}
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	zone := spec.Zone
 	log := d.log.With("machine", name, "zone", zone)
@@ -100,7 +101,7 @@ func (d *Driver) insert(ctx context.Context, cs *clientSet, spec *ProviderSpec, 
 // id) and returns failure, noting a failed cleanup in it. It runs on its
 // own deadline: the caller's context may be why the create failed.
 func (d *Driver) cleanupAfter(ctx context.Context, cs *clientSet, zone, name string, id uint64, failure error, log *slog.Logger) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.CleanupTimeout)
+	ctx, cancel := d.opts.Cleanup(ctx)
 	defer cancel()
 	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {

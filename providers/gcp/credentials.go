@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as Gardener's provider reads them (pkg/api/v1alpha1/provider_spec.go and
@@ -30,7 +30,7 @@ const (
 	// KeyProjectID names the project when the credentials do not (workload identity, a service
 	// account key without project_id).
 	KeyProjectID = "projectID"
-	KeyUserData  = "userData"
+	KeyUserData  = kit.KeyUserData
 
 	// Keys of a Compute Engine other than Google's (machinist only; `machinist fakecloud gcp`,
 	// a private endpoint): the Compute API's base URL and the PEM CAs that sign it.
@@ -87,38 +87,30 @@ type externalAccount struct {
 
 // hash identifies a credential set without keeping the secret in a map key.
 func (c credentials) hash() string {
-	return clientcache.Key(c.key, string(c.json), c.project, c.endpoint, c.caCert)
+	return kit.CredentialKey(c.key, string(c.json), c.project, c.endpoint, c.caCert)
 }
 
 // credentialsFrom reads and checks the secret. Errors name the keys and fields, never values.
 // tokenFile is the only file workload identity may read its token from.
 func credentialsFrom(secret *corev1.Secret, tokenFile string) (credentials, error) {
-	if secret == nil {
-		return credentials{}, driver.Error(driver.InvalidArgument, "gcp: the request carries no secret: set the MachineClass's secretRef (or credentialsSecretRef) to a secret with serviceAccountJSON")
+	s, err := kit.ReadSecret(ProviderName, secret, "serviceAccountJSON")
+	if err != nil {
+		return credentials{}, err
 	}
-	c := credentials{
-		endpoint: strings.TrimSpace(driver.SecretValue(secret, KeyComputeEndpoint)),
-		caCert:   strings.TrimSpace(driver.SecretValue(secret, KeyCACert)),
-	}
+	c := credentials{endpoint: s.Value(KeyComputeEndpoint), caCert: s.Value(KeyCACert)}
 	for _, k := range []string{KeyServiceAccountJSON, KeyServiceAccountJSONAlternative, KeyCredentialsConfig} {
-		if _, ok := secret.Data[k]; ok {
-			c.key = k
-			break
-		}
-		if _, ok := secret.StringData[k]; ok {
+		if s.Has(k) {
 			c.key = k
 			break
 		}
 	}
-	data := field.NewPath("secret", "data")
-	invalid := func(errs field.ErrorList) error {
-		return driver.Errorf(driver.InvalidArgument, "gcp: secret %s is invalid: %s", secretName(secret), errs.ToAggregate().Error())
-	}
+	data := kit.SecretData
+	invalid := s.Invalid
 	if c.key == "" {
 		return credentials{}, invalid(field.ErrorList{field.Required(data.Key(KeyServiceAccountJSON),
 			"set serviceAccountJSON (or serviceaccount.json) to a service account key, or credentialsConfig to workload identity credentials")})
 	}
-	c.json = []byte(strings.TrimSpace(driver.SecretValue(secret, c.key)))
+	c.json = []byte(s.Value(c.key))
 	var errs field.ErrorList
 	var fields map[string]any
 	if err := json.Unmarshal(c.json, &fields); err != nil {
@@ -132,7 +124,7 @@ func credentialsFrom(secret *corev1.Secret, tokenFile string) (credentials, erro
 	c.project = strings.TrimSpace(project)
 	projectField := data.Key(c.key).Child("project_id")
 	if c.project == "" {
-		c.project = strings.TrimSpace(driver.SecretValue(secret, KeyProjectID))
+		c.project = s.Value(KeyProjectID)
 		projectField = data.Key(KeyProjectID)
 	}
 	if c.project != "" && !projectPattern.MatchString(c.project) {
@@ -189,8 +181,8 @@ func credentialsFrom(secret *corev1.Secret, tokenFile string) (credentials, erro
 	default:
 		errs = append(errs, field.NotSupported(data.Key(c.key).Child("type"), c.kind, []string{typeServiceAccount, typeExternalAccount}))
 	}
-	if len(errs) > 0 {
-		return credentials{}, invalid(errs)
+	if err := invalid(errs); err != nil {
+		return credentials{}, err
 	}
 	return c, nil
 }
@@ -273,25 +265,20 @@ const startupScriptKey = "startup-script"
 // it (pkg/gcp/machine_controller_util.go, getUserData): user-data for a cloud-config, a
 // startup-script otherwise.
 func userDataItem(secret *corev1.Secret) (key, value string, err error) {
-	v := driver.SecretValue(secret, KeyUserData)
-	if v == "" {
-		return "", "", driver.Errorf(driver.InvalidArgument, "gcp: secret %s has no data.%s: set it to the machines' cloud-init (#cloud-config) or startup script", secretName(secret), KeyUserData)
+	s, err := kit.ReadSecret(ProviderName, secret, "serviceAccountJSON")
+	if err != nil {
+		return "", "", err
 	}
+	ud, err := s.UserData()
+	if err != nil {
+		return "", "", err
+	}
+	v := string(ud)
 	if len(v) > 256*1024 {
-		return "", "", driver.Errorf(driver.InvalidArgument, "gcp: secret %s: data.%s is %d bytes; a Compute Engine metadata value holds at most 256 KiB: shrink it", secretName(secret), KeyUserData, len(v))
+		return "", "", driver.Errorf(driver.InvalidArgument, "gcp: secret %s: data.%s is %d bytes; a Compute Engine metadata value holds at most 256 KiB: shrink it", kit.SecretName(secret), KeyUserData, len(v))
 	}
 	if strings.HasPrefix(v, "#cloud-config") {
 		return userDataKey, v, nil
 	}
 	return startupScriptKey, v, nil
-}
-
-func secretName(s *corev1.Secret) string {
-	if s == nil || s.Name == "" {
-		return "(unnamed)"
-	}
-	if s.Namespace != "" {
-		return s.Namespace + "/" + s.Name
-	}
-	return s.Name
 }

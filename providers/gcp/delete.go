@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // DeleteMachine deletes the machine's instance (found by its ProviderID, else by the machine's
@@ -13,24 +14,20 @@ import (
 // class's cluster and role tags is not the machine's: it is left alone and the answer is
 // NotFound, as Gardener's provider answers (the controller reads NotFound as "no VM").
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	if req.Machine == nil || req.Machine.Name == "" {
-		return nil, driver.Error(driver.InvalidArgument, "gcp: the request carries no machine name")
-	}
-	zone := spec.Zone
-	name, err := instanceName(req.Machine)
-	if _, z, n, ok := parseProviderID(req.Machine.Spec.ProviderID); ok {
-		zone, name, err = z, n, nil
-	}
-	if err != nil {
+	zone, name, err := machineInstance(req.Machine, spec)
+	if driver.IsCode(err, driver.NotFound) {
 		// CreateMachine refuses such names, so no instance of it can exist.
 		d.log.Info("gcp: machine name cannot name an instance; nothing to delete", "machine", req.Machine.Name)
 		return &driver.DeleteMachineResponse{}, nil
 	}
-	ctx, cancel := d.bound(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	log := d.log.With("machine", name, "zone", zone)
 	in, err := cs.getInstance(ctx, zone, name)

@@ -8,9 +8,7 @@
 package gcp
 
 import (
-	"context"
 	"log/slog"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,41 +17,31 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
-// Name is the provider's name; MachineClass.provider "GCP" selects it.
-const Name = "gcp"
+// ProviderName is the provider's name; MachineClass.provider "GCP" selects it.
+const ProviderName = "gcp"
 
 // Options tune the driver. The zero value talks to Google's Compute Engine.
 type Options struct {
-	// HTTPTransport carries the requests (the Compute API's and the token endpoints'); nil uses
-	// a clone of http.DefaultTransport trusting the secret's caCert when it has one.
-	HTTPTransport http.RoundTripper
-	// PollInterval is the pause between two waits on an operation (each wait is held by
-	// Compute Engine until the operation is done or about two minutes pass); default 1s.
-	PollInterval time.Duration
+	// Options are every provider's: Log, SpecMode, HTTPTransport (the Compute API's and the token
+	// endpoints' requests; nil: kit.Transport trusting the secret's caCert when it has one),
+	// MaxClientSets (default 32), OperationTimeout (default 20 minutes), CleanupTimeout (the
+	// removal of what a failed create made; default 5 minutes) and PollInterval (the pause
+	// between two waits on an operation, each held by Compute Engine until the operation is done
+	// or about two minutes pass; default 1s).
+	kit.Options
 	// Retry paces the retries of rate-limited (rateLimitExceeded, 429) and failed (5xx)
 	// requests; the zero value is 1s doubling to at most 30s, 5 retries.
 	Retry wait.Backoff
-	// OperationTimeout bounds a call whose context has no deadline; default 20 minutes.
-	OperationTimeout time.Duration
-	// CleanupTimeout bounds the removal of what a failed create made, which runs even when the
-	// caller's context is done; default 5 minutes.
-	CleanupTimeout time.Duration
 	// TokenTimeout bounds one access token request; default 30s.
 	TokenTimeout time.Duration
 	// WorkloadIdentityTokenFile is the only file workload identity credentials may name as
 	// their token's source; default Gardener's /var/run/secrets/gardener.cloud/workload-identity/token.
 	WorkloadIdentityTokenFile string
-	// MaxClientSets is how many credential sets keep their clients; default 32.
-	MaxClientSets int
 	// Clock paces retries; nil is the real clock.
 	Clock clock.Clock
-	// Log receives progress; nil uses slog.Default(). Secrets are never logged.
-	Log *slog.Logger
-	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
-	// does, or driver.Strict.
-	SpecMode driver.SpecMode
 }
 
 // Driver manages Compute Engine instances. It is safe for concurrent use.
@@ -62,25 +50,22 @@ type Driver struct {
 
 	opts  Options
 	log   *slog.Logger
-	cache *clientCache
+	cache *kit.Clients[*clientSet] // by a hash of the credentials
 }
+
+// open is the registry's factory of the GCP driver (register.go).
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
 
 // New returns a GCP driver. It does not contact Google: credentials arrive with each request.
 func New(opts Options) *Driver {
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = time.Second
-	}
+	opts.Options = opts.WithDefaults(kit.Options{
+		MaxClientSets: 32, OperationTimeout: 20 * time.Minute, CleanupTimeout: 5 * time.Minute, PollInterval: time.Second,
+	})
 	if opts.Retry.Steps <= 0 {
 		opts.Retry = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 5, Cap: 30 * time.Second}
 	}
 	if opts.Retry.Cap <= 0 {
 		opts.Retry.Cap = 30 * time.Second
-	}
-	if opts.OperationTimeout <= 0 {
-		opts.OperationTimeout = 20 * time.Minute
-	}
-	if opts.CleanupTimeout <= 0 {
-		opts.CleanupTimeout = 5 * time.Minute
 	}
 	if opts.TokenTimeout <= 0 {
 		opts.TokenTimeout = defaultTokenTimeout
@@ -88,41 +73,16 @@ func New(opts Options) *Driver {
 	if opts.WorkloadIdentityTokenFile == "" {
 		opts.WorkloadIdentityTokenFile = DefaultWorkloadIdentityTokenFile
 	}
-	if opts.MaxClientSets <= 0 {
-		opts.MaxClientSets = 32
-	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Driver{opts: opts, log: log.With("provider", Name), cache: newClientCache(opts.MaxClientSets)}
+	return &Driver{opts: opts, log: opts.Logger(ProviderName), cache: kit.NewClients[*clientSet](opts.MaxClientSets)}
 }
-
-// purpose is what an operation does with the class, and so how much of it must be valid.
-type purpose int
-
-const (
-	// toCreate: CreateMachine acts on the whole spec, decoded in the driver's mode and validated.
-	toCreate purpose = iota
-	// toReach: DeleteMachine, GetMachineStatus and ListMachines reach instances that exist; they
-	// need only the zone and the cluster and role tags (decodeScope), so a class that no longer
-	// validates can still have its instances found and deleted.
-	toReach
-)
 
 // prepare decodes the class and secret for p and returns the spec and the credential set's
 // client.
-func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p purpose) (*ProviderSpec, *clientSet, error) {
-	var spec *ProviderSpec
-	var err error
-	if p == toCreate {
-		spec, _, err = decodeSpec(class, d.opts.SpecMode)
-	} else {
-		spec, err = decodeScope(class)
-	}
+func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p kit.Purpose) (*ProviderSpec, *clientSet, error) {
+	spec, err := specs.DecodeFor(class, d.opts.SpecMode, p)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -135,15 +95,6 @@ func (d *Driver) prepare(class *v1alpha1.MachineClass, secret *corev1.Secret, p 
 		return nil, nil, err
 	}
 	return spec, cs, nil
-}
-
-// bound gives ctx the operation timeout when it has no deadline, so no operation is awaited
-// forever.
-func (d *Driver) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, d.opts.OperationTimeout)
 }
 
 var _ driver.Driver = (*Driver)(nil)

@@ -1,12 +1,10 @@
 package gcp
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -18,6 +16,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Operation error codes that mean no capacity or no quota: the machine cannot be created here
@@ -52,14 +51,14 @@ func (e *operationError) Error() string {
 		for _, d := range item.ErrorDetails {
 			if q := d.QuotaInfo; q != nil {
 				s += fmt.Sprintf(" [quota %s of %s: limit %g", q.LimitName, q.MetricName, q.Limit)
-				for _, k := range sortedKeys(q.Dimensions) {
+				for _, k := range slices.Sorted(maps.Keys(q.Dimensions)) {
 					s += fmt.Sprintf(", %s=%s", k, q.Dimensions[k])
 				}
 				s += "]"
 			}
 			if i := d.ErrorInfo; i != nil {
 				s += fmt.Sprintf(" [%s %s", i.Domain, i.Reason)
-				for _, k := range sortedKeys(i.Metadatas) {
+				for _, k := range slices.Sorted(maps.Keys(i.Metadatas)) {
 					s += fmt.Sprintf(", %s=%s", k, i.Metadatas[k])
 				}
 				s += "]"
@@ -74,25 +73,16 @@ func (e *operationError) Error() string {
 	return msg
 }
 
+// computeErrors maps what every cloud's errors share.
+var computeErrors = kit.Errors{Provider: ProviderName, Cloud: "Compute Engine", CAKey: KeyCACert}
+
 // statusOf turns an error of a Compute API call into a driver status: the code says what the
 // controller should do, the message what failed (the HTTP status, error reasons and message, or
 // the operation's errors and their details) and what to do. what names the call ("create
 // instance m-1 in europe-west1-b"); refs are the resources the call named.
 func statusOf(what string, err error, refs ...reference) error {
-	if err == nil {
-		return nil
-	}
-	var st *driver.Status
-	if errors.As(err, &st) {
-		return err
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return driver.Errorf(driver.DeadlineExceeded, "gcp: %s: timed out; Compute Engine may still finish the operation, the next call picks it up", what)
-	case errors.Is(err, context.Canceled):
-		return driver.Errorf(driver.Canceled, "gcp: %s: canceled", what)
-	case untrustedCertificate(err):
-		return driver.Errorf(driver.FailedPrecondition, "gcp: %s: %v: the endpoint's certificate is not trusted: put the CA that signs it in the secret's data.%s", what, err, KeyCACert)
+	if st, ok := computeErrors.Common(what, err); ok {
+		return st
 	}
 	var te *tokenError
 	if errors.As(err, &te) {
@@ -104,7 +94,7 @@ func statusOf(what string, err error, refs ...reference) error {
 	}
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) {
-		return driver.Errorf(driver.Unavailable, "gcp: %s: %v: Compute Engine could not be reached; the call is retried", what, err)
+		return computeErrors.Unreachable(what, err)
 	}
 	reasons := reasonsOf(ge)
 	detail := fmt.Sprintf("HTTP %d", ge.Code)
@@ -216,7 +206,7 @@ func operationStatus(what string, oe *operationError, refs []reference) error {
 // (Unavailable), and nobody should rotate a good key for it.
 func tokenStatus(what string, te *tokenError) error {
 	if te.cause != nil {
-		if untrustedCertificate(te.cause) {
+		if kit.UntrustedCertificate(te.cause) {
 			return driver.Errorf(driver.FailedPrecondition, "gcp: %s: %v: the token endpoint's certificate is not trusted: put the CA that signs it in the secret's data.%s", what, te, KeyCACert)
 		}
 		return driver.Errorf(driver.Unavailable, "gcp: %s: %v: the credentials were not checked; the call is retried", what, te)
@@ -245,16 +235,6 @@ func tokenStatus(what string, te *tokenError) error {
 }
 
 var stsStatus = regexp.MustCompile(`status code (\d{3})`)
-
-// untrustedCertificate reports whether err is (or was caused by) a TLS certificate that does not
-// verify: a configuration problem, not an outage.
-func untrustedCertificate(err error) bool {
-	var verify *tls.CertificateVerificationError
-	var unknown x509.UnknownAuthorityError
-	var invalid x509.CertificateInvalidError
-	var host x509.HostnameError
-	return errors.As(err, &verify) || errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host)
-}
 
 func reasonsOf(ge *googleapi.Error) []string {
 	var out []string

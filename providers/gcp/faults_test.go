@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
@@ -21,7 +23,7 @@ func TestNoOrphanWhenAnyRequestOfCreateFails(t *testing.T) {
 	base := newTestEnv(t)
 	base.mustCreate(t, "m-0")
 	var ops []string
-	for _, r := range base.cloud.Requests() {
+	for _, r := range base.cloud.Requests.All() {
 		if !strings.Contains(strings.Join(ops, ","), r.Op) {
 			ops = append(ops, r.Op)
 		}
@@ -36,7 +38,7 @@ func TestNoOrphanWhenAnyRequestOfCreateFails(t *testing.T) {
 			e := newTestEnv(t)
 			// Enough failures to use up the retries of the first request of op; later ones
 			// (the cleanup's) succeed, as after a transient outage.
-			e.cloud.Inject(fakegcp.ServerErrors(op, 1+e.drv.opts.Retry.Steps, http.StatusInternalServerError))
+			e.cloud.Faults.Inject(fakegcp.ServerErrors(op, http.StatusInternalServerError, 1+e.drv.opts.Retry.Steps))
 			_, err := e.create(t, "m-1")
 			if err == nil {
 				t.Fatalf("create succeeded although %s failed", op)
@@ -59,15 +61,15 @@ func TestCapacityAndQuotaErrorsAreResourceExhaustedAndLeaveNothing(t *testing.T)
 		setup func(c *fakegcp.Cloud)
 		inMsg []string
 	}{
-		{"stockout", func(c *fakegcp.Cloud) { c.Inject(fakegcp.StockoutNext(1)) },
+		{"stockout", func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.StockoutNext(1)) },
 			[]string{"ZONE_RESOURCE_POOL_EXHAUSTED", "does not have enough resources", "projects/machinist-fake/zones/europe-west1-b", "HTTP 503"}},
 		{"stockout with details", func(c *fakegcp.Cloud) {
-			c.Inject(fakegcp.Fault{Op: fakegcp.OpInsertInstance, OpErr: &fakegcp.OperationError{Code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", HTTPStatus: 503, Reason: "resource_availability"}})
+			c.Faults.Inject(fakegcp.Fault{Rule: fakekit.Rule{Op: fakegcp.OpInsertInstance}, OpErr: &fakegcp.OperationError{Code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", HTTPStatus: 503, Reason: "resource_availability"}})
 		}, []string{"ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "compute.googleapis.com resource_availability"}},
 		{"CPU quota of the region", func(c *fakegcp.Cloud) { c.SetCPUQuota(fakegcp.DemoRegion, 1) },
 			[]string{"QUOTA_EXCEEDED", "Quota 'CPUS' exceeded", "quota CPUS-per-project-region of compute.googleapis.com/cpus: limit 1", "region=europe-west1", "HTTP 403"}},
 		{"quota refused at once", func(c *fakegcp.Cloud) {
-			c.Inject(fakegcp.Fault{Op: fakegcp.OpInsertInstance, Err: &fakegcp.APIError{Status: 403, Reason: "quotaExceeded", Message: "Quota 'SSD_TOTAL_GB' exceeded.  Limit: 500.0 in region europe-west1."}})
+			c.Faults.Inject(fakegcp.Fault{Rule: fakekit.Rule{Op: fakegcp.OpInsertInstance}, Err: &fakegcp.APIError{Status: 403, Reason: "quotaExceeded", Message: "Quota 'SSD_TOTAL_GB' exceeded.  Limit: 500.0 in region europe-west1."}})
 		}, []string{"quotaExceeded", "SSD_TOTAL_GB", "HTTP 403"}},
 	}
 	for _, tc := range cases {
@@ -95,9 +97,9 @@ func TestRateLimitsAreRetriedWithBackoff(t *testing.T) {
 	for _, status := range []int{http.StatusForbidden, http.StatusTooManyRequests} {
 		t.Run(fmt.Sprintf("HTTP %d, twice", status), func(t *testing.T) {
 			e := newTestEnv(t)
-			e.cloud.Inject(fakegcp.RateLimited(fakegcp.OpInsertInstance, 2, status))
+			e.cloud.Faults.Inject(fakegcp.Throttle(fakegcp.OpInsertInstance, 2, status))
 			e.mustCreate(t, "m-1")
-			reqs := e.cloud.RequestsFor(fakegcp.OpInsertInstance)
+			reqs := e.cloud.Requests.For(fakegcp.OpInsertInstance)
 			if len(reqs) != 3 || reqs[0].Status != status || reqs[1].Status != status || reqs[2].Status != http.StatusOK {
 				t.Fatalf("insert requests = %+v, want %d, %d, 200", reqs, status, status)
 			}
@@ -111,31 +113,31 @@ func TestRateLimitsAreRetriedWithBackoff(t *testing.T) {
 	}
 	t.Run("persistent", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakegcp.RateLimited(fakegcp.OpGetInstance, 0, http.StatusForbidden))
+		e.cloud.Faults.Inject(fakegcp.Throttle(fakegcp.OpGetInstance, 0, http.StatusForbidden))
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.Unavailable || !containsAll(driver.MessageOf(err), "rateLimitExceeded", "HTTP 403", "throttling") {
 			t.Fatalf("err = %v, want Unavailable naming rateLimitExceeded", err)
 		}
-		if n := len(e.cloud.RequestsFor(fakegcp.OpGetInstance)); n != 1+e.drv.opts.Retry.Steps {
+		if n := len(e.cloud.Requests.For(fakegcp.OpGetInstance)); n != 1+e.drv.opts.Retry.Steps {
 			t.Errorf("%d attempts, want 1 + %d retries", n, e.drv.opts.Retry.Steps)
 		}
 	})
 	t.Run("a missing permission is not retried", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakegcp.Deny(fakegcp.OpInsertInstance))
+		e.cloud.Faults.Inject(fakegcp.Deny(fakegcp.OpInsertInstance))
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.PermissionDenied || !containsAll(driver.MessageOf(err), "compute.instances.create", "forbidden", "roles/compute.instanceAdmin.v1") {
 			t.Fatalf("err = %v, want PermissionDenied naming the permission and the role", err)
 		}
-		if n := len(e.cloud.RequestsFor(fakegcp.OpInsertInstance)); n != 1 {
+		if n := len(e.cloud.Requests.For(fakegcp.OpInsertInstance)); n != 1 {
 			t.Errorf("%d insert attempts, want 1", n)
 		}
 	})
 	t.Run("a 5xx burst is retried away", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakegcp.ServerErrors(fakegcp.OpInsertInstance, 2, http.StatusServiceUnavailable))
+		e.cloud.Faults.Inject(fakegcp.ServerErrors(fakegcp.OpInsertInstance, http.StatusServiceUnavailable, 2))
 		e.mustCreate(t, "m-1")
-		if n := len(e.cloud.RequestsFor(fakegcp.OpInsertInstance)); n != 3 {
+		if n := len(e.cloud.Requests.For(fakegcp.OpInsertInstance)); n != 3 {
 			t.Errorf("insert attempts = %d, want the two failures retried", n)
 		}
 		if n := len(e.cloud.Instances()); n != 1 {
@@ -148,7 +150,7 @@ func TestRateLimitsAreRetriedWithBackoff(t *testing.T) {
 // DeadlineExceeded and deletes the instance it started.
 func TestSlowOperationEndsWithTheContextAndLeavesNothing(t *testing.T) {
 	e := newTestEnv(t)
-	e.cloud.Inject(fakegcp.SlowOperations(fakegcp.OpInsertInstance, 1, 2*time.Second))
+	e.cloud.Faults.Inject(fakegcp.SlowOperations(fakegcp.OpInsertInstance, 1, 2*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -159,7 +161,7 @@ func TestSlowOperationEndsWithTheContextAndLeavesNothing(t *testing.T) {
 	if took := time.Since(start); took > 1900*time.Millisecond {
 		t.Errorf("create took %s with a 300ms deadline and a 2s operation", took)
 	}
-	if n := len(e.cloud.RequestsFor(fakegcp.OpDeleteInstance)); n != 1 {
+	if n := len(e.cloud.Requests.For(fakegcp.OpDeleteInstance)); n != 1 {
 		t.Errorf("%d deletes of the started instance, want 1", n)
 	}
 	if left := e.leftovers("m-1"); len(left) != 0 {
@@ -205,7 +207,7 @@ func TestMissingResourcesNameTheField(t *testing.T) {
 func TestAuthenticationFailures(t *testing.T) {
 	t.Run("a key the cloud does not know", func(t *testing.T) {
 		e := newTestEnv(t)
-		other := fakegcp.New().AddServiceAccount("stranger@elsewhere.iam.gserviceaccount.com", e.srv.TokenURL())
+		other := fakegcp.New(fakegcp.Options{}).AddServiceAccount("stranger@elsewhere.iam.gserviceaccount.com", fakegcp.TokenURL(e.srv.URL))
 		e.secret.Data[KeyServiceAccountJSON] = other
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.Unauthenticated || !containsAll(driver.MessageOf(err), "invalid_grant", "HTTP 400") {
@@ -230,7 +232,7 @@ func TestAuthenticationFailures(t *testing.T) {
 	})
 	t.Run("token endpoint answers 503", func(t *testing.T) {
 		e := newTestEnv(t)
-		e.cloud.Inject(fakegcp.ServerErrors(fakegcp.OpToken, 0, http.StatusServiceUnavailable))
+		e.cloud.Faults.Inject(fakegcp.ServerErrors(fakegcp.OpToken, http.StatusServiceUnavailable, 0))
 		_, err := e.create(t, "m-1")
 		if driver.CodeOf(err) != driver.Unavailable || !containsAll(driver.MessageOf(err), "HTTP 503", "not checked") {
 			t.Fatalf("err = %v, want Unavailable naming the 503", err)
@@ -284,23 +286,23 @@ func TestWorkloadIdentity(t *testing.T) {
 			tokenURL, impersonation, tokenFile)
 	}
 	e.secret.Data = map[string][]byte{
-		KeyCredentialsConfig: config(e.srv.STSURL(), e.srv.ImpersonationURL(fakegcp.DemoServiceAccount), file),
+		KeyCredentialsConfig: config(fakegcp.STSURL(e.srv.URL), fakegcp.ImpersonationURL(e.srv.URL, fakegcp.DemoServiceAccount), file),
 		KeyProjectID:         []byte(fakegcp.DefaultProject),
-		KeyComputeEndpoint:   []byte(e.srv.ComputeEndpoint()),
+		KeyComputeEndpoint:   []byte(fakegcp.ComputeEndpoint(e.srv.URL)),
 		KeyCACert:            e.srv.CACert,
 		KeyUserData:          []byte(testUserData),
 	}
 	e.mustCreate(t, "m-1")
-	if len(e.cloud.RequestsFor(fakegcp.OpSTSToken)) != 1 || len(e.cloud.RequestsFor(fakegcp.OpGenerateToken)) != 1 {
-		t.Errorf("token requests: STS %d, impersonation %d; want one each", len(e.cloud.RequestsFor(fakegcp.OpSTSToken)), len(e.cloud.RequestsFor(fakegcp.OpGenerateToken)))
+	if len(e.cloud.Requests.For(fakegcp.OpSTSToken)) != 1 || len(e.cloud.Requests.For(fakegcp.OpGenerateToken)) != 1 {
+		t.Errorf("token requests: STS %d, impersonation %d; want one each", len(e.cloud.Requests.For(fakegcp.OpSTSToken)), len(e.cloud.Requests.For(fakegcp.OpGenerateToken)))
 	}
 	for name, tc := range map[string]struct {
 		data  []byte
 		field string
 	}{
-		"token from another file":   {config(e.srv.STSURL(), "", "/etc/passwd"), "credential_source.file"},
+		"token from another file":   {config(fakegcp.STSURL(e.srv.URL), "", "/etc/passwd"), "credential_source.file"},
 		"token to another endpoint": {config("https://sts.attacker.example/v1/token", "", file), "token_url"},
-		"impersonation elsewhere":   {config(e.srv.STSURL(), "https://iam.attacker.example/v1/projects/-/serviceAccounts/x:generateAccessToken", file), "service_account_impersonation_url"},
+		"impersonation elsewhere":   {config(fakegcp.STSURL(e.srv.URL), "https://iam.attacker.example/v1/projects/-/serviceAccounts/x:generateAccessToken", file), "service_account_impersonation_url"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := e.secret.DeepCopy()
@@ -334,19 +336,19 @@ func TestClientsAreReusedPerCredentialSet(t *testing.T) {
 	e.mustCreate(t, "m-1")
 	e.mustCreate(t, "m-2")
 	e.list(t, e.class)
-	if n := len(e.cloud.RequestsFor(fakegcp.OpToken)); n != 1 {
+	if n := len(e.cloud.Requests.For(fakegcp.OpToken)); n != 1 {
 		t.Errorf("token requests = %d, want 1: the client (and its token) is reused", n)
 	}
-	if n := e.drv.cache.len(); n != 1 {
+	if n := e.drv.cache.Len(); n != 1 {
 		t.Errorf("client sets = %d, want 1", n)
 	}
 	// A rotated key gets its own client set.
-	e.secret.Data[KeyServiceAccountJSON] = e.cloud.AddServiceAccount("rotated@machinist-fake.iam.gserviceaccount.com", e.srv.TokenURL())
+	e.secret.Data[KeyServiceAccountJSON] = e.cloud.AddServiceAccount("rotated@machinist-fake.iam.gserviceaccount.com", fakegcp.TokenURL(e.srv.URL))
 	e.mustCreate(t, "m-3")
-	if n := e.drv.cache.len(); n != 2 {
+	if n := e.drv.cache.Len(); n != 2 {
 		t.Errorf("client sets after rotation = %d, want 2", n)
 	}
-	if n := len(e.cloud.RequestsFor(fakegcp.OpToken)); n != 2 {
+	if n := len(e.cloud.Requests.For(fakegcp.OpToken)); n != 2 {
 		t.Errorf("token requests after rotation = %d, want 2", n)
 	}
 }

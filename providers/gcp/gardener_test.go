@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/machinist-io/machinist/providers/kit"
+
 	compute "google.golang.org/api/compute/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -104,7 +106,7 @@ func TestClassThatNoLongerValidatesCanStillHaveItsVMsDeleted(t *testing.T) {
 	broken.ProviderSpec = runtime.RawExtension{Raw: raw}
 	secret := e.secret.DeepCopy()
 	delete(secret.Data, KeyUserData)
-	e.drv = e.newDriver(Options{SpecMode: driver.Strict})
+	e.drv = e.newDriver(Options{Options: kit.Options{SpecMode: driver.Strict}})
 
 	if _, err := e.drv.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: machine("m-2"), MachineClass: broken, Secret: e.secret}); driver.CodeOf(err) != driver.InvalidArgument {
 		t.Fatalf("create from the broken class: %v, want InvalidArgument", err)

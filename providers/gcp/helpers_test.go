@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	compute "google.golang.org/api/compute/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,7 +36,7 @@ const (
 // alone (computeEndpoint and caCert), as `machinist fakecloud gcp` users do.
 type testEnv struct {
 	cloud  *fakegcp.Cloud
-	srv    *fakegcp.Server
+	srv    *fakekit.Server
 	drv    *Driver
 	class  *v1alpha1.MachineClass
 	secret *corev1.Secret
@@ -43,7 +45,7 @@ type testEnv struct {
 
 func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
-	c := fakegcp.New()
+	c := fakegcp.New(fakegcp.Options{})
 	if err := c.ContractError(); err != nil {
 		t.Fatalf("the fake cannot check requests against the Compute contract: %v", err)
 	}
@@ -62,7 +64,7 @@ func newTestEnv(t testing.TB) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	key := c.SeedDemo(srv.TokenURL())
+	key := c.SeedDemo(fakegcp.TokenURL(srv.URL))
 	logs := &syncbuf.Buffer{}
 	e := &testEnv{cloud: c, srv: srv, logs: logs, class: testClass("workers", baseSpec())}
 	e.drv = e.newDriver(Options{})
@@ -70,7 +72,7 @@ func newTestEnv(t testing.TB) *testEnv {
 		ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: "shoot--dev--alpha"},
 		Data: map[string][]byte{
 			KeyServiceAccountJSON: key,
-			KeyComputeEndpoint:    []byte(srv.ComputeEndpoint()),
+			KeyComputeEndpoint:    []byte(fakegcp.ComputeEndpoint(srv.URL)),
 			KeyCACert:             srv.CACert,
 			KeyUserData:           []byte(testUserData),
 		},

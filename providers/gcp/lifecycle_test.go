@@ -83,7 +83,7 @@ func TestCreateAdoptsOnlyItsOwnInstance(t *testing.T) {
 	if resp.ProviderID != "gce:///machinist-fake/europe-west1-b/m-1" || resp.Addresses[0].Address != "10.250.0.9" {
 		t.Errorf("adopted: %+v", resp)
 	}
-	if n := len(e.cloud.RequestsFor(fakegcp.OpInsertInstance)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakegcp.OpInsertInstance)); n != 0 {
 		t.Errorf("%d inserts for an instance that exists", n)
 	}
 	e.cloud.PutInstance(testZone, &compute.Instance{Name: "m-2", Tags: &compute.Tags{Items: []string{"kubernetes-io-cluster-other", roleTag}}})
@@ -124,7 +124,7 @@ func TestDeleteScopesAndProtection(t *testing.T) {
 			t.Errorf("%s: the instance that is not the machine's was deleted", name)
 		}
 	}
-	if n := len(e.cloud.RequestsFor(fakegcp.OpDeleteInstance)); n != 0 {
+	if n := len(e.cloud.Requests.For(fakegcp.OpDeleteInstance)); n != 0 {
 		t.Errorf("%d delete requests for instances that are not the class's", n)
 	}
 	e.class = e.classWith("protected", func(s *ProviderSpec) { s.DeletionProtection = true })
@@ -165,7 +165,7 @@ func TestListFiltersOnTheClientAndPages(t *testing.T) {
 	e.cloud.PutInstance(testZone, &compute.Instance{Name: "untagged"})
 	e.cloud.PutInstance(testZone, &compute.Instance{Name: "shared", Tags: &compute.Tags{Items: []string{clusterTag, "kubernetes-io-cluster-other", roleTag}}})
 	e.cloud.PutInstance("europe-west1-c", &compute.Instance{Name: "m-9", Tags: &compute.Tags{Items: []string{clusterTag, roleTag}}})
-	e.cloud.ResetRequests()
+	e.cloud.Requests.Reset()
 	got := e.list(t, e.class)
 	var names []string
 	for id, name := range got {
@@ -178,7 +178,7 @@ func TestListFiltersOnTheClientAndPages(t *testing.T) {
 	if !slices.Equal(names, []string{"m-0", "m-1", "m-2", "m-3", "m-4"}) {
 		t.Errorf("listed %v", names)
 	}
-	reqs := e.cloud.RequestsFor(fakegcp.OpListInstances)
+	reqs := e.cloud.Requests.For(fakegcp.OpListInstances)
 	if len(reqs) != 4 {
 		t.Fatalf("%d list requests, want 4 pages of at most 2 (8 instances in the zone)", len(reqs))
 	}
@@ -196,7 +196,7 @@ func TestListFiltersOnTheClientAndPages(t *testing.T) {
 // a 404 lookup is a success; a refused call counts only as failed; retries are one call.
 func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	e := newTestEnv(t)
-	req0, fail0, timed0 := cloudmetricstest.Counts(t, Name)
+	req0, fail0, timed0 := cloudmetricstest.Counts(t, ProviderName)
 	e.mustCreate(t, "m-1") // get (404), insert, wait, get
 	e.list(t, e.class)
 	if _, err := e.drv.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine("m-1"), MachineClass: e.class, Secret: e.secret}); err != nil {
@@ -205,13 +205,13 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if err := e.delete(t, e.class, "m-1"); err != nil { // get, delete, wait
 		t.Fatal(err)
 	}
-	e.cloud.Inject(fakegcp.RateLimited(fakegcp.OpInsertInstance, 1, 403))
-	e.cloud.Inject(fakegcp.Deny(fakegcp.OpDeleteInstance))
+	e.cloud.Faults.Inject(fakegcp.Throttle(fakegcp.OpInsertInstance, 1, 403))
+	e.cloud.Faults.Inject(fakegcp.Deny(fakegcp.OpDeleteInstance))
 	e.mustCreate(t, "m-2") // the throttled insert is retried: one call
 	if err := e.delete(t, e.class, "m-2"); driver.CodeOf(err) != driver.PermissionDenied {
 		t.Fatalf("denied delete: %v", err)
 	}
-	req, fail, timed := cloudmetricstest.Counts(t, Name)
+	req, fail, timed := cloudmetricstest.Counts(t, ProviderName)
 	want := map[string][3]float64{ // requests, failed, timed
 		serviceInstanceGet:    {5, 0, 5},
 		serviceInstanceCreate: {2, 0, 2},

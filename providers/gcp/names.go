@@ -2,11 +2,11 @@ package gcp
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // providerIDPrefix starts the ProviderIDs of Gardener's GCP provider: gce:///PROJECT/ZONE/NAME
@@ -35,8 +35,8 @@ func parseProviderID(id string) (project, zone, name string, ok bool) {
 
 // instanceName is the instance of a machine: the machine's name, as in Gardener.
 func instanceName(m *v1alpha1.Machine) (string, error) {
-	if m == nil || m.Name == "" {
-		return "", driver.Error(driver.InvalidArgument, "gcp: the request carries no machine name")
+	if _, err := kit.MachineName(ProviderName, m); err != nil {
+		return "", err
 	}
 	if !resourceNamePattern.MatchString(m.Name) {
 		return "", driver.Errorf(driver.InvalidArgument,
@@ -45,11 +45,18 @@ func instanceName(m *v1alpha1.Machine) (string, error) {
 	return m.Name, nil
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// machineInstance is the zone and name of the machine's instance: those its provider ID names,
+// else the class's zone and the machine's name. A machine without a name is InvalidArgument; one
+// whose name cannot name an instance (CreateMachine refuses it) has none: NotFound.
+func machineInstance(m *v1alpha1.Machine, spec *ProviderSpec) (zone, name string, err error) {
+	if _, err := kit.MachineName(ProviderName, m); err != nil {
+		return "", "", err
 	}
-	sort.Strings(keys)
-	return keys
+	if _, z, n, ok := parseProviderID(m.Spec.ProviderID); ok {
+		return z, n, nil
+	}
+	if name, err = instanceName(m); err != nil {
+		return "", "", driver.Errorf(driver.NotFound, "gcp: no instance can be named %q: %s", m.Name, driver.MessageOf(err))
+	}
+	return spec.Zone, name, nil
 }

@@ -1,6 +1,13 @@
 package gcp
 
-import "strings"
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
+)
 
 // ProviderSpec is the providerSpec of a GCP MachineClass. Its JSON fields are those of Gardener's
 // GCPProviderSpec (gardener/machine-controller-manager-provider-gcp, pkg/api/v1alpha1/provider_spec.go
@@ -177,3 +184,22 @@ func (s *ProviderSpec) scopeTags() []string {
 	}
 	return out
 }
+
+// specs decodes the class's providerSpec as Gardener's provider does (json.Unmarshal,
+// pkg/gcp/machine_controller_util.go decodeProviderSpec: names match case-insensitively, unknown
+// fields are ignored) in Lenient mode. For DeleteMachine, GetMachineStatus and ListMachines only
+// the zone and the scope tags must be valid (validateScope); Gardener's provider checks only that
+// the zone is set on these calls (pkg/gcp/machine_controller.go, validateZone).
+var specs = kit.Spec[ProviderSpec]{
+	Provider: ProviderName, Names: driver.FoldedNames, Validate: validateSpec, Scope: validateScope,
+}
+
+// volumes are the Compute Engine disks among persistent volumes: in-tree gcePersistentDisk ones
+// (their PD name) and those of the persistent disk CSI driver (their handle), as Gardener's
+// provider reads them (pkg/gcp/machine_controller.go, GetVolumeIDs).
+var volumes = kit.Volumes{CSIDriver: "pd.csi.storage.gke.io", InTree: func(spec *corev1.PersistentVolumeSpec) string {
+	if spec.GCEPersistentDisk == nil {
+		return ""
+	}
+	return spec.GCEPersistentDisk.PDName
+}}

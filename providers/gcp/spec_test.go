@@ -41,7 +41,7 @@ func TestGardenerPublishedSample(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &class); err != nil {
 		t.Fatalf("machine-class.yaml: %v", err)
 	}
-	spec, warnings, err := decodeSpec(&class, driver.Lenient)
+	spec, warnings, err := specs.Decode(&class, driver.Lenient)
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestGardenerPublishedSample(t *testing.T) {
 	if err := json.Unmarshal(class.ProviderSpec.Raw, &gardener); err != nil || !reflect.DeepEqual(*spec, gardener) {
 		t.Errorf("decoded %+v\nencoding/json decodes %+v (%v)", spec, gardener, err)
 	}
-	if _, _, err := decodeSpec(&class, driver.Strict); !strings.Contains(driver.MessageOf(err), "providerSpec.secretRef: unknown field") {
+	if _, _, err := specs.Decode(&class, driver.Strict); !strings.Contains(driver.MessageOf(err), "providerSpec.secretRef: unknown field") {
 		t.Errorf("strict: %v", err)
 	}
 	in, _ := buildInstance(spec, "my-project", "test-mc-1", userDataKey, "#cloud-config\n")
@@ -139,7 +139,7 @@ func TestInvalidSpecsNameTheField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := baseSpec()
 			tc.mutate(s)
-			_, _, err := decodeSpec(testClass("bad", s), driver.Lenient)
+			_, _, err := specs.Decode(testClass("bad", s), driver.Lenient)
 			if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), tc.field) {
 				t.Fatalf("err = %v, want InvalidArgument naming %q", err, tc.field)
 			}
@@ -148,7 +148,7 @@ func TestInvalidSpecsNameTheField(t *testing.T) {
 	t.Run("wrong type", func(t *testing.T) {
 		class := testClass("bad", baseSpec())
 		class.ProviderSpec.Raw = []byte(`{"machineType": 4}`)
-		_, _, err := decodeSpec(class, driver.Lenient)
+		_, _, err := specs.Decode(class, driver.Lenient)
 		if driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "machineType") {
 			t.Fatalf("err = %v", err)
 		}
@@ -159,7 +159,7 @@ func TestInvalidSpecsNameTheField(t *testing.T) {
 func TestSpotScheduling(t *testing.T) {
 	s := baseSpec()
 	s.Scheduling = Scheduling{ProvisioningModel: "SPOT", InstanceTerminationAction: "DELETE", OnHostMaintenance: "TERMINATE"}
-	spec, _, err := decodeSpec(testClass("spot", s), driver.Strict)
+	spec, _, err := specs.Decode(testClass("spot", s), driver.Strict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestUserDataMetadata(t *testing.T) {
 			t.Errorf("userDataItem(%q) = %s, %q, %v; want %s", data, k, v, err, key)
 		}
 	}
-	if _, _, err := userDataItem(&corev1.Secret{}); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "data.userData") {
+	if _, _, err := userDataItem(&corev1.Secret{}); driver.CodeOf(err) != driver.InvalidArgument || !strings.Contains(driver.MessageOf(err), "secret.data[userData]") {
 		t.Errorf("no userData: %v", err)
 	}
 	e := newTestEnv(t)

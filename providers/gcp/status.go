@@ -5,29 +5,22 @@ import (
 	"fmt"
 
 	compute "google.golang.org/api/compute/v1"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // GetMachineStatus reports the machine's instance; NotFound when there is none of the class.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	if req.Machine == nil || req.Machine.Name == "" {
-		return nil, driver.Error(driver.InvalidArgument, "gcp: the request carries no machine name")
-	}
-	zone := spec.Zone
-	name, err := instanceName(req.Machine)
-	if _, z, n, ok := parseProviderID(req.Machine.Spec.ProviderID); ok {
-		zone, name, err = z, n, nil
-	}
+	zone, name, err := machineInstance(req.Machine, spec)
 	if err != nil {
-		return nil, driver.Errorf(driver.NotFound, "gcp: no instance can be named %q: %s", req.Machine.Name, driver.MessageOf(err))
+		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	in, err := cs.getInstance(ctx, zone, name)
 	if isNotFound(err) {
@@ -53,11 +46,11 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 // with a string, number or boolean, and Compute Engine answers such filters 400 "Invalid list
 // filter expression").
 func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
-	spec, cs, err := d.prepare(req.MachineClass, req.Secret, toReach)
+	spec, cs, err := d.prepare(req.MachineClass, req.Secret, kit.ToReach)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := d.bound(ctx)
+	ctx, cancel := d.opts.Bound(ctx)
 	defer cancel()
 	out := map[string]string{}
 	err = cs.listInstances(ctx, spec.Zone, func(page *compute.InstanceList) error {
@@ -74,30 +67,8 @@ func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesReque
 	return &driver.ListMachinesResponse{MachineList: out}, nil
 }
 
-// gcePDCSIDriver is the Compute Engine persistent disk CSI driver's name.
-const gcePDCSIDriver = "pd.csi.storage.gke.io"
-
-// GetVolumeIDs returns the disk of each in-tree gcePersistentDisk volume (its PD name) and each
-// pd.csi.storage.gke.io volume (its volume handle), skipping other volumes, as Gardener's
-// provider does (pkg/gcp/machine_controller.go, GetVolumeIDs).
+// GetVolumeIDs returns the disk of each of the volumes that are Compute Engine disks, skipping
+// other volumes.
 func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
-	ids := []string{}
-	for _, spec := range req.PVSpecs {
-		if id := volumeID(spec); id != "" {
-			ids = append(ids, id)
-		}
-	}
-	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
-}
-
-func volumeID(spec *corev1.PersistentVolumeSpec) string {
-	switch {
-	case spec == nil:
-		return ""
-	case spec.GCEPersistentDisk != nil:
-		return spec.GCEPersistentDisk.PDName
-	case spec.CSI != nil && spec.CSI.Driver == gcePDCSIDriver:
-		return spec.CSI.VolumeHandle
-	}
-	return ""
+	return volumes.IDs(req.PVSpecs), nil
 }

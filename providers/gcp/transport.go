@@ -7,12 +7,13 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
+
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // tokenTransport authorizes each request with the credential set's access token. It does what
@@ -22,7 +23,7 @@ import (
 type tokenTransport struct {
 	source oauth2.TokenSource
 	next   http.RoundTripper
-	h      *tokenHealth
+	reach  *kit.Reach // of the token endpoint
 }
 
 func (t tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -46,7 +47,7 @@ func (t tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ctx.Err()
 	}
 	if r.err != nil {
-		host, cause := t.h.last()
+		host, cause := t.reach.Last()
 		return nil, &tokenError{err: r.err, host: host, cause: cause}
 	}
 	out := req.Clone(ctx)
@@ -69,44 +70,6 @@ func (e *tokenError) Error() string {
 }
 
 func (e *tokenError) Unwrap() error { return e.err }
-
-// tokenHealth remembers why the last token request of a credential set got no response: the
-// oauth2 libraries flatten that into their error text, so the token client's transport records
-// it for tokenTransport. A token endpoint that cannot be reached is an outage, not a bad secret.
-type tokenHealth struct {
-	mu    sync.Mutex
-	host  string
-	cause error
-}
-
-func (h *tokenHealth) record(host string, err error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.host, h.cause = host, err
-}
-
-func (h *tokenHealth) last() (string, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.host, h.cause
-}
-
-// watchedTransport is the token client's transport: it records transport failures in h and
-// forgets them once a response arrives.
-type watchedTransport struct {
-	next http.RoundTripper
-	h    *tokenHealth
-}
-
-func (t watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		t.h.record(req.URL.Host, err)
-		return resp, err
-	}
-	t.h.record("", nil)
-	return resp, nil
-}
 
 // retryTransport retries what Compute Engine asks to retry later: rate limits
 // (rateLimitExceeded, userRateLimitExceeded, HTTP 429) and server errors (5xx), with

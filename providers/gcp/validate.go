@@ -1,8 +1,6 @@
 package gcp
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -12,55 +10,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
-
-// decodeSpec decodes and validates a class's providerSpec in mode; driver.Lenient reads it as
-// Gardener's provider does (json.Unmarshal, pkg/gcp/machine_controller_util.go decodeProviderSpec:
-// names match case-insensitively, unknown fields are ignored). The warnings name what was
-// ignored or matched loosely; an invalid spec's error notes them too.
-func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*ProviderSpec, []driver.SpecWarning, error) {
-	return driver.DecodeValidSpec(class, Name, mode, driver.FoldedNames, validateSpec)
-}
-
-// decodeScope decodes what DeleteMachine, GetMachineStatus and ListMachines need of a class:
-// its zone and the cluster and role tags that scope it (validateScope). The rest of the spec is
-// read as far as it decodes (encoding/json skips a value of the wrong type and goes on) and not
-// validated, in any mode: a class machinist would now refuse to create from must not keep its
-// existing VMs from being found and deleted. Gardener's provider checks only that the zone is
-// set on these calls (pkg/gcp/machine_controller.go, validateZone).
-func decodeScope(class *v1alpha1.MachineClass) (*ProviderSpec, error) {
-	if err := driver.CheckProvider(class, Name); err != nil {
-		return nil, err
-	}
-	raw := class.ProviderSpec.Raw
-	if len(raw) == 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is empty: set the provider's machine template", class.Name)
-	}
-	spec := &ProviderSpec{}
-	var typeErr *json.UnmarshalTypeError
-	if err := json.Unmarshal(raw, spec); err != nil && !errors.As(err, &typeErr) {
-		return nil, driver.Errorf(driver.InvalidArgument, "machineClass %q: providerSpec is not valid JSON: %s: fix the manifest", class.Name, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if err := driver.Invalid(class, validateScope(spec)); err != nil {
-		return nil, err
-	}
-	return spec, nil
-}
 
 // validateScope checks what reaching a class's existing VMs needs: the zone they are in, and the
 // cluster and role tags without which the driver cannot tell the class's VMs from others'.
 func validateScope(s *ProviderSpec) field.ErrorList {
 	p := driver.ProviderSpecPath
 	errs := validateZone(s.Zone, p.Child("zone"))
-	cluster, role := scopeTagsPresent(s.Tags)
-	if !cluster {
-		errs = append(errs, field.Required(p.Child("tags"), "add the tag "+ClusterTagFragment+"<cluster name>: it scopes the class to its cluster"))
-	}
-	if !role {
-		errs = append(errs, field.Required(p.Child("tags"), "add a tag "+RoleTagFragment+"<role>, e.g. "+RoleTagFragment+"node: it scopes the class to its role"))
-	}
+	tags := p.Child("tags")
+	errs = append(errs, scopeTags.Errors(s.Tags, func(string) *field.Path { return tags })...)
 	return errs
 }
 
@@ -76,20 +36,8 @@ func validateZone(zone string, p *field.Path) field.ErrorList {
 	return nil
 }
 
-// scopeTagsPresent reports whether tags hold a cluster tag and a role tag.
-func scopeTagsPresent(tags []string) (cluster, role bool) {
-	for _, t := range tags {
-		cluster = cluster || strings.Contains(t, ClusterTagFragment)
-		role = role || strings.Contains(t, RoleTagFragment)
-	}
-	return cluster, role
-}
-
-// checkSpec is the provider's registry.Registration.CheckSpec.
-func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
-	_, warnings, err := decodeSpec(class, mode)
-	return warnings, err
-}
+// scopeTags are the network tags of Gardener's GCP provider that scope a class.
+var scopeTags = kit.ScopeTags{Cluster: ClusterTagFragment, Role: RoleTagFragment}
 
 var (
 	// Compute Engine resource names and network tags (RFC 1035 labels); also the pattern the
@@ -347,15 +295,8 @@ func validateTags(tags []string, p *field.Path) field.ErrorList {
 		}
 		seen[t] = true
 	}
-	cluster, role := scopeTagsPresent(tags)
 	if len(tags) > 64 {
 		errs = append(errs, field.TooMany(p, len(tags), 64))
 	}
-	if !cluster {
-		errs = append(errs, field.Required(p, "add the tag "+ClusterTagFragment+"<cluster name>: it scopes the class to its cluster"))
-	}
-	if !role {
-		errs = append(errs, field.Required(p, "add a tag "+RoleTagFragment+"<role>, e.g. "+RoleTagFragment+"node: it scopes the class to its role"))
-	}
-	return errs
+	return append(errs, scopeTags.Errors(tags, func(string) *field.Path { return p })...)
 }

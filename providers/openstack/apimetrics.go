@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/machinist-io/machinist/core/cloudmetrics"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Services as MCM's OpenStack provider names them in mcm_cloud_api_requests_total
@@ -57,10 +57,7 @@ func (c *apiCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 	svc := c.serviceOf(req.URL.String())
 	resp, err := c.base.RoundTrip(req)
 	if svc != "" {
-		cloudmetrics.Requested(ProviderName, svc)
-		if err != nil || (resp.StatusCode >= 400 && resp.StatusCode != http.StatusNotFound) {
-			cloudmetrics.Failed(ProviderName, svc)
-		}
+		kit.APIMetrics(ProviderName).Count(svc, kit.FailedResponse(resp, err))
 	}
 	return resp, err
 }

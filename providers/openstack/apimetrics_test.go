@@ -14,7 +14,7 @@ import (
 // the image lookup MCM makes through nova), none to Keystone; a quota refusal counts a failed
 // nova request, a 404 none.
 func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	secret := passwordSecret(cloud)
@@ -33,7 +33,7 @@ func TestCloudAPIRequestsCountedAsMCMsProviderCounts(t *testing.T) {
 	if _, err := d.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: withProviderID(m, resp.ProviderID), MachineClass: class, Secret: secret}); !driver.IsCode(err, driver.NotFound) {
 		t.Fatalf("GetMachineStatus of a deleted machine: %v, want NotFound", err)
 	}
-	cloud.Inject(fakeopenstack.ServerQuotaExceeded(1))
+	cloud.Faults.Inject(fakeopenstack.ServerQuotaExceeded(1))
 	if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("worker-quota"), MachineClass: class, Secret: secret}); err == nil {
 		t.Fatal("CreateMachine beyond quota succeeded")
 	}

@@ -13,7 +13,7 @@ import (
 // answers so). The driver reports Unauthenticated, never NotFound (a DeleteMachine answered
 // NotFound tells the controllers the VM is gone), and names the secret's key, not the ID.
 func TestUnknownApplicationCredential(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	secret := appCredSecret(cloud)
 	const wrongID = "4f0c9a1e2b7d4c1f9e8a7b6c5d4e3f21"

@@ -21,7 +21,7 @@ func TestConformanceThroughBridge(t *testing.T) {
 // TestCloudErrorsCrossTheBridge checks that Nova's fault, the request ID and the code reach the
 // controller side intact, and that nothing leaks.
 func TestCloudErrorsCrossTheBridge(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	remote := bridgetest.DialOut(t, ProviderName, d)
 	class, secret := testClass(t, fullSpec), passwordSecret(cloud)

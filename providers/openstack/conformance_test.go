@@ -15,7 +15,7 @@ import (
 // port, typed root volume, pod CIDRs) and checks, once the kit has deleted the rule's machines,
 // that no server, port or volume is left.
 func conformanceTarget(t testing.TB) (drivertest.Target, *fakeopenstack.Cloud) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	class := classOf(t, "worker-a", withSpec(fullSpec))
 	other := classOf(t, "worker-b", withSpec(fullSpec, func(s *MachineProviderConfigSpec) {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // CreateMachine creates the server of a machine, or returns the one that exists. A server named
@@ -34,16 +35,17 @@ import (
 // type is given), boots the server and waits for ACTIVE within ctx. On any failure it deletes
 // what it created, so no server, port or volume is left behind, and returns Nova's message.
 func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	name, err := machineName(req.Machine)
+	name, err := kit.MachineName(ProviderName, req.Machine)
 	if err != nil {
 		return nil, err
 	}
-	if driver.SecretValue(req.Secret, KeyUserData) == "" {
-		// Validate the class and credentials first so every problem is reported at once.
-		if _, _, err := decodeSpec(req.MachineClass, d.opts.SpecMode); err != nil {
-			return nil, err
+	_, userData, err := kit.UserData(ProviderName, req.Secret)
+	if err != nil {
+		// Validate the class first so every problem is reported at once.
+		if _, _, serr := specs.Decode(req.MachineClass, d.opts.SpecMode); serr != nil {
+			return nil, serr
 		}
-		return nil, driver.Errorf(driver.InvalidArgument, "openstack: %s: Required value: the user data (cloud-init) of the machines; set it in the class's secret", secretPath.Key(KeyUserData))
+		return nil, err
 	}
 	o, err := d.begin(ctx, req.MachineClass, req.Secret)
 	if err != nil {
@@ -63,7 +65,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	default:
 		return nil, driver.Errorf(driver.OutOfRange, "openstack: machine %q already has %d servers: the orphan collector removes the extra ones", name, len(existing))
 	}
-	resp, err := c.run(ctx, []byte(driver.SecretValue(req.Secret, KeyUserData)))
+	resp, err := c.run(ctx, userData)
 	if err != nil {
 		return nil, c.rollback(ctx, err)
 	}
@@ -569,7 +571,7 @@ func (c *creation) rollback(ctx context.Context, cause error) error {
 	if driver.CodeOf(cause) == driver.OutOfRange {
 		return cause
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.d.opts.CleanupTimeout)
+	cctx, cancel := c.d.opts.Cleanup(ctx)
 	defer cancel()
 	var errs []error
 	var gone []string

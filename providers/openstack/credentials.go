@@ -1,8 +1,7 @@
 package openstack
 
 import (
-	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"net/url"
 	"strings"
 
@@ -11,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // Secret keys, as Gardener's OpenStack provider reads them.
@@ -33,7 +32,7 @@ const (
 	KeyClientCert                  = "clientCert"
 	KeyClientKey                   = "clientKey"
 	KeyRegion                      = "region"
-	KeyUserData                    = "userData"
+	KeyUserData                    = kit.KeyUserData
 )
 
 // credentials are what the driver needs to authenticate. They are never logged or put in errors.
@@ -57,12 +56,16 @@ type credentials struct {
 	region         string
 }
 
-var secretPath = field.NewPath("secret", "data")
+var secretPath = kit.SecretData
 
 // credentialsFrom reads and validates the credentials of a request's secret. Errors name the
 // keys, never the values.
 func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
-	get := func(k string) string { return strings.TrimSpace(driver.SecretValue(secret, k)) }
+	s, err := readSecret(secret)
+	if err != nil {
+		return nil, err
+	}
+	get := func(k string) string { return s.Value(k) }
 	c := &credentials{
 		authURL:        get(KeyAuthURL),
 		caCert:         get(KeyCACert),
@@ -73,18 +76,15 @@ func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
 		userDomainName: get(KeyUserDomainName),
 		userDomainID:   get(KeyUserDomainID),
 		username:       get(KeyUsername),
-		password:       driver.SecretValue(secret, KeyPassword),
+		password:       s.Raw(KeyPassword),
 		appCredID:      get(KeyApplicationCredentialID),
 		appCredName:    get(KeyApplicationCredentialName),
-		appCredSecret:  driver.SecretValue(secret, KeyApplicationCredentialSecret),
+		appCredSecret:  s.Raw(KeyApplicationCredentialSecret),
 		clientCert:     get(KeyClientCert),
 		clientKey:      get(KeyClientKey),
 		region:         get(KeyRegion),
 	}
 	var errs field.ErrorList
-	if secret == nil {
-		return nil, driver.Error(driver.InvalidArgument, "openstack: the request has no secret: set the class's secretRef or credentialsSecretRef")
-	}
 	if c.authURL == "" {
 		errs = append(errs, field.Required(secretPath.Key(KeyAuthURL), "the Keystone v3 URL, e.g. https://keystone.example.com:5000/v3"))
 	} else if u, err := url.Parse(c.authURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -121,18 +121,20 @@ func credentialsFrom(secret *corev1.Secret) (*credentials, error) {
 	if (c.clientCert == "") != (c.clientKey == "") {
 		errs = append(errs, field.Required(secretPath.Key(KeyClientKey), "clientCert and clientKey go together"))
 	}
-	if len(errs) > 0 {
-		return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s", errs.ToAggregate().Error())
+	if _, err := kit.Transport(c.tls()); errors.Is(err, kit.ErrNoPEMCertificate) {
+		errs = append(errs, field.Invalid(secretPath.Key(KeyCACert), "(not shown)", "holds no PEM certificate: put the PEM CA bundle of Keystone there"))
+	} else if err != nil {
+		errs = append(errs, field.Invalid(secretPath.Key(KeyClientCert), "(not shown)", "clientCert and clientKey are not a PEM certificate and its key"))
 	}
-	if _, err := c.tlsConfig(); err != nil {
+	if err := s.Invalid(errs); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// key identifies a credential set without revealing it (clientcache.Key).
+// key identifies a credential set without revealing it (kit.CredentialKey).
 func (c *credentials) key() string {
-	return clientcache.Key(c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
+	return kit.CredentialKey(c.authURL, c.caCert, boolString(c.insecure), c.domainName, c.domainID, c.tenantName, c.tenantID,
 		c.userDomainName, c.userDomainID, c.username, c.password, c.appCredID, c.appCredName, c.appCredSecret,
 		c.clientCert, c.clientKey)
 }
@@ -187,25 +189,15 @@ func (c *credentials) authOptions() *tokens.AuthOptions {
 	return o
 }
 
-// tlsConfig builds the TLS settings of the credentials: the CA bundle, insecure mode and a client
+// tls are the TLS settings of the credentials: the CA bundle, insecure mode and a client
 // certificate.
-func (c *credentials) tlsConfig() (*tls.Config, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.insecure} //nolint:gosec // the user asked for insecure.
-	if c.caCert != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(c.caCert)) {
-			return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s: holds no PEM certificate: put the PEM CA bundle of Keystone there", secretPath.Key(KeyCACert))
-		}
-		cfg.RootCAs = pool
-	}
-	if c.clientCert != "" {
-		pair, err := tls.X509KeyPair([]byte(c.clientCert), []byte(c.clientKey))
-		if err != nil {
-			return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s and %s are not a PEM certificate and its key", secretPath.Key(KeyClientCert), secretPath.Key(KeyClientKey))
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-	}
-	return cfg, nil
+func (c *credentials) tls() kit.TLS {
+	return kit.TLS{CACert: c.caCert, Insecure: c.insecure, ClientCert: c.clientCert, ClientKey: c.clientKey}
+}
+
+// readSecret is the request's secret.
+func readSecret(secret *corev1.Secret) (kit.Secret, error) {
+	return kit.ReadSecret(ProviderName, secret, "authURL, domainName, tenantName, username and password (or application credentials)")
 }
 
 // authError is a failed authentication as the driver reports it. Keystone answers an unknown

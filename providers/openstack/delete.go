@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // DeleteMachine deletes the server of a machine and the port and root volume made for it. The
@@ -21,7 +22,7 @@ import (
 // the class's cluster and role tags is never touched. Missing resources are fine, so the call is
 // idempotent. It waits until the server is gone (bounded by ctx) so the port and volume are free.
 func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
-	name, err := machineName(req.Machine)
+	name, err := kit.MachineName(ProviderName, req.Machine)
 	if err != nil {
 		return nil, err
 	}

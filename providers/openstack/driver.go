@@ -23,6 +23,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // ProviderName is the registry name of the driver; MachineClass.provider "OpenStack" selects it.
@@ -30,13 +31,12 @@ const ProviderName = "openstack"
 
 // Options tune the driver. Zero values take the defaults noted per field.
 type Options struct {
-	// Log receives the driver's logs; default slog.Default().
-	Log *slog.Logger
-	// PollInterval between status reads while waiting for a server, port or volume; default 5s.
-	PollInterval time.Duration
-	// CleanupTimeout bounds the rollback of a failed create once the caller's context is done;
-	// default 5m.
-	CleanupTimeout time.Duration
+	// Options are every provider's: Log, SpecMode, HTTPTransport (nil: kit.Transport with the
+	// secret's caCert, insecure and client certificate), MaxClientSets (default 64),
+	// OperationTimeout (default none: a call without deadline is not bounded), CleanupTimeout
+	// (the rollback of a failed create once the caller's context is done; default 5m) and
+	// PollInterval (between status reads while waiting for a server, port or volume; default 5s).
+	kit.Options
 	// TokenRenewBefore renews a Keystone token this long before it expires (at most a quarter of
 	// its lifetime); default 10m.
 	TokenRenewBefore time.Duration
@@ -48,23 +48,10 @@ type Options struct {
 	// Retries of a throttled (429) request, or of an idempotent one that hit a gateway error;
 	// default 3.
 	Retries int
-	// MaxClientSets is the number of credential sets whose clients are cached; default 64.
-	MaxClientSets int
-	// SpecMode is how providerSpecs are decoded: driver.Lenient (default) as Gardener's provider
-	// does, or driver.Strict.
-	SpecMode driver.SpecMode
 }
 
 func (o Options) withDefaults() Options {
-	if o.Log == nil {
-		o.Log = slog.Default()
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = 5 * time.Second
-	}
-	if o.CleanupTimeout <= 0 {
-		o.CleanupTimeout = 5 * time.Minute
-	}
+	o.Options = o.WithDefaults(kit.Options{MaxClientSets: 64, CleanupTimeout: 5 * time.Minute, PollInterval: 5 * time.Second})
 	if o.TokenRenewBefore <= 0 {
 		o.TokenRenewBefore = 10 * time.Minute
 	}
@@ -76,9 +63,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Retries <= 0 {
 		o.Retries = 3
-	}
-	if o.MaxClientSets <= 0 {
-		o.MaxClientSets = 64
 	}
 	return o
 }
@@ -93,10 +77,13 @@ type Driver struct {
 	sessions *pool
 }
 
+// open is the registry's factory of the OpenStack driver (register.go).
+func open(o kit.Options, _ kit.Env) driver.Driver { return New(Options{Options: o}) }
+
 // New returns a driver. It contacts no cloud: credentials arrive with each request.
 func New(opts Options) *Driver {
 	opts = opts.withDefaults()
-	log := opts.Log.With("provider", ProviderName)
+	log := opts.Logger(ProviderName)
 	return &Driver{opts: opts, log: log, sessions: newPool(opts, log)}
 }
 
@@ -111,9 +98,6 @@ type op struct {
 
 // begin checks the class, decodes its spec and the credentials and returns the session.
 func (d *Driver) begin(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret) (*op, error) {
-	if err := driver.CheckProvider(class, ProviderName); err != nil {
-		return nil, err
-	}
 	spec, _, err := decodeSpec(class, d.opts.SpecMode)
 	if err != nil {
 		return nil, err
@@ -174,14 +158,6 @@ func (o *op) serversNamed(ctx context.Context, name string) ([]servers.Server, e
 	return out, nil
 }
 
-// machineName returns the machine's name or InvalidArgument.
-func machineName(m *v1alpha1.Machine) (string, error) {
-	if m == nil || m.Name == "" {
-		return "", driver.Error(driver.InvalidArgument, "openstack: the request has no machine name")
-	}
-	return m.Name, nil
-}
-
 // addresses returns the node addresses of a server: fixed IPs as InternalIP, floating IPs as
 // ExternalIP, in network-name order.
 func addresses(s *servers.Server) []corev1.NodeAddress {
@@ -212,7 +188,7 @@ func addresses(s *servers.Server) []corev1.NodeAddress {
 // GetMachineStatus reports the server of a machine: NotFound when there is none, OutOfRange when
 // several servers of the class's cluster and role carry the machine's name.
 func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
-	name, err := machineName(req.Machine)
+	name, err := kit.MachineName(ProviderName, req.Machine)
 	if err != nil {
 		return nil, err
 	}
@@ -240,22 +216,19 @@ func (d *Driver) GetMachineStatus(ctx context.Context, req *driver.GetMachineSta
 		name, len(found), strings.Join(ids, ", "))
 }
 
+// cinderVolumes are Cinder's volumes among persistent volumes: in-tree Cinder ones and those of the
+// Cinder CSI driver (their handle).
+var cinderVolumes = kit.Volumes{CSIDriver: CinderCSIDriver, InTree: func(spec *corev1.PersistentVolumeSpec) string {
+	if spec.Cinder == nil {
+		return ""
+	}
+	return spec.Cinder.VolumeID
+}}
+
 // GetVolumeIDs maps persistent volumes of Cinder, in-tree or through the Cinder CSI driver, to
 // their volume IDs and skips every other volume.
 func (d *Driver) GetVolumeIDs(_ context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {
-	ids := []string{}
-	for _, spec := range req.PVSpecs {
-		if spec == nil {
-			continue
-		}
-		switch {
-		case spec.Cinder != nil && spec.Cinder.VolumeID != "":
-			ids = append(ids, spec.Cinder.VolumeID)
-		case spec.CSI != nil && spec.CSI.Driver == CinderCSIDriver && spec.CSI.VolumeHandle != "":
-			ids = append(ids, spec.CSI.VolumeHandle)
-		}
-	}
-	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
+	return cinderVolumes.IDs(req.PVSpecs), nil
 }
 
 // CinderCSIDriver is the name of OpenStack's Cinder CSI driver.

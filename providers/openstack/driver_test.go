@@ -16,7 +16,7 @@ import (
 )
 
 func TestCreateGetListDeleteThroughGophercloud(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	group := fakeopenstack.ServerGroupID
@@ -103,7 +103,7 @@ func TestCreateGetListDeleteThroughGophercloud(t *testing.T) {
 }
 
 func TestSubnetsPreCreateATaggedPortThatDeleteRemoves(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class := testClass(t, func(s *MachineProviderConfigSpec) {
@@ -147,7 +147,7 @@ func TestSubnetsPreCreateATaggedPortThatDeleteRemoves(t *testing.T) {
 }
 
 func TestBootFromVolume(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	secret := passwordSecret(cloud)
@@ -205,7 +205,7 @@ func TestBootFromVolume(t *testing.T) {
 }
 
 func TestNetworksByNameAllowPodCIDRsOnThePodNetwork(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class := testClass(t, func(s *MachineProviderConfigSpec) {
@@ -235,7 +235,7 @@ func TestNetworksByNameAllowPodCIDRsOnThePodNetwork(t *testing.T) {
 }
 
 func TestImageNameResolvesToTheNewestActiveImage(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	newer := cloud.AddImage(fakeopenstack.ImageName, time.Now())
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
@@ -254,7 +254,7 @@ func TestImageNameResolvesToTheNewestActiveImage(t *testing.T) {
 }
 
 func TestDuplicateServersAreOutOfRangeAndDeletedByProviderID(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -305,7 +305,7 @@ func TestDuplicateServersAreOutOfRangeAndDeletedByProviderID(t *testing.T) {
 }
 
 func TestListMachinesReportsLeftoversThatDeleteRemoves(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -394,7 +394,7 @@ func TestRegisteredUnderOpenStack(t *testing.T) {
 }
 
 func TestCreateAdoptsBuildingAndFailedServers(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -445,7 +445,7 @@ func TestCreateAdoptsBuildingAndFailedServers(t *testing.T) {
 // The registry's Env.SpecMode reaches the driver: a strict driver refuses a class with an
 // unknown field before any cloud call; the lenient one creates the server and ignores the field.
 func TestSpecModeFromTheRegistry(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	class := testClass(t)
 	var m map[string]any
 	if err := json.Unmarshal(class.ProviderSpec.Raw, &m); err != nil {
@@ -463,7 +463,7 @@ func TestSpecModeFromTheRegistry(t *testing.T) {
 	if !driver.IsCode(err, driver.InvalidArgument) || !strings.Contains(driver.MessageOf(err), "providerSpec.spec.bootMode") {
 		t.Fatalf("strict CreateMachine = %v; want InvalidArgument naming bootMode", err)
 	}
-	if n := cloud.Requests(); n != 0 {
+	if n := cloud.Requests.Len(); n != 0 {
 		t.Fatalf("a refused class made %d cloud requests", n)
 	}
 	lenient, err := registry.Open("openstack", registry.Env{})
@@ -481,7 +481,7 @@ func TestSpecModeFromTheRegistry(t *testing.T) {
 // The MachineClass the README uses with `machinist fakecloud openstack` works against the fake
 // with the secret the command prints: create, list, delete, and nothing left in the fake.
 func TestFakecloudSampleClass(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	class := readClass(t, "../../kubernetes/samples/fakecloud/openstack-machineclass.yaml")
 	d, _ := testDriver(t)
 	secret := passwordSecret(cloud)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
@@ -50,32 +52,32 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		},
 		{
 			name:    "server quota exceeded (403)",
-			inject:  func(c *fakeopenstack.Cloud) { c.Inject(fakeopenstack.ServerQuotaExceeded(1)) },
+			inject:  func(c *fakeopenstack.Cloud) { c.Faults.Inject(fakeopenstack.ServerQuotaExceeded(1)) },
 			code:    driver.ResourceExhausted,
 			message: []string{"Quota exceeded for cores", "HTTP 403", "raise the project's quota"},
 		},
 		{
 			name:    "server over limit (413)",
-			inject:  func(c *fakeopenstack.Cloud) { c.Inject(fakeopenstack.ServerOverLimit(1)) },
+			inject:  func(c *fakeopenstack.Cloud) { c.Faults.Inject(fakeopenstack.ServerOverLimit(1)) },
 			code:    driver.ResourceExhausted,
 			message: []string{"Quota exceeded for instances", "HTTP 413"},
 		},
 		{
 			name:    "port quota exceeded (409 OverQuota)",
-			inject:  func(c *fakeopenstack.Cloud) { c.Inject(fakeopenstack.PortQuotaExceeded(1)) },
+			inject:  func(c *fakeopenstack.Cloud) { c.Faults.Inject(fakeopenstack.PortQuotaExceeded(1)) },
 			code:    driver.ResourceExhausted,
 			message: []string{"Quota exceeded for resources: ['port']", "HTTP 409"},
 		},
 		{
 			name:    "volume quota exceeded (413) after the port exists",
-			inject:  func(c *fakeopenstack.Cloud) { c.Inject(fakeopenstack.VolumeQuotaExceeded(1)) },
+			inject:  func(c *fakeopenstack.Cloud) { c.Faults.Inject(fakeopenstack.VolumeQuotaExceeded(1)) },
 			code:    driver.ResourceExhausted,
 			message: []string{"VolumeSizeExceedsAvailableQuota"},
 		},
 		{
 			name: "server create conflict (409)",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Conflict("compute", http.MethodPost, "/servers", 1))
+				c.Faults.Inject(fakeopenstack.Conflict("compute POST /servers", 1))
 			},
 			code:    driver.Aborted,
 			message: []string{"HTTP 409"},
@@ -83,7 +85,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		{
 			name: "policy forbids server create (403)",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Fault{Service: "compute", Method: http.MethodPost, Path: "/servers", Status: http.StatusForbidden,
+				c.Faults.Inject(fakeopenstack.Fault{Rule: fakekit.Rule{Op: "compute POST /servers"}, Status: http.StatusForbidden,
 					Message: "Policy doesn't allow os_compute_api:servers:create to be performed."})
 			},
 			code:    driver.PermissionDenied,
@@ -92,7 +94,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		{
 			name: "5xx burst on server create",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.ServerErrors("compute", http.MethodPost, "/servers", http.StatusServiceUnavailable, 10))
+				c.Faults.Inject(fakeopenstack.ServerErrors("compute POST /servers", http.StatusServiceUnavailable, 10))
 			},
 			code:    driver.Unavailable,
 			message: []string{"HTTP 503"},
@@ -100,7 +102,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		{
 			name: "server created but the answer was lost (502 after handling)",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Fault{Service: "compute", Method: http.MethodPost, Path: "/servers", Status: http.StatusBadGateway, Times: 1, AfterHandling: true})
+				c.Faults.Inject(fakeopenstack.Fault{Rule: fakekit.Rule{Op: "compute POST /servers", Times: 1}, Status: http.StatusBadGateway, AfterHandling: true})
 			},
 			code:    driver.Unavailable,
 			message: []string{"HTTP 502"},
@@ -108,7 +110,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		{
 			name: "port tagging keeps failing",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Fault{Service: "network", Method: http.MethodPut, Path: "/v2.0/ports/", Status: http.StatusInternalServerError})
+				c.Faults.Inject(fakeopenstack.Fault{Rule: fakekit.Rule{Op: "network PUT /v2.0/ports/"}, Status: http.StatusInternalServerError})
 			},
 			code:    driver.Unavailable,
 			message: []string{"tag port", "HTTP 500"},
@@ -121,7 +123,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 				s.PodNetworkCIDRs = []string{"100.96.0.0/11"}
 			},
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Fault{Service: "network", Method: http.MethodPut, Path: "/v2.0/ports/", Status: http.StatusConflict,
+				c.Faults.Inject(fakeopenstack.Fault{Rule: fakekit.Rule{Op: "network PUT /v2.0/ports/"}, Status: http.StatusConflict,
 					Kind: "IpAddressInUse", Message: "Unable to complete operation for network. The IP address is in use."})
 			},
 			code:    driver.Aborted,
@@ -157,7 +159,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 		{
 			name: "throttled without end (429)",
 			inject: func(c *fakeopenstack.Cloud) {
-				c.Inject(fakeopenstack.Throttle("compute", http.MethodPost, "/servers", 1, 0))
+				c.Faults.Inject(fakeopenstack.Throttle("compute POST /servers", 0, 1))
 			},
 			code:    driver.Unavailable,
 			message: []string{"HTTP 429"},
@@ -165,7 +167,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cloud := fakeopenstack.Start(t)
+			cloud := startCloud(t, fakeopenstack.Options{})
 			d, logs := testDriver(t)
 			class := testClass(t, fullSpec)
 			if tc.spec != nil {
@@ -200,7 +202,7 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 				t.Errorf("message %q carries no OpenStack request ID", msg)
 			}
 			t.Logf("message: %s", msg)
-			cloud.ClearFaults()
+			cloud.Faults.Clear()
 			if left := leftovers(cloud, m.Name); len(left) > 0 {
 				t.Errorf("after the failed create the cloud still holds %v", left)
 			}
@@ -223,23 +225,23 @@ func TestInjectedFailuresLeaveNothingBehind(t *testing.T) {
 
 func TestTransientFailuresAreRetried(t *testing.T) {
 	cases := map[string]fakeopenstack.Fault{
-		"5xx burst on server reads":      fakeopenstack.ServerErrors("compute", http.MethodGet, "/servers/", http.StatusServiceUnavailable, 2),
-		"throttled create (Retry-After)": fakeopenstack.Throttle("compute", http.MethodPost, "/servers", 1, 2),
-		"5xx burst on port listing":      fakeopenstack.ServerErrors("network", http.MethodGet, "/v2.0/ports", http.StatusBadGateway, 2),
+		"5xx burst on server reads":      fakeopenstack.ServerErrors("compute GET /servers/", http.StatusServiceUnavailable, 2),
+		"throttled create (Retry-After)": fakeopenstack.Throttle("compute POST /servers", 2, 1),
+		"5xx burst on port listing":      fakeopenstack.ServerErrors("network GET /v2.0/ports", http.StatusBadGateway, 2),
 	}
 	for name, fault := range cases {
 		t.Run(name, func(t *testing.T) {
-			cloud := fakeopenstack.Start(t)
+			cloud := startCloud(t, fakeopenstack.Options{})
 			d, _ := testDriver(t)
 			class, secret := testClass(t, fullSpec), passwordSecret(cloud)
 			if _, err := d.ListMachines(ctxT(t), &driver.ListMachinesRequest{MachineClass: class, Secret: secret}); err != nil {
 				t.Fatal(err)
 			}
-			cloud.Inject(fault)
+			cloud.Faults.Inject(fault)
 			if _, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: machine("worker-retry"), MachineClass: class, Secret: secret}); err != nil {
 				t.Fatalf("CreateMachine = %v; want the transient failure retried", err)
 			}
-			if hits := cloud.FaultHits(); hits != fault.Times {
+			if hits := cloud.Faults.Hits(); hits != fault.Times {
 				t.Errorf("the fault failed %d requests, want %d (the test did not exercise the retry)", hits, fault.Times)
 			}
 			if n := len(cloud.Servers()); n != 1 {
@@ -250,7 +252,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 }
 
 func TestAuthenticationErrors(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, logs := testDriver(t)
 	ctx := ctxT(t)
 	class := testClass(t)
@@ -298,10 +300,10 @@ func TestAuthenticationErrors(t *testing.T) {
 // found no server, and the server appeared a minute later (test/openstack-real, docs/openstack-real.md).
 // The create must not claim that nothing was left behind, and the next create adopts the server.
 func TestCreateBootAnsweredAfterTimeoutIsAdoptedNext(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t, func(o *Options) { o.HTTPTimeout = 200 * time.Millisecond })
 	class, secret, m := testClass(t), passwordSecret(cloud), machine("late-boot")
-	cloud.Inject(fakeopenstack.Fault{Service: "compute", Method: http.MethodPost, Path: "/servers", Times: 1, ActsLate: true})
+	cloud.Faults.Inject(fakeopenstack.Fault{Rule: fakekit.Rule{Op: "compute POST /servers", Times: 1}, ActsLate: true})
 
 	_, err := d.CreateMachine(ctxT(t), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
 	if err == nil {
@@ -328,7 +330,7 @@ func TestCreateBootAnsweredAfterTimeoutIsAdoptedNext(t *testing.T) {
 // Real Neutron answers a port on a subnet that does not exist with 404 SubnetNotFound (the fake
 // said 400 InvalidInput): the driver reports the class's mistake, not NotFound.
 func TestCreateOnMissingSubnetIsInvalidArgument(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	class := testClass(t, func(s *MachineProviderConfigSpec) { s.SubnetIDs = []string{"00000000-0000-4000-8000-000000000005"} })
 	m := machine("missing-subnet")

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
+	"github.com/machinist-io/machinist/providers/kit"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,11 +32,13 @@ func testDriver(t testing.TB, tune ...func(*Options)) (*Driver, *syncbuf.Buffer)
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	opts := Options{
-		Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		PollInterval:   5 * time.Millisecond,
-		CleanupTimeout: 10 * time.Second,
-		MaxRetryWait:   20 * time.Millisecond,
-		HTTPTimeout:    10 * time.Second,
+		Options: kit.Options{
+			Log:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			PollInterval:   5 * time.Millisecond,
+			CleanupTimeout: 10 * time.Second,
+		},
+		MaxRetryWait: 20 * time.Millisecond,
+		HTTPTimeout:  10 * time.Second,
 	}
 	for _, f := range tune {
 		f(&opts)
@@ -133,4 +139,12 @@ func leftovers(c *fakeopenstack.Cloud, name string) []string {
 // allResources counts every server, port and volume in the cloud.
 func allResources(c *fakeopenstack.Cloud) (servers, ports, volumes int) {
 	return len(c.Servers()), len(c.Ports()), len(c.Volumes())
+}
+
+// startCloud serves a fake OpenStack on loopback until the test ends.
+func startCloud(t testing.TB, o fakeopenstack.Options) *fakeopenstack.Cloud {
+	t.Helper()
+	c := fakeopenstack.New(o)
+	fakekit.Start(t, c)
+	return c
 }

@@ -1,17 +1,7 @@
 package openstack
 
-import (
-	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/core/registry"
-)
+import "github.com/machinist-io/machinist/providers/kit"
 
 func init() {
-	registry.Register(registry.Registration{
-		Name:        ProviderName,
-		Description: "OpenStack: Nova servers, Neutron ports and Cinder root volumes (Gardener-compatible provider spec)",
-		New: func(env registry.Env) (driver.Driver, error) {
-			return New(Options{Log: env.Logger(), SpecMode: env.SpecMode}), nil
-		},
-		CheckSpec: checkSpec,
-	})
+	kit.Register(ProviderName, "OpenStack: Nova servers, Neutron ports and Cinder root volumes (Gardener-compatible provider spec)", specs.Check, open)
 }

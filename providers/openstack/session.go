@@ -16,9 +16,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/machinist-io/machinist/core/driver"
-	"github.com/machinist-io/machinist/internal/clientcache"
 	"github.com/machinist-io/machinist/internal/version"
 	"github.com/machinist-io/machinist/internal/waitctx"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // session is one authenticated client per credential set and region: the Keystone token and the
@@ -43,11 +43,11 @@ type session struct {
 type pool struct {
 	opts     Options
 	log      *slog.Logger
-	sessions *clientcache.Cache[*session]
+	sessions *kit.Clients[*session]
 }
 
 func newPool(opts Options, log *slog.Logger) *pool {
-	return &pool{opts: opts, log: log, sessions: clientcache.New[*session](opts.MaxClientSets)}
+	return &pool{opts: opts, log: log, sessions: kit.NewClients[*session](opts.MaxClientSets)}
 }
 
 // get returns the session of the credentials in region, authenticating once, and renews its
@@ -78,12 +78,10 @@ func (p *pool) size() int { return p.sessions.Len() }
 
 // open authenticates against Keystone v3 and builds the service clients of region.
 func (p *pool) open(ctx context.Context, c *credentials, region string) (*session, error) {
-	tlsCfg, err := c.tlsConfig()
+	transport, err := p.opts.Transport(c.tls())
 	if err != nil {
-		return nil, err
+		return nil, driver.Errorf(driver.InvalidArgument, "openstack: secret: the TLS settings do not work: %v: fix caCert, clientCert and clientKey", err)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsCfg
 	pc, err := gopenstack.NewClient(c.authURL)
 	if err != nil {
 		return nil, driver.Errorf(driver.InvalidArgument, "openstack: the credentials secret is invalid: %s: %v", secretPath.Key(KeyAuthURL), err)

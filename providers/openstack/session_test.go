@@ -16,7 +16,7 @@ import (
 // TestOneTokenAcross100Operations is the guard against a Keystone token per reconcile: a hundred
 // operations of every kind share one token.
 func TestOneTokenAcross100Operations(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -57,14 +57,14 @@ func TestOneTokenAcross100Operations(t *testing.T) {
 	if n := cloud.Rejected(); n != 0 {
 		t.Errorf("%d requests were rejected with 401", n)
 	}
-	t.Logf("%d operations, %d API requests, %d token requests", ops, cloud.Requests(), cloud.TokenRequests())
+	t.Logf("%d operations, %d API requests, %d token requests", ops, cloud.Requests.Len(), cloud.TokenRequests())
 }
 
 // TestTokenRenewedBeforeExpiry shows the token is replaced while it is still valid, so no request
 // is ever rejected for an expired token.
 func TestTokenRenewedBeforeExpiry(t *testing.T) {
 	const ttl = 2 * time.Second
-	cloud := fakeopenstack.Start(t, fakeopenstack.Options{TokenTTL: ttl})
+	cloud := startCloud(t, fakeopenstack.Options{TokenTTL: ttl})
 	d, _ := testDriver(t) // renew a quarter of the lifetime before expiry: 500ms
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -97,7 +97,7 @@ func TestTokenRenewedBeforeExpiry(t *testing.T) {
 
 // TestExpiredTokenRenewedOn401 covers tokens revoked or expired early on the server side.
 func TestExpiredTokenRenewedOn401(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, _ := testDriver(t)
 	ctx := ctxT(t)
 	class, secret := testClass(t), passwordSecret(cloud)
@@ -117,7 +117,7 @@ func TestExpiredTokenRenewedOn401(t *testing.T) {
 // TestSessionsPerCredentialSet checks that each credential set gets its own client, concurrent
 // first uses authenticate once, and the cache is bounded.
 func TestSessionsPerCredentialSet(t *testing.T) {
-	cloud := fakeopenstack.Start(t)
+	cloud := startCloud(t, fakeopenstack.Options{})
 	d, logs := testDriver(t, func(o *Options) { o.MaxClientSets = 2 })
 	ctx := ctxT(t)
 	class := testClass(t)
@@ -172,7 +172,7 @@ func TestSessionsPerCredentialSet(t *testing.T) {
 // BenchmarkGetMachineStatus measures a status read on a warm session: the cost is one Nova list,
 // never a Keystone round trip (tokens/op stays 0).
 func BenchmarkGetMachineStatus(b *testing.B) {
-	cloud := fakeopenstack.Start(b)
+	cloud := startCloud(b, fakeopenstack.Options{})
 	d, _ := testDriver(b)
 	ctx := ctxT(b)
 	class, secret := testClass(b), passwordSecret(cloud)
@@ -180,7 +180,7 @@ func BenchmarkGetMachineStatus(b *testing.B) {
 	if _, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret}); err != nil {
 		b.Fatal(err)
 	}
-	cloud.ResetCounts()
+	cloud.Requests.Reset()
 	tokens := cloud.TokenRequests()
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -190,6 +190,6 @@ func BenchmarkGetMachineStatus(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cloud.Requests())/float64(b.N), "requests/op")
+	b.ReportMetric(float64(cloud.Requests.Len())/float64(b.N), "requests/op")
 	b.ReportMetric(float64(cloud.TokenRequests()-tokens)/float64(b.N), "tokens/op")
 }

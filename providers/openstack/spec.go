@@ -2,16 +2,17 @@ package openstack
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 // APIVersion and Kind of the provider spec, as Gardener's OpenStack provider writes them.
@@ -91,36 +92,29 @@ type OpenStackNetwork struct {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// decodeSpec decodes and validates class.providerSpec in mode; driver.Lenient reads it as
-// Gardener's provider does. Every problem is InvalidArgument naming the field; the warnings name
-// the fields that were ignored, and an invalid spec's error notes them too (a misspelt field is
-// why a required one is missing).
-func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*MachineProviderConfigSpec, []driver.SpecWarning, error) {
-	var cfg MachineProviderConfig
-	// Gardener's provider decodes through apimachinery's UniversalDecoder: case-sensitive names,
-	// unknown fields dropped.
-	warnings, err := driver.DecodeSpec(class, &cfg, mode, driver.ExactNames)
-	if err == nil {
-		err = driver.Invalid(class, validateConfig(&cfg))
-	}
-	if err != nil {
-		if looksUnwrapped(class) {
-			return nil, warnings, driver.Errorf(driver.InvalidArgument, "%s (the fields belong under providerSpec.spec, with apiVersion: %s and kind: %s)",
-				driver.MessageOf(err), APIVersion, Kind) // the warnings list every top-level field: leave them out
+// specs decodes class.providerSpec as Gardener's provider does in Lenient mode: through
+// apimachinery's UniversalDecoder, with case-sensitive names and unknown fields dropped. Every
+// problem is InvalidArgument naming the field; the warnings name the fields that were ignored,
+// and an invalid spec's error notes them too (a misspelt field is why a required one is missing).
+var specs = kit.Spec[MachineProviderConfig]{
+	Provider: ProviderName, Names: driver.ExactNames, Validate: validateConfig, Hint: unwrappedHint,
+}
 
-		}
-		return nil, warnings, driver.NoteSpecWarnings(err, warnings)
+// decodeSpec decodes and validates class.providerSpec in mode (specs) and returns its spec.
+func decodeSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) (*MachineProviderConfigSpec, []driver.SpecWarning, error) {
+	cfg, warnings, err := specs.Decode(class, mode)
+	if err != nil {
+		return nil, warnings, err
 	}
 	return &cfg.Spec, warnings, nil
 }
 
-// checkSpec is the provider's registry.Registration.CheckSpec.
-func checkSpec(class *v1alpha1.MachineClass, mode driver.SpecMode) ([]driver.SpecWarning, error) {
-	if err := driver.CheckProvider(class, ProviderName); err != nil {
-		return nil, err
+// unwrappedHint says where the fields of a providerSpec with spec fields at its top level belong.
+func unwrappedHint(class *v1alpha1.MachineClass) string {
+	if !looksUnwrapped(class) {
+		return ""
 	}
-	_, warnings, err := decodeSpec(class, mode)
-	return warnings, err
+	return "the fields belong under providerSpec.spec, with apiVersion: " + APIVersion + " and kind: " + Kind
 }
 
 // looksUnwrapped reports whether a providerSpec has spec fields at its top level.
@@ -224,7 +218,7 @@ func validateTags(tags map[string]string, p *field.Path) field.ErrorList {
 	if len(role) == 0 {
 		errs = append(errs, field.Required(p, fmt.Sprintf("a tag whose key contains %q (e.g. %snode: \"1\") scopes machines to their role", RoleTagPrefix, RoleTagPrefix)))
 	}
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		v := tags[k]
 		// Nova metadata keys and values are at most 255 characters. Scope keys also become
 		// Neutron port tags, filtered as a comma-separated list, so they may not hold a comma.
@@ -243,7 +237,7 @@ func validateTags(tags map[string]string, p *field.Path) field.ErrorList {
 
 // scopeKeys returns the tag keys that name the cluster and the role, sorted.
 func scopeKeys(tags map[string]string) (cluster, role []string) {
-	for _, k := range sortedKeys(tags) {
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		switch {
 		case strings.Contains(k, ClusterTagPrefix):
 			cluster = append(cluster, k)
@@ -254,16 +248,6 @@ func scopeKeys(tags map[string]string) (cluster, role []string) {
 	return cluster, role
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// subnets returns SubnetIDs plus the deprecated SubnetID, without duplicates.
 func (s *MachineProviderConfigSpec) subnets() []string {
 	out := append([]string(nil), s.SubnetIDs...)
 	if s.SubnetID != nil && *s.SubnetID != "" && !slices.Contains(out, *s.SubnetID) {

@@ -339,7 +339,7 @@ func TestSpecFieldNamesAsGardener(t *testing.T) {
 		!strings.Contains(driver.MessageOf(err), "providerSpec.spec.KeyName") || !strings.Contains(driver.MessageOf(err), "providerSpec.spec.futureField") {
 		t.Errorf("strict: %v", err)
 	}
-	if w, err := checkSpec(class, driver.Lenient); err != nil || len(w) != 2 {
-		t.Errorf("checkSpec: %v %v", w, err)
+	if w, err := specs.Check(class, driver.Lenient); err != nil || len(w) != 2 {
+		t.Errorf("specs.Check: %v %v", w, err)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
 	"github.com/machinist-io/machinist/internal/syncbuf"
+	"github.com/machinist-io/machinist/providers/kit"
 	"github.com/machinist-io/machinist/providers/openstack"
 )
 
@@ -162,8 +163,10 @@ func newDriver(t testing.TB) (*openstack.Driver, *syncbuf.Buffer) {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	d := openstack.New(openstack.Options{
-		Log:          slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		PollInterval: 500 * time.Millisecond,
+		Options: kit.Options{
+			Log:          slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			PollInterval: 500 * time.Millisecond,
+		},
 		// Nova's API, one worker on two shared cores, can take more than the default minute to
 		// accept a boot while other services are busy.
 		HTTPTimeout: 5 * time.Minute,

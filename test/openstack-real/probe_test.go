@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/gophercloud/gophercloud/v2"
 	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 
@@ -170,8 +172,8 @@ func TestFakeAnswersAsReal(t *testing.T) {
 	t.Parallel()
 	realCloud := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
 		map[string]string{"network": osr(t, "NETWORK_ID"), "subnet": osr(t, "SUBNET_ID"), "image": osr(t, "IMAGE_ID"), "flavor": flavorID(t, osr(t, "FLAVOR_SMALL"))})
-	fc := fakeopenstack.Start(t)
-	fake := connectEndpoint(t, "fake", fc.AuthURL, fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region,
+	fc := startCloud(t, fakeopenstack.Options{})
+	fake := connectEndpoint(t, "fake", fc.AuthURL(), fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region(),
 		map[string]string{"network": fakeopenstack.NetworkID, "subnet": fakeopenstack.SubnetID, "image": fakeopenstack.ImageID, "flavor": fakeopenstack.FlavorSmallID()})
 	for _, p := range probes {
 		// Each probe has its own bound: on a busy machine nova-api takes minutes for a boot it
@@ -243,9 +245,9 @@ func TestFakeFaultAsReal(t *testing.T) {
 	t.Parallel()
 	realCloud := connectEndpoint(t, "real", authURL(t), osr(t, "DOMAIN"), osr(t, "PROJECT"), osr(t, "USER"), osr(t, "PASSWORD"), osr(t, "REGION"),
 		map[string]string{"network": osr(t, "NETWORK_ID"), "image": osr(t, "IMAGE_ID")})
-	fc := fakeopenstack.Start(t)
+	fc := startCloud(t, fakeopenstack.Options{})
 	fc.NoValidHost(1)
-	fake := connectEndpoint(t, "fake", fc.AuthURL, fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region,
+	fake := connectEndpoint(t, "fake", fc.AuthURL(), fakeopenstack.DomainName, fakeopenstack.ProjectName, fakeopenstack.UserName, fakeopenstack.Password, fc.Region(),
 		map[string]string{"network": fakeopenstack.NetworkID, "image": fakeopenstack.ImageID})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -264,4 +266,12 @@ func TestFakeFaultAsReal(t *testing.T) {
 	if keys(r) != keys(f) || fmt.Sprint(r["code"]) != fmt.Sprint(f["code"]) || r["message"] != f["message"] {
 		t.Errorf("the fault differs: real %v, fake %v", r, f)
 	}
+}
+
+// startCloud serves a fake OpenStack on loopback until the test ends.
+func startCloud(t testing.TB, o fakeopenstack.Options) *fakeopenstack.Cloud {
+	t.Helper()
+	c := fakeopenstack.New(o)
+	fakekit.Start(t, c)
+	return c
 }

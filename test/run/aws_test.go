@@ -41,7 +41,7 @@ type awsWorld struct {
 func newAWSWorld(t *testing.T) *awsWorld {
 	t.Helper()
 	e := newE2E(t)
-	cloud := fakeaws.New("", nil)
+	cloud := fakeaws.New(fakeaws.Options{})
 	cloud.SeedDemo()
 	// Instances come up pending and run a little later, so machines pass through Pending.
 	cloud.SetStartDelay(200 * time.Millisecond)
@@ -49,7 +49,10 @@ func newAWSWorld(t *testing.T) *awsWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := cloud.Serve(l, nil)
+	srv, err := cloud.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	w := &awsWorld{e2e: e, cloud: cloud, ns: "shoot--aws"}
 	ctx := context.Background()
@@ -196,7 +199,7 @@ func TestRunAWSMachineDeployment(t *testing.T) {
 			t.Errorf("machine %s (providerID %s, node %s) and its instance %+v", m.Name, m.Spec.ProviderID, m.Labels[v1alpha1.LabelNode], i)
 		}
 	}
-	if n := len(w.cloud.RequestsFor("RunInstances")); n != 3 {
+	if n := len(w.cloud.Requests.For("RunInstances")); n != 3 {
 		t.Errorf("%d RunInstances requests for 3 machines", n)
 	}
 	w.scaleToZero("workers")
@@ -207,7 +210,7 @@ func TestRunAWSMachineDeployment(t *testing.T) {
 // in eu-west-1b at once, and nothing is left in eu-west-1a.
 func TestRunAWSCapacityFallback(t *testing.T) {
 	w := newAWSWorld(t)
-	w.cloud.SetZoneCapacity("eu-west-1a", 0)
+	w.cloud.Capacity.SetZoneCapacity("eu-west-1a", 0)
 	w.startRun("--namespace", w.ns)
 	d := machinetest.Deployment(w.ns, "workers", "fakeaws-a", 3, machinetest.Pool("workers"), 1, 0)
 	d.Annotations = map[string]string{"machinist.io/fallback-classes": "fakeaws-b"}
@@ -226,7 +229,7 @@ func TestRunAWSCapacityFallback(t *testing.T) {
 		t.Fatalf("live instances in zones %v, want 3 in eu-west-1b", zones)
 	}
 	refused := 0
-	for _, r := range w.cloud.RequestsFor("RunInstances") {
+	for _, r := range w.cloud.Requests.For("RunInstances") {
 		if r.Code == "InsufficientInstanceCapacity" {
 			refused++
 		}

@@ -39,7 +39,7 @@ import (
 // to the Compute contract.
 func TestRunGCPMachineDeployment(t *testing.T) {
 	e := newE2E(t)
-	cloud := fakegcp.New()
+	cloud := fakegcp.New(fakegcp.Options{})
 	if err := cloud.ContractError(); err != nil {
 		t.Fatalf("the fake cannot check requests against the Compute contract: %v", err)
 	}
@@ -53,7 +53,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	key := cloud.SeedDemo(srv.TokenURL())
+	key := cloud.SeedDemo(fakegcp.TokenURL(srv.URL))
 	e.startRun("--machine-safety-orphan-vms-period", "1s", "--machine-safety-orphan-vms-grace-period", "1s")
 
 	ctx := context.Background()
@@ -61,7 +61,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "fakegcp"},
 		Data: map[string][]byte{
 			gcp.KeyServiceAccountJSON: key,
-			gcp.KeyComputeEndpoint:    []byte(srv.ComputeEndpoint()),
+			gcp.KeyComputeEndpoint:    []byte(fakegcp.ComputeEndpoint(srv.URL)),
 			gcp.KeyCACert:             srv.CACert,
 			gcp.KeyUserData:           []byte(fakeUserData),
 		},
@@ -106,7 +106,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 	if n := len(cloud.Instances()); n != 3 {
 		t.Errorf("the fake holds %d instances, want 3", n)
 	}
-	if n := len(cloud.RequestsFor(fakegcp.OpToken)); n != 1 {
+	if n := len(cloud.Requests.For(fakegcp.OpToken)); n != 1 {
 		t.Errorf("%d token requests for the whole rollout, want 1: the client is reused", n)
 	}
 
@@ -119,7 +119,7 @@ func TestRunGCPMachineDeployment(t *testing.T) {
 		_, ok := cloud.Instance(fakegcp.DemoZone, "gcp-orphan")
 		return !ok, "gcp-orphan still exists"
 	})
-	lists := cloud.RequestsFor(fakegcp.OpListInstances)
+	lists := cloud.Requests.For(fakegcp.OpListInstances)
 	for _, r := range lists {
 		if strings.Contains(r.Query, "filter") || r.Status != 200 {
 			t.Errorf("list request ?%s answered %d, want 200 and no filter", r.Query, r.Status)

@@ -15,7 +15,7 @@ import (
 
 // homes says where each kind of helper lives; a copy elsewhere is reported with its home.
 const (
-	homeLRU      = "k8s.io/utils/lru (internal/clientcache for clients keyed by credentials)"
+	homeLRU      = "k8s.io/utils/lru (providers/kit.Clients for clients keyed by credentials)"
 	homeBackoff  = "k8s.io/apimachinery's wait.Backoff"
 	homeSleep    = "internal/waitctx.Sleep"
 	homePoll     = "wait.PollUntilContextTimeout / PollUntilContextCancel (k8s.io/apimachinery)"

@@ -21,12 +21,7 @@ const maxMethods = 30
 
 // methodSetExceptions are types allowed above maxMethods, "dir.Type" → the reason. An entry
 // whose type is back within the limit fails the test: remove it.
-var methodSetExceptions = map[string]string{
-	"providers/aws/fakeaws.Cloud":             "split with the provider kit (issue 38 item 2)",
-	"providers/azure/fakeazure.Cloud":         "split with the provider kit (issue 38 item 2)",
-	"providers/gcp/fakegcp.Cloud":             "split with the provider kit (issue 38 item 2)",
-	"providers/openstack/fakeopenstack.Cloud": "split with the provider kit (issue 38 item 2)",
-}
+var methodSetExceptions = map[string]string{}
 
 // TestNoTypeHasMoreThanMaxMethods checks every package of the module (generated code and tests
 // aside).

@@ -41,10 +41,11 @@ type classKey struct{ namespace, name string }
 // class. It is safe for concurrent use. A restart forgets it, except what the controller adopts
 // again from the marks it published on the classes.
 type Cache struct {
-	ttl   time.Duration
-	clock clock.PassiveClock
-	mu    sync.Mutex
-	marks map[classKey]Mark
+	ttl    time.Duration
+	clock  clock.PassiveClock
+	mu     sync.Mutex
+	marks  map[classKey]Mark
+	prices map[classKey]float64 // AnnotationPricePerHour of the classes adopted, when it parses
 }
 
 // NewCache returns a cache whose marks last ttl (DefaultTTL when ttl ≤ 0).
@@ -52,7 +53,7 @@ func NewCache(ttl time.Duration) *Cache {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	return &Cache{ttl: ttl, clock: clock.RealClock{}, marks: map[classKey]Mark{}}
+	return &Cache{ttl: ttl, clock: clock.RealClock{}, marks: map[classKey]Mark{}, prices: map[classKey]float64{}}
 }
 
 // WithClock makes the marks last ttl by clk instead of the real clock (the controllers' clock,
@@ -102,23 +103,43 @@ func (c *Cache) Clear(namespace, class string) bool {
 	return ok
 }
 
-// Adopt takes over a mark published on a class (by this controller before a restart, or by
-// another replica) unless the cache knows a later one. Expired marks are ignored.
+// Adopt takes over what a class publishes for the fallback: its price (AnnotationPricePerHour,
+// forgotten when it is removed or does not parse), and a mark published on it (by this
+// controller before a restart, or by another replica) unless the cache knows a later one.
+// Expired marks are ignored. The controllers adopt every class of a chain before they Pick, so
+// a price-ordered chain is sorted by the classes as stored.
 func (c *Cache) Adopt(class *v1alpha1.MachineClass) {
-	pm, ok := PublishedMark(class, c.clock.Now())
-	if !ok {
-		return
-	}
 	k := classKey{class.Namespace, class.Name}
+	price, set, err := PriceOf(class.Annotations)
+	pm, marked := PublishedMark(class, c.clock.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if set && err == nil {
+		c.prices[k] = price
+	} else {
+		delete(c.prices, k)
+	}
+	if !marked {
+		return
+	}
 	if cur, ok := c.marks[k]; ok && !cur.Until.Before(pm.Until) {
 		return
 	}
 	c.marks[k] = pm
 }
 
-var _ Marks = (*Cache)(nil)
+// Price is the price per hour of a class adopted last with a price that parses.
+func (c *Cache) Price(namespace, class string) (float64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.prices[classKey{namespace, class}]
+	return p, ok
+}
+
+var (
+	_ Marks  = (*Cache)(nil)
+	_ Prices = (*Cache)(nil)
+)
 
 // Encode is the value of AnnotationExhausted for a mark.
 func (m Mark) Encode() string {
@@ -144,13 +165,11 @@ func PublishedMark(class *v1alpha1.MachineClass, now time.Time) (Mark, bool) {
 
 // Pick returns the first class of the chain that is not marked and that usable accepts (nil
 // accepts every class), with the marks of the classes it passed over. ok is false when no class
-// is left: every usable class is marked.
+// is left: every usable class is marked. A chain ByPrice is tried cheapest first, by the prices
+// marks knows when it implements Prices (without, as listed).
 func Pick(c Chain, marks Marks, usable func(class string) bool) (class string, skipped map[string]Mark, ok bool) {
 	skipped = map[string]Mark{}
-	for _, n := range c.Classes {
-		if usable != nil && !usable(n) {
-			continue
-		}
+	for n := range c.ordered(marks, usable) {
 		if m, marked := marks.Exhausted(c.Namespace, n); marked {
 			skipped[n] = m
 			continue

@@ -75,6 +75,10 @@ type Problem struct {
 }
 
 func (p Problem) String() string {
+	if p.Position == 0 {
+		// A problem of another annotation than the list (AnnotationOrder) or of a class's price.
+		return p.Why
+	}
 	return fmt.Sprintf("entry %d %q: %s", p.Position, p.Entry, p.Why)
 }
 
@@ -83,6 +87,9 @@ func (p Problem) String() string {
 type Chain struct {
 	Namespace string
 	Classes   []string
+	// ByPrice tries the classes cheapest first (AnnotationOrder "price") instead of in the order
+	// of Classes.
+	ByPrice bool
 }
 
 // Primary is the template's class.
@@ -159,17 +166,17 @@ func TemplateClass(ms *v1alpha1.MachineSet) string {
 // ChainOf returns the chain of a MachineSet and the problems of its annotation; ok is false when
 // the set has no AnnotationClasses (no fallback: nothing changes for it).
 func ChainOf(ms *v1alpha1.MachineSet) (c Chain, problems []Problem, ok bool) {
-	v, ok := ms.Annotations[AnnotationClasses]
-	if !ok {
-		return Chain{}, nil, false
-	}
-	c, problems = Parse(ms.Namespace, TemplateClass(ms), v)
-	return c, problems, true
+	return ParseAnnotations(ms.Namespace, TemplateClass(ms), ms.Annotations)
 }
 
 // RebalanceEnabled reports whether a set asks for machines to move back to the primary class.
+// Never under price order, which does not prefer the template's class.
 func RebalanceEnabled(o interface{ GetAnnotations() map[string]string }) bool {
-	return strings.EqualFold(strings.TrimSpace(o.GetAnnotations()[AnnotationRebalance]), "true")
+	a := o.GetAnnotations()
+	if byPrice, _ := orderOf(a); byPrice {
+		return false
+	}
+	return strings.EqualFold(strings.TrimSpace(a[AnnotationRebalance]), "true")
 }
 
 // OnFallback reports whether a machine of ms runs on a fallback class: its spec.class is a class

@@ -31,16 +31,25 @@ type fallbackCheck struct {
 
 // checkFallback parses the deployment's fallback list and looks up its classes.
 func (r *Reconciler) checkFallback(ctx context.Context, d *v1alpha1.MachineDeployment) (fallbackCheck, error) {
-	v, ok := d.Annotations[fallback.AnnotationClasses]
+	chain, problems, ok := fallback.ParseAnnotations(d.Namespace, d.Spec.Template.Spec.Class.Name, d.Annotations)
 	if !ok {
 		return fallbackCheck{}, nil
 	}
-	chain, problems := fallback.Parse(d.Namespace, d.Spec.Template.Spec.Class.Name, v)
+	v := d.Annotations[fallback.AnnotationClasses]
 	usable := chain.Classes[:1]
-	for _, name := range chain.Classes[1:] {
+	found := map[string]*v1alpha1.MachineClass{} // for the prices of a price-ordered chain
+	for i, name := range chain.Classes {
+		if i == 0 && !chain.ByPrice {
+			continue
+		}
 		class := &v1alpha1.MachineClass{}
 		err := r.client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: name}, class)
+		if err == nil {
+			found[name] = class
+		}
 		switch {
+		case i == 0:
+			continue // the template's class: read for its price only (price order)
 		case apierrors.IsNotFound(err):
 			problems = append(problems, fallback.Problem{Entry: name, Position: fallback.Position(d.Namespace, v, name),
 				Why: fmt.Sprintf("MachineClass %s/%s not found: create it or remove it from the list", d.Namespace, name)})
@@ -54,14 +63,14 @@ func (r *Reconciler) checkFallback(ctx context.Context, d *v1alpha1.MachineDeplo
 		}
 	}
 	chain.Classes = usable
+	problems = append(problems, fallback.PriceProblems(chain, func(n string) *v1alpha1.MachineClass { return found[n] })...)
 	return fallbackCheck{present: true, chain: chain, problems: problems}, nil
 }
 
 // fallbackConditionText is the condition's status, reason and message for a check.
 func fallbackConditionText(fc fallbackCheck) (v1alpha1.ConditionStatus, string, string) {
 	if len(fc.problems) == 0 {
-		return v1alpha1.ConditionTrue, fallback.ReasonFallbackClassesValid,
-			"Machines are created on the first class not out of capacity, in order: " + strings.Join(fc.chain.Classes, ", ")
+		return v1alpha1.ConditionTrue, fallback.ReasonFallbackClassesValid, fallback.DescribeOrder(fc.chain)
 	}
 	parts := make([]string, 0, len(fc.problems))
 	for _, p := range fc.problems {

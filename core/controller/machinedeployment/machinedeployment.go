@@ -36,9 +36,9 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/rollout"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -127,6 +127,11 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if err := fallback.RegisterMetrics(metrics.Registry); err != nil {
 		return fmt.Errorf("machinedeployment: register fallback metrics: %w", err)
 	}
+	for _, obj := range []client.Object{&v1alpha1.MachineSet{}, &v1alpha1.Machine{}} {
+		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
+			return fmt.Errorf("machinedeployment: %w", err)
+		}
+	}
 	// A deployment reads all its machines: their events and the updates of its own status
 	// (mostly this controller's writes) are coalesced, except those noted in urgentForDeployment.
 	// Its sets' status updates are coalesced the same way outside a rollout (the scale-up of one
@@ -210,7 +215,7 @@ func (r *Reconciler) setRolling(ms client.Object) bool {
 		return false
 	}
 	var sets v1alpha1.MachineSetList
-	if err := r.client.List(context.Background(), &sets, client.InNamespace(ms.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+	if err := ownership.Controlled(context.Background(), r.client, &sets, ms.GetNamespace(), d.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return true
 	}
 	active := 0
@@ -318,16 +323,25 @@ func (r *Reconciler) writeBlocked(ctx context.Context, d *v1alpha1.MachineDeploy
 // claimSets lists the MachineSets the deployment controls, adopting orphans its selector matches
 // and releasing controlled sets that no longer match.
 func (r *Reconciler) claimSets(ctx context.Context, d *v1alpha1.MachineDeployment, sel labels.Selector) ([]*v1alpha1.MachineSet, error) {
-	var list v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+	// Its own sets and the orphans from the controller index, not every set of the namespace
+	// (hundreds of deployments share one); copies only of those it keeps.
+	var list, orphans v1alpha1.MachineSetList
+	if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, d.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("machinedeployment: list machine sets: %w", err)
 	}
+	if err := ownership.Orphans(ctx, r.client, &orphans, d.Namespace, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("machinedeployment: list machine sets: %w", err)
+	}
+	list.Items = append(list.Items, orphans.Items...)
 	var owned []*v1alpha1.MachineSet
 	var checked, canAdopt bool
 	for i := range list.Items {
-		ms := &list.Items[i]
-		ref := metav1.GetControllerOf(ms)
-		matches := sel.Matches(labels.Set(ms.Labels))
+		ref := metav1.GetControllerOfNoCopy(&list.Items[i])
+		matches := sel.Matches(labels.Set(list.Items[i].Labels))
+		if !(ref != nil && ref.UID == d.UID) && !(ref == nil && matches && list.Items[i].DeletionTimestamp == nil) {
+			continue
+		}
+		ms := list.Items[i].DeepCopy()
 		switch {
 		case ref != nil && ref.UID == d.UID:
 			if !matches && ms.DeletionTimestamp == nil {
@@ -371,21 +385,13 @@ func (r *Reconciler) claimSets(ctx context.Context, d *v1alpha1.MachineDeploymen
 // The machines are the cache's own objects: read them, never modify them.
 func (r *Reconciler) machinesBySet(ctx context.Context, d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet) (map[types.UID][]*v1alpha1.Machine, error) {
 	out := make(map[types.UID][]*v1alpha1.Machine, len(sets))
-	if len(sets) == 0 {
-		return out, nil
-	}
-	want := make(map[types.UID]bool, len(sets))
 	for _, ms := range sets {
-		want[ms.UID] = true
-	}
-	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("machinedeployment: list machines: %w", err)
-	}
-	for i := range list.Items {
-		m := &list.Items[i]
-		if ref := metav1.GetControllerOfNoCopy(m); ref != nil && want[ref.UID] {
-			out[ref.UID] = append(out[ref.UID], m)
+		var list v1alpha1.MachineList
+		if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, ms.UID, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("machinedeployment: list machines: %w", err)
+		}
+		for i := range list.Items {
+			out[ms.UID] = append(out[ms.UID], &list.Items[i])
 		}
 	}
 	return out, nil
@@ -398,7 +404,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, d *v1alpha1.MachineDep
 		return reconcile.Result{}, nil
 	}
 	var list v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &list, client.InNamespace(d.Namespace)); err != nil {
+	if err := ownership.Controlled(ctx, r.client, &list, d.Namespace, d.UID); err != nil {
 		return reconcile.Result{}, fmt.Errorf("machinedeployment: list machine sets: %w", err)
 	}
 	remaining := 0

@@ -13,7 +13,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // Capacity fallback in the MachineSet controller (package fallback): new machines of a set with
@@ -60,6 +60,9 @@ func (r *Reconciler) newMachineClass(ctx context.Context, ms *v1alpha1.MachineSe
 	if !ok || picked == chain.Primary() {
 		// Every class is marked: the machine starts on the template's class and waits there.
 		return "", ""
+	}
+	if chain.ByPrice && len(skipped) == 0 {
+		return picked, "it is the cheapest class (" + fallback.AnnotationOrder + ": " + fallback.OrderPrice + ")"
 	}
 	return picked, fallback.Describe(chain.Classes, skipped)
 }

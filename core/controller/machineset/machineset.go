@@ -37,9 +37,9 @@ import (
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
-	"github.com/machinist-io/machinist/core/controller/internal/eventnote"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
+	"github.com/machinist-io/machinist/core/eventnote"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -125,6 +125,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 			"the scale subresource then has no selector (kubectl scale works; a HorizontalPodAutoscaler cannot target the set)"),
 	}
 	r.exp = newExpectations(opts.ExpectationsTTL, r.now)
+	if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), &v1alpha1.Machine{}); err != nil {
+		return fmt.Errorf("machineset: %w", err)
+	}
 	// A set reads all its machines, so their many updates during a scale-up are coalesced, and
 	// so are the updates of its own status (mostly this controller's writes); creations,
 	// deletions and moves of machines reach it at once (expectations).
@@ -286,11 +289,17 @@ func (r *Reconciler) cached(ctx context.Context, namespace string) func(string) 
 // and releasing controlled machines that no longer match (as a ReplicaSet does).
 func (r *Reconciler) claimMachines(ctx context.Context, ms *v1alpha1.MachineSet, sel labels.Selector) ([]*v1alpha1.Machine, error) {
 	// The cache's own objects, not copies: a set of 1000 machines is listed on every machine
-	// event. They are only read; adopt and release change copies.
-	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(ms.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+	// event. They are only read; adopt and release change copies. Its machines and the orphans
+	// come from the controller index, not a list of the namespace's machines: hundreds of sets
+	// share a namespace.
+	var list, orphans v1alpha1.MachineList
+	if err := ownership.Controlled(ctx, r.client, &list, ms.Namespace, ms.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("machineset: list machines: %w", err)
 	}
+	if err := ownership.Orphans(ctx, r.client, &orphans, ms.Namespace, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("machineset: list machines: %w", err)
+	}
+	list.Items = append(list.Items, orphans.Items...)
 	var owned []*v1alpha1.Machine
 	var adoptChecked, canAdopt bool
 	for i := range list.Items {
@@ -578,7 +587,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ms *v1alpha1.MachineSe
 		return reconcile.Result{}, nil
 	}
 	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(ms.Namespace)); err != nil {
+	if err := ownership.Controlled(ctx, r.client, &list, ms.Namespace, ms.UID); err != nil {
 		return reconcile.Result{}, fmt.Errorf("machineset: list machines: %w", err)
 	}
 	var remaining, live []*v1alpha1.Machine

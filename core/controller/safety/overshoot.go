@@ -20,6 +20,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 )
 
 // Reasons of the Frozen condition, MCM's.
@@ -45,22 +46,14 @@ type overshootFreeze struct {
 	histories   map[client.ObjectKey]*setHistory
 }
 
-// indexMachineOwner indexes Machines by the UID of their controlling owner (a MachineSet).
-const indexMachineOwner = "safety.machinist.io/controller-uid"
-
 // setup checks every MachineSet for overshooting
 // (docs/compatibility/mcm-controllers.md#overshooting-freeze) every OvershootingPeriod and whenever
 // one of its machines, the set or its deployment changes.
 func (c *overshootFreeze) setup(mgr manager.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Machine{}, indexMachineOwner, func(o client.Object) []string {
-		for _, ref := range o.GetOwnerReferences() {
-			if ref.Controller != nil && *ref.Controller {
-				return []string{string(ref.UID)}
-			}
+	for _, obj := range []client.Object{&v1alpha1.Machine{}, &v1alpha1.MachineSet{}} {
+		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
+			return fmt.Errorf("safety: %w", err)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("safety: index machines by owner: %w", err)
 	}
 	err := builder.ControllerManagedBy(mgr).
 		Named("machine-safety-overshoot").
@@ -84,14 +77,12 @@ func (c *overshootFreeze) setup(mgr manager.Manager) error {
 
 func (c *overshootFreeze) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {
 	var sets v1alpha1.MachineSetList
-	if err := c.client.List(ctx, &sets, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := ownership.Controlled(ctx, c.client, &sets, o.GetNamespace(), o.GetUID(), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	var out []reconcile.Request
+	out := make([]reconcile.Request, 0, len(sets.Items))
 	for i := range sets.Items {
-		if ref := metav1.GetControllerOf(&sets.Items[i]); ref != nil && ref.UID == o.GetUID() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
-		}
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&sets.Items[i])})
 	}
 	return out
 }
@@ -195,7 +186,7 @@ func (c *overshootFreeze) reconcile(ctx context.Context, req reconcile.Request) 
 // may have thousands). They are only read.
 func (c *overshootFreeze) setMachines(ctx context.Context, ms *v1alpha1.MachineSet) ([]v1alpha1.Machine, error) {
 	var machines v1alpha1.MachineList
-	if err := c.client.List(ctx, &machines, client.InNamespace(ms.Namespace), client.MatchingFields{indexMachineOwner: string(ms.UID)}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := ownership.Controlled(ctx, c.client, &machines, ms.Namespace, ms.UID, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	return machines.Items, nil

@@ -11,11 +11,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kptr "k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 	pb "github.com/machinist-io/machinist/grpcbridge/proto/clusterautoscaler/cloudprovider/v1/externalgrpc"
 )
@@ -30,29 +34,59 @@ const (
 // MachineSet each; every tenth machine still a placeholder) and returns the gRPC service over
 // it, with every node Cluster Autoscaler could ask about.
 func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
+	srv, _, nodes := benchFleet(b, benchGroups, benchMachines/benchGroups)
+	return srv, nodes
+}
+
+// benchFleet builds the index for groups MachineDeployments of perGroup machines each, as the
+// informers would build it (through the same handlers, with objects as the API server serves
+// them: owner references, labels, status, a priced MachineClass with a node template per group),
+// and returns the gRPC service over it, the source, and every node Cluster Autoscaler could ask
+// about (one in ten still a placeholder).
+func benchFleet(b *testing.B, groups, perGroup int) (*autoscaler.Server, *Source, []*pb.ExternalGrpcNode) {
 	b.Helper()
 	log := slog.New(slog.DiscardHandler)
-	p := &Source{log: log, now: time.Now, ix: newIndex(log, time.Now, nil), warnedFlags: map[key]bool{}}
+	p := &Source{log: log, now: time.Now, ix: newIndex(log, time.Now, nil)}
 	p.synced.Store(true)
 	var nodes []*pb.ExternalGrpcNode
-	for g := range benchGroups {
+	for g := range groups {
 		mdName := fmt.Sprintf("pool-%d", g)
+		p.ix.putClass(&v1alpha1.MachineClass{
+			ObjectMeta: metav1.ObjectMeta{Name: mdName, Namespace: benchNS, ResourceVersion: "1",
+				Annotations: map[string]string{fallback.AnnotationPricePerHour: "0.096"}},
+			Provider:     "local",
+			ProviderSpec: kruntime.RawExtension{Raw: []byte(`{"cluster":"bench","zone":"zone-` + fmt.Sprint(g%3) + `"}`)},
+			NodeTemplate: &v1alpha1.NodeTemplate{
+				Capacity:     corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")},
+				InstanceType: "m5.xlarge", Region: "eu-1", Zone: fmt.Sprintf("eu-1%c", 'a'+g%3),
+			},
+		})
 		md := &v1alpha1.MachineDeployment{
 			ObjectMeta: metav1.ObjectMeta{Name: mdName, Namespace: benchNS, UID: types.UID(mdName), ResourceVersion: "1",
 				Annotations: map[string]string{AnnotationMinSize: "0", AnnotationMaxSize: "2000"}},
-			Spec: v1alpha1.MachineDeploymentSpec{Replicas: benchMachines / benchGroups},
+			Spec: v1alpha1.MachineDeploymentSpec{
+				Replicas: int32(perGroup),
+				Template: v1alpha1.MachineTemplateSpec{Spec: v1alpha1.MachineSpec{
+					Class:            v1alpha1.ClassSpec{Kind: "MachineClass", Name: mdName},
+					NodeTemplateSpec: v1alpha1.NodeTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": mdName}}},
+				}},
+			},
 		}
 		p.ix.putDeployment(md)
 		set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: mdName + "-x", Namespace: benchNS, ResourceVersion: "1",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineDeployment", Name: mdName, Controller: kptr.To(true)}}}}
 		p.ix.putSet(set)
-		for i := range benchMachines / benchGroups {
+		for i := range perGroup {
 			name := fmt.Sprintf("%s-m%04d", mdName, i)
 			m := &v1alpha1.Machine{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, ResourceVersion: "1",
-					Labels:          map[string]string{v1alpha1.LabelNode: name},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, ResourceVersion: "1", UID: types.UID(name),
+					Labels:          map[string]string{v1alpha1.LabelNode: name, "pool": mdName},
 					OwnerReferences: []metav1.OwnerReference{{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineSet", Name: set.Name, Controller: kptr.To(true)}}},
-				Status: v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning}},
+				Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: mdName}},
+				Status: v1alpha1.MachineStatus{
+					CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.Now()},
+					LastOperation: v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful, Description: "Created", LastUpdateTime: metav1.Now()},
+				},
 			}
 			node := &pb.ExternalGrpcNode{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}
 			if i%10 == 0 {
@@ -66,10 +100,10 @@ func benchServer(b *testing.B) (*autoscaler.Server, []*pb.ExternalGrpcNode) {
 			nodes = append(nodes, node)
 		}
 	}
-	if len(p.NodeGroups()) != benchGroups {
+	if len(p.NodeGroups()) != groups {
 		b.Fatalf("%d groups indexed", len(p.NodeGroups()))
 	}
-	return autoscaler.NewServer(autoscaler.Config{Source: p, Log: log}), nodes
+	return autoscaler.NewServer(autoscaler.Config{Source: p, Log: log}), p, nodes
 }
 
 // recorder keeps per-call wall-clock latency and the CPU time the calling thread spent. On a

@@ -429,8 +429,8 @@ func TestAgainstAPIServer(t *testing.T) {
 		if types := scaler.GetAvailableGPUTypes(); len(types) != 1 {
 			t.Errorf("GPU types %v, want [tesla]", types)
 		}
-		if _, err := scaler.NodePrice(realNode("x", "y"), time.Now(), time.Now().Add(time.Hour)); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
-			t.Errorf("NodePrice: %v", err)
+		if _, err := scaler.NodePrice(realNode("x", "y"), time.Now(), time.Now().Add(time.Hour)); status.Code(err) != codes.NotFound {
+			t.Errorf("NodePrice of a node of no group: %v, want NotFound", err)
 		}
 		if _, err := scaler.PodPrice(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
 			t.Errorf("PodPrice: %v", err)

@@ -10,10 +10,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
@@ -37,6 +40,25 @@ type group struct {
 	// marked are the machines listed in the deployment's trigger-deletion annotation: already
 	// subtracted from replicas, so reported as Deleting before their MachineSet gets to them.
 	marked map[string]string
+	// chain is the deployment's capacity fallback chain as annotated (classes not checked for
+	// existence), nil without fallback classes.
+	chain *fallback.Chain
+	// price is the deployment's own price (fallback.AnnotationPricePerHour), overriding its
+	// classes'; priceErr says why an annotated price is not used.
+	price    *autoscaler.Price
+	priceErr error
+}
+
+// classInfo is what the index keeps of a MachineClass besides the object: its price and the
+// size of its template node, read once per change.
+type classInfo struct {
+	// value is the raw price annotation ("" without), to report a bad one once per change.
+	value    string
+	price    float64
+	priced   bool
+	priceErr error
+	// cpu (cores) and memory (bytes) of the class's nodeTemplate; 0 without.
+	cpu, memory float64
 }
 
 // tombstone remembers the group of a deleted machine, so that Cluster Autoscaler, which keeps asking about a
@@ -67,8 +89,16 @@ type index struct {
 	setsOf       map[key]map[key]struct{} // MachineDeployment -> its MachineSets
 	mds          map[key]*v1alpha1.MachineDeployment
 	classes      map[key]*v1alpha1.MachineClass
+	classInfo    map[key]classInfo
 	groups       map[string]*group
 	tombstones   map[string]tombstone
+	// sorted is every group sorted by id, as NodeGroups answers; nil after a change of a group
+	// (NodeGroups builds it again).
+	sorted []autoscaler.NodeGroup
+
+	// warn reports an annotation of an object that cannot be used, once per change of it (a
+	// Warning Event; nil: the log only).
+	warn func(obj runtime.Object, reason, message string)
 }
 
 func newIndex(log *slog.Logger, now func() time.Time, flags []FlagGroup) *index {
@@ -78,7 +108,7 @@ func newIndex(log *slog.Logger, now func() time.Time, flags []FlagGroup) *index 
 		byNodeName: map[string][]key{}, byName: map[string][]key{},
 		machinesOf: map[key]map[key]*v1alpha1.Machine{}, sets: map[key]*v1alpha1.MachineSet{},
 		setsOf: map[key]map[key]struct{}{}, mds: map[key]*v1alpha1.MachineDeployment{},
-		classes: map[key]*v1alpha1.MachineClass{}, groups: map[string]*group{},
+		classes: map[key]*v1alpha1.MachineClass{}, classInfo: map[key]classInfo{}, groups: map[string]*group{},
 		tombstones: map[string]tombstone{},
 	}
 	for _, f := range flags {
@@ -265,8 +295,12 @@ func (ix *index) putDeployment(md *v1alpha1.MachineDeployment) {
 			for _, p := range g.problems {
 				ix.log.Warn("autoscaler: ignoring an option annotation", "machineDeployment", k.String(), "problem", p)
 			}
+			if g.priceErr != nil && (old == nil || old.Annotations[fallback.AnnotationPricePerHour] != md.Annotations[fallback.AnnotationPricePerHour]) {
+				ix.report(md, "MachineDeployment "+k.String(), g.priceErr)
+			}
 		}
 	}
+	ix.sorted = nil
 	if g == nil {
 		delete(ix.groups, GroupID(k))
 		return
@@ -293,6 +327,14 @@ func (ix *index) groupFor(md *v1alpha1.MachineDeployment) (*group, string) {
 		g.bounds, g.source = b, source
 	}
 	g.options, g.problems = autoscaler.OptionsFromAnnotations(md.Annotations)
+	if chain, _, ok := fallback.ParseAnnotations(md.Namespace, md.Spec.Template.Spec.Class.Name, md.Annotations); ok {
+		g.chain = &chain
+	}
+	if price, set, err := fallback.PriceOf(md.Annotations); err != nil {
+		g.priceErr = fmt.Errorf("%w: the node group has no price until it is fixed (Cluster Autoscaler's price expander leaves it out)", err)
+	} else if set {
+		g.price = &autoscaler.Price{PerHour: price, From: "MachineDeployment " + k.String()}
+	}
 	return g, ""
 }
 
@@ -302,6 +344,7 @@ func (ix *index) deleteDeployment(md *v1alpha1.MachineDeployment) {
 	k := keyOf(md)
 	delete(ix.mds, k)
 	delete(ix.groups, GroupID(k))
+	ix.sorted = nil
 }
 
 // ---- MachineClasses
@@ -309,13 +352,46 @@ func (ix *index) deleteDeployment(md *v1alpha1.MachineDeployment) {
 func (ix *index) putClass(c *v1alpha1.MachineClass) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.classes[keyOf(c)] = c
+	k := keyOf(c)
+	old, had := ix.classInfo[k]
+	ix.classes[k] = c
+	info := infoOf(c)
+	ix.classInfo[k] = info
+	if info.priceErr != nil && (!had || old.value != info.value) {
+		ix.report(c, "MachineClass "+k.String(), info.priceErr)
+	}
+}
+
+// infoOf reads a class's price and template size.
+func infoOf(c *v1alpha1.MachineClass) classInfo {
+	info := classInfo{value: c.Annotations[fallback.AnnotationPricePerHour]}
+	price, set, err := fallback.PriceOf(c.Annotations)
+	switch {
+	case err != nil:
+		info.priceErr = fmt.Errorf("%w: node groups on this class have no price (Cluster Autoscaler's price expander leaves them out)", err)
+	case set:
+		info.price, info.priced = price, true
+	}
+	if t := c.NodeTemplate; t != nil {
+		cpu, memory := t.Capacity[corev1.ResourceCPU], t.Capacity[corev1.ResourceMemory]
+		info.cpu, info.memory = float64(cpu.MilliValue())/1000, float64(memory.Value())
+	}
+	return info
 }
 
 func (ix *index) deleteClass(c *v1alpha1.MachineClass) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.classes, keyOf(c))
+	delete(ix.classInfo, keyOf(c))
+}
+
+// report logs an annotation that cannot be used and passes it on to warn.
+func (ix *index) report(obj runtime.Object, what string, err error) {
+	ix.log.Warn("autoscaler: ignoring a price annotation", "object", what, "problem", err.Error())
+	if ix.warn != nil {
+		ix.warn(obj, ReasonInvalidPrice, err.Error())
+	}
 }
 
 // ---- lookups (callers hold ix.mu for reading)
@@ -399,8 +475,15 @@ func (g *group) debug(md *v1alpha1.MachineDeployment) string {
 	if !g.options.IsZero() {
 		fmt.Fprintf(&b, ", options %s", g.options)
 	}
-	if len(g.problems) > 0 {
-		fmt.Fprintf(&b, ", ignored: %s", strings.Join(g.problems, "; "))
+	if g.price != nil {
+		fmt.Fprintf(&b, ", price %s", g.price)
+	}
+	problems := g.problems
+	if g.priceErr != nil {
+		problems = append(problems[:len(problems):len(problems)], g.priceErr.Error())
+	}
+	if len(problems) > 0 {
+		fmt.Fprintf(&b, ", ignored: %s", strings.Join(problems, "; "))
 	}
 	return b.String()
 }

@@ -69,9 +69,9 @@ type Source struct {
 	client client.Client
 	cache  cache.Cache
 	synced atomic.Bool
+	events *eventRecorder
 
-	warnMu      sync.Mutex
-	warnedFlags map[key]bool
+	flagWarnings flagWarnings
 }
 
 // New returns a Source for cfg. It contacts nothing until Start.
@@ -95,7 +95,9 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler: client for the control cluster: %w", err)
 	}
-	opts := cache.Options{Scheme: scheme}
+	// The index reads no managed fields: they are dropped as objects arrive, the largest part of
+	// a cached Machine* object (docs/performance.md, "Cluster Autoscaler server at 500 node groups").
+	opts := cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()}
 	if cfg.Namespace != "" {
 		opts.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
 	}
@@ -103,10 +105,14 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("autoscaler: informer cache: %w", err)
 	}
+	ev, err := newEventRecorder(cfg.Control, scheme)
+	if err != nil {
+		return nil, err
+	}
+	ix := newIndex(log, now, cfg.Groups)
+	ix.warn = ev.warn
 	return &Source{
-		cfg: cfg, log: log, now: now, client: c, cache: ca,
-		ix:          newIndex(log, now, cfg.Groups),
-		warnedFlags: map[key]bool{},
+		cfg: cfg, log: log, now: now, client: c, cache: ca, events: ev, ix: ix,
 	}, nil
 }
 
@@ -114,6 +120,9 @@ func New(cfg Config) (*Source, error) {
 // MachineDeployment and MachineClass, so that the first answer Cluster Autoscaler gets is already complete.
 // The informers run until ctx is done.
 func (p *Source) Start(ctx context.Context) error {
+	if err := p.events.start(ctx); err != nil {
+		return err
+	}
 	var regs []toolscache.ResourceEventHandlerRegistration
 	add := func(obj client.Object, put, del func(any)) error {
 		inf, err := p.cache.GetInformer(ctx, obj)
@@ -181,7 +190,7 @@ func (p *Source) Start(ctx context.Context) error {
 		return fmt.Errorf("autoscaler: event handlers did not sync before shutdown")
 	}
 	p.synced.Store(true)
-	p.warnMissingFlagGroups()
+	p.flagWarnings.report(p.log, p.namespaceText(), p.ix.missingDeployments(p.cfg.flagDeployments()))
 	p.log.Info("autoscaler: node groups loaded", "groups", len(p.NodeGroups()))
 	return nil
 }
@@ -210,16 +219,26 @@ func (p *Source) namespaceText() string {
 // Ready reports whether the index is loaded.
 func (p *Source) Ready() bool { return p.synced.Load() }
 
-// NodeGroups lists every group, sorted by id.
+// NodeGroups lists every group, sorted by id. The list is built once per change of the groups
+// and shared: callers must not modify it.
 func (p *Source) NodeGroups() []autoscaler.NodeGroup {
 	p.ix.mu.RLock()
-	defer p.ix.mu.RUnlock()
-	out := make([]autoscaler.NodeGroup, 0, len(p.ix.groups))
-	for _, g := range p.ix.groups {
-		out = append(out, p.nodeGroupLocked(g))
+	list := p.ix.sorted
+	p.ix.mu.RUnlock()
+	if list != nil {
+		return list
 	}
-	autoscaler.SortGroups(out)
-	return out
+	p.ix.mu.Lock()
+	defer p.ix.mu.Unlock()
+	if p.ix.sorted == nil {
+		out := make([]autoscaler.NodeGroup, 0, len(p.ix.groups))
+		for _, g := range p.ix.groups {
+			out = append(out, p.nodeGroupLocked(g))
+		}
+		autoscaler.SortGroups(out)
+		p.ix.sorted = out
+	}
+	return p.ix.sorted
 }
 
 func (p *Source) nodeGroupLocked(g *group) autoscaler.NodeGroup { return g.ng }
@@ -506,17 +525,17 @@ func (m publishedMarks) Exhausted(namespace, class string) (fallback.Mark, bool)
 	return fallback.PublishedMark(m.p.ix.classes[key{Namespace: namespace, Name: class}], m.p.now())
 }
 
-// chainLocked is the fallback chain of a deployment (classes in the index only), or ok false
-// for a deployment without fallback classes.
-func (p *Source) chainLocked(md *v1alpha1.MachineDeployment) (fallback.Chain, bool) {
-	v, ok := md.Annotations[fallback.AnnotationClasses]
-	if !ok {
+// chainLocked is the fallback chain of a group's deployment (classes in the index only), or ok
+// false for a deployment without fallback classes.
+func (p *Source) chainLocked(g *group) (fallback.Chain, bool) {
+	if g.chain == nil {
 		return fallback.Chain{}, false
 	}
-	chain, _ := fallback.Parse(md.Namespace, md.Spec.Template.Spec.Class.Name, v)
-	known := chain.Classes[:1]
+	chain := *g.chain
+	known := make([]string, 1, len(chain.Classes))
+	known[0] = chain.Classes[0]
 	for _, n := range chain.Classes[1:] {
-		if p.ix.classes[key{Namespace: md.Namespace, Name: n}] != nil {
+		if p.ix.classes[key{Namespace: chain.Namespace, Name: n}] != nil {
 			known = append(known, n)
 		}
 	}
@@ -531,11 +550,11 @@ func (p *Source) exhaustedLocked(g *group) *autoscaler.InstanceError {
 	if md == nil {
 		return nil
 	}
-	chain, ok := p.chainLocked(md)
+	chain, ok := p.chainLocked(g)
 	if !ok {
 		return nil
 	}
-	_, skipped, found := fallback.Pick(chain, p.marks(), nil)
+	_, skipped, found := fallback.Pick(chain, indexPrices{Marks: p.marks(), ix: p.ix}, nil)
 	if found {
 		return nil
 	}
@@ -601,21 +620,16 @@ func (p *Source) TemplateNode(_ context.Context, id string) (*corev1.Node, error
 	if ref.Kind != "" && ref.Kind != "MachineClass" {
 		return nil, fmt.Errorf("node group %q: class kind %q: %w", id, ref.Kind, autoscaler.ErrNoTemplate)
 	}
-	if chain, ok := p.chainLocked(md); ok {
-		// With fallback classes a new node gets the first class not out of capacity.
-		if next, _, found := fallback.Pick(chain, p.marks(), nil); found {
-			ref.Name = next
-		}
-	}
-	class := p.ix.classes[key{Namespace: md.Namespace, Name: ref.Name}]
+	name := p.newNodeClassLocked(g, md)
+	class := p.ix.classes[key{Namespace: md.Namespace, Name: name}]
 	if class == nil {
 		return nil, driver.Errorf(driver.FailedPrecondition,
-			"node group %q: MachineClass %s/%s of the MachineDeployment not found: create it or fix spec.template.spec.class.name", id, md.Namespace, ref.Name)
+			"node group %q: MachineClass %s/%s of the MachineDeployment not found: create it or fix spec.template.spec.class.name", id, md.Namespace, name)
 	}
 	tmpl := md.Spec.Template.Spec.NodeTemplateSpec
 	return autoscaler.BuildTemplateNode(autoscaler.TemplateSpec{
 		GroupID: id, ClassName: class.Name, NodeTemplate: class.NodeTemplate,
-		Labels: tmpl.Labels, Taints: tmpl.Spec.Taints,
+		Labels: tmpl.Labels, Annotations: tmpl.Annotations, Taints: tmpl.Spec.Taints,
 	})
 }
 
@@ -655,37 +669,48 @@ func (p *Source) GPUTypes() []string {
 // their own (Cluster Autoscaler then sees the last known state, never an error).
 func (p *Source) Refresh(context.Context) error {
 	p.ix.sweepTombstones()
-	p.warnMissingFlagGroups()
+	p.flagWarnings.report(p.log, p.namespaceText(), p.ix.missingDeployments(p.cfg.flagDeployments()))
 	return nil
 }
 
-// warnMissingFlagGroups says once which --nodes deployments do not exist.
-func (p *Source) warnMissingFlagGroups() {
-	if len(p.cfg.Groups) == 0 {
-		return
-	}
-	p.ix.mu.RLock()
+// missingDeployments returns the deployments among want that the index does not hold.
+func (ix *index) missingDeployments(want []key) []key {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	var missing []key
-	for _, f := range p.cfg.Groups {
-		if p.ix.mds[f.MachineDeployment] == nil {
-			missing = append(missing, f.MachineDeployment)
+	for _, k := range want {
+		if ix.mds[k] == nil {
+			missing = append(missing, k)
 		}
 	}
-	p.ix.mu.RUnlock()
-	p.warnMu.Lock()
-	defer p.warnMu.Unlock()
+	return missing
+}
+
+// flagWarnings remembers which --nodes deployments were reported missing, so each is reported
+// once while it is missing (and again if it goes missing after it existed).
+type flagWarnings struct {
+	mu     sync.Mutex
+	warned map[key]bool
+}
+
+func (w *flagWarnings) report(log *slog.Logger, namespace string, missing []key) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.warned == nil {
+		w.warned = map[key]bool{}
+	}
 	gone := map[key]bool{}
 	for _, k := range missing {
 		gone[k] = true
-		if !p.warnedFlags[k] {
-			p.log.Warn("autoscaler: --nodes names a MachineDeployment that does not exist; the group is not served until it does",
-				"machineDeployment", k.String(), "namespace", p.namespaceText())
-			p.warnedFlags[k] = true
+		if !w.warned[k] {
+			log.Warn("autoscaler: --nodes names a MachineDeployment that does not exist; the group is not served until it does",
+				"machineDeployment", k.String(), "namespace", namespace)
+			w.warned[k] = true
 		}
 	}
-	for k := range p.warnedFlags {
+	for k := range w.warned {
 		if !gone[k] {
-			delete(p.warnedFlags, k)
+			delete(w.warned, k)
 		}
 	}
 }
@@ -784,3 +809,12 @@ func ctxErr(err error) driver.Code {
 }
 
 var _ autoscaler.NodeGroupSource = (*Source)(nil)
+
+// flagDeployments are the deployments the --nodes groups name.
+func (c Config) flagDeployments() []key {
+	keys := make([]key, 0, len(c.Groups))
+	for _, f := range c.Groups {
+		keys = append(keys, f.MachineDeployment)
+	}
+	return keys
+}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler"
 )
@@ -31,6 +32,7 @@ import (
 //	  nodeLabels: {pool: workers}
 //	  nodeTaints: [{key: dedicated, value: workers, effect: NoSchedule}]
 //	  options: {scale-down-unneeded-time: 5m}
+//	  pricePerHour: "0.096"      # optional; else the class's machinist.io/price-per-hour
 type File struct {
 	Groups []GroupFile `json:"groups"`
 }
@@ -47,6 +49,9 @@ type GroupFile struct {
 	NodeLabels       map[string]string      `json:"nodeLabels,omitempty"`
 	NodeTaints       []corev1.Taint         `json:"nodeTaints,omitempty"`
 	Options          map[string]string      `json:"options,omitempty"`
+	// PricePerHour is what a machine of the group costs per hour (a decimal, e.g. "0.096"); it
+	// wins over the class's machinist.io/price-per-hour annotation.
+	PricePerHour string `json:"pricePerHour,omitempty"`
 }
 
 // Group is a validated group, its class and secret loaded.
@@ -58,6 +63,9 @@ type Group struct {
 	NodeLabels map[string]string
 	NodeTaints []corev1.Taint
 	Options    autoscaler.Options
+	// Price of a machine of the group; nil: no price (Cluster Autoscaler's price expander
+	// leaves the group out).
+	Price *autoscaler.Price
 }
 
 // maxGroupName keeps <name>-<5 chars> a valid DNS label, the strictest form a node name takes.
@@ -170,10 +178,33 @@ func loadGroup(gf GroupFile, dir string) (Group, error) {
 	if err != nil {
 		return Group{}, fmt.Errorf("options: %w", err)
 	}
+	price, err := groupPrice(gf, class)
+	if err != nil {
+		return Group{}, err
+	}
 	return Group{
 		Name: gf.Name, Min: gf.MinSize, Max: gf.MaxSize, Class: class, Secret: secret,
-		NodeLabels: gf.NodeLabels, NodeTaints: gf.NodeTaints, Options: opts,
+		NodeLabels: gf.NodeLabels, NodeTaints: gf.NodeTaints, Options: opts, Price: price,
 	}, nil
+}
+
+// groupPrice reads the group's pricePerHour, else its class's price annotation; nil without.
+func groupPrice(gf GroupFile, class *v1alpha1.MachineClass) (*autoscaler.Price, error) {
+	if gf.PricePerHour != "" {
+		p, err := fallback.ParsePrice(gf.PricePerHour)
+		if err != nil {
+			return nil, fmt.Errorf("pricePerHour %q: want a non-negative decimal with a dot, e.g. \"0.096\" (quoted, no currency)", gf.PricePerHour)
+		}
+		return &autoscaler.Price{PerHour: p, From: "pricePerHour of group " + gf.Name}, nil
+	}
+	p, set, err := fallback.PriceOf(class.Annotations)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("machineClass.metadata.annotations: %w", err)
+	case !set:
+		return nil, nil
+	}
+	return &autoscaler.Price{PerHour: p, From: "MachineClass " + class.Name}, nil
 }
 
 // metaNamespace is the namespace of the Machine objects a static group hands its driver: there

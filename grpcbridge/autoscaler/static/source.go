@@ -304,10 +304,14 @@ func (p *Source) nodeGroup(g *group) autoscaler.NodeGroup {
 			size++
 		}
 	}
+	price := ""
+	if g.cfg.Price != nil {
+		price = ", price " + g.cfg.Price.String()
+	}
 	return autoscaler.NodeGroup{
 		ID: g.cfg.Name, MinSize: g.cfg.Min, MaxSize: g.cfg.Max,
-		Debug: fmt.Sprintf("static group %s (min %d, max %d), provider %s, class %s, size %d, listed %s ago",
-			g.cfg.Name, g.cfg.Min, g.cfg.Max, g.cfg.Class.Provider, g.cfg.Class.Name, size, time.Since(g.listed).Round(time.Second)),
+		Debug: fmt.Sprintf("static group %s (min %d, max %d), provider %s, class %s%s, size %d, listed %s ago",
+			g.cfg.Name, g.cfg.Min, g.cfg.Max, g.cfg.Class.Provider, g.cfg.Class.Name, price, size, time.Since(g.listed).Round(time.Second)),
 	}
 }
 
@@ -685,6 +689,45 @@ func (p *Source) TemplateNode(_ context.Context, id string) (*corev1.Node, error
 		GroupID: id, ClassName: g.cfg.Class.Name, NodeTemplate: g.cfg.Class.NodeTemplate,
 		Labels: g.cfg.NodeLabels, Taints: g.cfg.NodeTaints,
 	})
+}
+
+// GroupPrice is the group's price from the config file.
+func (p *Source) GroupPrice(id string) (autoscaler.Price, error) {
+	g, err := p.groupOf(id)
+	if err != nil {
+		return autoscaler.Price{}, err
+	}
+	if g.cfg.Price == nil {
+		return autoscaler.Price{}, fmt.Errorf("static group %q has no price: set its pricePerHour (or the class's %s) for Cluster Autoscaler's price expander: %w",
+			id, autoscaler.AnnotationPricePerHour, autoscaler.ErrNoPrice)
+	}
+	return *g.cfg.Price, nil
+}
+
+// NodePrice is the price of the group of a node: every machine of a static group has its class.
+func (p *Source) NodePrice(n autoscaler.Node) (autoscaler.Price, error) {
+	p.mu.RLock()
+	g, v := p.findLocked(n)
+	p.mu.RUnlock()
+	if g == nil || v == nil {
+		return autoscaler.Price{}, driver.Errorf(driver.NotFound, "node %q (providerID %q) is not a machine of any static group", n.Name, n.ProviderID)
+	}
+	return p.GroupPrice(g.cfg.Name)
+}
+
+// GroupShapes are the price and template size of every priced group with a node template.
+func (p *Source) GroupShapes() []autoscaler.GroupShape {
+	var out []autoscaler.GroupShape
+	for _, name := range p.order {
+		g := p.groups[name]
+		t := g.cfg.Class.NodeTemplate
+		if g.cfg.Price == nil || t == nil {
+			continue
+		}
+		cpu, memory := t.Capacity[corev1.ResourceCPU], t.Capacity[corev1.ResourceMemory]
+		out = append(out, autoscaler.GroupShape{Price: *g.cfg.Price, CPU: float64(cpu.MilliValue()) / 1000, Memory: float64(memory.Value())})
+	}
+	return out
 }
 
 // Options are the group's options from the config file.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -57,6 +59,7 @@ groups:
 - name: stockout
   minSize: 0
   maxSize: 2
+  pricePerHour: "0.05"
   machineClass:
     provider: local
     providerSpec:
@@ -80,6 +83,8 @@ groups:
 `
 
 const workersClass = `
+metadata:
+  annotations: {machinist.io/price-per-hour: "0.10"}
 provider: local
 providerSpec: {cluster: static, cpu: 2, memory: 4Gi}
 nodeTemplate:
@@ -436,11 +441,25 @@ func TestStaticGroups(t *testing.T) {
 		if types := scaler.GetAvailableGPUTypes(); len(types) != 0 {
 			t.Errorf("GPU types %v, want none (no group labels its nodes with the GPU label)", types)
 		}
-		if _, err := scaler.NodePrice(&corev1.Node{}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
-			t.Errorf("NodePrice: %v", err)
+		// Prices: the class's annotation (workers), the group's pricePerHour (stockout), none (slow).
+		now := time.Now()
+		for group, want := range map[string]float64{"workers": 0.20, "stockout": 0.10} {
+			tmpl := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "template-node-for-" + group + "-77", Labels: map[string]string{autoscaler.LabelTemplateNode: "true"}}}
+			if got, err := scaler.NodePrice(tmpl, now, now.Add(2*time.Hour)); err != nil || math.Abs(got-want) > 1e-9 {
+				t.Errorf("price of %s's template for 2h: %v, %v; want %v", group, got, err, want)
+			}
 		}
-		if _, err := scaler.PodPrice(&corev1.Pod{}, time.Now(), time.Now()); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
-			t.Errorf("PodPrice: %v", err)
+		slow := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "template-node-for-slow-77", Labels: map[string]string{autoscaler.LabelTemplateNode: "true"}}}
+		if _, err := scaler.NodePrice(slow, now, now.Add(time.Hour)); !errors.Is(err, clusterautoscaler.ErrNotImplemented) {
+			t.Errorf("price of a group without one: %v, want not implemented", err)
+		}
+		if _, err := scaler.NodePrice(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: corev1.NodeSpec{ProviderID: "aws:///i-1"}}, now, now.Add(time.Hour)); status.Code(err) != codes.NotFound {
+			t.Errorf("price of a foreign node: %v, want NotFound", err)
+		}
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")}}}}}}
+		if got, err := scaler.PodPrice(pod, now, now.Add(time.Hour)); err != nil || math.Abs(got-0.05) > 1e-9 {
+			t.Errorf("PodPrice: %v, %v; want half of workers' 0.10", got, err)
 		}
 		if g, err := scaler.NodeGroupForNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}, Spec: corev1.NodeSpec{ProviderID: "aws:///i-1"}}); err != nil || g != nil {
 			t.Errorf("a foreign node resolved to %v, %v", g, err)
@@ -479,6 +498,9 @@ func TestConfigErrors(t *testing.T) {
 		"bad option":     {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}, options: {scale-down-unneeded-time: soon}}]", "scale-down-unneeded-time"},
 		"duplicate":      {"groups: [{name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}, {name: w, maxSize: 1, machineClass: {provider: x, providerSpec: {a: 1}}}]", "used twice"},
 		"missing file":   {"groups: [{name: w, maxSize: 1, machineClassFile: nope.yaml}]", "nope.yaml"},
+		"bad price":      {"groups: [{name: w, maxSize: 1, pricePerHour: '1,5', machineClass: {provider: x, providerSpec: {a: 1}}}]", `pricePerHour "1,5": want a non-negative decimal`},
+		"bad class price": {"groups: [{name: w, maxSize: 1, machineClass: {metadata: {annotations: {machinist.io/price-per-hour: '-1'}}, provider: x, providerSpec: {a: 1}}}]",
+			`machineClass.metadata.annotations: machinist.io/price-per-hour="-1" is not a price`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := static.Load([]byte(tc.yaml), t.TempDir())

@@ -4,8 +4,9 @@
 // serializers and error parsing.
 //
 // One Cloud is one AWS account in one region: VPCs, subnets (each in an availability zone, with
-// a finite number of free addresses), security groups, AMIs, key pairs, instance profiles and
-// capacity reservations are seeded with the Add methods; instances, their EBS volumes, network
+// a finite number of free addresses) and security groups (Network), access keys, web identity
+// roles and instance profiles (Identity), capacity reservations (Capacity), AMIs, key pairs and
+// placement groups are seeded with the Add methods; instances, their EBS volumes, network
 // interfaces and spot instance requests are made by RunInstances. Instances go pending → running
 // (after SetStartDelay) and, once terminated, shutting-down → terminated (after SetStopDelay);
 // terminated instances stay visible for an hour, as in EC2 (SetTerminatedRetention), and
@@ -17,9 +18,9 @@
 // DescribeInstances, DescribeVolumes, DescribeNetworkInterfaces and DescribeSpotInstanceRequests
 // take EC2's filters (with * and ? wildcards) and paginate with MaxResults and NextToken.
 //
-// Capacity and faults: SetZoneCapacity, SetSpotCapacity, SetSpotPrice, SetVcpuQuota,
-// SetInstanceLimit, SetDescribeLag (eventual consistency) and Inject (throttling with
-// RequestLimitExceeded, 5xx, any error code, a delay, an answer lost after the request took
+// Capacity and faults: Capacity (SetZoneCapacity, SetSpotCapacity, SetSpotPrice, SetVcpuQuota,
+// SetInstanceLimit, FailLaunches), SetDescribeLag (eventual consistency) and Faults (throttling
+// with RequestLimitExceeded, 5xx, any error code, a delay, an answer lost after the request took
 // effect, a hang until released). STS's AssumeRoleWithWebIdentity is served at the same URL for
 // web-identity (IRSA-style) credentials. Every request is recorded (Requests) with its action,
 // time, request ID, answer code and parameters, and dumped as JSON on the control endpoint: the
@@ -31,12 +32,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
-	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // Defaults of a new Cloud.
@@ -64,8 +68,56 @@ const (
 var stateCodes = map[string]int{StatePending: 0, StateRunning: 16, StateShuttingDown: 32, StateTerminated: 48, StateStopping: 64, StateStopped: 80}
 
 // Cloud is one fake AWS account in one region. Create it with New; all methods are safe for
-// concurrent use.
+// concurrent use. EC2's instances, network interfaces, images and volumes, spot requests, and STS
+// are each a type of their own over the shared state; so are the settings of the account's
+// identities (Identity), networks (Network) and capacity (Capacity).
 type Cloud struct {
+	// Faults are the injected faults (fakekit.Faults: Inject, Clear, Hits).
+	Faults fakekit.Faults[Fault]
+	// Requests are the requests the cloud answered (fakekit.Journal: All, For(action), Len,
+	// Reset).
+	Requests fakekit.Journal[Request]
+	// Identity holds the account's access keys, web identity roles and instance profiles.
+	Identity *Identity
+	// Network holds the account's VPCs, subnets and security groups.
+	Network *Network
+	// Capacity holds what EC2 can still launch: per zone, spot, quotas, reservations.
+	Capacity *Capacity
+
+	st           *state
+	apiInstances instancesAPI
+	apiNetwork   networkAPI
+	apiResources resourcesAPI
+	apiSpot      spotAPI
+	apiSTS       stsAPI
+	actions      map[string]func(params) (any, *apiError)
+}
+
+// Options configure a cloud. The zero value is ready to use.
+type Options struct {
+	// Region is the cloud's region; default DefaultRegion.
+	Region string
+	// Clock keeps the cloud's time; nil is the real clock.
+	Clock clock.Clock
+}
+
+// The settings of an account and EC2's and STS's APIs, over the shared state.
+type (
+	// Identity holds an account's access keys, web identity roles and instance profiles.
+	Identity struct{ *state }
+	// Network holds an account's VPCs, subnets and security groups.
+	Network struct{ *state }
+	// Capacity holds what EC2 can still launch in an account.
+	Capacity     struct{ *state }
+	instancesAPI struct{ *state }
+	networkAPI   struct{ *state }
+	resourcesAPI struct{ *state }
+	spotAPI      struct{ *state }
+	stsAPI       struct{ *state }
+)
+
+// state is what the APIs share, under one lock.
+type state struct {
 	region    string
 	accountID string
 	clock     clock.Clock
@@ -99,9 +151,7 @@ type Cloud struct {
 	describeLag  int
 	failLaunch   []string // state reason codes of the next launches that EC2 gives up on
 	imdsRole     string   // instance profile role IMDS serves credentials for; "" serves none
-	faults       []*faultState
 	hangs        []chan struct{}
-	requests     []Request
 	seq          int
 }
 
@@ -263,9 +313,9 @@ type SpotRequest struct {
 	Tags       map[string]string `json:",omitempty"`
 }
 
-// New returns an empty cloud in region (DefaultRegion if empty) that keeps time with clk
-// (nil: the real clock).
-func New(region string, clk clock.Clock) *Cloud {
+// New returns an empty cloud.
+func New(o Options) *Cloud {
+	region, clk := o.Region, o.Clock
 	if region == "" {
 		region = DefaultRegion
 	}
@@ -274,7 +324,7 @@ func New(region string, clk clock.Clock) *Cloud {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &Cloud{
+	st := &state{
 		region: region, accountID: DefaultAccountID, clock: clk, idPrefix: hex.EncodeToString(b[:]),
 		keys: map[string]*accessKey{}, roles: map[string]string{}, vpcs: map[string]bool{},
 		subnets: map[string]*Subnet{}, groups: map[string]*SecurityGroup{}, images: map[string]*Image{},
@@ -283,41 +333,47 @@ func New(region string, clk clock.Clock) *Cloud {
 		spots: map[string]*SpotRequest{}, tokens: map[string]*tokenUse{}, zoneCap: map[string]int{},
 		spotCap: map[string]int{}, spotPrice: map[string]float64{},
 	}
+	c := &Cloud{
+		Identity: &Identity{st}, Network: &Network{st}, Capacity: &Capacity{st},
+		st: st, apiInstances: instancesAPI{st}, apiNetwork: networkAPI{st}, apiResources: resourcesAPI{st}, apiSpot: spotAPI{st}, apiSTS: stsAPI{st},
+	}
+	c.actions = c.ec2Actions()
+	return c
 }
 
 // IDPrefix is the random part every resource ID of this cloud starts with after its kind
 // (i-<prefix><sequence>): a normalizer drops it to compare two clouds' IDs by sequence.
-func (c *Cloud) IDPrefix() string { return c.idPrefix }
+func (c *Cloud) IDPrefix() string { return c.st.idPrefix }
 
 // Region is the cloud's region.
-func (c *Cloud) Region() string { return c.region }
+func (c *Cloud) Region() string { return c.st.region }
 
 // AccountID is the cloud's account.
-func (c *Cloud) AccountID() string { return c.accountID }
+func (c *Cloud) AccountID() string { return c.st.accountID }
 
 // AddAccessKey lets requests signed with this key in.
-func (c *Cloud) AddAccessKey(id, secret string) {
+func (c *Identity) AddAccessKey(id, secret string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.keys[id] = &accessKey{secret: secret}
 }
 
 // RemoveAccessKey revokes a key: requests signed with it fail with AuthFailure.
-func (c *Cloud) RemoveAccessKey(id string) {
+func (c *Identity) RemoveAccessKey(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.keys, id)
 }
 
 // AddWebIdentityRole lets AssumeRoleWithWebIdentity for roleARN with token issue session keys.
-func (c *Cloud) AddWebIdentityRole(roleARN, token string) {
+func (c *Identity) AddWebIdentityRole(roleARN, token string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.roles[roleARN] = token
 }
 
 // AddSubnet adds a subnet of vpcID (created if new) in zone with the IPv4 cidr.
-func (c *Cloud) AddSubnet(id, vpcID, zone, cidr string) {
+func (c *Network) AddSubnet(id, vpcID, zone, cidr string) {
 	prefix := netip.MustParsePrefix(cidr).Masked()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -332,7 +388,7 @@ func (c *Cloud) AddSubnet(id, vpcID, zone, cidr string) {
 }
 
 // SetSubnetFreeAddresses limits the addresses a subnet still has.
-func (c *Cloud) SetSubnetFreeAddresses(id string, n int) {
+func (c *Network) SetSubnetFreeAddresses(id string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s := c.subnets[id]; s != nil {
@@ -341,7 +397,7 @@ func (c *Cloud) SetSubnetFreeAddresses(id string, n int) {
 }
 
 // AddSecurityGroup adds a security group of vpcID.
-func (c *Cloud) AddSecurityGroup(id, vpcID, name string) {
+func (c *Network) AddSecurityGroup(id, vpcID, name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.vpcs[vpcID] = true
@@ -354,20 +410,20 @@ func (c *Cloud) AddImage(id, name, rootDevice string) { c.AddImageFor(id, name, 
 // AddImageFor adds an AMI of architecture arch (x86_64 or arm64): RunInstances refuses an
 // instance type of another architecture, as EC2 does.
 func (c *Cloud) AddImageFor(id, name, rootDevice, arch string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.images[id] = &Image{ID: id, Name: name, RootDeviceName: rootDevice, Architecture: arch}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.images[id] = &Image{ID: id, Name: name, RootDeviceName: rootDevice, Architecture: arch}
 }
 
 // AddKeyPair adds an EC2 key pair.
 func (c *Cloud) AddKeyPair(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.keyPairs[name] = true
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.keyPairs[name] = true
 }
 
 // AddInstanceProfile adds an IAM instance profile (IAM is global; the fake keeps it here).
-func (c *Cloud) AddInstanceProfile(name string) string {
+func (c *Identity) AddInstanceProfile(name string) string {
 	arn := fmt.Sprintf("arn:aws:iam::%s:instance-profile/%s", c.accountID, name)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -378,13 +434,13 @@ func (c *Cloud) AddInstanceProfile(name string) string {
 // AddPlacementGroup adds a placement group: strategy cluster, spread or partition (with
 // partitions partitions). RunInstances takes it by Placement.GroupId or Placement.GroupName.
 func (c *Cloud) AddPlacementGroup(id, name, strategy string, partitions int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pgroups[id] = &PlacementGroup{ID: id, Name: name, Strategy: strategy, Partitions: partitions}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.pgroups[id] = &PlacementGroup{ID: id, Name: name, Strategy: strategy, Partitions: partitions}
 }
 
 // AddCapacityReservation reserves total instances of instanceType in zone.
-func (c *Cloud) AddCapacityReservation(id, instanceType, zone string, total int) {
+func (c *Capacity) AddCapacityReservation(id, instanceType, zone string, total int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.reservations[id] = &CapacityReservation{ID: id, InstanceType: instanceType, Zone: zone, Total: total}
@@ -392,7 +448,7 @@ func (c *Cloud) AddCapacityReservation(id, instanceType, zone string, total int)
 
 // SetZoneCapacity lets zone take n more on-demand instances (of any type); n < 0 removes the
 // limit. Beyond it RunInstances fails with InsufficientInstanceCapacity.
-func (c *Cloud) SetZoneCapacity(zone string, n int) {
+func (c *Capacity) SetZoneCapacity(zone string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n < 0 {
@@ -403,7 +459,7 @@ func (c *Cloud) SetZoneCapacity(zone string, n int) {
 }
 
 // SetSpotCapacity lets zone take n more spot instances; n < 0 removes the limit.
-func (c *Cloud) SetSpotCapacity(zone string, n int) {
+func (c *Capacity) SetSpotCapacity(zone string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n < 0 {
@@ -415,7 +471,7 @@ func (c *Cloud) SetSpotCapacity(zone string, n int) {
 
 // SetSpotPrice sets the current spot price of instanceType: a lower maximum price fails with
 // SpotMaxPriceTooLow.
-func (c *Cloud) SetSpotPrice(instanceType string, price float64) {
+func (c *Capacity) SetSpotPrice(instanceType string, price float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.spotPrice[instanceType] = price
@@ -423,56 +479,32 @@ func (c *Cloud) SetSpotPrice(instanceType string, price float64) {
 
 // SetVcpuQuota limits the vCPUs of the account's on-demand instances (0: no limit); beyond it
 // RunInstances fails with VcpuLimitExceeded.
-func (c *Cloud) SetVcpuQuota(vcpus int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.vcpuQuota = vcpus
-}
+func (c *Capacity) SetVcpuQuota(vcpus int) { fakekit.Set(&c.mu, &c.vcpuQuota, vcpus) }
 
 // SetInstanceLimit limits the account's instances (0: no limit); beyond it RunInstances fails
 // with InstanceLimitExceeded.
-func (c *Cloud) SetInstanceLimit(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.instLimit = n
-}
+func (c *Capacity) SetInstanceLimit(n int) { fakekit.Set(&c.mu, &c.instLimit, n) }
 
 // SetStartDelay is how long a new instance stays pending (a slow start).
-func (c *Cloud) SetStartDelay(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.startDelay = d
-}
+func (c *Cloud) SetStartDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.startDelay, d) }
 
 // SetStopDelay is how long a terminated instance stays shutting-down.
-func (c *Cloud) SetStopDelay(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.stopDelay = d
-}
+func (c *Cloud) SetStopDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.stopDelay, d) }
 
 // SetTerminatedRetention is how long terminated instances stay visible after they reached
 // terminated (by the cloud's clock); then DescribeInstances and TerminateInstances answer their
 // IDs with InvalidInstanceID.NotFound, as EC2 does, and Instances no longer lists them. A client
 // token keeps answering with its instance. 0 keeps them for ever.
-func (c *Cloud) SetTerminatedRetention(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.retention = d
-}
+func (c *Cloud) SetTerminatedRetention(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.retention, d) }
 
 // SetDescribeLag makes each new instance invisible to the first n DescribeInstances requests
 // after its launch, as EC2's eventual consistency does.
-func (c *Cloud) SetDescribeLag(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.describeLag = n
-}
+func (c *Cloud) SetDescribeLag(n int) { fakekit.Set(&c.st.mu, &c.st.describeLag, n) }
 
 // FailLaunches makes the next launched instances end up terminated right after RunInstances
 // answered, one per reason (a state reason code such as Server.InsufficientInstanceCapacity or
 // Server.SpotInstanceTermination), as EC2 does when it cannot place an instance it accepted.
-func (c *Cloud) FailLaunches(reasons ...string) {
+func (c *Capacity) FailLaunches(reasons ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failLaunch = append(c.failLaunch, reasons...)
@@ -481,38 +513,24 @@ func (c *Cloud) FailLaunches(reasons ...string) {
 // ServeInstanceProfile makes the instance metadata service (IMDSv2, under /latest/ on the
 // served URL) hand out session credentials of role, as on an EC2 instance with an instance
 // profile; "" stops it.
-func (c *Cloud) ServeInstanceProfile(role string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.imdsRole = role
-}
+func (c *Identity) ServeInstanceProfile(role string) { fakekit.Set(&c.mu, &c.imdsRole, role) }
 
 // SeedDemo adds the demo account key and the network, image and profile that
 // kubernetes/samples/fakecloud/aws-machineclass.yaml names: subnets in zones a and b of the
 // region, a security group, an AMI, a key pair and an instance profile.
 func (c *Cloud) SeedDemo() {
-	c.AddAccessKey(DemoAccessKeyID, DemoSecretAccessKey)
-	c.AddSubnet("subnet-0demo0000000000a", "vpc-0demo00000000000", c.region+"a", "10.250.0.0/19")
-	c.AddSubnet("subnet-0demo0000000000b", "vpc-0demo00000000000", c.region+"b", "10.250.32.0/19")
-	c.AddSecurityGroup("sg-0demo000000nodes", "vpc-0demo00000000000", "demo-nodes")
+	c.Identity.AddAccessKey(DemoAccessKeyID, DemoSecretAccessKey)
+	c.Network.AddSubnet("subnet-0demo0000000000a", "vpc-0demo00000000000", c.st.region+"a", "10.250.0.0/19")
+	c.Network.AddSubnet("subnet-0demo0000000000b", "vpc-0demo00000000000", c.st.region+"b", "10.250.32.0/19")
+	c.Network.AddSecurityGroup("sg-0demo000000nodes", "vpc-0demo00000000000", "demo-nodes")
 	c.AddImage("ami-0demogardenlinux0", "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddKeyPair("demo-ssh")
-	c.AddInstanceProfile("demo-nodes")
+	c.Identity.AddInstanceProfile("demo-nodes")
 }
 
 // Instances returns copies of every instance the fake holds (terminated ones included).
 func (c *Cloud) Instances() []Instance {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advanceLocked()
-	out := make([]Instance, 0, len(c.instances))
-	for _, i := range c.instances {
-		cp := *i
-		cp.Tags = copyMap(i.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.instances, (*Instance).copied, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // Live returns the instances that are not shutting down or terminated.
@@ -528,47 +546,17 @@ func (c *Cloud) Live() []Instance {
 
 // Volumes returns copies of the volumes the fake holds.
 func (c *Cloud) Volumes() []Volume {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advanceLocked()
-	out := make([]Volume, 0, len(c.volumes))
-	for _, v := range c.volumes {
-		cp := *v
-		cp.Tags = copyMap(v.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.volumes, (*Volume).copied, func(a, b Volume) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // NetworkInterfaces returns copies of the network interfaces the fake holds.
 func (c *Cloud) NetworkInterfaces() []NetworkInterface {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advanceLocked()
-	out := make([]NetworkInterface, 0, len(c.nics))
-	for _, n := range c.nics {
-		cp := *n
-		cp.Tags = copyMap(n.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.nics, (*NetworkInterface).copied, func(a, b NetworkInterface) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // SpotRequests returns copies of the spot instance requests.
 func (c *Cloud) SpotRequests() []SpotRequest {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advanceLocked()
-	out := make([]SpotRequest, 0, len(c.spots))
-	for _, s := range c.spots {
-		cp := *s
-		cp.Tags = copyMap(s.Tags)
-		out = append(out, cp)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advanceLocked, c.st.spots, (*SpotRequest).copied, func(a, b SpotRequest) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // State is everything the fake holds, for `machinist fakecloud aws --state` and
@@ -585,7 +573,7 @@ type State struct {
 
 // State returns what the fake holds now.
 func (c *Cloud) State() State {
-	s := State{Region: c.region, Instances: []Instance{}, Volumes: c.Volumes(), NetworkInterfaces: c.NetworkInterfaces(), ActiveSpotRequests: []SpotRequest{}}
+	s := State{Region: c.st.region, Instances: []Instance{}, Volumes: c.Volumes(), NetworkInterfaces: c.NetworkInterfaces(), ActiveSpotRequests: []SpotRequest{}}
 	for _, i := range c.Instances() {
 		if i.State == StateTerminated {
 			s.TerminatedCount++
@@ -604,7 +592,7 @@ func (c *Cloud) State() State {
 // advanceLocked applies the state transitions that are due: pending → running after the start
 // delay, shutting-down → terminated after the stop delay (deleting what goes with the instance),
 // terminated → expired after the retention.
-func (c *Cloud) advanceLocked() {
+func (c *state) advanceLocked() {
 	now := c.clock.Now()
 	for _, i := range c.instances {
 		switch i.State {
@@ -632,7 +620,7 @@ func (c *Cloud) advanceLocked() {
 
 // terminatedLocked completes an instance's termination: its deleteOnTermination volumes and
 // interfaces are deleted, the others detached; capacity it held is given back.
-func (c *Cloud) terminatedLocked(i *Instance) {
+func (c *state) terminatedLocked(i *Instance) {
 	i.State, i.TerminatedAt = StateTerminated, c.clock.Now()
 	for _, d := range i.Devices {
 		v := c.volumes[d.VolumeID]
@@ -668,18 +656,13 @@ func (c *Cloud) terminatedLocked(i *Instance) {
 }
 
 // newID returns a fresh resource ID with prefix, e.g. i-0a1b2c3d000000001.
-func (c *Cloud) newIDLocked(prefix string) string {
+func (c *state) newIDLocked(prefix string) string {
 	c.seq++
 	return fmt.Sprintf("%s-%s%09x", prefix, c.idPrefix, c.seq)
 }
 
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
+// The copies of resources the fake hands out: their tags are the caller's to change.
+func (i Instance) copied() Instance                 { i.Tags = maps.Clone(i.Tags); return i }
+func (v Volume) copied() Volume                     { v.Tags = maps.Clone(v.Tags); return v }
+func (n NetworkInterface) copied() NetworkInterface { n.Tags = maps.Clone(n.Tags); return n }
+func (s SpotRequest) copied() SpotRequest           { s.Tags = maps.Clone(s.Tags); return s }

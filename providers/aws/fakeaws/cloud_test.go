@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -34,7 +36,7 @@ const (
 // env is a seeded cloud served on loopback with an SDK client signed with its key.
 type env struct {
 	c      *Cloud
-	srv    *Server
+	srv    *fakekit.Server
 	client *ec2.Client
 	clock  *clocktesting.FakeClock
 }
@@ -42,18 +44,21 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 5, 20, 10, 0, 0, 0, time.UTC))
-	c := New("", clk)
-	c.AddAccessKey(keyID, secret)
-	c.AddSubnet("subnet-0aaaaaaaaaaaaaaa1", "vpc-0aaaaaaaaaaaaaaa1", zoneA, "10.0.0.0/28")
-	c.AddSubnet("subnet-0bbbbbbbbbbbbbbb2", "vpc-0aaaaaaaaaaaaaaa1", zoneB, "10.0.16.0/20")
-	c.AddSubnet("subnet-0ccccccccccccccc3", "vpc-0ccccccccccccccc3", zoneA, "10.1.0.0/20")
-	c.AddSecurityGroup("sg-0aaaaaaaaaaaaaaa1", "vpc-0aaaaaaaaaaaaaaa1", "nodes")
+	c := New(Options{Region: "", Clock: clk})
+	c.Identity.AddAccessKey(keyID, secret)
+	c.Network.AddSubnet("subnet-0aaaaaaaaaaaaaaa1", "vpc-0aaaaaaaaaaaaaaa1", zoneA, "10.0.0.0/28")
+	c.Network.AddSubnet("subnet-0bbbbbbbbbbbbbbb2", "vpc-0aaaaaaaaaaaaaaa1", zoneB, "10.0.16.0/20")
+	c.Network.AddSubnet("subnet-0ccccccccccccccc3", "vpc-0ccccccccccccccc3", zoneA, "10.1.0.0/20")
+	c.Network.AddSecurityGroup("sg-0aaaaaaaaaaaaaaa1", "vpc-0aaaaaaaaaaaaaaa1", "nodes")
 	c.AddImage("ami-0aaaaaaaaaaaaaaa1", "image", "/dev/xvda")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := c.Serve(l, nil)
+	srv, err := c.Serve(l, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close() })
 	return &env{c: c, srv: srv, clock: clk, client: clientFor(srv.URL, DefaultRegion, keyID, secret)}
 }
@@ -371,7 +376,7 @@ func TestDescribeLag(t *testing.T) {
 func TestFaultsAndControl(t *testing.T) {
 	e := newEnv(t)
 	post := func(method, what, body string) int {
-		req, _ := http.NewRequestWithContext(ctx(t), method, e.srv.URL+ControlPrefix+what, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx(t), method, e.srv.URL+fakekit.ControlPrefix+what, strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -380,7 +385,7 @@ func TestFaultsAndControl(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode
 	}
-	if s := post(http.MethodPost, "faults", `{"action":"RunInstances","times":1,"status":503,"code":"RequestLimitExceeded","message":"Request limit exceeded."}`); s != http.StatusNoContent {
+	if s := post(http.MethodPost, "faults", `{"op":"RunInstances","times":1,"status":503,"code":"RequestLimitExceeded","message":"Request limit exceeded."}`); s != http.StatusNoContent {
 		t.Fatalf("POST faults: %d", s)
 	}
 	if s := post(http.MethodPost, "faults", `{"actoin":"x"}`); s != http.StatusBadRequest {
@@ -395,7 +400,7 @@ func TestFaultsAndControl(t *testing.T) {
 	if _, err := e.run(t, "", "subnet-0bbbbbbbbbbbbbbb2", nil); err != nil {
 		t.Fatalf("second RunInstances = %v", err)
 	}
-	e.c.Inject(LostResponse("TerminateInstances", 1))
+	e.c.Faults.Inject(LostResponse("TerminateInstances", 1))
 	id := e.c.Instances()[0].ID
 	if _, err := e.client.TerminateInstances(ctx(t), &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); code(err) != "InternalError" {
 		t.Fatalf("TerminateInstances with a lost answer = %v", err)
@@ -406,7 +411,7 @@ func TestFaultsAndControl(t *testing.T) {
 	if s := post(http.MethodDelete, "faults", ""); s != http.StatusNoContent {
 		t.Fatalf("DELETE faults: %d", s)
 	}
-	resp, err := http.Get(e.srv.URL + ControlPrefix + "state")
+	resp, err := http.Get(e.srv.URL + fakekit.ControlPrefix + "state")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,11 +426,11 @@ func TestFaultsAndControl(t *testing.T) {
 // parameters (no credentials), dumped as JSON on the control endpoint and forgotten on DELETE.
 func TestRecorder(t *testing.T) {
 	e := newEnv(t)
-	e.c.Inject(Throttle("RunInstances", 1))
+	e.c.Faults.Inject(Throttle("RunInstances", 1))
 	if _, err := e.run(t, "tok-1", "subnet-0bbbbbbbbbbbbbbb2", map[string]string{"Name": "m-1"}); code(err) != "RequestLimitExceeded" {
 		t.Fatalf("RunInstances = %v", err)
 	}
-	reqs := e.c.Requests()
+	reqs := e.c.Requests.All()
 	if len(reqs) != 1 {
 		t.Fatalf("recorded %d requests, want 1", len(reqs))
 	}
@@ -447,7 +452,7 @@ func TestRecorder(t *testing.T) {
 			t.Errorf("parameter %s carries a credential", k)
 		}
 	}
-	resp, err := http.Get(e.srv.URL + ControlPrefix + "requests")
+	resp, err := http.Get(e.srv.URL + fakekit.ControlPrefix + "requests")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,13 +462,13 @@ func TestRecorder(t *testing.T) {
 	if err != nil || len(dumped) != 1 || dumped[0].Params["ClientToken"] != "tok-1" {
 		t.Fatalf("dump = %+v, %v", dumped, err)
 	}
-	req, _ := http.NewRequestWithContext(ctx(t), http.MethodDelete, e.srv.URL+ControlPrefix+"requests", nil)
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodDelete, e.srv.URL+fakekit.ControlPrefix+"requests", nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("DELETE requests: %v %v", resp, err)
 	} else {
 		_ = resp.Body.Close()
 	}
-	if n := len(e.c.Requests()); n != 0 {
+	if n := len(e.c.Requests.All()); n != 0 {
 		t.Fatalf("%d requests after DELETE", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -28,20 +29,22 @@ var stateReasons = map[string]string{
 	"Client.VolumeLimitExceeded":          "Volume limit exceeded",
 }
 
-// ec2Actions are the actions the fake answers; others are InvalidAction.
-var ec2Actions = map[string]func(c *Cloud, p params) (any, *apiError){
-	"RunInstances":                    (*Cloud).runInstances,
-	"DescribeInstances":               (*Cloud).describeInstances,
-	"TerminateInstances":              (*Cloud).terminateInstances,
-	"DescribeImages":                  (*Cloud).describeImages,
-	"DescribeVolumes":                 (*Cloud).describeVolumes,
-	"DescribeNetworkInterfaces":       (*Cloud).describeNetworkInterfaces,
-	"DescribeSpotInstanceRequests":    (*Cloud).describeSpotRequests,
-	"CancelSpotInstanceRequests":      (*Cloud).cancelSpotRequests,
-	"CreateTags":                      (*Cloud).createTags,
-	"ModifyNetworkInterfaceAttribute": (*Cloud).modifyNetworkInterfaceAttribute,
-	"ModifyInstanceAttribute":         (*Cloud).modifyInstanceAttribute,
-	"AssignIpv6Addresses":             (*Cloud).assignIpv6Addresses,
+// ec2Actions are the actions the fake answers, by name; others are InvalidAction.
+func (c *Cloud) ec2Actions() map[string]func(params) (any, *apiError) {
+	return map[string]func(params) (any, *apiError){
+		"RunInstances":                    c.apiInstances.runInstances,
+		"DescribeInstances":               c.apiInstances.describeInstances,
+		"TerminateInstances":              c.apiInstances.terminateInstances,
+		"ModifyInstanceAttribute":         c.apiInstances.modifyInstanceAttribute,
+		"DescribeNetworkInterfaces":       c.apiNetwork.describeNetworkInterfaces,
+		"ModifyNetworkInterfaceAttribute": c.apiNetwork.modifyNetworkInterfaceAttribute,
+		"AssignIpv6Addresses":             c.apiNetwork.assignIpv6Addresses,
+		"DescribeImages":                  c.apiResources.describeImages,
+		"DescribeVolumes":                 c.apiResources.describeVolumes,
+		"CreateTags":                      c.apiResources.createTags,
+		"DescribeSpotInstanceRequests":    c.apiSpot.describeSpotRequests,
+		"CancelSpotInstanceRequests":      c.apiSpot.cancelSpotRequests,
+	}
 }
 
 // checkID answers EC2's Malformed error for an ID that is not of the form prefix-<hex>.
@@ -79,7 +82,7 @@ type volumeSpec struct {
 	deleteOnT  bool
 }
 
-func (c *Cloud) runInstances(p params) (any, *apiError) {
+func (c *instancesAPI) runInstances(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -250,7 +253,7 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 	for range count {
 		inst := &Instance{
 			ID: c.newIDLocked("i"), ReservationID: resID, ImageID: imageID, InstanceType: itype, KeyName: p.str("KeyName"),
-			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: copyMap(tags["instance"]),
+			State: StatePending, Zone: zone, ClientToken: token, LaunchTime: now, Tags: maps.Clone(tags["instance"]),
 			IAMProfileARN: profileARN, UserData: p.str("UserData"), Tenancy: tenancy, Partition: partition,
 			visibleAfter: c.describeLag,
 		}
@@ -283,14 +286,14 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 			v := &Volume{
 				ID: c.newIDLocked("vol"), Zone: zone, Size: vs.size, Type: vs.volType, Iops: vs.iops, Throughput: vs.throughput,
 				Encrypted: vs.encrypted, KmsKeyID: vs.kmsKeyID, SnapshotID: vs.snapshotID, State: "in-use", InstanceID: inst.ID,
-				Device: vs.device, DeleteOnTermination: vs.deleteOnT, CreateTime: now, Tags: copyMap(tags["volume"]),
+				Device: vs.device, DeleteOnTermination: vs.deleteOnT, CreateTime: now, Tags: maps.Clone(tags["volume"]),
 			}
 			c.volumes[v.ID] = v
 			inst.Devices = append(inst.Devices, Device{Name: vs.device, VolumeID: v.ID, DeleteOnTermination: vs.deleteOnT})
 		}
 		if spot {
 			sr := &SpotRequest{ID: c.newIDLocked("sir"), State: "active", StatusCode: "fulfilled", InstanceID: inst.ID, MaxPrice: maxPrice,
-				Type: "one-time", Zone: zone, CreateTime: now, Tags: copyMap(tags["spot-instances-request"])}
+				Type: "one-time", Zone: zone, CreateTime: now, Tags: maps.Clone(tags["spot-instances-request"])}
 			c.spots[sr.ID] = sr
 			inst.Lifecycle, inst.SpotRequestID = "spot", sr.ID
 			if _, limited := c.spotCap[zone]; limited {
@@ -317,7 +320,7 @@ func (c *Cloud) runInstances(p params) (any, *apiError) {
 // placementLocked checks a RunInstances request's placement as EC2 does: tenancy and host, and
 // the placement group by ID or name (not both; it must exist), with a partition number only in
 // a partition group's range.
-func (c *Cloud) placementLocked(placement params) (*PlacementGroup, int32, *apiError) {
+func (c *instancesAPI) placementLocked(placement params) (*PlacementGroup, int32, *apiError) {
 	tenancy := placement.str("Tenancy")
 	if tenancy != "" && !slices.Contains([]string{"default", "dedicated", "host"}, tenancy) {
 		return nil, 0, badRequest("InvalidParameterValue", "Value (%s) for parameter tenancy is invalid.", tenancy)
@@ -361,7 +364,7 @@ func (c *Cloud) placementLocked(placement params) (*PlacementGroup, int32, *apiE
 
 // nicSpecsLocked reads the network interfaces of a RunInstances request (or its instance-level
 // SubnetId and SecurityGroupId) and checks them as EC2 does.
-func (c *Cloud) nicSpecsLocked(p params) ([]nicSpec, *apiError) {
+func (c *instancesAPI) nicSpecsLocked(p params) ([]nicSpec, *apiError) {
 	raw := p.structs("NetworkInterface")
 	if len(raw) == 0 {
 		if p.str("SubnetId") == "" {
@@ -435,7 +438,7 @@ func (c *Cloud) nicSpecsLocked(p params) ([]nicSpec, *apiError) {
 	return out, nil
 }
 
-func (c *Cloud) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string) *NetworkInterface {
+func (c *state) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string) *NetworkInterface {
 	s := ns.subnet
 	ip := s.next
 	s.next = s.next.Next()
@@ -446,7 +449,7 @@ func (c *Cloud) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string)
 		ID: c.newIDLocked("eni"), SubnetID: s.ID, VpcID: s.VpcID, Zone: s.Zone, PrivateIP: ip.String(), PrivateDNSName: dns,
 		SecurityGroups: ns.groups, SourceDestCheck: true, InterfaceType: ns.ifType, Description: ns.description, Status: "in-use",
 		InstanceID: inst.ID, DeviceIndex: ns.deviceIndex, NetworkCardIndex: ns.cardIndex, DeleteOnTermination: ns.deleteOnT,
-		Tags: copyMap(tags),
+		Tags: maps.Clone(tags),
 	}
 	if ns.publicIP {
 		n.PublicIP = fmt.Sprintf("203.0.113.%d", c.seq%250+1)
@@ -460,7 +463,7 @@ func (c *Cloud) newNICLocked(ns nicSpec, inst *Instance, tags map[string]string)
 	return n
 }
 
-func (c *Cloud) assignPrefixesLocked(n *NetworkInterface, count int32) []string {
+func (c *state) assignPrefixesLocked(n *NetworkInterface, count int32) []string {
 	s := c.subnets[n.SubnetID]
 	var added []string
 	for range count {
@@ -566,7 +569,7 @@ func checkTag(key, value string) *apiError {
 	return nil
 }
 
-func (c *Cloud) otherZonesLocked(zone string) []string {
+func (c *instancesAPI) otherZonesLocked(zone string) []string {
 	seen := map[string]bool{}
 	for _, s := range c.subnets {
 		if s.Zone != zone {
@@ -581,7 +584,7 @@ func (c *Cloud) otherZonesLocked(zone string) []string {
 	return out
 }
 
-func (c *Cloud) reservationLocked(resID string, ids []string) *runInstancesResponse {
+func (c *instancesAPI) reservationLocked(resID string, ids []string) *runInstancesResponse {
 	r := &runInstancesResponse{Xmlns: ec2Namespace}
 	r.ReservationID, r.OwnerID = resID, c.accountID
 	for _, id := range ids {
@@ -596,7 +599,7 @@ func (c *Cloud) reservationLocked(resID string, ids []string) *runInstancesRespo
 	return r
 }
 
-func (c *Cloud) xmlInstanceLocked(i *Instance) xmlInstance {
+func (c *instancesAPI) xmlInstanceLocked(i *Instance) xmlInstance {
 	x := xmlInstance{
 		InstanceID: i.ID, ImageID: i.ImageID, InstanceState: xmlState{Code: stateCodes[i.State], Name: i.State},
 		PrivateDNSName: i.PrivateDNSName, KeyName: i.KeyName, InstanceType: i.InstanceType, LaunchTime: isoTime(i.LaunchTime),
@@ -668,14 +671,14 @@ func (c *Cloud) xmlInstanceLocked(i *Instance) xmlInstance {
 	return x
 }
 
-func (c *Cloud) groupName(id string) string {
+func (c *state) groupName(id string) string {
 	if g := c.groups[id]; g != nil {
 		return g.Name
 	}
 	return ""
 }
 
-func (c *Cloud) xmlNICLocked(n *NetworkInterface, withTags bool) xmlInstanceNIC {
+func (c *state) xmlNICLocked(n *NetworkInterface, withTags bool) xmlInstanceNIC {
 	x := xmlInstanceNIC{
 		NetworkInterfaceID: n.ID, SubnetID: n.SubnetID, VpcID: n.VpcID, Description: n.Description, OwnerID: c.accountID,
 		Status: n.Status, PrivateIPAddress: n.PrivateIP, PrivateDNSName: n.PrivateDNSName, SourceDestCheck: n.SourceDestCheck,
@@ -703,7 +706,7 @@ func (c *Cloud) xmlNICLocked(n *NetworkInterface, withTags bool) xmlInstanceNIC 
 
 // ---------------------------------------------------------------- DescribeInstances
 
-func (c *Cloud) describeInstances(p params) (any, *apiError) {
+func (c *instancesAPI) describeInstances(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -847,7 +850,7 @@ func tagAttr(tags map[string]string, name string) []string {
 
 // ---------------------------------------------------------------- TerminateInstances
 
-func (c *Cloud) terminateInstances(p params) (any, *apiError) {
+func (c *instancesAPI) terminateInstances(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -883,7 +886,7 @@ func (c *Cloud) terminateInstances(p params) (any, *apiError) {
 
 // ---------------------------------------------------------------- images, volumes, interfaces
 
-func (c *Cloud) describeImages(p params) (any, *apiError) {
+func (c *resourcesAPI) describeImages(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp := &describeImagesResponse{Xmlns: ec2Namespace}
@@ -938,7 +941,7 @@ func (c *Cloud) describeImages(p params) (any, *apiError) {
 var volumeFilters = []string{"volume-id", "status", "availability-zone", "volume-type", "size", "attachment.instance-id",
 	"attachment.device", "attachment.delete-on-termination", "tag-key", "tag-value", "tag:*"}
 
-func (c *Cloud) describeVolumes(p params) (any, *apiError) {
+func (c *resourcesAPI) describeVolumes(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -1020,7 +1023,7 @@ func (c *Cloud) describeVolumes(p params) (any, *apiError) {
 var nicFilters = []string{"network-interface-id", "subnet-id", "vpc-id", "status", "availability-zone", "attachment.instance-id",
 	"interface-type", "description", "tag-key", "tag-value", "tag:*"}
 
-func (c *Cloud) describeNetworkInterfaces(p params) (any, *apiError) {
+func (c *networkAPI) describeNetworkInterfaces(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -1086,7 +1089,7 @@ func (c *Cloud) describeNetworkInterfaces(p params) (any, *apiError) {
 
 // ---------------------------------------------------------------- spot requests
 
-func (c *Cloud) describeSpotRequests(p params) (any, *apiError) {
+func (c *spotAPI) describeSpotRequests(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
@@ -1144,7 +1147,7 @@ func (c *Cloud) describeSpotRequests(p params) (any, *apiError) {
 	return resp, nil
 }
 
-func (c *Cloud) cancelSpotRequests(p params) (any, *apiError) {
+func (c *spotAPI) cancelSpotRequests(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ids := p.list("SpotInstanceRequestId")
@@ -1166,7 +1169,7 @@ func (c *Cloud) cancelSpotRequests(p params) (any, *apiError) {
 
 // ---------------------------------------------------------------- tags and attributes
 
-func (c *Cloud) createTags(p params) (any, *apiError) {
+func (c *resourcesAPI) createTags(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ids := p.list("ResourceId")
@@ -1209,7 +1212,7 @@ func (c *Cloud) createTags(p params) (any, *apiError) {
 	return ok("CreateTagsResponse"), nil
 }
 
-func (c *Cloud) modifyNetworkInterfaceAttribute(p params) (any, *apiError) {
+func (c *networkAPI) modifyNetworkInterfaceAttribute(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := p.str("NetworkInterfaceId")
@@ -1229,7 +1232,7 @@ func (c *Cloud) modifyNetworkInterfaceAttribute(p params) (any, *apiError) {
 	return ok("ModifyNetworkInterfaceAttributeResponse"), nil
 }
 
-func (c *Cloud) modifyInstanceAttribute(p params) (any, *apiError) {
+func (c *instancesAPI) modifyInstanceAttribute(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := p.str("InstanceId")
@@ -1248,7 +1251,7 @@ func (c *Cloud) modifyInstanceAttribute(p params) (any, *apiError) {
 	return ok("ModifyInstanceAttributeResponse"), nil
 }
 
-func (c *Cloud) assignIpv6Addresses(p params) (any, *apiError) {
+func (c *networkAPI) assignIpv6Addresses(p params) (any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := p.str("NetworkInterfaceId")

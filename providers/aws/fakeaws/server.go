@@ -17,16 +17,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 )
-
-// ControlPrefix is the path under which a served cloud answers its control requests: GET
-// ControlPrefix+"state" dumps State as JSON, POST ControlPrefix+"faults" injects a Fault given
-// as JSON, DELETE ControlPrefix+"faults" clears them (and releases hung requests), GET
-// ControlPrefix+"requests" dumps the recorded requests (Requests) as JSON and DELETE
-// ControlPrefix+"requests" forgets them.
-const ControlPrefix = "/.fakecloud/"
 
 // Request is one API request the fake answered, as the recorder keeps it.
 type Request struct {
@@ -47,19 +42,8 @@ type Request struct {
 	Attempt    int    `json:"attempt,omitempty"`
 }
 
-// Requests returns the requests answered so far, oldest first.
-func (c *Cloud) Requests() []Request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Request(nil), c.requests...)
-}
-
-// ClearRequests forgets the requests recorded so far.
-func (c *Cloud) ClearRequests() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.requests = nil
-}
+// Operation is the request's Action.
+func (r Request) Operation() string { return r.Action }
 
 // recorded is what the recorder keeps of a request's parameters.
 func recorded(p params) map[string]string {
@@ -87,60 +71,28 @@ func attemptOf(header string) int {
 	return 0
 }
 
-// RequestsFor returns the requests of one action.
-func (c *Cloud) RequestsFor(action string) []Request {
-	var out []Request
-	for _, r := range c.Requests() {
-		if r.Action == action {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// Server serves a Cloud over HTTP.
-type Server struct {
-	// URL is the endpoint to point EC2 and STS clients at, e.g. http://127.0.0.1:8443.
-	URL string
-
-	cloud *Cloud
-	srv   *http.Server
-	done  chan struct{}
-}
-
-// Serve serves c on l until Close; wrap, when set, wraps the handler (to observe requests).
-func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) *Server {
+// Serve serves c over HTTP on l until the server is closed (which releases hung requests first);
+// its URL is the endpoint to point EC2 and STS clients at, e.g. http://127.0.0.1:8443. wrap, when
+// set, wraps the handler (to observe requests).
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*fakekit.Server, error) {
 	var h http.Handler = c
 	if wrap != nil {
 		h = wrap(h)
 	}
-	s := &Server{URL: "http://" + l.Addr().String(), cloud: c, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		_ = s.srv.Serve(l)
-	}()
-	return s
-}
-
-// Close stops the server; hung requests are released first.
-func (s *Server) Close() error {
-	s.cloud.Release()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err := s.srv.Shutdown(ctx)
-	<-s.done
-	return err
+	srv := fakekit.Serve(l, h)
+	srv.OnClose(c.Release)
+	return srv, nil
 }
 
 // ServeHTTP answers EC2 and STS query requests (POST, form-encoded, Action=...) and the control
 // requests.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
-		c.serveControl(w, r)
+	if fakekit.Serves(r) {
+		c.control().ServeHTTP(w, r)
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/latest/") {
-		c.serveIMDS(w, r)
+		c.apiSTS.serveIMDS(w, r)
 		return
 	}
 	reqID := newRequestID()
@@ -168,40 +120,38 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if apiErr != nil {
 			code = apiErr.code
 		}
-		c.mu.Lock()
-		c.requests = append(c.requests, Request{Action: action, Time: c.clock.Now(), RequestID: reqID, Code: code, Params: recorded(p),
+		c.Requests.Add(Request{Action: action, Time: c.st.clock.Now(), RequestID: reqID, Code: code, Params: recorded(p),
 			Invocation: r.Header.Get("Amz-Sdk-Invocation-Id"), Attempt: attemptOf(r.Header.Get("Amz-Sdk-Request"))})
-		c.mu.Unlock()
 	}()
 
-	f := c.faultFor(action)
-	if f != nil && !f.AfterEffect {
-		if !c.stall(r.Context(), f) {
+	f, faulty := c.Faults.Take(func(f Fault) bool { return f.Matches(action) })
+	if faulty && !f.AfterEffect {
+		if !c.st.stall(r.Context(), &f) {
 			return
 		}
 		if f.Code != "" {
 			apiErr = errf(f.Status, f.Code, "%s", f.Message)
-			c.writeError(w, isSTS, reqID, apiErr)
+			writeError(w, isSTS, reqID, apiErr)
 			return
 		}
 	}
 
 	switch {
 	case isSTS:
-		answer, apiErr = c.assumeRoleWithWebIdentity(p)
+		answer, apiErr = c.apiSTS.assumeRoleWithWebIdentity(p)
 	default:
-		handler, known := ec2Actions[action]
+		handler, known := c.actions[action]
 		if !known {
 			apiErr = badRequest("InvalidAction", "The action %s is not valid for this web service.", action)
 			break
 		}
-		if apiErr = c.authenticate(r, body); apiErr == nil {
-			answer, apiErr = handler(c, p)
+		if apiErr = c.apiSTS.authenticate(r, body); apiErr == nil {
+			answer, apiErr = handler(p)
 		}
 	}
 
-	if f != nil && f.AfterEffect {
-		if !c.stall(r.Context(), f) {
+	if faulty && f.AfterEffect {
+		if !c.st.stall(r.Context(), &f) {
 			return
 		}
 		if f.Code != "" {
@@ -209,7 +159,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if apiErr != nil {
-		c.writeError(w, isSTS, reqID, apiErr)
+		writeError(w, isSTS, reqID, apiErr)
 		return
 	}
 	setRequestID(answer, reqID)
@@ -224,7 +174,7 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // stall applies a fault's delay or hang; false when the caller gave up meanwhile.
-func (c *Cloud) stall(ctx context.Context, f *Fault) bool {
+func (c *state) stall(ctx context.Context, f *Fault) bool {
 	var wait <-chan struct{}
 	if f.Hang {
 		wait = c.hang()
@@ -247,7 +197,7 @@ func (c *Cloud) stall(ctx context.Context, f *Fault) bool {
 	return true
 }
 
-func (c *Cloud) writeError(w http.ResponseWriter, sts bool, reqID string, e *apiError) {
+func writeError(w http.ResponseWriter, sts bool, reqID string, e *apiError) {
 	if sts {
 		body := stsErrorBody{Type: "Sender", Code: e.code, Message: e.message, RequestID: reqID}
 		if e.status >= 500 {
@@ -302,7 +252,7 @@ func setRequestID(answer any, id string) {
 // authenticate checks the request's Signature Version 4 against the fake's keys: an unknown
 // key is AuthFailure, a wrong signature SignatureDoesNotMatch, an expired session key
 // RequestExpired.
-func (c *Cloud) authenticate(r *http.Request, body []byte) *apiError {
+func (c *stsAPI) authenticate(r *http.Request, body []byte) *apiError {
 	auth := r.Header.Get("Authorization")
 	rest, found := strings.CutPrefix(auth, "AWS4-HMAC-SHA256 ")
 	if !found {
@@ -373,7 +323,7 @@ func signature(auth string) string {
 
 // assumeRoleWithWebIdentity is STS's: a registered role and its token get session keys that
 // expire in an hour.
-func (c *Cloud) assumeRoleWithWebIdentity(p params) (any, *apiError) {
+func (c *stsAPI) assumeRoleWithWebIdentity(p params) (any, *apiError) {
 	role, token := p.str("RoleArn"), p.str("WebIdentityToken")
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -398,33 +348,12 @@ func (c *Cloud) assumeRoleWithWebIdentity(p params) (any, *apiError) {
 	return resp, nil
 }
 
-// serveControl answers the control requests under ControlPrefix.
-func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
-	switch what := strings.TrimPrefix(r.URL.Path, ControlPrefix); {
-	case what == "state" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.State())
-	case what == "faults" && r.Method == http.MethodPost:
-		var f Fault
-		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			http.Error(w, "fakeaws: a fault is JSON with the fields of fakeaws.Fault: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		c.Inject(f)
-		w.WriteHeader(http.StatusNoContent)
-	case what == "faults" && r.Method == http.MethodDelete:
-		c.ClearFaults()
-		w.WriteHeader(http.StatusNoContent)
-	case what == "requests" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.Requests())
-	case what == "requests" && r.Method == http.MethodDelete:
-		c.ClearRequests()
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		http.Error(w, "fakeaws: GET "+ControlPrefix+"state, POST or DELETE "+ControlPrefix+"faults, GET or DELETE "+ControlPrefix+"requests", http.StatusNotFound)
+// control answers the control requests (fakekit.Control); clearing the faults releases hung
+// requests.
+func (c *Cloud) control() *fakekit.Control[Fault, Request] {
+	return &fakekit.Control[Fault, Request]{
+		Name: "fakeaws", State: func() any { return c.State() }, Faults: &c.Faults, Requests: &c.Requests,
+		Clear: c.Release, Example: `{"op":"RunInstances","times":1,"status":503,"code":"RequestLimitExceeded"}`,
 	}
 }
 
@@ -443,7 +372,7 @@ func randomHex(n int) string {
 
 // serveIMDS answers the instance metadata service's token and security-credentials requests
 // (IMDSv2) for the role ServeInstanceProfile names.
-func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
+func (c *stsAPI) serveIMDS(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	role := c.imdsRole
 	c.mu.Unlock()

@@ -3,6 +3,8 @@ package oracle
 import (
 	"net"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,30 +43,30 @@ const (
 
 // NewCloud returns the fake account the scenarios run in.
 func NewCloud() *fakeaws.Cloud {
-	c := fakeaws.New(Region, nil)
-	c.AddAccessKey(AccessKeyID, SecretKey)
-	c.AddSubnet(SubnetA, VPC, ZoneA, "10.250.0.0/19")
-	c.AddSubnet(SubnetB, VPC, ZoneB, "10.250.32.0/19")
-	c.AddSecurityGroup(NodesSG, VPC, "shoot--dev--alpha-nodes")
-	c.AddSecurityGroup(ExtraSG, VPC, "shoot--dev--alpha-extra")
+	c := fakeaws.New(fakeaws.Options{Region: Region})
+	c.Identity.AddAccessKey(AccessKeyID, SecretKey)
+	c.Network.AddSubnet(SubnetA, VPC, ZoneA, "10.250.0.0/19")
+	c.Network.AddSubnet(SubnetB, VPC, ZoneB, "10.250.32.0/19")
+	c.Network.AddSecurityGroup(NodesSG, VPC, "shoot--dev--alpha-nodes")
+	c.Network.AddSecurityGroup(ExtraSG, VPC, "shoot--dev--alpha-extra")
 	c.AddImage(AMI, "gardenlinux-1592.1.0", "/dev/xvda")
 	c.AddImageFor(ArmAMI, "gardenlinux-1592.1.0-arm64", "/dev/xvda", "arm64")
 	c.AddKeyPair(KeyName)
-	c.AddInstanceProfile(Profile)
+	c.Identity.AddInstanceProfile(Profile)
 	c.AddPlacementGroup(PlacementID, PlacementName, "partition", 3)
-	c.AddCapacityReservation(Reservation, "m5.large", ZoneA, 2)
-	c.AddCapacityReservation(GPUReserved, "p4d.24xlarge", ZoneA, 1)
-	c.SetSpotPrice("m5.large", 0.03)
+	c.Capacity.AddCapacityReservation(Reservation, "m5.large", ZoneA, 2)
+	c.Capacity.AddCapacityReservation(GPUReserved, "p4d.24xlarge", ZoneA, 1)
+	c.Capacity.SetSpotPrice("m5.large", 0.03)
 	return c
 }
 
 // Serve serves c on a loopback port.
-func Serve(c *fakeaws.Cloud) (*fakeaws.Server, error) {
+func Serve(c *fakeaws.Cloud) (*fakekit.Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	return c.Serve(l, nil), nil
+	return c.Serve(l, nil)
 }
 
 // NewSecret is the class's secret: Gardener's keys and the user data. Gardener's driver reaches

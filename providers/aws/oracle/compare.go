@@ -84,7 +84,7 @@ func Compare(s Scenario, gardener, machinist Transcript) Comparison {
 	for i, st := range s.Steps {
 		g, m := copyExchange(gardener.Steps[i]), copyExchange(machinist.Steps[i])
 		for _, d := range Differences {
-			if d.apply(st, &g, &m) {
+			if d.Apply(st, &g, &m) {
 				c.Used[d.ID]++
 			}
 		}

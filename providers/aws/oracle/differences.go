@@ -4,33 +4,22 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
-// GardenerCommit is the commit of gardener/machine-controller-manager-provider-aws the
-// differences were read against (v0.29.0-dev, after v0.28.0).
-const GardenerCommit = "9dd2b7a853f552e3399b865c8c49b9c75beb03f4"
-
-// Difference is a documented way machinist's requests or answers differ from Gardener's, kept
-// because machinist's behaviour is deliberately safer or more precise; docs/compatibility/aws.md
-// gives each one's reason. Compare rewrites both sides of a step to their common form with it.
-type Difference struct {
-	// ID names it in docs/compatibility/aws.md.
-	ID string
-	// Gardener is the file of Gardener's provider (at GardenerCommit) that behaves otherwise.
-	Gardener string
-	// What says what differs.
-	What string
-	// apply rewrites a step's two exchanges; it reports whether it changed anything.
-	apply func(st Step, g, m *Exchange) bool
-}
+// Difference is a documented way machinist's requests or answers differ from Gardener's
+// (oraclekit.Difference); docs/compatibility/aws.md gives each one's reason, and Gardener names
+// the file at GardenerCommit that behaves otherwise.
+type Difference = oraclekit.Difference[Step, Exchange]
 
 // Differences are every difference that remains between the two drivers over Scenarios.
 var Differences = []Difference{
 	{
 		ID: "adopt-before-launch", Gardener: "pkg/aws/core.go CreateMachine",
 		What: "machinist's CreateMachine first looks for a live instance with the machine's Name and the class's tags (DescribeInstances) and adopts it; Gardener's launches without looking",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Create || len(m.Requests) == 0 || !byName(m.Requests[0]) {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Create || len(m.Requests) == 0 || !byName(m.Requests[0]) {
 				return false
 			}
 			m.Requests = m.Requests[1:]
@@ -40,7 +29,7 @@ var Differences = []Difference{
 	{
 		ID: "lost-answer-lookup", Gardener: "pkg/aws/core.go CreateMachine",
 		What: "after a failed RunInstances, machinist looks up the instances launched with its client token (the launch may have taken effect although its answer was lost); Gardener's does not",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			changed := false
 			for i := 1; i < len(m.Requests); i++ {
 				if m.Requests[i-1].Action == "RunInstances" && m.Requests[i-1].Code != "" && byToken(m.Requests[i]) {
@@ -54,7 +43,7 @@ var Differences = []Difference{
 	{
 		ID: "capacity-not-retried", Gardener: "pkg/cpi/aws.go NewConfig (the SDK's default retryer)",
 		What: "EC2 answers capacity errors with HTTP 500, which the SDK's default retryer of Gardener's client tries 3 times; machinist's does not retry them, so a fallback class takes over at once",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			changed := false
 			for i := 1; i < len(g.Requests); i++ {
 				prev, cur := g.Requests[i-1], g.Requests[i]
@@ -70,7 +59,7 @@ var Differences = []Difference{
 	{
 		ID: "max-results", Gardener: "pkg/aws/core_util.go getMachineInstancesByTagsAndStatus, pkg/aws/core.go ListMachines",
 		What: "machinist pages filtered DescribeInstances with MaxResults 1000, as EC2's reference recommends for large accounts; Gardener's paginator sends no MaxResults",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			changed := false
 			for i := range m.Requests {
 				if _, ok := m.Requests[i].Params["MaxResults"]; ok && m.Requests[i].Action == "DescribeInstances" {
@@ -84,7 +73,7 @@ var Differences = []Difference{
 	{
 		ID: "applied-fields", Gardener: "pkg/aws/core.go CreateMachine, pkg/aws/core_util.go generateBlockDevices",
 		What: "machinist passes ebs.kmsKeyID, ebsOptimized and monitoring to RunInstances; Gardener's provider decodes them and leaves them out",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			changed := false
 			for i := range m.Requests {
 				if m.Requests[i].Action != "RunInstances" {
@@ -100,8 +89,8 @@ var Differences = []Difference{
 	{
 		ID: "delete-looks-first", Gardener: "pkg/aws/core.go DeleteMachine, pkg/aws/core_util.go terminateInstance",
 		What: "machinist's DeleteMachine by provider ID describes the instance first and terminates it only when it is live and carries no other cluster's tag; Gardener's terminates the ID as it is",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Delete || (st.ProviderID == "" && !st.ByProviderID && st.ProviderIDOf == "") || len(m.Requests) == 0 || !byID(m.Requests[0]) {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Delete || (st.ProviderID == "" && !st.ByProviderID && st.ProviderIDOf == "") || len(m.Requests) == 0 || !byID(m.Requests[0]) {
 				return false
 			}
 			m.Requests = m.Requests[1:]
@@ -114,8 +103,8 @@ var Differences = []Difference{
 	{
 		ID: "foreign-cluster-kept", Gardener: "pkg/aws/core.go DeleteMachine",
 		What: "machinist's DeleteMachine refuses (FailedPrecondition) to terminate the instance of a provider ID when it carries another cluster's tag; Gardener's terminates it",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Delete || m.Result.Code != "FailedPrecondition" || g.Result.Code != "OK" {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Delete || m.Result.Code != "FailedPrecondition" || g.Result.Code != "OK" {
 				return false
 			}
 			g.Result = m.Result
@@ -125,8 +114,8 @@ var Differences = []Difference{
 	{
 		ID: "initialize-redescribe", Gardener: "pkg/aws/core_util.go disableSrcAndDestCheck",
 		What: "Gardener's InitializeMachine describes the instance again by ID before disabling the source/destination check; machinist uses the instance it found",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Initialize {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Initialize {
 				return false
 			}
 			for i := 1; i < len(g.Requests); i++ {
@@ -141,7 +130,7 @@ var Differences = []Difference{
 	{
 		ID: "error-codes", Gardener: "pkg/aws/errors/utils.go GetMCMErrorCodeForCreateMachine, pkg/aws/core_util.go",
 		What: "Gardener's provider answers Internal for every EC2 error outside its capacity list; machinist answers the code that says what to do (Unavailable for throttling and 5xx, InvalidArgument for a refused parameter, ResourceExhausted for a spot price below EC2's)",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			if g.Result.Code != "Internal" || m.Result.Code == "OK" || m.Result.Code == "Internal" {
 				return false
 			}
@@ -152,8 +141,8 @@ var Differences = []Difference{
 	{
 		ID: "validate-to-launch-only", Gardener: "pkg/aws/core_util.go decodeProviderSpecAndSecret",
 		What: "Gardener's provider validates the whole spec on every call; machinist's DeleteMachine, GetMachineStatus and ListMachines need only the region and the cluster and role tags, so a class that no longer validates can still have its VMs found and deleted",
-		apply: func(st Step, g, m *Exchange) bool {
-			if (st.Op != Delete && st.Op != Status && st.Op != List) || g.Result.Code != "InvalidArgument" || len(g.Requests) > 0 || m.Result.Code == "InvalidArgument" {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if (st.Op != oraclekit.Delete && st.Op != oraclekit.Status && st.Op != oraclekit.List) || g.Result.Code != "InvalidArgument" || len(g.Requests) > 0 || m.Result.Code == "InvalidArgument" {
 				return false
 			}
 			*g = *m
@@ -163,8 +152,8 @@ var Differences = []Difference{
 	{
 		ID: "gone-is-not-found", Gardener: "pkg/aws/core_util.go getMatchingInstancesForMachine",
 		What: "when no live instance carries the machine's name, Gardener's GetMachineStatus reports the instance its provider ID names whatever its state; machinist answers NotFound for one that is terminated (or not the class's), so the machine is replaced",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Status || g.Result.Code != "OK" || m.Result.Code != "NotFound" {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Status || g.Result.Code != "OK" || m.Result.Code != "NotFound" {
 				return false
 			}
 			g.Result = m.Result

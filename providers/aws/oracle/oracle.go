@@ -14,52 +14,7 @@
 // source file; docs/compatibility/aws.md lists them.
 package oracle
 
-import (
-	"context"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-)
-
-// Op is a driver operation.
-type Op string
-
-// The operations a scenario calls.
-const (
-	Create     Op = "create"
-	Initialize Op = "initialize"
-	Status     Op = "status"
-	List       Op = "list"
-	Delete     Op = "delete"
-)
-
-// Call is one driver call as both drivers receive it; its JSON is what Gardener's driver
-// process reads (the objects in their Kubernetes JSON, which Gardener's types share).
-type Call struct {
-	Op           Op                     `json:"op"`
-	Machine      *v1alpha1.Machine      `json:"machine,omitempty"`
-	MachineClass *v1alpha1.MachineClass `json:"machineClass,omitempty"`
-	Secret       *corev1.Secret         `json:"secret,omitempty"`
-}
-
-// Result is what a driver reported for a call: Code is the machine code's name, "OK" for success.
-type Result struct {
-	ProviderID  string            `json:"providerID,omitempty"`
-	NodeName    string            `json:"nodeName,omitempty"`
-	MachineList map[string]string `json:"machineList,omitempty"`
-	Code        string            `json:"code"`
-	Message     string            `json:"message,omitempty"`
-}
-
-// Target is a driver under test.
-type Target interface {
-	// Call makes one driver call; an error means the target itself failed (not the driver's
-	// answer, which is in Result).
-	Call(ctx context.Context, c Call) (Result, error)
-	// Close ends the target.
-	Close() error
-}
+import "github.com/machinist-io/machinist/providers/kit/oraclekit"
 
 // Request is one request that reached the fake, normalized (Normalize).
 type Request struct {
@@ -68,22 +23,12 @@ type Request struct {
 	Params map[string]string `json:"params,omitempty"`
 }
 
-// Exchange is one step of a scenario: the call, what the driver reported and the requests the
-// fake received meanwhile.
-type Exchange struct {
-	Step     string    `json:"step"`
-	Result   Result    `json:"result"`
-	Requests []Request `json:"requests"`
-}
-
-// Transcript is a scenario run through one driver.
-type Transcript struct {
-	Scenario string     `json:"scenario"`
-	Driver   string     `json:"driver"`
-	Steps    []Exchange `json:"steps"`
-	// Left is what the fake held after the last step.
-	Left Left `json:"left"`
-}
+// Exchange is a step of a scenario with the EC2 requests the fake received meanwhile, and
+// Transcript a scenario run through one driver (oraclekit).
+type (
+	Exchange   = oraclekit.Exchange[Request]
+	Transcript = oraclekit.Transcript[Request, Left]
+)
 
 // Left counts what a scenario left in the fake: live instances, volumes (those kept on
 // termination) and network interfaces.
@@ -92,3 +37,7 @@ type Left struct {
 	Volumes           int `json:"volumes"`
 	NetworkInterfaces int `json:"networkInterfaces"`
 }
+
+// GardenerCommit is the commit of gardener/machine-controller-manager-provider-aws the
+// differences were read against (v0.29.0-dev, after v0.28.0).
+const GardenerCommit = "9dd2b7a853f552e3399b865c8c49b9c75beb03f4"

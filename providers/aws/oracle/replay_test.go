@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
 
@@ -125,7 +127,7 @@ func TestDifferencesDocumented(t *testing.T) {
 // are replaced, tags are sorted by key per tag specification; other parameters stay.
 func TestNormalize(t *testing.T) {
 	tr := Transcript{Steps: []Exchange{{
-		Result: Result{ProviderID: "aws:///eu-west-1/i-abcd1234000000002", Code: "Unavailable",
+		Result: oraclekit.Result{ProviderID: "aws:///eu-west-1/i-abcd1234000000002", Code: "Unavailable",
 			Message:     "RequestID: 0fff2574-db90-8f2d-db0a-b32cb30950e3, api error",
 			MachineList: map[string]string{"aws:///eu-west-1/i-abcd1234000000002": "m-1"}},
 		Requests: []Request{{Action: "RunInstances", Params: map[string]string{
@@ -141,7 +143,7 @@ func TestNormalize(t *testing.T) {
 	}}}
 	Normalize(&tr, "abcd1234")
 	ex := tr.Steps[0]
-	want := Result{ProviderID: "aws:///eu-west-1/i-000000002", Code: "Unavailable", Message: "RequestID: <request-id>, api error",
+	want := oraclekit.Result{ProviderID: "aws:///eu-west-1/i-000000002", Code: "Unavailable", Message: "RequestID: <request-id>, api error",
 		MachineList: map[string]string{"aws:///eu-west-1/i-000000002": "m-1"}}
 	if !reflect.DeepEqual(ex.Result, want) {
 		t.Errorf("result %+v, want %+v", ex.Result, want)

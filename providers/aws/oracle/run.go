@@ -9,33 +9,35 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
 
 // Run runs a scenario's steps through target against cloud and returns the normalized
 // transcript. Each step's faults are cleared after it; the fake's other settings stay.
-func Run(ctx context.Context, s Scenario, cloud *fakeaws.Cloud, target Target, driverName string) (Transcript, error) {
+func Run(ctx context.Context, s Scenario, cloud *fakeaws.Cloud, target oraclekit.Target, driverName string) (Transcript, error) {
 	tr := Transcript{Scenario: s.Name, Driver: driverName}
 	created := map[string]string{}
 	for i, st := range s.Steps {
 		if st.Before != nil {
 			st.Before(cloud)
 		}
-		cloud.ClearRequests()
+		cloud.Requests.Reset()
 		call, err := s.call(st, created)
 		if err != nil {
 			return tr, err
 		}
 		res, err := target.Call(ctx, call)
-		cloud.ClearFaults()
+		cloud.Faults.Clear()
 		if err != nil {
 			return tr, fmt.Errorf("oracle: %s step %q: %w", driverName, st.label(i), err)
 		}
-		if st.Op == Create && res.Code == "OK" {
+		if st.Op == oraclekit.Create && res.Code == "OK" {
 			created[st.Machine] = res.ProviderID
 		}
 		ex := Exchange{Step: st.label(i), Result: res}
-		for _, r := range seen(cloud.Requests()) {
+		for _, r := range seen(cloud.Requests.All()) {
 			ex.Requests = append(ex.Requests, Request{Action: r.Action, Code: r.Code, Params: r.Params})
 		}
 		tr.Steps = append(tr.Steps, ex)

@@ -1,16 +1,8 @@
 package oracle
 
 import (
-	"encoding/json"
-	"fmt"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	k8stypes "k8s.io/apimachinery/pkg/types"
-
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
 // Scenario is a MachineClass and the calls made with it, in order.
@@ -27,7 +19,7 @@ type Scenario struct {
 
 // Step is one call of a scenario.
 type Step struct {
-	Op      Op
+	Op      oraclekit.Op
 	Machine string
 	// ByProviderID gives the machine the provider ID this driver's create of it returned (the
 	// controllers send it once they know it).
@@ -50,61 +42,34 @@ type Step struct {
 }
 
 // label names a step in a transcript.
-func (st Step) label(i int) string {
-	s := fmt.Sprintf("%d %s", i+1, st.Op)
-	if st.Machine != "" {
-		s += " " + st.Machine
-	}
-	if st.Note != "" {
-		s += ": " + st.Note
-	}
-	return s
-}
+func (st Step) label(i int) string { return oraclekit.Label(i, st.Op, st.Machine, st.Note) }
 
 // call is the driver call of a step; created holds the provider IDs this driver's creates
 // returned.
-func (s Scenario) call(st Step, created map[string]string) (Call, error) {
+func (s Scenario) call(st Step, created map[string]string) (oraclekit.Call, error) {
 	specOf := s.Spec
 	if st.Spec != nil {
 		specOf = st.Spec
 	}
-	raw, err := json.Marshal(specOf())
-	if err != nil {
-		return Call{}, err
-	}
-	class := &v1alpha1.MachineClass{
-		TypeMeta:     metav1.TypeMeta{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineClass"},
-		ObjectMeta:   metav1.ObjectMeta{Name: "oracle-" + s.Name, Namespace: Namespace},
-		Provider:     "AWS",
-		ProviderSpec: runtime.RawExtension{Raw: raw},
-		SecretRef:    &corev1.SecretReference{Name: SecretName, Namespace: Namespace},
-	}
-	secret := NewSecret()
+	data := NewSecret().Data
 	if st.SecretData != nil {
-		secret.Data = map[string][]byte{}
+		data = map[string][]byte{}
 		for k, v := range st.SecretData {
-			secret.Data[k] = []byte(v)
+			data[k] = []byte(v)
 		}
 	}
-	c := Call{Op: st.Op, MachineClass: class, Secret: secret}
-	if st.Machine != "" {
-		m := &v1alpha1.Machine{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "Machine"},
-			ObjectMeta: metav1.ObjectMeta{Name: st.Machine, Namespace: Namespace, UID: k8stypes.UID("uid-" + s.Name + "-" + st.Machine)},
-		}
-		m.Spec.Class = v1alpha1.ClassSpec{Kind: "MachineClass", Name: class.Name}
-		switch {
-		case st.ProviderID != "":
-			m.Spec.ProviderID = st.ProviderID
-		case st.ByProviderID:
-			m.Spec.ProviderID = created[st.Machine]
-		case st.ProviderIDOf != "":
-			m.Spec.ProviderID = created[st.ProviderIDOf]
-		}
-		if st.Placement != "" {
-			m.Spec.NodeTemplateSpec.Annotations = map[string]string{"machine.sapcloud.io/awsPlacement": st.Placement}
-		}
-		c.Machine = m
+	m := oraclekit.Machine{Name: st.Machine}
+	switch {
+	case st.ProviderID != "":
+		m.ProviderID = st.ProviderID
+	case st.ByProviderID:
+		m.ProviderID = created[st.Machine]
+	case st.ProviderIDOf != "":
+		m.ProviderID = created[st.ProviderIDOf]
 	}
-	return c, nil
+	if st.Placement != "" {
+		m.Annotations = map[string]string{"machine.sapcloud.io/awsPlacement": st.Placement}
+	}
+	objects := oraclekit.Objects{Provider: "AWS", Namespace: Namespace, SecretName: SecretName, Scenario: s.Name}
+	return objects.Call(st.Op, specOf(), data, m)
 }

@@ -3,6 +3,8 @@ package oracle
 import (
 	"net/http"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"github.com/machinist-io/machinist/providers/aws/fakeaws"
 )
 
@@ -17,12 +19,12 @@ var Scenarios = []Scenario{
 		About: "Gardener's published MachineClass (kubernetes/machine-class.yaml: t2.large, spotPrice \"\", two gp2 volumes, tags, metadata options) in a region that exists, with IDs the fake holds",
 		Spec:  gardenerSample,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1"},
-			{Op: List},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "after delete"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Note: "again"},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1"},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "after delete"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Note: "again"},
 		},
 	},
 	{
@@ -30,15 +32,15 @@ var Scenarios = []Scenario{
 		About: "a worker class as Gardener's AWS extension writes it: gp3 root and a gp3 data volume with IOPS and throughput, IMDSv2 with hop limit 2, srcAndDstChecksEnabled false",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "before initialize"},
-			{Op: Initialize, Machine: "m-1", ByProviderID: true},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "after initialize"},
-			{Op: Create, Machine: "m-2"},
-			{Op: List},
-			{Op: Delete, Machine: "m-2", Note: "by name"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: List, Note: "empty"},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "before initialize"},
+			{Op: oraclekit.Initialize, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "after initialize"},
+			{Op: oraclekit.Create, Machine: "m-2"},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Delete, Machine: "m-2", Note: "by name"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.List, Note: "empty"},
 		},
 	},
 	{
@@ -46,11 +48,11 @@ var Scenarios = []Scenario{
 		About: "instanceMarketOptions.marketType spot, then the deprecated spotPrice with a maximum price, then one below EC2's spot price",
 		Spec:  with(worker, map[string]any{"instanceMarketOptions": map[string]any{"marketType": "spot"}}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2", Spec: with(worker, map[string]any{"spotPrice": "0.05"}), Note: "spotPrice 0.05"},
-			{Op: Create, Machine: "m-3", Spec: with(worker, map[string]any{"spotPrice": "0.01"}), Note: "spotPrice below the spot price"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-2", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: with(worker, map[string]any{"spotPrice": "0.05"}), Note: "spotPrice 0.05"},
+			{Op: oraclekit.Create, Machine: "m-3", Spec: with(worker, map[string]any{"spotPrice": "0.01"}), Note: "spotPrice below the spot price"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-2", ByProviderID: true},
 		},
 	},
 	{
@@ -60,11 +62,11 @@ var Scenarios = []Scenario{
 			"subnetID": SubnetA, "securityGroupIDs": []any{NodesSG}, "ipv6AddressCount": 1, "ipv6PrefixCount": 2,
 		}}, "srcAndDstChecksEnabled": nil}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "before initialize"},
-			{Op: Initialize, Machine: "m-1", ByProviderID: true},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "after initialize"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "before initialize"},
+			{Op: oraclekit.Initialize, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "after initialize"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -79,8 +81,8 @@ var Scenarios = []Scenario{
 			ebs("/dev/sde", map[string]any{"volumeSize": 500, "volumeType": "st1", "deleteOnTermination": false}),
 		}, "srcAndDstChecksEnabled": nil}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -98,10 +100,10 @@ var Scenarios = []Scenario{
 			"cpuOptions":          map[string]any{"coreCount": 48, "threadsPerCore": 2},
 		}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Initialize, Machine: "m-1", ByProviderID: true},
-			{Op: Status, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Initialize, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -109,9 +111,9 @@ var Scenarios = []Scenario{
 		About: "a Graviton type on an arm64 AMI, and the same type on an x86_64 AMI, which EC2 refuses",
 		Spec:  with(worker, map[string]any{"machineType": "m7g.large", "ami": ArmAMI}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2", Spec: with(worker, map[string]any{"machineType": "m7g.large"}), Note: "x86_64 AMI"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: with(worker, map[string]any{"machineType": "m7g.large"}), Note: "x86_64 AMI"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -122,15 +124,15 @@ var Scenarios = []Scenario{
 			"iam":                 map[string]any{"arn": "arn:aws:iam::123456789012:instance-profile/" + Profile},
 		}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2", Spec: with(worker, map[string]any{
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: with(worker, map[string]any{
 				"instanceMarketOptions": map[string]any{"marketType": "capacity-block"},
 				"capacityReservation":   map[string]any{"capacityReservationId": Reservation},
 			}), Note: "capacity block"},
-			{Op: Create, Machine: "m-3", Placement: `{"GroupName":"` + PlacementName + `","PartitionNumber":1}`, Note: "awsPlacement annotation"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-2", ByProviderID: true},
-			{Op: Delete, Machine: "m-3", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-3", Placement: `{"GroupName":"` + PlacementName + `","PartitionNumber":1}`, Note: "awsPlacement annotation"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-2", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-3", ByProviderID: true},
 		},
 	},
 	{
@@ -141,12 +143,12 @@ var Scenarios = []Scenario{
 			map[string]any{"subnetID": SubnetB, "securityGroupIDs": []any{ExtraSG, NodesSG}, "deleteOnTermination": false},
 		}}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2", Spec: with(worker, map[string]any{"networkInterfaces": []any{
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: with(worker, map[string]any{"networkInterfaces": []any{
 				map[string]any{"subnetID": SubnetB, "securityGroupIDs": []any{NodesSG}, "associatePublicIPAddress": true},
 			}}), Note: "public address"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-2", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-2", ByProviderID: true},
 		},
 	},
 	{
@@ -154,9 +156,9 @@ var Scenarios = []Scenario{
 		About: "the zone has no capacity (InsufficientInstanceCapacity, HTTP 500), then has",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.SetZoneCapacity(ZoneA, 0) }, Note: "no capacity"},
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.SetZoneCapacity(ZoneA, -1) }, Note: "capacity back"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Capacity.SetZoneCapacity(ZoneA, 0) }, Note: "no capacity"},
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Capacity.SetZoneCapacity(ZoneA, -1) }, Note: "capacity back"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -164,10 +166,10 @@ var Scenarios = []Scenario{
 		About: "RequestLimitExceeded (HTTP 503) once on each call, which the SDK retries, and on every attempt of DescribeImages",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("RunInstances", 1)) }, Note: "launch throttled once"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("DescribeInstances", 1)) }, Note: "throttled once"},
-			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.Throttle("DescribeImages", 0)) }, Note: "throttled throughout"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("RunInstances", 1)) }, Note: "launch throttled once"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("DescribeInstances", 1)) }, Note: "throttled once"},
+			{Op: oraclekit.Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.Throttle("DescribeImages", 0)) }, Note: "throttled throughout"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -175,16 +177,16 @@ var Scenarios = []Scenario{
 		About: "InternalError (500) once on a launch, Unavailable (503) on every attempt of a termination, and a launch whose answer is lost after it took effect",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) {
-				c.Inject(fakeaws.ServerErrors("RunInstances", 1, http.StatusInternalServerError))
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakeaws.Cloud) {
+				c.Faults.Inject(fakeaws.ServerErrors("RunInstances", http.StatusInternalServerError, 1))
 			}, Note: "500 once"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) {
-				c.Inject(fakeaws.ServerErrors("TerminateInstances", 0, http.StatusServiceUnavailable))
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Before: func(c *fakeaws.Cloud) {
+				c.Faults.Inject(fakeaws.ServerErrors("TerminateInstances", http.StatusServiceUnavailable, 0))
 			}, Note: "503 throughout"},
-			{Op: Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Inject(fakeaws.LostResponse("RunInstances", 1)) }, Note: "answer lost"},
-			{Op: List},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-2", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-2", Before: func(c *fakeaws.Cloud) { c.Faults.Inject(fakeaws.LostResponse("RunInstances", 1)) }, Note: "answer lost"},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-2", ByProviderID: true},
 		},
 	},
 	{
@@ -192,9 +194,9 @@ var Scenarios = []Scenario{
 		About: "a machine without a VM: status, delete by name, delete by a provider ID EC2 does not know",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Status, Machine: "m-9"},
-			{Op: Delete, Machine: "m-9", Note: "by name"},
-			{Op: Delete, Machine: "m-9", ProviderID: "aws:///" + Region + "/i-0123456789abcdef0", Note: "unknown instance"},
+			{Op: oraclekit.Status, Machine: "m-9"},
+			{Op: oraclekit.Delete, Machine: "m-9", Note: "by name"},
+			{Op: oraclekit.Delete, Machine: "m-9", ProviderID: "aws:///" + Region + "/i-0123456789abcdef0", Note: "unknown instance"},
 		},
 	},
 	{
@@ -202,12 +204,12 @@ var Scenarios = []Scenario{
 		About: "a class that no longer validates (no AMI, both IAM name and ARN, no block devices) reaching a VM launched from its valid predecessor",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2", Spec: invalidWorker, Note: "invalid class"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Spec: invalidWorker, Note: "invalid class"},
-			{Op: List, Spec: invalidWorker, Note: "invalid class"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Spec: invalidWorker, Note: "invalid class"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Note: "valid class"},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: invalidWorker, Note: "invalid class"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Spec: invalidWorker, Note: "invalid class"},
+			{Op: oraclekit.List, Spec: invalidWorker, Note: "invalid class"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Spec: invalidWorker, Note: "invalid class"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Note: "valid class"},
 		},
 	},
 	{
@@ -215,9 +217,9 @@ var Scenarios = []Scenario{
 		About: "a machine whose provider ID names an instance of another cluster (a copied manifest, a wrong takeover)",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-other", Spec: otherCluster, Note: "another cluster's class"},
-			{Op: Delete, Machine: "m-1", ProviderIDOf: "m-other", Note: "the other cluster's instance"},
-			{Op: Delete, Machine: "m-other", ByProviderID: true, Spec: otherCluster, Note: "by its own class"},
+			{Op: oraclekit.Create, Machine: "m-other", Spec: otherCluster, Note: "another cluster's class"},
+			{Op: oraclekit.Delete, Machine: "m-1", ProviderIDOf: "m-other", Note: "the other cluster's instance"},
+			{Op: oraclekit.Delete, Machine: "m-other", ByProviderID: true, Spec: otherCluster, Note: "by its own class"},
 		},
 	},
 	{
@@ -225,10 +227,10 @@ var Scenarios = []Scenario{
 		About: "a secret without credential keys, and one with the alternative key names accessKeyID and secretAccessKey",
 		Spec:  worker,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", SecretData: map[string]string{"userData": UserData}, Note: "no keys"},
-			{Op: Create, Machine: "m-1", SecretData: map[string]string{"accessKeyID": AccessKeyID, "secretAccessKey": SecretKey, "userData": UserData}, Note: "alternative keys"},
-			{Op: List, SecretData: map[string]string{"userData": UserData}, Note: "no keys"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1", SecretData: map[string]string{"userData": UserData}, Note: "no keys"},
+			{Op: oraclekit.Create, Machine: "m-1", SecretData: map[string]string{"accessKeyID": AccessKeyID, "secretAccessKey": SecretKey, "userData": UserData}, Note: "alternative keys"},
+			{Op: oraclekit.List, SecretData: map[string]string{"userData": UserData}, Note: "no keys"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 }

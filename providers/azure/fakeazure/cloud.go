@@ -28,7 +28,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v8"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v9"
+
 	"k8s.io/utils/ptr"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // Endpoints of the fake cloud. They are in the reserved .test domain, so a client that is not
@@ -82,8 +85,38 @@ const (
 )
 
 // Cloud is one fake Azure tenant with one subscription. Create it with New; the zero value is not
-// usable. All methods are safe for concurrent use.
+// usable. All methods are safe for concurrent use. Microsoft Entra ID and Resource Manager's
+// compute, network and resources providers are each a type of their own over the shared state.
 type Cloud struct {
+	// Faults are the injected faults (fakekit.Faults: Inject, Clear, Hits).
+	Faults fakekit.Faults[Fault]
+	// Requests are the requests the cloud answered (fakekit.Journal: All, For, Len, Reset).
+	Requests fakekit.Journal[Request]
+
+	st        *state
+	login     loginAPI
+	compute   computeAPI
+	network   networkAPI
+	resources resourcesAPI
+	transport *Transport
+}
+
+// Options configure a cloud. The zero value is ready to use.
+type Options struct{}
+
+// Microsoft Entra ID and Resource Manager's providers, over the shared state.
+type (
+	loginAPI struct {
+		*state
+		faults *fakekit.Faults[Fault]
+	}
+	computeAPI   struct{ *state }
+	networkAPI   struct{ *state }
+	resourcesAPI struct{ *state }
+)
+
+// state is what the services share, under one lock.
+type state struct {
 	tenantID       string
 	subscriptionID string
 
@@ -105,15 +138,11 @@ type Cloud struct {
 	lroPolls  int
 	opPolls   map[string]int // per-operation override of lroPolls
 	pageSize  int
-	faults    []*faultState
-	requests  []Request
 	lros      map[string]*lro          // pending LRO completions by lower-case resource path
 	pending   map[string]pendingPoller // LROs whose client stopped polling
 	pagers    map[string]pendingPager  // pagers whose client stopped paging
 	nextIP    map[string]int
 	seq       int
-
-	transport *Transport
 }
 
 type principal struct {
@@ -130,8 +159,8 @@ type group struct {
 
 // New returns an empty cloud with the default tenant and subscription, LROs that report two
 // in-progress polls, and list pages of two items (so paging is exercised).
-func New() *Cloud {
-	c := &Cloud{
+func New(Options) *Cloud {
+	st := &state{
 		tenantID:       DefaultTenantID,
 		subscriptionID: DefaultSubscriptionID,
 		principals:     map[string]*principal{},
@@ -152,15 +181,17 @@ func New() *Cloud {
 		pagers:         map[string]pendingPager{},
 		nextIP:         map[string]int{},
 	}
+	c := &Cloud{st: st, compute: computeAPI{st}, network: networkAPI{st}, resources: resourcesAPI{st}}
+	c.login = loginAPI{state: st, faults: &c.Faults}
 	c.transport = newTransport(c)
 	return c
 }
 
 // TenantID is the cloud's tenant.
-func (c *Cloud) TenantID() string { return c.tenantID }
+func (c *Cloud) TenantID() string { return c.st.tenantID }
 
 // SubscriptionID is the cloud's only subscription.
-func (c *Cloud) SubscriptionID() string { return c.subscriptionID }
+func (c *Cloud) SubscriptionID() string { return c.st.subscriptionID }
 
 // Configuration is the cloud configuration for azidentity and the ARM clients: the fake's login
 // and management endpoints.
@@ -179,34 +210,34 @@ func (c *Cloud) Transport() *Transport { return c.transport }
 // AddServicePrincipal registers an application that authenticates with a client secret and has
 // Contributor on the subscription.
 func (c *Cloud) AddServicePrincipal(clientID, secret string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.principals[clientID] = &principal{clientID: clientID, secret: secret, objectID: c.newID()}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.principals[clientID] = &principal{clientID: clientID, secret: secret, objectID: c.st.newID()}
 }
 
 // AddFederatedPrincipal registers an application that authenticates with a federated client
 // assertion (workload identity): a token request must present exactly this assertion.
 func (c *Cloud) AddFederatedPrincipal(clientID, assertion string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.principals[clientID] = &principal{clientID: clientID, assertion: assertion, objectID: c.newID()}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.principals[clientID] = &principal{clientID: clientID, assertion: assertion, objectID: c.st.newID()}
 }
 
 // AddResourceGroup creates a resource group.
 func (c *Cloud) AddResourceGroup(name, location string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.groups[strings.ToLower(name)] = &group{name: name, location: location}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.groups[strings.ToLower(name)] = &group{name: name, location: location}
 }
 
 // DeleteResourceGroup removes a resource group and everything in it.
 func (c *Cloud) DeleteResourceGroup(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.deleteGroupLocked(name)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.deleteGroupLocked(name)
 }
 
-func (c *Cloud) deleteGroupLocked(name string) {
+func (c *state) deleteGroupLocked(name string) {
 	rg := strings.ToLower(name)
 	delete(c.groups, rg)
 	for k := range c.vms {
@@ -234,11 +265,11 @@ func (c *Cloud) deleteGroupLocked(name string) {
 // AddSubnet creates a virtual network subnet with an IPv4 prefix like "10.250.0.0/16"; NICs in it
 // get addresses from the prefix.
 func (c *Cloud) AddSubnet(resourceGroup, vnet, subnet, prefix string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	id := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s", c.subscriptionID, resourceGroup, vnet, subnet)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	id := fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/virtualNetworks/%s/subnets/%s", c.st.subscriptionID, resourceGroup, vnet, subnet)
 	state := armnetwork.ProvisioningStateSucceeded
-	c.subnets[subnetKey(resourceGroup, vnet, subnet)] = &armnetwork.Subnet{
+	c.st.subnets[subnetKey(resourceGroup, vnet, subnet)] = &armnetwork.Subnet{
 		ID:   &id,
 		Name: &subnet,
 		Type: ptr.To("Microsoft.Network/virtualNetworks/subnets"),
@@ -252,11 +283,11 @@ func (c *Cloud) AddSubnet(resourceGroup, vnet, subnet, prefix string) {
 // AddImage publishes a marketplace image version in a location. A non-nil plan makes it an image
 // that VMs must name in their plan.
 func (c *Cloud) AddImage(location, publisher, offer, sku, version string, plan *armcompute.PurchasePlan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	id := fmt.Sprintf("/Subscriptions/%s/Providers/Microsoft.Compute/Locations/%s/Publishers/%s/ArtifactTypes/VMImage/Offers/%s/Skus/%s/Versions/%s",
-		c.subscriptionID, location, publisher, offer, sku, version)
-	c.images[imageKey(location, publisher, offer, sku, version)] = &armcompute.VirtualMachineImage{
+		c.st.subscriptionID, location, publisher, offer, sku, version)
+	c.st.images[imageKey(location, publisher, offer, sku, version)] = &armcompute.VirtualMachineImage{
 		ID:         &id,
 		Name:       ptr.To(version),
 		Location:   ptr.To(location),
@@ -267,21 +298,21 @@ func (c *Cloud) AddImage(location, publisher, offer, sku, version string, plan *
 // SetCoreQuota limits the total vCPUs of the VMs in a location; 0 removes the limit. A VM that
 // would exceed it is refused with OperationNotAllowed, as Microsoft.Compute does.
 func (c *Cloud) SetCoreQuota(location string, cores int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.quota[strings.ToLower(location)] = cores
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.quota[strings.ToLower(location)] = cores
 }
 
 // SetSkuUnavailable makes a VM size unavailable in a location (no zones) or in the given zones;
 // VM creation answers SkuNotAvailable.
 func (c *Cloud) SetSkuUnavailable(location, size string, zones ...string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	if len(zones) == 0 {
 		zones = []string{""}
 	}
 	for _, z := range zones {
-		c.skuOff[strings.ToLower(location+"/"+size+"/"+z)] = true
+		c.st.skuOff[strings.ToLower(location+"/"+size+"/"+z)] = true
 	}
 }
 
@@ -289,29 +320,25 @@ func (c *Cloud) SetSkuUnavailable(location, size string, zones ...string) {
 // AllocationFailed, ...): the VM is left in provisioningState Failed with its NIC and OS disk,
 // as Azure does. Calls queue up.
 func (c *Cloud) FailNextAllocation(code string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.allocFail = append(c.allocFail, code)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.allocFail = append(c.st.allocFail, code)
 }
 
 // SetLROPolls sets how many in-progress answers a long-running operation gives before it
 // completes. A large number makes LROs slow.
-func (c *Cloud) SetLROPolls(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.lroPolls = n
-}
+func (c *Cloud) SetLROPolls(n int) { fakekit.Set(&c.st.mu, &c.st.lroPolls, n) }
 
 // SetLROPollsFor sets the in-progress answers of one operation's LROs (OpCreateVM, ...),
 // overriding SetLROPolls for it.
 func (c *Cloud) SetLROPollsFor(op string, n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.opPolls[op] = n
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.opPolls[op] = n
 }
 
 // polls is the number of in-progress answers of op's LROs. Callers hold c.mu.
-func (c *Cloud) polls(op string) int {
+func (c *state) polls(op string) int {
 	if n, ok := c.opPolls[op]; ok {
 		return n
 	}
@@ -320,12 +347,12 @@ func (c *Cloud) polls(op string) int {
 
 // SetPageSize sets how many items a list page holds.
 func (c *Cloud) SetPageSize(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	if n < 1 {
 		n = 1
 	}
-	c.pageSize = n
+	c.st.pageSize = n
 }
 
 // Resource is a summary of one stored resource for assertions.
@@ -341,13 +368,13 @@ type Resource struct {
 
 // Resources lists every VM, NIC and disk, sorted by type and name.
 func (c *Cloud) Resources() []Resource {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	var out []Resource
-	for k, vm := range c.vms {
+	for k, vm := range c.st.vms {
 		out = append(out, Resource{Type: "vm", ResourceGroup: rgOf(k), Name: deref(vm.Name), ProvisioningState: deref(vm.Properties.ProvisioningState), Tags: flatTags(vm.Tags)})
 	}
-	for k, nic := range c.nics {
+	for k, nic := range c.st.nics {
 		r := Resource{Type: "nic", ResourceGroup: rgOf(k), Name: deref(nic.Name), Tags: flatTags(nic.Tags)}
 		if nic.Properties.ProvisioningState != nil {
 			r.ProvisioningState = string(*nic.Properties.ProvisioningState)
@@ -357,7 +384,7 @@ func (c *Cloud) Resources() []Resource {
 		}
 		out = append(out, r)
 	}
-	for k, d := range c.disks {
+	for k, d := range c.st.disks {
 		out = append(out, Resource{Type: "disk", ResourceGroup: rgOf(k), Name: deref(d.Name), ProvisioningState: deref(d.Properties.ProvisioningState), Tags: flatTags(d.Tags), AttachedTo: lastSegment(deref(d.ManagedBy))})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -371,9 +398,9 @@ func (c *Cloud) Resources() []Resource {
 
 // VM returns a copy of a stored VM.
 func (c *Cloud) VM(resourceGroup, name string) (*armcompute.VirtualMachine, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	vm, ok := c.vms[key(resourceGroup, name)]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	vm, ok := c.st.vms[key(resourceGroup, name)]
 	if !ok {
 		return nil, false
 	}
@@ -382,9 +409,9 @@ func (c *Cloud) VM(resourceGroup, name string) (*armcompute.VirtualMachine, bool
 
 // NIC returns a copy of a stored network interface.
 func (c *Cloud) NIC(resourceGroup, name string) (*armnetwork.Interface, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	nic, ok := c.nics[key(resourceGroup, name)]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	nic, ok := c.st.nics[key(resourceGroup, name)]
 	if !ok {
 		return nil, false
 	}
@@ -393,9 +420,9 @@ func (c *Cloud) NIC(resourceGroup, name string) (*armnetwork.Interface, bool) {
 
 // Disk returns a copy of a stored managed disk.
 func (c *Cloud) Disk(resourceGroup, name string) (*armcompute.Disk, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d, ok := c.disks[key(resourceGroup, name)]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	d, ok := c.st.disks[key(resourceGroup, name)]
 	if !ok {
 		return nil, false
 	}
@@ -405,11 +432,11 @@ func (c *Cloud) Disk(resourceGroup, name string) (*armcompute.Disk, bool) {
 // PutVM stores a VM as if someone else had created it (with its provisioningState as given, or
 // Succeeded). It is how tests place foreign or half-made machines.
 func (c *Cloud) PutVM(resourceGroup string, vm *armcompute.VirtualMachine) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	vm = clone(vm)
 	name := deref(vm.Name)
-	vm.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Compute/virtualMachines", name))
+	vm.ID = ptr.To(c.st.resourceID(resourceGroup, "Microsoft.Compute/virtualMachines", name))
 	vm.Type = ptr.To("Microsoft.Compute/virtualMachines")
 	if vm.Properties == nil {
 		vm.Properties = &armcompute.VirtualMachineProperties{}
@@ -417,36 +444,36 @@ func (c *Cloud) PutVM(resourceGroup string, vm *armcompute.VirtualMachine) {
 	if vm.Properties.ProvisioningState == nil {
 		vm.Properties.ProvisioningState = ptr.To(StateSucceeded)
 	}
-	c.vms[key(resourceGroup, name)] = vm
+	c.st.vms[key(resourceGroup, name)] = vm
 }
 
 // PutNIC stores a network interface as if someone else had created it.
 func (c *Cloud) PutNIC(resourceGroup string, nic *armnetwork.Interface) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	nic = clone(nic)
-	nic.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Network/networkInterfaces", deref(nic.Name)))
+	nic.ID = ptr.To(c.st.resourceID(resourceGroup, "Microsoft.Network/networkInterfaces", deref(nic.Name)))
 	nic.Type = ptr.To("Microsoft.Network/networkInterfaces")
 	if nic.Properties == nil {
 		nic.Properties = &armnetwork.InterfacePropertiesFormat{}
 	}
 	st := armnetwork.ProvisioningStateSucceeded
 	nic.Properties.ProvisioningState = &st
-	c.nics[key(resourceGroup, deref(nic.Name))] = nic
+	c.st.nics[key(resourceGroup, deref(nic.Name))] = nic
 }
 
 // PutDisk stores a managed disk as if someone else had created it.
 func (c *Cloud) PutDisk(resourceGroup string, d *armcompute.Disk) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	d = clone(d)
-	d.ID = ptr.To(c.resourceID(resourceGroup, "Microsoft.Compute/disks", deref(d.Name)))
+	d.ID = ptr.To(c.st.resourceID(resourceGroup, "Microsoft.Compute/disks", deref(d.Name)))
 	d.Type = ptr.To("Microsoft.Compute/disks")
 	if d.Properties == nil {
 		d.Properties = &armcompute.DiskProperties{}
 	}
 	d.Properties.ProvisioningState = ptr.To(StateSucceeded)
-	c.disks[key(resourceGroup, deref(d.Name))] = d
+	c.st.disks[key(resourceGroup, deref(d.Name))] = d
 }
 
 // Settle completes every long-running operation a client stopped polling, as Azure would in the
@@ -456,12 +483,12 @@ func (c *Cloud) Settle() {
 }
 
 // newID returns a fresh GUID-shaped identifier. Callers hold c.mu.
-func (c *Cloud) newID() string {
+func (c *state) newID() string {
 	c.seq++
 	return fmt.Sprintf("%08x-0000-4000-8000-%012x", time.Now().UnixNano()&0xffffffff, c.seq)
 }
 
-func (c *Cloud) resourceID(rg, typ, name string) string {
+func (c *state) resourceID(rg, typ, name string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/%s/%s", c.subscriptionID, rg, typ, name)
 }
 

@@ -36,7 +36,7 @@ type clients struct {
 
 func setup(t *testing.T) (*fakeazure.Cloud, clients) {
 	t.Helper()
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.AddServicePrincipal(clientID, secret)
 	c.AddResourceGroup(rg, location)
 	c.AddSubnet(rg, "vnet", "nodes", "10.250.0.0/16")
@@ -128,7 +128,7 @@ func TestLROPassesThroughCreatingAndCascadesDelete(t *testing.T) {
 	if st := *res.Properties.ProvisioningState; st != fakeazure.StateSucceeded {
 		t.Fatalf("final state = %s", st)
 	}
-	if polls := len(c.RequestsFor(fakeazure.OpCreateVM)); polls != 3 {
+	if polls := len(c.Requests.For(fakeazure.OpCreateVM)); polls != 3 {
 		t.Errorf("create requests = %d, want 1 initial + 2 polls", polls)
 	}
 	if d, ok := c.Disk(rg, "vm-os-disk"); !ok || d.ManagedBy == nil || len(d.Tags) != 0 {
@@ -174,13 +174,13 @@ func TestAllocationFailureLeavesFailedVMAndParsesLikeAzure(t *testing.T) {
 
 func TestThrottleHonoursRetryAfter(t *testing.T) {
 	c, cl := setup(t)
-	c.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 2, 150*time.Millisecond))
+	c.Faults.Inject(fakeazure.Throttle(fakeazure.OpGetVM, 2, 150*time.Millisecond))
 	_, err := cl.vms.Get(context.Background(), rg, "missing", nil)
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
 		t.Fatalf("err = %v, want 404 after the throttling passed", err)
 	}
-	reqs := c.RequestsFor(fakeazure.OpGetVM)
+	reqs := c.Requests.For(fakeazure.OpGetVM)
 	if len(reqs) != 3 || reqs[0].Status != 429 || reqs[1].Status != 429 || reqs[2].Status != 404 {
 		t.Fatalf("requests = %+v", reqs)
 	}
@@ -238,7 +238,7 @@ func TestPagingAndTagFilter(t *testing.T) {
 }
 
 func TestWrongSecretIsRejectedByTheTokenEndpoint(t *testing.T) {
-	c := fakeazure.New()
+	c := fakeazure.New(fakeazure.Options{})
 	c.AddServicePrincipal(clientID, secret)
 	c.AddResourceGroup(rg, location)
 	opts := policy.ClientOptions{Cloud: c.Configuration(), Transport: c.Transport()}

@@ -39,11 +39,11 @@ func fail(e *ARMError) azfake.ErrorResponder {
 }
 
 // startLRO registers what happens when the LRO on a resource completes. Callers hold c.mu.
-func (c *Cloud) startLRO(id, op string, complete func() (any, *ARMError)) {
+func (c *state) startLRO(id, op string, complete func() (any, *ARMError)) {
 	c.lros[strings.ToLower(id)] = &lro{op: op, complete: complete}
 }
 
-func (c *Cloud) virtualMachinesServer() computefake.VirtualMachinesServer {
+func (c *computeAPI) virtualMachinesServer() computefake.VirtualMachinesServer {
 	return computefake.VirtualMachinesServer{
 		BeginCreateOrUpdate: c.createVM,
 		Get: func(_ context.Context, rg, name string, _ *armcompute.VirtualMachinesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachinesClientGetResponse], errResp azfake.ErrorResponder) {
@@ -80,7 +80,7 @@ func (c *Cloud) virtualMachinesServer() computefake.VirtualMachinesServer {
 	}
 }
 
-func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.VirtualMachine, _ *armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
+func (c *computeAPI) createVM(_ context.Context, rg, name string, in armcompute.VirtualMachine, _ *armcompute.VirtualMachinesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groups[strings.ToLower(rg)]
@@ -199,7 +199,7 @@ func (c *Cloud) createVM(_ context.Context, rg, name string, in armcompute.Virtu
 
 // validateVM checks a new VM the way Microsoft.Compute does before accepting it. Callers hold
 // c.mu.
-func (c *Cloud) validateVM(rg, name string, vm *armcompute.VirtualMachine) *ARMError {
+func (c *computeAPI) validateVM(rg, name string, vm *armcompute.VirtualMachine) *ARMError {
 	if deref(vm.Location) == "" {
 		return errInvalidParameter("location", "Required parameter 'location' is missing (null).")
 	}
@@ -279,7 +279,7 @@ func (c *Cloud) validateVM(rg, name string, vm *armcompute.VirtualMachine) *ARME
 	return nil
 }
 
-func (c *Cloud) validateImage(vm *armcompute.VirtualMachine) *ARMError {
+func (c *computeAPI) validateImage(vm *armcompute.VirtualMachine) *ARMError {
 	ref := vm.Properties.StorageProfile.ImageReference
 	marketplace := deref(ref.Publisher) != "" || deref(ref.Offer) != "" || deref(ref.SKU) != ""
 	set := 0
@@ -317,7 +317,7 @@ func (c *Cloud) validateImage(vm *armcompute.VirtualMachine) *ARMError {
 	return nil
 }
 
-func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.VirtualMachineUpdate, _ *armcompute.VirtualMachinesClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientUpdateResponse], errResp azfake.ErrorResponder) {
+func (c *computeAPI) updateVM(_ context.Context, rg, name string, in armcompute.VirtualMachineUpdate, _ *armcompute.VirtualMachinesClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.groups[strings.ToLower(rg)] == nil {
@@ -381,7 +381,7 @@ func (c *Cloud) updateVM(_ context.Context, rg, name string, in armcompute.Virtu
 	return lroResponder(c.polls(OpUpdateVM), http.StatusOK, http.StatusOK, armcompute.VirtualMachinesClientUpdateResponse{VirtualMachine: *renderVM(vm)}), errResp
 }
 
-func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.VirtualMachinesClientBeginDeleteOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientDeleteResponse], errResp azfake.ErrorResponder) {
+func (c *computeAPI) deleteVM(_ context.Context, rg, name string, _ *armcompute.VirtualMachinesClientBeginDeleteOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientDeleteResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.groups[strings.ToLower(rg)] == nil {
@@ -432,7 +432,7 @@ func (c *Cloud) deleteVM(_ context.Context, rg, name string, _ *armcompute.Virtu
 }
 
 // releaseDisk deletes or detaches a disk of a deleted VM. Callers hold c.mu.
-func (c *Cloud) releaseDisk(rg string, md *armcompute.ManagedDiskParameters, opt *armcompute.DiskDeleteOptionTypes) {
+func (c *computeAPI) releaseDisk(rg string, md *armcompute.ManagedDiskParameters, opt *armcompute.DiskDeleteOptionTypes) {
 	if md == nil || md.ID == nil {
 		return
 	}
@@ -450,7 +450,7 @@ func (c *Cloud) releaseDisk(rg string, md *armcompute.ManagedDiskParameters, opt
 }
 
 // newDisk stores a managed disk. Callers hold c.mu.
-func (c *Cloud) newDisk(rg, name, location string, zones []string, sku armcompute.DiskStorageAccountTypes, sizeGB int32, tags map[string]*string) *armcompute.Disk {
+func (c *computeAPI) newDisk(rg, name, location string, zones []string, sku armcompute.DiskStorageAccountTypes, sizeGB int32, tags map[string]*string) *armcompute.Disk {
 	d := &armcompute.Disk{
 		ID:       ptr.To(c.resourceID(rg, "Microsoft.Compute/disks", name)),
 		Name:     ptr.To(name),
@@ -473,7 +473,7 @@ func (c *Cloud) newDisk(rg, name, location string, zones []string, sku armcomput
 	return d
 }
 
-func (c *Cloud) attachDisk(d *armcompute.Disk, vmID string) {
+func (c *computeAPI) attachDisk(d *armcompute.Disk, vmID string) {
 	d.ManagedBy = &vmID
 	d.Properties.DiskState = ptr.To(armcompute.DiskStateAttached)
 }
@@ -485,7 +485,7 @@ func storageType(md *armcompute.ManagedDiskParameters) armcompute.DiskStorageAcc
 	return armcompute.DiskStorageAccountTypes(*md.StorageAccountType)
 }
 
-func (c *Cloud) disksServer() computefake.DisksServer {
+func (c *computeAPI) disksServer() computefake.DisksServer {
 	return computefake.DisksServer{
 		BeginCreateOrUpdate: func(_ context.Context, rg, name string, in armcompute.Disk, _ *armcompute.DisksClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armcompute.DisksClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
@@ -616,7 +616,7 @@ func (c *Cloud) disksServer() computefake.DisksServer {
 	}
 }
 
-func (c *Cloud) imagesServer() computefake.VirtualMachineImagesServer {
+func (c *computeAPI) imagesServer() computefake.VirtualMachineImagesServer {
 	return computefake.VirtualMachineImagesServer{
 		Get: func(_ context.Context, location, publisher, offer, sku, version string, _ *armcompute.VirtualMachineImagesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineImagesClientGetResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()
@@ -655,7 +655,7 @@ func (c *Cloud) imagesServer() computefake.VirtualMachineImagesServer {
 }
 
 // imageVersions returns the versions of an image, oldest first. Callers hold c.mu.
-func (c *Cloud) imageVersions(location, publisher, offer, sku string) []string {
+func (c *computeAPI) imageVersions(location, publisher, offer, sku string) []string {
 	prefix := imageKey(location, publisher, offer, sku, "")
 	var versions []string
 	for k, img := range c.images {

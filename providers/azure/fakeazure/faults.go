@@ -5,83 +5,59 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // Fault makes matching requests fail with an ARM error before they reach the fake servers, as
 // ARM's front door does for throttling and transient failures.
 type Fault struct {
-	// Op is the operation to fail (OpCreateVM, ...); "" matches every ARM request.
-	Op string
+	// Rule is the operation to fail (OpCreateVM, ...; "" matches every ARM request) and how many
+	// requests fail.
+	fakekit.Rule
 	// Poll selects the status polls of Op's long-running operation instead of its initial
 	// request.
-	Poll bool
-	// Times is how many matching requests fail; 0 means all of them until ClearFaults.
-	Times int
+	Poll bool `json:",omitempty"`
 	// Err is the error answered.
 	Err *ARMError
 }
 
-type faultState struct {
-	Fault
-	used int
+// applies reports whether the fault applies to a request of op (a status poll when poll).
+func (f Fault) applies(op string, poll bool) bool {
+	return f.Matches(op) && (f.Op == "" || f.Poll == poll)
 }
 
 // Throttle answers the next times requests of op with 429 TooManyRequests and a Retry-After of
 // retryAfter (whole seconds in Retry-After; sub-second delays also in retry-after-ms).
 func Throttle(op string, times int, retryAfter time.Duration) Fault {
-	return Fault{Op: op, Times: times, Err: ErrThrottled(opLabel(op), retryAfter)}
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, Err: ErrThrottled(opLabel(op), retryAfter)}
 }
 
 // ServerErrors answers the next times requests of op with a 5xx status (500, 502, 503, 504).
-func ServerErrors(op string, times, status int) Fault {
-	return Fault{Op: op, Times: times, Err: ErrServer(status)}
+func ServerErrors(op string, status, times int) Fault {
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, Err: ErrServer(status)}
 }
 
 // Deny answers requests of op with 403 AuthorizationFailed, as for a role without the action.
 func Deny(op string) Fault {
 	action := actionOf(op)
-	return Fault{Op: op, Err: armErr(http.StatusForbidden, "AuthorizationFailed",
+	return Fault{Rule: fakekit.Rule{Op: op}, Err: armErr(http.StatusForbidden, "AuthorizationFailed",
 		"The client does not have authorization to perform action '%s' over scope '/subscriptions/%s' or the scope is invalid. If access was recently granted, please refresh your credentials.",
 		action, DefaultSubscriptionID)}
 }
 
-// Inject adds a fault. Faults are checked in the order they were added.
-func (c *Cloud) Inject(f Fault) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = append(c.faults, &faultState{Fault: f})
-}
-
-// ClearFaults removes every injected fault (not the quota, SKU and allocation settings).
-func (c *Cloud) ClearFaults() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = nil
-}
-
-// fault returns the injected error for a request, if any, and uses up one of its times.
-func (c *Cloud) fault(op string, poll bool) *ARMError {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, f := range c.faults {
-		if f.Op != "" && f.Op != op {
-			continue
-		}
-		if f.Op != "" && f.Poll != poll {
-			continue
-		}
-		if f.Times > 0 && f.used >= f.Times {
-			continue
-		}
-		f.used++
-		e := *f.Err
-		return &e
+// takeFault returns the injected error for a request of op, if any, and uses up one of its times.
+func takeFault(faults *fakekit.Faults[Fault], op string, poll bool) *ARMError {
+	f, ok := faults.Take(func(f Fault) bool { return f.applies(op, poll) })
+	if !ok {
+		return nil
 	}
-	return nil
+	e := *f.Err
+	return &e
 }
 
 // authorize checks the bearer token of an ARM request and the subscription in its path.
-func (c *Cloud) authorize(req *http.Request, op string) *ARMError {
+func (c *state) authorize(req *http.Request, op string) *ARMError {
 	auth := req.Header.Get("Authorization")
 	token, ok := strings.CutPrefix(auth, "Bearer ")
 	c.mu.Lock()
@@ -106,9 +82,9 @@ func (c *Cloud) authorize(req *http.Request, op string) *ARMError {
 // RevokeTokens invalidates every access token issued so far: ARM answers 401 until the client
 // gets a new one.
 func (c *Cloud) RevokeTokens() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = map[string]string{}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.tokens = map[string]string{}
 }
 
 func opLabel(op string) string {

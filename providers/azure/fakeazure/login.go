@@ -11,7 +11,7 @@ import (
 // serveLogin answers the Microsoft Entra ID endpoints MSAL uses for the client-credentials flow:
 // the tenant's OpenID metadata and its token endpoint. It returns the response and the
 // operation name to count it under.
-func (c *Cloud) serveLogin(req *http.Request) (*http.Response, string) {
+func (c *loginAPI) serveLogin(req *http.Request) (*http.Response, string) {
 	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
 	if len(parts) == 0 {
 		return aadError(req, http.StatusNotFound, "invalid_request", "AADSTS90002: Tenant '' not found.", 90002), ""
@@ -20,7 +20,7 @@ func (c *Cloud) serveLogin(req *http.Request) (*http.Response, string) {
 	rest := strings.Join(parts[1:], "/")
 	switch {
 	case req.Method == http.MethodGet && rest == "v2.0/.well-known/openid-configuration":
-		if e := c.fault(OpOpenIDMetadata, false); e != nil {
+		if e := takeFault(c.faults, OpOpenIDMetadata, false); e != nil {
 			return aadError(req, e.Status, e.Code, e.Message, 0), OpOpenIDMetadata
 		}
 		if !strings.EqualFold(tenant, c.tenantID) {
@@ -40,8 +40,8 @@ func (c *Cloud) serveLogin(req *http.Request) (*http.Response, string) {
 	return aadError(req, http.StatusNotFound, "invalid_request", "AADSTS900561: The endpoint only accepts POST requests.", 900561), ""
 }
 
-func (c *Cloud) issueToken(req *http.Request, tenant string) *http.Response {
-	if e := c.fault(OpToken, false); e != nil {
+func (c *loginAPI) issueToken(req *http.Request, tenant string) *http.Response {
+	if e := takeFault(c.faults, OpToken, false); e != nil {
 		return aadError(req, e.Status, e.Code, e.Message, 0)
 	}
 	if err := req.ParseForm(); err != nil {

@@ -16,7 +16,7 @@ import (
 
 var subnetIDPattern = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/virtualNetworks/([^/]+)/subnets/([^/]+)$`)
 
-func (c *Cloud) interfacesServer() networkfake.InterfacesServer {
+func (c *networkAPI) interfacesServer() networkfake.InterfacesServer {
 	return networkfake.InterfacesServer{
 		BeginCreateOrUpdate: c.createNIC,
 		Get: func(_ context.Context, rg, name string, _ *armnetwork.InterfacesClientGetOptions) (resp azfake.Responder[armnetwork.InterfacesClientGetResponse], errResp azfake.ErrorResponder) {
@@ -76,7 +76,7 @@ func (c *Cloud) interfacesServer() networkfake.InterfacesServer {
 	}
 }
 
-func (c *Cloud) createNIC(_ context.Context, rg, name string, in armnetwork.Interface, _ *armnetwork.InterfacesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armnetwork.InterfacesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
+func (c *networkAPI) createNIC(_ context.Context, rg, name string, in armnetwork.Interface, _ *armnetwork.InterfacesClientBeginCreateOrUpdateOptions) (resp azfake.PollerResponder[armnetwork.InterfacesClientCreateOrUpdateResponse], errResp azfake.ErrorResponder) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.groups[strings.ToLower(rg)] == nil {
@@ -142,7 +142,7 @@ func (c *Cloud) createNIC(_ context.Context, rg, name string, in armnetwork.Inte
 
 // allocateIP hands out the next address of a subnet; Azure reserves the first four. Callers hold
 // c.mu.
-func (c *Cloud) allocateIP(subnet *armnetwork.Subnet) string {
+func (c *networkAPI) allocateIP(subnet *armnetwork.Subnet) string {
 	_, ipnet, err := net.ParseCIDR(deref(subnet.Properties.AddressPrefix))
 	if err != nil || ipnet.IP.To4() == nil {
 		return "10.0.0.4"
@@ -156,7 +156,7 @@ func (c *Cloud) allocateIP(subnet *armnetwork.Subnet) string {
 	return net.IPv4(byte(v>>24), byte(v>>16), byte(v>>8), byte(v)).String()
 }
 
-func (c *Cloud) subnetsServer() networkfake.SubnetsServer {
+func (c *networkAPI) subnetsServer() networkfake.SubnetsServer {
 	return networkfake.SubnetsServer{
 		Get: func(_ context.Context, rg, vnet, subnet string, _ *armnetwork.SubnetsClientGetOptions) (resp azfake.Responder[armnetwork.SubnetsClientGetResponse], errResp azfake.ErrorResponder) {
 			c.mu.Lock()

@@ -15,7 +15,7 @@ import (
 
 // resourcesServer serves the generic resource list of a resource group with ARM's $filter
 // support for tags, resource types and names.
-func (c *Cloud) resourcesServer() resourcesfake.Server {
+func (c *resourcesAPI) resourcesServer() resourcesfake.Server {
 	return resourcesfake.Server{
 		NewListByResourceGroupPager: func(rg string, opts *armresources.ClientListByResourceGroupOptions) (resp azfake.PagerResponder[armresources.ClientListByResourceGroupResponse]) {
 			c.mu.Lock()
@@ -116,7 +116,7 @@ func parseFilter(filter string) (func(*armresources.GenericResourceExpanded, map
 	}, hasValue, nil
 }
 
-func (c *Cloud) resourceGroupsServer() resourcesfake.ResourceGroupsServer {
+func (c *resourcesAPI) resourceGroupsServer() resourcesfake.ResourceGroupsServer {
 	render := func(g *group) armresources.ResourceGroup {
 		return armresources.ResourceGroup{
 			ID:         ptr.To("/subscriptions/" + c.subscriptionID + "/resourceGroups/" + g.name),

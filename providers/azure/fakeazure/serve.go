@@ -2,7 +2,6 @@ package fakeazure
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,44 +12,35 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/fake/server"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 
-	"github.com/machinist-io/machinist/internal/fakehttps"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
-// ControlPrefix is the path under which a served cloud answers its control requests: GET
-// ControlPrefix+"state" dumps the resources (State), POST ControlPrefix+"faults" injects a
-// Fault given as JSON, DELETE ControlPrefix+"faults" clears them.
-const ControlPrefix = "/.fakecloud/"
-
-// Server serves a Cloud over HTTPS: Microsoft Entra ID and Azure Resource Manager at one URL,
-// told apart by path, with a certificate from a CA of its own. Point a custom cloud at it
-// (activeDirectoryAuthorityHost and resourceManagerEndpoint = URL) and trust CACert.
-type Server struct {
-	*fakehttps.Server
-}
-
-// Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
-// requests). The certificate is valid for the listener's address, 127.0.0.1, ::1 and localhost.
-func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Server, error) {
+// Serve serves c over HTTPS on l until the server is closed: Microsoft Entra ID and Azure
+// Resource Manager at one URL, told apart by path, with a certificate from a CA of its own
+// (fakekit.ServeTLS). Point a custom cloud at it (activeDirectoryAuthorityHost and
+// resourceManagerEndpoint: the server's URL with a trailing slash) and trust its CACert. wrap, when
+// set, wraps the handler (to observe requests).
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*fakekit.Server, error) {
 	var h http.Handler = c.transport
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv, err := fakehttps.Serve("fakeazure", l, h)
+	srv, err := fakekit.ServeTLS("fakeazure", l, h)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	c.audiences = append(c.audiences, srv.URL)
-	c.mu.Unlock()
-	return &Server{Server: srv}, nil
+	c.st.mu.Lock()
+	c.st.audiences = append(c.st.audiences, srv.URL)
+	c.st.mu.Unlock()
+	return srv, nil
 }
 
 // ServeHTTP answers a request that arrived over the network: the control requests, Entra ID's
 // (any path not under /subscriptions) and ARM's, whose SDK operation it works out from the method
 // and path, as the SDK's fake servers need it.
 func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
-		t.c.serveControl(w, r)
+	if fakekit.Serves(r) {
+		t.c.control().ServeHTTP(w, r)
 		return
 	}
 	req := r.Clone(r.Context())
@@ -59,7 +49,7 @@ func (t *Transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	svc := login
 	if strings.HasPrefix(strings.ToLower(r.URL.Path), "/subscriptions/") {
 		svc = resourceManager
-		op := t.c.opOf(r.Method, r.URL.Path)
+		op := t.c.st.opOf(r.Method, r.URL.Path)
 		if op == "" {
 			writeResponse(w, armResponse(req, armErr(http.StatusBadRequest, "NoRegisteredProviderFound",
 				"fakeazure does not serve %s %s", r.Method, r.URL.Path)))
@@ -132,7 +122,7 @@ func init() {
 
 // opOf is the SDK operation of an ARM request: a poll belongs to the operation it polls, any
 // other request is found in armRoutes. "" when the fake does not serve it.
-func (c *Cloud) opOf(method, path string) string {
+func (c *state) opOf(method, path string) string {
 	clean := server.SanitizePagerPollerPath(path)
 	if strings.HasSuffix(path, fakePollSuffix) {
 		c.mu.Lock()
@@ -160,29 +150,19 @@ func (c *Cloud) State() State {
 	if res == nil {
 		res = []Resource{}
 	}
-	return State{Resources: res, Requests: len(c.Requests())}
+	return State{Resources: res, Requests: c.Requests.Len()}
 }
 
-func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
-	what := strings.TrimPrefix(r.URL.Path, ControlPrefix)
-	switch {
-	case what == "state" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.State())
-	case what == "faults" && r.Method == http.MethodPost:
-		var f Fault
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil || f.Err == nil || f.Err.Status < 400 {
-			http.Error(w, fmt.Sprintf("fakeazure: the body must be a Fault as JSON, e.g. {\"Op\":%q,\"Times\":2,\"Err\":{\"Status\":503,\"Code\":\"ServerBusy\",\"Message\":\"busy\"}}: %v", OpCreateVM, err), http.StatusBadRequest)
-			return
-		}
-		c.Inject(f)
-		w.WriteHeader(http.StatusNoContent)
-	case what == "faults" && r.Method == http.MethodDelete:
-		c.ClearFaults()
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		http.Error(w, "fakeazure: control requests are GET "+ControlPrefix+"state, POST and DELETE "+ControlPrefix+"faults", http.StatusNotFound)
+// control answers the control requests (fakekit.Control).
+func (c *Cloud) control() *fakekit.Control[Fault, Request] {
+	return &fakekit.Control[Fault, Request]{
+		Name: "fakeazure", State: func() any { return c.State() }, Faults: &c.Faults, Requests: &c.Requests,
+		Check: func(f Fault) error {
+			if f.Err == nil || f.Err.Status < 400 {
+				return fmt.Errorf("the fault needs an Err with an HTTP error status")
+			}
+			return nil
+		},
+		Example: fmt.Sprintf(`{"op":%q,"times":2,"Err":{"Status":503,"Code":"ServerBusy","Message":"busy"}}`, OpCreateVM),
 	}
 }

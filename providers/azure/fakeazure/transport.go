@@ -39,6 +39,9 @@ type Request struct {
 	RequestID string
 }
 
+// Operation is the request's Op.
+func (r Request) Operation() string { return r.Op }
+
 // Transport answers the SDK clients' requests: it authenticates them, injects faults, counts
 // them and hands them to the SDK's fake servers. Use it as ClientOptions.Transport.
 type Transport struct {
@@ -70,9 +73,9 @@ type pendingPager struct {
 }
 
 func newTransport(c *Cloud) *Transport {
-	vms, disks, images := c.virtualMachinesServer(), c.disksServer(), c.imagesServer()
-	nics, subnets := c.interfacesServer(), c.subnetsServer()
-	resources, groups := c.resourcesServer(), c.resourceGroupsServer()
+	vms, disks, images := c.compute.virtualMachinesServer(), c.compute.disksServer(), c.compute.imagesServer()
+	nics, subnets := c.network.interfacesServer(), c.network.subnetsServer()
+	resources, groups := c.resources.resourcesServer(), c.resources.resourceGroupsServer()
 	return &Transport{c: c, servers: map[string]interface {
 		Do(*http.Request) (*http.Response, error)
 	}{
@@ -95,7 +98,10 @@ const (
 	resourceManager
 )
 
-// Do answers one request.
+// RoundTrip answers one request, as the driver's Options.HTTPTransport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) { return t.Do(req) }
+
+// Do answers one request, as an SDK client's ClientOptions.Transport.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	switch req.URL.Host {
 	case LoginHost:
@@ -109,7 +115,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 // answer answers one request for svc and counts it. The SDK operation comes from the request's
 // context (runtime.CtxAPINameKey), as the SDK clients set it.
 func (t *Transport) answer(req *http.Request, svc service) (*http.Response, error) {
-	c := t.c
+	c := t.c.st
 	rec := Request{Time: time.Now(), Method: req.Method, Host: req.URL.Host, Path: req.URL.Path}
 	rec.Op, _ = req.Context().Value(runtime.CtxAPINameKey{}).(string)
 	rec.Poll = strings.HasSuffix(req.URL.Path, fakePollSuffix)
@@ -122,7 +128,7 @@ func (t *Transport) answer(req *http.Request, svc service) (*http.Response, erro
 	}
 	switch svc {
 	case login:
-		resp, rec.Op = c.serveLogin(req)
+		resp, rec.Op = t.c.login.serveLogin(req)
 	case resourceManager:
 		resp, err = t.serveARM(req, rec)
 	default:
@@ -137,17 +143,16 @@ func (t *Transport) answer(req *http.Request, svc service) (*http.Response, erro
 		resp.Header.Set("x-ms-request-id", rec.RequestID)
 		resp.Header.Set("x-ms-correlation-request-id", rec.RequestID)
 	}
-	c.requests = append(c.requests, rec)
 	c.mu.Unlock()
+	t.c.Requests.Add(rec)
 	return resp, err
 }
 
 func (t *Transport) serveARM(req *http.Request, rec Request) (*http.Response, error) {
-	c := t.c
-	if e := c.authorize(req, rec.Op); e != nil {
+	if e := t.c.st.authorize(req, rec.Op); e != nil {
 		return armResponse(req, e), nil
 	}
-	if e := c.fault(rec.Op, rec.Poll); e != nil {
+	if e := takeFault(&t.c.Faults, rec.Op, rec.Poll); e != nil {
 		return armResponse(req, e), nil
 	}
 	resKey := strings.ToLower(server.SanitizePagerPollerPath(req.URL.Path))
@@ -189,7 +194,7 @@ func (t *Transport) route(req *http.Request, op string) (*http.Response, error) 
 // track follows LROs and pagers through the responses: it completes an LRO on its terminal
 // answer and remembers unfinished ones so they can be drained when abandoned.
 func (t *Transport) track(req *http.Request, resp *http.Response, op, resKey string) {
-	c := t.c
+	c := t.c.st
 	if status := resp.Header.Get(fakePollerStatus); status != "" {
 		if isTerminal(status) {
 			c.mu.Lock()
@@ -239,9 +244,9 @@ func (t *Transport) track(req *http.Request, resp *http.Response, op, resKey str
 // drainPoller runs an abandoned LRO of resKey to its end.
 func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 	for range 100000 {
-		t.c.mu.Lock()
-		p, ok := t.c.pending[resKey]
-		t.c.mu.Unlock()
+		t.c.st.mu.Lock()
+		p, ok := t.c.st.pending[resKey]
+		t.c.st.mu.Unlock()
 		if !ok {
 			return
 		}
@@ -251,9 +256,9 @@ func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 		}
 		resp, err := t.route(req, p.op)
 		if err != nil || resp.Header.Get(fakePollerStatus) == "" {
-			t.c.mu.Lock()
-			delete(t.c.pending, resKey)
-			t.c.mu.Unlock()
+			t.c.st.mu.Lock()
+			delete(t.c.st.pending, resKey)
+			t.c.st.mu.Unlock()
 			return
 		}
 		t.track(req, resp, p.op, resKey)
@@ -264,9 +269,9 @@ func (t *Transport) drainPoller(ctx context.Context, resKey string) {
 // the first page.
 func (t *Transport) drainPager(ctx context.Context, resKey string) {
 	for range 100000 {
-		t.c.mu.Lock()
-		p, ok := t.c.pagers[resKey]
-		t.c.mu.Unlock()
+		t.c.st.mu.Lock()
+		p, ok := t.c.st.pagers[resKey]
+		t.c.st.mu.Unlock()
 		if !ok {
 			return
 		}
@@ -276,9 +281,9 @@ func (t *Transport) drainPager(ctx context.Context, resKey string) {
 		}
 		resp, err := t.route(req, p.op)
 		if err != nil {
-			t.c.mu.Lock()
-			delete(t.c.pagers, resKey)
-			t.c.mu.Unlock()
+			t.c.st.mu.Lock()
+			delete(t.c.st.pagers, resKey)
+			t.c.st.mu.Unlock()
 			return
 		}
 		t.track(req, resp, p.op, resKey)
@@ -287,12 +292,12 @@ func (t *Transport) drainPager(ctx context.Context, resKey string) {
 
 // settle drains every abandoned LRO.
 func (t *Transport) settle() {
-	t.c.mu.Lock()
-	keys := make([]string, 0, len(t.c.pending))
-	for k := range t.c.pending {
+	t.c.st.mu.Lock()
+	keys := make([]string, 0, len(t.c.st.pending))
+	for k := range t.c.st.pending {
 		keys = append(keys, k)
 	}
-	t.c.mu.Unlock()
+	t.c.st.mu.Unlock()
 	for _, k := range keys {
 		t.drainPoller(context.Background(), k)
 	}
@@ -347,29 +352,4 @@ func setBody(resp *http.Response, b []byte) {
 	resp.ContentLength = int64(len(b))
 	resp.Header.Set("Content-Type", "application/json; charset=utf-8")
 	resp.Header.Set("Content-Length", fmt.Sprint(len(b)))
-}
-
-// Requests returns every request answered so far, in order.
-func (c *Cloud) Requests() []Request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Request(nil), c.requests...)
-}
-
-// RequestsFor returns the requests of one operation (initial requests and polls).
-func (c *Cloud) RequestsFor(op string) []Request {
-	var out []Request
-	for _, r := range c.Requests() {
-		if r.Op == op {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// ResetRequests forgets the counted requests.
-func (c *Cloud) ResetRequests() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.requests = nil
 }

@@ -31,7 +31,7 @@ const tokenLifetime = time.Hour
 
 // serveToken answers the JWT bearer grant of a service account key: the assertion must be signed
 // by the account's key and name this endpoint as its audience.
-func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request) int {
+func (c *authAPI) serveToken(w http.ResponseWriter, r *http.Request) int {
 	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
 		return oauthError(w, http.StatusBadRequest, "invalid_request", "POST a form")
 	}
@@ -78,7 +78,7 @@ func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request) int {
 
 // serveSTS answers workload identity's token exchange: a subject token registered with
 // AddWorkloadIdentity becomes an access token of its principal.
-func (c *Cloud) serveSTS(w http.ResponseWriter, r *http.Request) int {
+func (c *authAPI) serveSTS(w http.ResponseWriter, r *http.Request) int {
 	if err := r.ParseForm(); err != nil || r.Method != http.MethodPost {
 		return oauthError(w, http.StatusBadRequest, "invalid_request", "POST a form")
 	}
@@ -103,7 +103,7 @@ func (c *Cloud) serveSTS(w http.ResponseWriter, r *http.Request) int {
 
 // serveGenerateAccessToken answers service account impersonation: a caller with an access token
 // gets one of an existing service account.
-func (c *Cloud) serveGenerateAccessToken(w http.ResponseWriter, r *http.Request, path string) int {
+func (c *authAPI) serveGenerateAccessToken(w http.ResponseWriter, r *http.Request, path string) int {
 	rest, ok := strings.CutPrefix(path, IAMCredentialsPath+"projects/-/serviceAccounts/")
 	email, ok2 := strings.CutSuffix(rest, ":generateAccessToken")
 	if !ok || !ok2 || r.Method != http.MethodPost {
@@ -124,7 +124,7 @@ func (c *Cloud) serveGenerateAccessToken(w http.ResponseWriter, r *http.Request,
 	})
 }
 
-func (c *Cloud) issueToken(principal string) string {
+func (c *state) issueToken(principal string) string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	tok := "ya29.fake-" + hex.EncodeToString(b[:])
@@ -135,7 +135,7 @@ func (c *Cloud) issueToken(principal string) string {
 }
 
 // principalOf checks a request's bearer token.
-func (c *Cloud) principalOf(r *http.Request) (string, *APIError) {
+func (c *state) principalOf(r *http.Request) (string, *APIError) {
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -13,7 +13,7 @@ import (
 func BenchmarkRequests(b *testing.B) {
 	for _, mode := range []string{"contract", "unchecked"} {
 		b.Run(mode, func(b *testing.B) {
-			c := New()
+			c := New(Options{})
 			if mode == "unchecked" {
 				c.SetContract(nil)
 			}

@@ -38,13 +38,43 @@ import (
 
 	compute "google.golang.org/api/compute/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // DefaultProject is the project New serves.
 const DefaultProject = "machinist-fake"
 
-// Cloud is the fake's state. It is safe for concurrent use.
+// Cloud is a fake Compute Engine with one project, safe for concurrent use: the Compute API and
+// the token endpoints are each a type of their own over the shared state.
 type Cloud struct {
+	// Faults are the injected faults (fakekit.Faults: Inject, Clear, Hits).
+	Faults fakekit.Faults[Fault]
+	// Requests are the requests the fake answered (fakekit.Journal: All, For, Len, Reset).
+	Requests fakekit.Journal[Request]
+
+	st      *state
+	compute computeAPI
+	auth    authAPI
+}
+
+// Options configure a fake. The zero value is ready to use.
+type Options struct {
+	// Clock times operations and throttling; nil is the real clock.
+	Clock clock.Clock
+}
+
+// The Compute API and the token endpoints, over the shared state.
+type (
+	computeAPI struct {
+		*state
+		faults *fakekit.Faults[Fault]
+	}
+	authAPI struct{ *state }
+)
+
+// state is what the APIs share, under one lock.
+type state struct {
 	mu    sync.Mutex
 	clock clock.Clock
 
@@ -69,14 +99,11 @@ type Cloud struct {
 	subjects map[string]string         // workload identity subject token -> principal
 	tokens   map[string]string         // access token -> principal
 
-	faults   []*faultState
 	opDelay  time.Duration
 	waitMax  time.Duration
 	pageSize int
 	nextID   uint64
 	nextIP   int
-
-	requests []Request
 
 	contract    *Contract // nil: requests and answers are not checked
 	contractErr error     // why there is no contract
@@ -86,11 +113,12 @@ type Cloud struct {
 // New returns a fake with one project (DefaultProject), the regions europe-west1 (zones b, c, d)
 // and us-central1 (zones a, b, c), common machine, disk and accelerator types, and nothing else.
 // Operations finish after 20 ms; SetOperationDelay changes that.
-func New() *Cloud { return NewWithClock(clock.RealClock{}) }
-
-// NewWithClock is New with the clock that times operations and throttling.
-func NewWithClock(clk clock.Clock) *Cloud {
-	c := &Cloud{
+func New(o Options) *Cloud {
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	c := &state{
 		clock:   clk,
 		project: DefaultProject,
 		zones:   map[string]string{},
@@ -127,38 +155,40 @@ func NewWithClock(clk clock.Clock) *Cloud {
 			c.zones[region+"-"+z] = region
 		}
 	}
-	return c
+	cl := &Cloud{st: c, auth: authAPI{c}}
+	cl.compute = computeAPI{state: c, faults: &cl.Faults}
+	return cl
 }
 
 // SetContract replaces the contract requests and answers are checked against (New reads
 // DefaultContract); nil turns the checks off.
 func (c *Cloud) SetContract(ct *Contract) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.contract, c.contractErr = ct, nil
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.contract, c.st.contractErr = ct, nil
 }
 
 // ContractError says why the fake checks nothing against the Compute contract (the discovery
 // document could not be read), or is nil when it checks.
 func (c *Cloud) ContractError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.contract == nil && c.contractErr == nil {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if c.st.contract == nil && c.st.contractErr == nil {
 		return fmt.Errorf("fakegcp: the contract checks are turned off")
 	}
-	return c.contractErr
+	return c.st.contractErr
 }
 
 // ContractViolations are the answers of the fake that broke the Compute contract (each was
 // answered 500 instead): a bug of the fake.
 func (c *Cloud) ContractViolations() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.violations)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return slices.Clone(c.st.violations)
 }
 
 // Project is the project the fake serves.
-func (c *Cloud) Project() string { return c.project }
+func (c *Cloud) Project() string { return c.st.project }
 
 // AddServiceAccount creates a service account with a fresh key and returns its JSON key file,
 // as `gcloud iam service-accounts keys create` writes it; tokenURI is the token endpoint the
@@ -174,16 +204,16 @@ func (c *Cloud) AddServiceAccount(email, tokenURI string) []byte {
 	}
 	var id [20]byte
 	_, _ = rand.Read(id[:])
-	c.mu.Lock()
-	c.accounts[email] = &key.PublicKey
-	c.mu.Unlock()
+	c.st.mu.Lock()
+	c.st.accounts[email] = &key.PublicKey
+	c.st.mu.Unlock()
 	out, _ := json.MarshalIndent(map[string]string{
 		"type":                        "service_account",
-		"project_id":                  c.project,
+		"project_id":                  c.st.project,
 		"private_key_id":              hex.EncodeToString(id[:]),
 		"private_key":                 string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
 		"client_email":                email,
-		"client_id":                   "1000000000000000000" + fmt.Sprint(len(c.accounts)),
+		"client_id":                   "1000000000000000000" + fmt.Sprint(len(c.st.accounts)),
 		"auth_uri":                    "https://accounts.google.com/o/oauth2/auth",
 		"token_uri":                   tokenURI,
 		"auth_provider_x509_cert_url": "https://www.googleapis.com/oauth2/v1/certs",
@@ -196,12 +226,12 @@ func (c *Cloud) AddServiceAccount(email, tokenURI string) []byte {
 // RemoveServiceAccount deletes a service account: its key no longer gets tokens, and the
 // tokens it got stop working.
 func (c *Cloud) RemoveServiceAccount(email string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.accounts, email)
-	for tok, p := range c.tokens {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	delete(c.st.accounts, email)
+	for tok, p := range c.st.tokens {
 		if p == email {
-			delete(c.tokens, tok)
+			delete(c.st.tokens, tok)
 		}
 	}
 }
@@ -209,61 +239,61 @@ func (c *Cloud) RemoveServiceAccount(email string) {
 // AddWorkloadIdentity makes the STS endpoint exchange subjectToken (a projected service account
 // token) for an access token of principal.
 func (c *Cloud) AddWorkloadIdentity(subjectToken, principal string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.subjects[subjectToken] = principal
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.subjects[subjectToken] = principal
 }
 
 // RevokeTokens invalidates every access token issued so far.
 func (c *Cloud) RevokeTokens() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokens = map[string]string{}
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.tokens = map[string]string{}
 }
 
 // AddImage adds an image of project (a public image project such as "debian-cloud", or the
 // fake's own) in family ("" for none).
 func (c *Cloud) AddImage(project, name, family string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.images[project+"/"+name] = &compute.Image{
-		Kind: "compute#image", Id: c.newIDLocked(), Name: name, Family: family, Status: "READY", DiskSizeGb: 10,
-		CreationTimestamp: c.timestamp(), SelfLink: c.link("projects/%s/global/images/%s", project, name),
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.images[project+"/"+name] = &compute.Image{
+		Kind: "compute#image", Id: c.st.newIDLocked(), Name: name, Family: family, Status: "READY", DiskSizeGb: 10,
+		CreationTimestamp: c.st.timestamp(), SelfLink: c.st.link("projects/%s/global/images/%s", project, name),
 	}
 }
 
 // AddNetwork adds a VPC network of the fake's project.
 func (c *Cloud) AddNetwork(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.networks[name] = &compute.Network{
-		Kind: "compute#network", Id: c.newIDLocked(), Name: name, CreationTimestamp: c.timestamp(),
-		SelfLink: c.link("projects/%s/global/networks/%s", c.project, name),
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.networks[name] = &compute.Network{
+		Kind: "compute#network", Id: c.st.newIDLocked(), Name: name, CreationTimestamp: c.st.timestamp(),
+		SelfLink: c.st.link("projects/%s/global/networks/%s", c.st.project, name),
 	}
 }
 
 // AddSubnetwork adds a subnetwork of network in region with the primary range cidr and the
 // named secondary ranges (name -> CIDR).
 func (c *Cloud) AddSubnetwork(region, network, name, cidr string, secondary map[string]string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	s := &compute.Subnetwork{
-		Kind: "compute#subnetwork", Id: c.newIDLocked(), Name: name, Region: c.link("projects/%s/regions/%s", c.project, region),
-		Network: c.link("projects/%s/global/networks/%s", c.project, network), IpCidrRange: cidr, StackType: "IPV4_ONLY",
-		CreationTimestamp: c.timestamp(), SelfLink: c.link("projects/%s/regions/%s/subnetworks/%s", c.project, region, name),
+		Kind: "compute#subnetwork", Id: c.st.newIDLocked(), Name: name, Region: c.st.link("projects/%s/regions/%s", c.st.project, region),
+		Network: c.st.link("projects/%s/global/networks/%s", c.st.project, network), IpCidrRange: cidr, StackType: "IPV4_ONLY",
+		CreationTimestamp: c.st.timestamp(), SelfLink: c.st.link("projects/%s/regions/%s/subnetworks/%s", c.st.project, region, name),
 	}
 	for _, n := range sortedKeys(secondary) {
 		s.SecondaryIpRanges = append(s.SecondaryIpRanges, &compute.SubnetworkSecondaryRange{RangeName: n, IpCidrRange: secondary[n]})
 	}
-	c.subnetworks[region+"/"+name] = s
+	c.st.subnetworks[region+"/"+name] = s
 }
 
 // EnableIPv6 makes a subnetwork dual-stack (IPV4_IPV6) with an IPv6 range of accessType
 // (EXTERNAL or INTERNAL): interfaces of stackType IPV4_IPV6 need such a subnetwork.
 func (c *Cloud) EnableIPv6(region, name, accessType string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s := c.subnetworks[region+"/"+name]; s != nil {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	if s := c.st.subnetworks[region+"/"+name]; s != nil {
 		s.StackType, s.Ipv6AccessType = "IPV4_IPV6", accessType
 		if accessType == "EXTERNAL" {
 			s.ExternalIpv6Prefix = "2600:1900:4010:1a2b::/64"
@@ -276,72 +306,53 @@ func (c *Cloud) EnableIPv6(region, name, accessType string) {
 // SetCPUQuota limits the vCPUs of the instances of region (the CPUS quota); cpus < 0 removes the
 // limit.
 func (c *Cloud) SetCPUQuota(region string, cpus int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	if cpus < 0 {
-		delete(c.cpuQuota, region)
+		delete(c.st.cpuQuota, region)
 		return
 	}
-	c.cpuQuota[region] = cpus
+	c.st.cpuQuota[region] = cpus
 }
 
 // WithdrawMachineType stops offering a machine type in a zone: inserts of it there are refused
 // as Compute Engine refuses a type the zone does not have ("Machine type with name 'T' does not
 // exist in zone 'Z'.").
 func (c *Cloud) WithdrawMachineType(zone, machineType string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.withdrawn[zone+"/"+machineType] = true
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.withdrawn[zone+"/"+machineType] = true
 }
 
 // offersLocked reports whether zone offers a machine type, and its vCPUs.
-func (c *Cloud) offersLocked(zone, machineType string) (int, bool) {
+func (c *state) offersLocked(zone, machineType string) (int, bool) {
 	cpus, ok := c.machineTypes[machineType]
 	return cpus, ok && !c.withdrawn[zone+"/"+machineType]
 }
 
 // SetOperationDelay sets how long operations take from insert or delete to DONE.
-func (c *Cloud) SetOperationDelay(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.opDelay = d
-}
+func (c *Cloud) SetOperationDelay(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.opDelay, d) }
 
 // SetWaitTimeout bounds how long zoneOperations.wait holds a request for an operation that is
 // not done (Compute Engine holds it about two minutes); default 30s.
-func (c *Cloud) SetWaitTimeout(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.waitMax = d
-}
+func (c *Cloud) SetWaitTimeout(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.waitMax, d) }
 
 // SetPageSize sets the largest page a list answers (Compute Engine's default and maximum is
 // 500); a request's smaller maxResults wins.
-func (c *Cloud) SetPageSize(n int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.pageSize = n
-}
+func (c *Cloud) SetPageSize(n int) { fakekit.Set(&c.st.mu, &c.st.pageSize, n) }
 
 // Instances returns copies of every instance, sorted by zone and name, operations that are due
 // applied first.
 func (c *Cloud) Instances() []*compute.Instance {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.settleLocked()
-	out := make([]*compute.Instance, 0, len(c.instances))
-	for _, k := range sortedKeys(c.instances) {
-		out = append(out, cloneJSON(c.instances[k]))
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.settleLocked, c.st.instances, cloneJSON[compute.Instance], nil)
 }
 
 // Instance returns a copy of an instance.
 func (c *Cloud) Instance(zone, name string) (*compute.Instance, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.settleLocked()
-	in, ok := c.instances[zone+"/"+name]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.settleLocked()
+	in, ok := c.st.instances[zone+"/"+name]
 	if !ok {
 		return nil, false
 	}
@@ -350,52 +361,45 @@ func (c *Cloud) Instance(zone, name string) (*compute.Instance, bool) {
 
 // Disks returns copies of every disk, sorted by zone and name.
 func (c *Cloud) Disks() []*compute.Disk {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.settleLocked()
-	out := make([]*compute.Disk, 0, len(c.disks))
-	for _, k := range sortedKeys(c.disks) {
-		out = append(out, cloneJSON(c.disks[k]))
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.settleLocked, c.st.disks, cloneJSON[compute.Disk], nil)
 }
 
 // PutInstance stores an instance as it is (in zone), for tests that start from an existing
 // one; its disks are not made.
 func (c *Cloud) PutInstance(zone string, in *compute.Instance) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	in = cloneJSON(in)
 	in.Kind = "compute#instance"
-	in.Zone = c.link("projects/%s/zones/%s", c.project, zone)
-	in.SelfLink = c.link("projects/%s/zones/%s/instances/%s", c.project, zone, in.Name)
+	in.Zone = c.st.link("projects/%s/zones/%s", c.st.project, zone)
+	in.SelfLink = c.st.link("projects/%s/zones/%s/instances/%s", c.st.project, zone, in.Name)
 	if in.Id == 0 {
-		in.Id = c.newIDLocked()
+		in.Id = c.st.newIDLocked()
 	}
 	if in.Status == "" {
 		in.Status = "RUNNING"
 	}
 	completeInstanceLocked(in)
-	c.instances[zone+"/"+in.Name] = in
+	c.st.instances[zone+"/"+in.Name] = in
 }
 
 // Settle waits until no operation is pending, applying each as it finishes: what the cloud
 // holds afterwards is what stays.
 func (c *Cloud) Settle() {
 	for {
-		c.mu.Lock()
-		c.settleLocked()
+		c.st.mu.Lock()
+		c.st.settleLocked()
 		var next time.Time
-		for _, op := range c.operations {
+		for _, op := range c.st.operations {
 			if op.Status != "DONE" && (next.IsZero() || op.doneAt.Before(next)) {
 				next = op.doneAt
 			}
 		}
-		c.mu.Unlock()
+		c.st.mu.Unlock()
 		if next.IsZero() {
 			return
 		}
-		<-c.clock.After(next.Sub(c.clock.Now()))
+		<-c.st.clock.After(next.Sub(c.st.clock.Now()))
 	}
 }
 
@@ -416,29 +420,29 @@ type State struct {
 // State returns what the fake holds.
 func (c *Cloud) State() State {
 	in, d := c.Instances(), c.Disks()
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	contract := "not checked: the contract checks are turned off"
 	switch {
-	case c.contract != nil:
-		contract = "Compute v1 discovery document, revision " + c.contract.Revision
-	case c.contractErr != nil:
-		contract = "not checked: " + c.contractErr.Error()
+	case c.st.contract != nil:
+		contract = "Compute v1 discovery document, revision " + c.st.contract.Revision
+	case c.st.contractErr != nil:
+		contract = "not checked: " + c.st.contractErr.Error()
 	}
-	return State{Project: c.project, Instances: in, Disks: d, Operations: len(c.operations), Requests: len(c.requests),
-		Contract: contract, ContractViolations: slices.Clone(c.violations)}
+	return State{Project: c.st.project, Instances: in, Disks: d, Operations: len(c.st.operations), Requests: c.Requests.Len(),
+		Contract: contract, ContractViolations: slices.Clone(c.st.violations)}
 }
 
-func (c *Cloud) newIDLocked() uint64 {
+func (c *state) newIDLocked() uint64 {
 	c.nextID++
 	return 1_000_000_000_000 + c.nextID
 }
 
-func (c *Cloud) timestamp() string { return c.clock.Now().UTC().Format(time.RFC3339Nano) }
+func (c *state) timestamp() string { return c.clock.Now().UTC().Format(time.RFC3339Nano) }
 
 // link is the selfLink of a resource path, on Compute Engine's public endpoint as the real API
 // writes it.
-func (c *Cloud) link(format string, args ...any) string {
+func (c *state) link(format string, args ...any) string {
 	return "https://www.googleapis.com/compute/v1/" + fmt.Sprintf(format, args...)
 }
 

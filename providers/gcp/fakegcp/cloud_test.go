@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	compute "google.golang.org/api/compute/v1"
@@ -23,12 +25,12 @@ import (
 // account, built as any client of the real API is.
 type served struct {
 	c    *Cloud
-	srv  *Server
+	srv  *fakekit.Server
 	svc  *compute.Service
 	http *http.Client // authorized as the demo service account
 }
 
-func serve(t *testing.T) *served { return serveWith(t, New()) }
+func serve(t *testing.T) *served { return serveWith(t, New(Options{})) }
 
 func serveWith(t testing.TB, c *Cloud) *served {
 	t.Helper()
@@ -42,7 +44,7 @@ func serveWith(t testing.TB, c *Cloud) *served {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	key := c.SeedDemo(srv.TokenURL())
+	key := c.SeedDemo(TokenURL(srv.URL))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(srv.CACert)
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -52,12 +54,12 @@ func serveWith(t testing.TB, c *Cloud) *served {
 		t.Fatal(err)
 	}
 	authorized := oauth2.NewClient(ctx, cfg.TokenSource(ctx))
-	svc, err := compute.NewService(ctx, option.WithHTTPClient(authorized), option.WithEndpoint(srv.ComputeEndpoint()))
+	svc, err := compute.NewService(ctx, option.WithHTTPClient(authorized), option.WithEndpoint(ComputeEndpoint(srv.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.contractErr != nil { // not turned off with SetContract(nil): it could not be read
-		t.Fatalf("the fake cannot check requests against the Compute contract: %v", c.contractErr)
+	if c.st.contractErr != nil { // not turned off with SetContract(nil): it could not be read
+		t.Fatalf("the fake cannot check requests against the Compute contract: %v", c.st.contractErr)
 	}
 	t.Cleanup(func() {
 		if v := c.ContractViolations(); len(v) > 0 {
@@ -101,7 +103,7 @@ func (s *served) wait(t *testing.T, op *compute.Operation) *compute.Operation {
 // disk when the operation is done; deleting takes it and its auto-delete disk away.
 func TestInstanceLifecycle(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := serveWith(t, NewWithClock(clk))
+	s := serveWith(t, New(Options{Clock: clk}))
 	s.c.SetOperationDelay(time.Minute) // the operation waits for the test's clock
 	op := s.insert(t, s.instance("vm-1", "a"))
 	if op.Status != "RUNNING" || !strings.HasSuffix(op.TargetLink, "/zones/europe-west1-b/instances/vm-1") {
@@ -218,11 +220,11 @@ func TestDualStack(t *testing.T) {
 	if n := in.NetworkInterfaces[0]; n.Ipv6AccessType != "INTERNAL" || !strings.HasPrefix(n.Ipv6Address, "fd20:") || len(n.Ipv6AccessConfigs) != 0 {
 		t.Errorf("internal: %+v", n)
 	}
-	inserts := s.c.RequestsFor(OpInsertInstance)
+	inserts := s.c.Requests.For(OpInsertInstance)
 	if len(inserts) != 2 || !strings.Contains(string(inserts[0].Body), `"stackType":"IPV4_IPV6"`) {
 		t.Errorf("recorded inserts: %+v", inserts)
 	}
-	for _, r := range s.c.RequestsFor(OpToken) {
+	for _, r := range s.c.Requests.For(OpToken) {
 		if len(r.Body) != 0 {
 			t.Error("a token request's body (a signed assertion) was kept")
 		}
@@ -245,7 +247,7 @@ func TestRequestIDDeduplicates(t *testing.T) {
 // Operations fail as the faults and quotas say, and a failed insert leaves nothing.
 func TestOperationFaults(t *testing.T) {
 	s := serve(t)
-	s.c.Inject(StockoutNext(1))
+	s.c.Faults.Inject(StockoutNext(1))
 	op := s.wait(t, s.insert(t, s.instance("vm-1")))
 	if op.Error == nil || op.Error.Errors[0].Code != "ZONE_RESOURCE_POOL_EXHAUSTED" || op.HttpErrorStatusCode != 503 ||
 		!strings.Contains(op.Error.Errors[0].Message, "projects/machinist-fake/zones/europe-west1-b") {
@@ -260,14 +262,14 @@ func TestOperationFaults(t *testing.T) {
 	if op.Error == nil || op.Error.Errors[0].Code != "QUOTA_EXCEEDED" || op.Error.Errors[0].ErrorDetails[0].QuotaInfo.Limit != 3 {
 		t.Fatalf("quota operation = %+v", op)
 	}
-	s.c.Inject(SlowOperations(OpInsertInstance, 1, time.Hour))
+	s.c.Faults.Inject(SlowOperations(OpInsertInstance, 1, time.Hour))
 	s.c.SetWaitTimeout(50 * time.Millisecond)
 	op = s.insert(t, s.instance("vm-4"))
 	got, err := s.svc.ZoneOperations.Wait(DefaultProject, DemoZone, op.Name).Do()
 	if err != nil || got.Status != "RUNNING" {
 		t.Fatalf("wait on a slow operation = %+v %v, want RUNNING after the wait timeout", got, err)
 	}
-	s.c.Inject(RateLimited(OpGetInstance, 1, 403))
+	s.c.Faults.Inject(Throttle(OpGetInstance, 1, 403))
 	_, err = s.svc.Instances.Get(DefaultProject, DemoZone, "vm-2").Do()
 	var ge *googleapi.Error
 	if !errors.As(err, &ge) || ge.Code != 403 || ge.Errors[0].Reason != "rateLimitExceeded" {
@@ -375,7 +377,7 @@ func TestTokens(t *testing.T) {
 	if _, err := s.svc.Instances.List(DefaultProject, DemoZone).Do(); !isStatus(err, 401) {
 		t.Errorf("a deleted account's token: %v, want 401", err)
 	}
-	if got := len(s.c.RequestsFor(OpToken)); got != 1 {
+	if got := len(s.c.Requests.For(OpToken)); got != 1 {
 		t.Errorf("%d token requests, want 1 (the client caches its token)", got)
 	}
 }

@@ -76,7 +76,7 @@ func routeOf(method, path string) (route, bool) {
 }
 
 // serveCompute answers a Compute API request whose route and caller are known.
-func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) int {
+func (c *computeAPI) serveCompute(w http.ResponseWriter, req *http.Request, r route) int {
 	c.mu.Lock()
 	apiError, opErr, delay := c.faultsFor(r.op)
 	c.mu.Unlock()
@@ -206,7 +206,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, req *http.Request, r route) 
 }
 
 // itemsLocked returns the resources of a zone, sorted by name, as JSON-able values.
-func (c *Cloud) itemsLocked(m any, zone string) []any {
+func (c *computeAPI) itemsLocked(m any, zone string) []any {
 	var out []any
 	switch m := m.(type) {
 	case map[string]*compute.Instance:
@@ -226,7 +226,7 @@ func (c *Cloud) itemsLocked(m any, zone string) []any {
 }
 
 // zoneOperationsLocked returns the operations of a zone, oldest first.
-func (c *Cloud) zoneOperationsLocked(zone string) []any {
+func (c *computeAPI) zoneOperationsLocked(zone string) []any {
 	var ops []*operation
 	for _, op := range c.operations {
 		if op.zone == zone {
@@ -295,7 +295,7 @@ var (
 // insertInstanceLocked checks an instance the way Compute Engine does and starts creating it:
 // the instance and its persistent disks exist at once (PROVISIONING) and the operation makes it
 // RUNNING, or, when it fails (opErr, quota), removes them again.
-func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *OperationError, delay time.Duration) (any, *APIError) {
+func (c *computeAPI) insertInstanceLocked(req *http.Request, zone string, opErr *OperationError, delay time.Duration) (any, *APIError) {
 	if id := req.URL.Query().Get("requestId"); id != "" {
 		if key, ok := c.requestIDs[id]; ok {
 			return c.operations[key].Operation, nil
@@ -413,7 +413,7 @@ func (c *Cloud) insertInstanceLocked(req *http.Request, zone string, opErr *Oper
 }
 
 // cpusInRegionLocked counts the vCPUs of the region's instances other than skip.
-func (c *Cloud) cpusInRegionLocked(region, skip string) int {
+func (c *computeAPI) cpusInRegionLocked(region, skip string) int {
 	n := 0
 	for k, in := range c.instances {
 		z, _, _ := strings.Cut(k, "/")
@@ -425,7 +425,7 @@ func (c *Cloud) cpusInRegionLocked(region, skip string) int {
 	return n
 }
 
-func (c *Cloud) checkSchedulingLocked(in *compute.Instance) *APIError {
+func (c *computeAPI) checkSchedulingLocked(in *compute.Instance) *APIError {
 	s := in.Scheduling
 	if s == nil {
 		return nil
@@ -452,7 +452,7 @@ func (c *Cloud) checkSchedulingLocked(in *compute.Instance) *APIError {
 
 // buildNICsLocked resolves the instance's networks and subnetworks and gives each interface its
 // addresses.
-func (c *Cloud) buildNICsLocked(in *compute.Instance, region string) ([]*compute.NetworkInterface, *APIError) {
+func (c *computeAPI) buildNICsLocked(in *compute.Instance, region string) ([]*compute.NetworkInterface, *APIError) {
 	nics := in.NetworkInterfaces
 	if len(nics) == 0 {
 		nics = []*compute.NetworkInterface{{Network: "global/networks/default"}}
@@ -564,7 +564,7 @@ func ipv6Of(n *compute.NetworkInterface, sub *compute.Subnetwork, i int) *APIErr
 
 // buildDisksLocked resolves the instance's disks: persistent ones become disk resources named
 // after the instance (the boot disk) or the instance and the disk's index.
-func (c *Cloud) buildDisksLocked(in *compute.Instance, zone string) ([]*compute.Disk, []*compute.AttachedDisk, *APIError) {
+func (c *computeAPI) buildDisksLocked(in *compute.Instance, zone string) ([]*compute.Disk, []*compute.AttachedDisk, *APIError) {
 	boots := 0
 	var disks []*compute.Disk
 	var attached []*compute.AttachedDisk
@@ -656,7 +656,7 @@ func (c *Cloud) buildDisksLocked(in *compute.Instance, zone string) ([]*compute.
 // resolveImageLocked finds the image a sourceImage names: projects/P/global/images/NAME,
 // projects/P/global/images/family/FAMILY, global/images/... (the fake's project), with or
 // without the API's URL in front.
-func (c *Cloud) resolveImageLocked(ref string) *compute.Image {
+func (c *computeAPI) resolveImageLocked(ref string) *compute.Image {
 	project, rest, ok := imageRef(c.project, ref)
 	if !ok {
 		return nil
@@ -668,7 +668,7 @@ func (c *Cloud) resolveImageLocked(ref string) *compute.Image {
 }
 
 // imageOfFamilyLocked is the newest image of a family.
-func (c *Cloud) imageOfFamilyLocked(project, family string) *compute.Image {
+func (c *computeAPI) imageOfFamilyLocked(project, family string) *compute.Image {
 	var best *compute.Image
 	for k, img := range c.images {
 		if strings.HasPrefix(k, project+"/") && img.Family == family && (best == nil || img.Id > best.Id) {
@@ -699,7 +699,7 @@ func imagePath(ownProject, ref string) string {
 
 // deleteInstanceLocked starts deleting an instance: STOPPING at once, gone with its auto-delete
 // disks when the operation is done.
-func (c *Cloud) deleteInstanceLocked(zone, name string, opErr *OperationError, delay time.Duration) (any, *APIError) {
+func (c *computeAPI) deleteInstanceLocked(zone, name string, opErr *OperationError, delay time.Duration) (any, *APIError) {
 	key := zone + "/" + name
 	in, ok := c.instances[key]
 	if !ok {
@@ -729,7 +729,7 @@ func (c *Cloud) deleteInstanceLocked(zone, name string, opErr *OperationError, d
 
 // removeInstanceLocked removes an instance and its auto-delete disks (all of its disks when
 // failed: a failed insert leaves nothing) and detaches the others.
-func (c *Cloud) removeInstanceLocked(key string, failed bool) {
+func (c *state) removeInstanceLocked(key string, failed bool) {
 	in := c.instances[key]
 	delete(c.instances, key)
 	zone, _, _ := strings.Cut(key, "/")
@@ -757,7 +757,7 @@ func (c *Cloud) removeInstanceLocked(key string, failed bool) {
 	}
 }
 
-func (c *Cloud) deleteDiskLocked(zone, name string, delay time.Duration) (any, *APIError) {
+func (c *computeAPI) deleteDiskLocked(zone, name string, delay time.Duration) (any, *APIError) {
 	key := zone + "/" + name
 	d, ok := c.disks[key]
 	if !ok {

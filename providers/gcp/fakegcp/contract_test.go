@@ -40,7 +40,7 @@ func TestContractIsTheModulesDiscoveryDocument(t *testing.T) {
 // Requests outside the contract are answered 400 as Compute Engine answers them.
 func TestRequestsAreCheckedAgainstTheContract(t *testing.T) {
 	s := serve(t)
-	base := s.srv.ComputeEndpoint() + "projects/" + DefaultProject + "/zones/" + DemoZone + "/instances"
+	base := ComputeEndpoint(s.srv.URL) + "projects/" + DefaultProject + "/zones/" + DemoZone + "/instances"
 	valid, _ := json.Marshal(s.instance("vm-1", "t"))
 	with := func(mutate func(map[string]any)) string {
 		var m map[string]any
@@ -62,7 +62,7 @@ func TestRequestsAreCheckedAgainstTheContract(t *testing.T) {
 		"unknown query":    {"GET", base + "?pageSize=3", "", `Unknown name "pageSize": Cannot bind query parameter`},
 		"negative max":     {"GET", base + "?maxResults=-1", "", "Invalid value for field 'maxResults': '-1'. Must be at least 0."},
 		"boolean query":    {"DELETE", base + "/vm-1?noGracefulShutdown=maybe", "", "Invalid value for field 'noGracefulShutdown': 'maybe'"},
-		"no such method":   {"GET", s.srv.ComputeEndpoint() + "projects/p/zones/z/teapots", "", "no method of the Compute API"},
+		"no such method":   {"GET", ComputeEndpoint(s.srv.URL) + "projects/p/zones/z/teapots", "", "no method of the Compute API"},
 		"instance pattern": {"GET", base + "/Vm_1", "", "Invalid value for field 'instance': 'Vm_1'"},
 	} {
 		req, _ := http.NewRequestWithContext(t.Context(), tc.method, tc.url, strings.NewReader(tc.body))
@@ -93,7 +93,7 @@ func TestRequestsAreCheckedAgainstTheContract(t *testing.T) {
 
 // An answer of the fake outside the contract is the fake's bug: it is answered 500 and recorded.
 func TestAnswersAreCheckedAgainstTheContract(t *testing.T) {
-	c := New()
+	c := New(Options{})
 	s := serveWith(t, c)
 	c.PutInstance(DemoZone, &compute.Instance{Name: "odd", Status: "HIBERNATING"})
 	_, err := s.svc.Instances.Get(DefaultProject, DemoZone, "odd").Do()
@@ -104,7 +104,7 @@ func TestAnswersAreCheckedAgainstTheContract(t *testing.T) {
 	if len(v) != 1 || !strings.Contains(v[0], `compute.instances.get: Invalid value at 'Instance.status', "HIBERNATING"`) {
 		t.Errorf("violations = %q", v)
 	}
-	c.violations = nil // seen: the cleanup check is for unexpected ones
+	c.st.violations = nil // seen: the cleanup check is for unexpected ones
 }
 
 // Every instance answers with its tags, metadata and labels fingerprints, as Compute Engine's

@@ -1,6 +1,10 @@
 package fakegcp
 
-import "time"
+import (
+	"time"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+)
 
 // Operations of the Compute API the fake serves, by the names Compute Engine gives them (the
 // client's rpcName); faults and the request log use them.
@@ -26,12 +30,11 @@ const (
 	opUnknownEndpoint = "unknown"
 )
 
-// Fault makes matching requests, or the operations they start, fail or take long.
+// Fault makes matching requests, or the operations they start, fail or take long. A fault
+// without an Op applies to the Compute API's requests only, not to the token endpoints'.
 type Fault struct {
-	// Op is the operation (OpInsertInstance, ...); "" matches every Compute API request.
-	Op string
-	// Times is how many matching requests the fault applies to; 0 means all until ClearFaults.
-	Times int
+	// Rule is the operation (OpInsertInstance, ...) and how many requests the fault applies to.
+	fakekit.Rule
 	// Err, when set, is answered to the request instead of serving it.
 	Err *APIError `json:",omitempty"`
 	// OpErr, when set, is how the operation the request starts ends (instances.insert: the
@@ -41,71 +44,53 @@ type Fault struct {
 	Delay time.Duration `json:",omitempty"`
 }
 
-type faultState struct {
-	Fault
-	used int
-}
-
-// Inject adds a fault. Faults are checked in the order they were added; a request takes the
-// first matching fault of each kind (Err, OpErr, Delay).
-func (c *Cloud) Inject(f Fault) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = append(c.faults, &faultState{Fault: f})
-}
-
-// ClearFaults removes every injected fault (not the quotas).
-func (c *Cloud) ClearFaults() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = nil
+// applies reports whether the fault applies to a request of op.
+func (f Fault) applies(op string) bool {
+	return f.Matches(op) && (f.Op != "" || isComputeOp(op))
 }
 
 // StockoutNext makes the next times instance inserts end in ZONE_RESOURCE_POOL_EXHAUSTED (0:
 // every insert until ClearFaults).
 func StockoutNext(times int) Fault {
-	return Fault{Op: OpInsertInstance, Times: times, OpErr: Stockout()}
+	return Fault{Rule: fakekit.Rule{Op: OpInsertInstance, Times: times}, OpErr: Stockout()}
 }
 
-// RateLimited answers the next times requests of op with rateLimitExceeded (HTTP 403, as
-// Compute Engine answers over its per-minute API quota; 429 for the newer answer).
-func RateLimited(op string, times, status int) Fault {
-	return Fault{Op: op, Times: times, Err: ErrRateLimited(status)}
+// Throttle answers the next times requests of op with rateLimitExceeded: status 403, as Compute
+// Engine answers over its per-minute API quota, or 429 for the newer answer.
+func Throttle(op string, times, status int) Fault {
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, Err: ErrRateLimited(status)}
 }
 
 // ServerErrors answers the next times requests of op with a 5xx status.
-func ServerErrors(op string, times, status int) Fault {
-	return Fault{Op: op, Times: times, Err: ErrServer(status)}
+func ServerErrors(op string, status, times int) Fault {
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, Err: ErrServer(status)}
 }
 
 // SlowOperations makes the operations of the next times requests of op take d.
 func SlowOperations(op string, times int, d time.Duration) Fault {
-	return Fault{Op: op, Times: times, Delay: d}
+	return Fault{Rule: fakekit.Rule{Op: op, Times: times}, Delay: d}
 }
 
 // Deny answers requests of op with 403, as for a caller whose role lacks the permission.
 func Deny(op string) Fault {
-	return Fault{Op: op, Err: ErrPermission(permissionOf(op), "projects/"+DefaultProject)}
+	return Fault{Rule: fakekit.Rule{Op: op}, Err: ErrPermission(permissionOf(op), "projects/"+DefaultProject)}
 }
 
-// faultsFor returns what the faults say about a request of op, using up one time of each
-// fault that applies.
-func (c *Cloud) faultsFor(op string) (apiErr *APIError, opErr *OperationError, delay time.Duration) {
-	for _, f := range c.faults {
-		if f.Op != "" && f.Op != op {
-			continue
-		}
-		if f.Op == "" && !isComputeOp(op) {
-			continue
-		}
-		if f.Times > 0 && f.used >= f.Times {
-			continue
+// faultsFor returns what the faults say about a request of op, using up one time of the first
+// fault of each kind (Err, OpErr, Delay) that applies.
+func (c *computeAPI) faultsFor(op string) (apiErr *APIError, opErr *OperationError, delay time.Duration) {
+	return takeFaults(c.faults, op)
+}
+
+func takeFaults(faults *fakekit.Faults[Fault], op string) (apiErr *APIError, opErr *OperationError, delay time.Duration) {
+	faults.Each(func(f Fault) bool {
+		if !f.applies(op) {
+			return false
 		}
 		applies := (f.Err != nil && apiErr == nil) || (f.OpErr != nil && opErr == nil) || (f.Delay > 0 && delay == 0)
 		if !applies {
-			continue
+			return false
 		}
-		f.used++
 		if f.Err != nil && apiErr == nil {
 			e := *f.Err
 			apiErr = &e
@@ -117,7 +102,8 @@ func (c *Cloud) faultsFor(op string) (apiErr *APIError, opErr *OperationError, d
 		if f.Delay > 0 && delay == 0 {
 			delay = f.Delay
 		}
-	}
+		return true
+	})
 	return apiErr, opErr, delay
 }
 
@@ -154,27 +140,5 @@ type Request struct {
 	Body []byte `json:",omitempty"`
 }
 
-// Requests returns every request so far, in order.
-func (c *Cloud) Requests() []Request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Request(nil), c.requests...)
-}
-
-// RequestsFor returns the requests of one operation.
-func (c *Cloud) RequestsFor(op string) []Request {
-	var out []Request
-	for _, r := range c.Requests() {
-		if r.Op == op {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// ResetRequests forgets the requests so far.
-func (c *Cloud) ResetRequests() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.requests = nil
-}
+// Operation is the request's Op.
+func (r Request) Operation() string { return r.Op }

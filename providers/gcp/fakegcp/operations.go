@@ -20,7 +20,7 @@ type operation struct {
 
 // startOperationLocked records an operation of kind on target (a resource path below the
 // project) that finishes after the fake's delay (or delay, when set).
-func (c *Cloud) startOperationLocked(zone, kind, target string, delay time.Duration, finish func() *OperationError) *operation {
+func (c *state) startOperationLocked(zone, kind, target string, delay time.Duration, finish func() *OperationError) *operation {
 	if delay <= 0 {
 		delay = c.opDelay
 	}
@@ -43,7 +43,7 @@ func (c *Cloud) startOperationLocked(zone, kind, target string, delay time.Durat
 }
 
 // settleLocked finishes the operations that are due, in the order they become due.
-func (c *Cloud) settleLocked() {
+func (c *state) settleLocked() {
 	now := c.clock.Now()
 	var due []*operation
 	for _, op := range c.operations {
@@ -57,7 +57,7 @@ func (c *Cloud) settleLocked() {
 	}
 }
 
-func (c *Cloud) completeLocked(op *operation) {
+func (c *state) completeLocked(op *operation) {
 	var failed *OperationError
 	if op.finish != nil {
 		failed = op.finish()
@@ -90,7 +90,7 @@ func (c *Cloud) completeLocked(op *operation) {
 }
 
 // operationLocked returns the operation of a zone, settled.
-func (c *Cloud) operationLocked(zone, name string) (*operation, bool) {
+func (c *state) operationLocked(zone, name string) (*operation, bool) {
 	c.settleLocked()
 	op, ok := c.operations[zone+"/"+name]
 	return op, ok
@@ -98,7 +98,7 @@ func (c *Cloud) operationLocked(zone, name string) (*operation, bool) {
 
 // waitOperation holds the request until the operation is done, the fake's wait timeout passes or
 // ctx ends, as zoneOperations.wait does, and returns it then (DONE or not).
-func (c *Cloud) waitOperation(ctx context.Context, zone, name string) (*compute.Operation, bool) {
+func (c *state) waitOperation(ctx context.Context, zone, name string) (*compute.Operation, bool) {
 	c.mu.Lock()
 	op, ok := c.operationLocked(zone, name)
 	if !ok {

@@ -22,11 +22,11 @@ const OperationTypePreempted = "compute.instances.preempted"
 // STOP or unset) or deleted with its auto-delete disks (a Spot VM with DELETE). It returns the
 // operation's name.
 func (c *Cloud) Preempt(zone, name string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.settleLocked()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	c.st.settleLocked()
 	key := zone + "/" + name
-	in, ok := c.instances[key]
+	in, ok := c.st.instances[key]
 	if !ok {
 		return "", fmt.Errorf("fakegcp: no instance %s in %s", name, zone)
 	}
@@ -40,17 +40,17 @@ func (c *Cloud) Preempt(zone, name string) (string, error) {
 	deleteIt := s.ProvisioningModel == "SPOT" && s.InstanceTerminationAction == "DELETE"
 	in.Status = "STOPPING"
 	id := in.Id
-	op := c.startOperationLocked(zone, OperationTypePreempted, fmt.Sprintf("zones/%s/instances/%s", zone, name), 0, func() *OperationError {
-		cur, ok := c.instances[key]
+	op := c.st.startOperationLocked(zone, OperationTypePreempted, fmt.Sprintf("zones/%s/instances/%s", zone, name), 0, func() *OperationError {
+		cur, ok := c.st.instances[key]
 		if !ok || cur.Id != id {
 			return nil
 		}
 		if deleteIt {
-			c.removeInstanceLocked(key, false)
+			c.st.removeInstanceLocked(key, false)
 			return nil
 		}
 		cur.Status = "TERMINATED"
-		cur.LastStopTimestamp = c.timestamp()
+		cur.LastStopTimestamp = c.st.timestamp()
 		return nil
 	})
 	op.TargetId = id

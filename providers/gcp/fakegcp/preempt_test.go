@@ -15,7 +15,7 @@ import (
 // (Spot with DELETE) when the operation is done. Standard instances are not preempted.
 func TestPreemption(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
-	s := serveWith(t, NewWithClock(clk))
+	s := serveWith(t, New(Options{Clock: clk}))
 	s.c.SetOperationDelay(0)
 	for name, sched := range map[string]*compute.Scheduling{
 		"spot-stop":   {ProvisioningModel: "SPOT", InstanceTerminationAction: "STOP", AutomaticRestart: ptr.To(false), OnHostMaintenance: "TERMINATE"},

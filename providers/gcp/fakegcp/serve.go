@@ -2,7 +2,6 @@ package fakegcp
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -10,67 +9,53 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/machinist-io/machinist/internal/fakehttps"
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
-
-// ControlPrefix is the path under which a served fake answers its control requests: GET
-// ControlPrefix+"state" dumps what it holds (State), POST ControlPrefix+"faults" injects a Fault
-// given as JSON, DELETE ControlPrefix+"faults" clears them.
-const ControlPrefix = "/.fakecloud/"
 
 // ComputePath is where the Compute API is served, relative to the server's URL.
 const ComputePath = "compute/v1/"
 
-// Server serves a Cloud over HTTPS with a certificate of a CA of its own: the Compute API under
-// ComputePath, the token endpoints (TokenPath, STSPath, IAMCredentialsPath) and the control
-// requests, at one URL.
-type Server struct {
-	*fakehttps.Server
+// ComputeEndpoint is the base URL of the Compute API (the client's endpoint option) of a fake
+// served at root (fakekit.Server.URL).
+func ComputeEndpoint(root string) string { return root + "/" + ComputePath }
+
+// TokenURL is the OAuth 2.0 token endpoint (a service account key's token_uri) of a fake served
+// at root.
+func TokenURL(root string) string { return root + "/" + TokenPath }
+
+// STSURL is the token exchange endpoint (workload identity's token_url) of a fake served at root.
+func STSURL(root string) string { return root + "/" + STSPath }
+
+// ImpersonationURL is the generateAccessToken URL of a service account of a fake served at root.
+func ImpersonationURL(root, email string) string {
+	return root + "/" + IAMCredentialsPath + "projects/-/serviceAccounts/" + email + ":generateAccessToken"
 }
 
-// ComputeEndpoint is the base URL of the Compute API (the client's endpoint option).
-func (s *Server) ComputeEndpoint() string { return s.URL + ComputePath }
-
-// TokenURL is the OAuth 2.0 token endpoint (a service account key's token_uri).
-func (s *Server) TokenURL() string { return s.URL + TokenPath }
-
-// STSURL is the token exchange endpoint (workload identity's token_url).
-func (s *Server) STSURL() string { return s.URL + STSPath }
-
-// ImpersonationURL is the generateAccessToken URL of a service account.
-func (s *Server) ImpersonationURL(email string) string {
-	return s.URL + IAMCredentialsPath + "projects/-/serviceAccounts/" + email + ":generateAccessToken"
-}
-
-// Serve serves c over HTTPS on l until Close. wrap, when set, wraps the handler (to observe
-// requests). The certificate is valid for the listener's address, 127.0.0.1, ::1 and localhost.
-func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*Server, error) {
+// Serve serves c over HTTPS with a certificate of a CA of its own (fakekit.ServeTLS) on l until
+// the server is closed: the Compute API under ComputePath, the token endpoints (TokenPath,
+// STSPath, IAMCredentialsPath) and the control requests, at one URL. wrap, when set, wraps the
+// handler (to observe requests).
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*fakekit.Server, error) {
 	var h http.Handler = c
 	if wrap != nil {
 		h = wrap(h)
 	}
-	srv, err := fakehttps.Serve("fakegcp", l, h)
-	if err != nil {
-		return nil, err
-	}
-	return &Server{Server: srv}, nil
+	return fakekit.ServeTLS("fakegcp", l, h)
 }
 
 // ServeHTTP answers one request and records it.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/")
-	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
-		c.serveControl(w, r)
+	if fakekit.Serves(r) {
+		c.control().ServeHTTP(w, r)
 		return
 	}
-	start := c.clock.Now()
+	start := c.st.clock.Now()
 	op := opUnknownEndpoint
 	var status int
 	var body []byte // of a Compute request (token requests carry credentials: not kept)
 	tokenFault := func(op string) *APIError {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		e, _, _ := c.faultsFor(op)
+		e, _, _ := takeFaults(&c.Faults, op)
 		return e
 	}
 	switch {
@@ -87,11 +72,11 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		switch op {
 		case OpToken:
-			status = c.serveToken(w, r)
+			status = c.auth.serveToken(w, r)
 		case OpSTSToken:
-			status = c.serveSTS(w, r)
+			status = c.auth.serveSTS(w, r)
 		default:
-			status = c.serveGenerateAccessToken(w, r, path)
+			status = c.auth.serveGenerateAccessToken(w, r, path)
 		}
 	case strings.HasPrefix(path, ComputePath):
 		var err error
@@ -99,50 +84,34 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = writeError(w, apiErr(http.StatusBadRequest, "parseError", "the request body cannot be read: %v", err))
 			break
 		}
-		op, status = c.serveComputeChecked(w, r, strings.TrimPrefix(path, ComputePath), body)
+		op, status = c.compute.serveComputeChecked(w, r, strings.TrimPrefix(path, ComputePath), body)
 	default:
 		status = writeError(w, apiErr(http.StatusNotFound, "notFound", "fakegcp does not serve %s", r.URL.Path))
 	}
-	c.mu.Lock()
-	c.requests = append(c.requests, Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery, Body: body})
-	c.mu.Unlock()
+	c.Requests.Add(Request{Time: start, Method: r.Method, Path: r.URL.Path, Op: op, Status: status, Query: r.URL.RawQuery, Body: body})
 }
 
-func (c *Cloud) serveControl(w http.ResponseWriter, r *http.Request) {
-	what := strings.TrimPrefix(r.URL.Path, ControlPrefix)
-	switch {
-	case what == "state" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(c.State())
-	case what == "faults" && r.Method == http.MethodPost:
-		var f Fault
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		err := dec.Decode(&f)
-		if err == nil && f.Err == nil && f.OpErr == nil && f.Delay <= 0 {
-			err = fmt.Errorf("the fault sets none of Err, OpErr and Delay")
-		}
-		if err == nil && f.Err != nil && f.Err.Status < 400 {
-			err = fmt.Errorf("Err.Status must be an HTTP error status")
-		}
-		if err != nil {
-			http.Error(w, fmt.Sprintf("fakegcp: the body must be a Fault as JSON, e.g. {\"Op\":%q,\"Times\":1,\"OpErr\":{\"Code\":\"ZONE_RESOURCE_POOL_EXHAUSTED\"}}: %v", OpInsertInstance, err), http.StatusBadRequest)
-			return
-		}
-		c.Inject(f)
-		w.WriteHeader(http.StatusNoContent)
-	case what == "faults" && r.Method == http.MethodDelete:
-		c.ClearFaults()
-		w.WriteHeader(http.StatusNoContent)
-	default:
-		http.Error(w, "fakegcp: control requests are GET "+ControlPrefix+"state, POST and DELETE "+ControlPrefix+"faults", http.StatusNotFound)
+// control answers the control requests (fakekit.Control).
+func (c *Cloud) control() *fakekit.Control[Fault, Request] {
+	return &fakekit.Control[Fault, Request]{
+		Name: "fakegcp", State: func() any { return c.State() }, Faults: &c.Faults, Requests: &c.Requests,
+		Check: func(f Fault) error {
+			switch {
+			case f.Err == nil && f.OpErr == nil && f.Delay <= 0:
+				return fmt.Errorf("the fault sets none of Err, OpErr and Delay")
+			case f.Err != nil && f.Err.Status < 400:
+				return fmt.Errorf("Err.Status must be an HTTP error status")
+			}
+			return nil
+		},
+		Example: fmt.Sprintf(`{"op":%q,"times":1,"OpErr":{"Code":"ZONE_RESOURCE_POOL_EXHAUSTED"}}`, OpInsertInstance),
 	}
 }
 
 // serveComputeChecked answers a Compute API request: the method it calls (by the contract when
 // the fake has one), the caller's token, the request against the contract, then the answer,
 // which is checked against the contract before it is sent.
-func (c *Cloud) serveComputeChecked(w http.ResponseWriter, r *http.Request, path string, body []byte) (op string, status int) {
+func (c *computeAPI) serveComputeChecked(w http.ResponseWriter, r *http.Request, path string, body []byte) (op string, status int) {
 	c.mu.Lock()
 	ct := c.contract
 	c.mu.Unlock()
@@ -206,7 +175,7 @@ func readBody(r *http.Request) ([]byte, error) {
 }
 
 // violated records an answer that broke the contract and answers 500 instead.
-func (c *Cloud) violated(w http.ResponseWriter, problem string) int {
+func (c *state) violated(w http.ResponseWriter, problem string) int {
 	c.mu.Lock()
 	c.violations = append(c.violations, problem)
 	c.mu.Unlock()

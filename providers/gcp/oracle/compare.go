@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
 // Compare compares Gardener's and machinist's transcripts of a scenario step by step: after the
@@ -21,7 +23,7 @@ func Compare(s Scenario, g, m Transcript) (problems, applied []string) {
 	for i := range g.Steps {
 		ge, me := clone(g.Steps[i]), clone(m.Steps[i])
 		for _, d := range Differences {
-			if d.apply(s.Steps[i], &ge, &me) && !slices.Contains(applied, d.ID) {
+			if d.Apply(s.Steps[i], &ge, &me) && !slices.Contains(applied, d.ID) {
 				applied = append(applied, d.ID)
 			}
 		}
@@ -70,7 +72,7 @@ func line(r Request) string {
 }
 
 // answer is a driver's answer without its message.
-func answer(r Result) string {
+func answer(r oraclekit.Result) string {
 	s := r.Code
 	if r.ProviderID != "" {
 		s += " " + r.ProviderID

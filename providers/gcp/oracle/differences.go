@@ -4,28 +4,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
 
-// GardenerCommit is the commit of gardener/machine-controller-manager-provider-gcp the
-// differences were read against and the corpus recorded with.
-const GardenerCommit = "f192d12161a1e7c8c147ae471758b97358c381c1"
-
-// Difference is a documented way machinist's requests or answers differ from Gardener's, kept
-// because machinist's behaviour is deliberately safer or more precise;
-// docs/compatibility/gcp.md gives each one's reason. Compare rewrites both exchanges of a step to
-// their common form with it.
-type Difference struct {
-	// ID names it in docs/compatibility/gcp.md.
-	ID string
-	// Gardener is the file and function of Gardener's provider (at GardenerCommit) that
-	// behaves otherwise.
-	Gardener string
-	// What says what differs.
-	What string
-	// apply rewrites a step's two exchanges; it reports whether it changed anything.
-	apply func(st Step, g, m *Exchange) bool
-}
+// Difference is a documented way machinist's requests or answers differ from Gardener's
+// (oraclekit.Difference); docs/compatibility/gcp.md gives each one's reason, and Gardener names
+// the file and function at GardenerCommit that behaves otherwise.
+type Difference = oraclekit.Difference[Step, Exchange]
 
 // Differences are every difference that remains between the two drivers over Scenarios, in the
 // order Compare applies them.
@@ -33,8 +20,8 @@ var Differences = []Difference{
 	{
 		ID: "look-before-insert", Gardener: "pkg/gcp/machine_controller_util.go CreateMachineUtil",
 		What: "machinist's CreateMachine first gets the instance of the machine's name (to adopt its own or refuse another's); Gardener's inserts without looking",
-		apply: func(st Step, _, m *Exchange) bool {
-			if st.Op != Create || len(m.Requests) == 0 || m.Requests[0].Op != fakegcp.OpGetInstance {
+		Apply: func(st Step, _, m *Exchange) bool {
+			if st.Op != oraclekit.Create || len(m.Requests) == 0 || m.Requests[0].Op != fakegcp.OpGetInstance {
 				return false
 			}
 			m.Requests = m.Requests[1:]
@@ -44,8 +31,8 @@ var Differences = []Difference{
 	{
 		ID: "create-existing-instance", Gardener: "pkg/gcp/machine_controller_util.go CreateMachineUtil",
 		What: "for a machine whose instance exists, machinist answers from the instance it found (its own is adopted: OK; another's is AlreadyExists) without inserting; Gardener inserts, Compute Engine answers 409 alreadyExists, and Gardener answers Internal",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Create || len(g.Requests) == 0 || g.Requests[0].Op != fakegcp.OpInsertInstance || g.Requests[0].Status != 409 || hasOp(m.Requests, fakegcp.OpInsertInstance) {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Create || len(g.Requests) == 0 || g.Requests[0].Op != fakegcp.OpInsertInstance || g.Requests[0].Status != 409 || hasOp(m.Requests, fakegcp.OpInsertInstance) {
 				return false
 			}
 			g.Requests = g.Requests[1:]
@@ -58,7 +45,7 @@ var Differences = []Difference{
 	{
 		ID: "insert-request-id", Gardener: "pkg/gcp/machine_controller_util.go CreateMachineUtil",
 		What: "machinist's insert carries a requestId, so a retried insert makes no second instance; Gardener's carries none",
-		apply: func(st Step, _, m *Exchange) bool {
+		Apply: func(st Step, _, m *Exchange) bool {
 			changed := false
 			for i, r := range m.Requests {
 				if r.Op == fakegcp.OpInsertInstance && strings.Contains(r.Query, "requestId=SET") {
@@ -72,7 +59,7 @@ var Differences = []Difference{
 	{
 		ID: "await-by-wait", Gardener: "pkg/gcp/machine_controller_util.go WaitUntilOperationCompleted",
 		What: "machinist awaits an operation with zoneOperations.wait, which Compute Engine holds until the operation is done; Gardener polls zoneOperations.get every 5 seconds (for at most 300)",
-		apply: func(_ Step, g, m *Exchange) bool {
+		Apply: func(_ Step, g, m *Exchange) bool {
 			changed := false
 			for i, r := range m.Requests {
 				if r.Op == fakegcp.OpWaitOperation {
@@ -91,9 +78,9 @@ var Differences = []Difference{
 	{
 		ID: "create-reads-instance", Gardener: "pkg/gcp/machine_controller.go CreateMachine",
 		What: "after a create, machinist gets the instance for its addresses (CreateMachineResponse.Addresses, which Gardener's MCM does not have); Gardener answers without them",
-		apply: func(st Step, _, m *Exchange) bool {
+		Apply: func(st Step, _, m *Exchange) bool {
 			n := len(m.Requests)
-			if st.Op != Create || m.Result.Code != "OK" || n < 2 || m.Requests[n-1].Op != fakegcp.OpGetInstance || m.Requests[n-1].Status != 200 || !isAwait(m.Requests[n-2]) {
+			if st.Op != oraclekit.Create || m.Result.Code != "OK" || n < 2 || m.Requests[n-1].Op != fakegcp.OpGetInstance || m.Requests[n-1].Status != 200 || !isAwait(m.Requests[n-2]) {
 				return false
 			}
 			m.Requests = m.Requests[:n-1]
@@ -103,9 +90,9 @@ var Differences = []Difference{
 	{
 		ID: "cleanup-after-failed-insert", Gardener: "pkg/gcp/machine_controller_util.go CreateMachineUtil",
 		What: "when an insert's operation fails, machinist looks for the instance it made (by its ID) and deletes it before answering; Gardener leaves it to the orphan collector (Compute Engine removes an instance whose insert failed, so both end alike)",
-		apply: func(st Step, _, m *Exchange) bool {
+		Apply: func(st Step, _, m *Exchange) bool {
 			n := len(m.Requests)
-			if st.Op != Create || m.Result.Code == "OK" || n < 2 || m.Requests[n-1].Op != fakegcp.OpGetInstance || m.Requests[n-1].Status != 404 || !isAwait(m.Requests[n-2]) {
+			if st.Op != oraclekit.Create || m.Result.Code == "OK" || n < 2 || m.Requests[n-1].Op != fakegcp.OpGetInstance || m.Requests[n-1].Status != 404 || !isAwait(m.Requests[n-2]) {
 				return false
 			}
 			m.Requests = m.Requests[:n-1]
@@ -115,8 +102,8 @@ var Differences = []Difference{
 	{
 		ID: "reach-by-get", Gardener: "pkg/gcp/machine_controller_util.go getVMs (DeleteMachineUtil, GetMachineStatusUtil)",
 		What: "GetMachineStatus and DeleteMachine get the machine's instance by name (one request, its tags checked as Gardener checks them); Gardener lists the whole zone, page by page, to find it",
-		apply: func(st Step, g, m *Exchange) bool {
-			if (st.Op != Status && st.Op != Delete) || len(m.Requests) == 0 || m.Requests[0].Op != fakegcp.OpGetInstance {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if (st.Op != oraclekit.Status && st.Op != oraclekit.Delete) || len(m.Requests) == 0 || m.Requests[0].Op != fakegcp.OpGetInstance {
 				return false
 			}
 			pages := 0
@@ -133,8 +120,8 @@ var Differences = []Difference{
 	{
 		ID: "deletion-protection-checked", Gardener: "pkg/gcp/machine_controller_util.go DeleteMachineUtil",
 		What: "machinist sees deletion protection on the instance it got and answers FailedPrecondition with the command that turns it off; Gardener sends the delete, which Compute Engine refuses (400 resourceInUseByAnotherResource), and answers Internal",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Delete || m.Result.Code != "FailedPrecondition" || len(g.Requests) != 1 || g.Requests[0].Op != fakegcp.OpDeleteInstance || g.Requests[0].Status != 400 {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Delete || m.Result.Code != "FailedPrecondition" || len(g.Requests) != 1 || g.Requests[0].Op != fakegcp.OpDeleteInstance || g.Requests[0].Status != 400 {
 				return false
 			}
 			g.Requests = nil
@@ -144,8 +131,8 @@ var Differences = []Difference{
 	{
 		ID: "delete-absent-is-ok", Gardener: "pkg/gcp/machine_controller_util.go DeleteMachineUtil",
 		What: "deleting a machine whose instance does not exist is OK in machinist (the driver contract: delete is idempotent); Gardener answers NotFound. Both controllers read either as \"the VM is gone\"",
-		apply: func(st Step, g, m *Exchange) bool {
-			if st.Op != Delete || g.Result.Code != "NotFound" || m.Result.Code != "OK" {
+		Apply: func(st Step, g, m *Exchange) bool {
+			if st.Op != oraclekit.Delete || g.Result.Code != "NotFound" || m.Result.Code != "OK" {
 				return false
 			}
 			m.Result.Code = "NotFound"
@@ -155,7 +142,7 @@ var Differences = []Difference{
 	{
 		ID: "throttling-retried", Gardener: "pkg/gcp/plugin.go NewComputeService (no retries)",
 		What: "machinist retries a request Compute Engine throttles (rateLimitExceeded, 429) or fails with 5xx, with backoff, within the call; Gardener's call fails (Internal) and MCM retries the whole operation later",
-		apply: func(_ Step, g, m *Exchange) bool {
+		Apply: func(_ Step, g, m *Exchange) bool {
 			gi := slices.IndexFunc(g.Requests, retriable)
 			mi := slices.IndexFunc(m.Requests, retriable)
 			if gi < 0 || mi < 0 || gi != len(g.Requests)-1 || g.Result.Code != "Internal" || mi+1 >= len(m.Requests) {
@@ -171,7 +158,7 @@ var Differences = []Difference{
 	{
 		ID: "spot-vms", Gardener: "pkg/api/v1alpha1/provider_spec.go GCPScheduling",
 		What: "machinist's spec has scheduling.provisioningModel and instanceTerminationAction (Spot VMs) and sends them; Gardener's spec has no such fields and ignores them",
-		apply: func(st Step, g, m *Exchange) bool {
+		Apply: func(st Step, g, m *Exchange) bool {
 			changed := false
 			for i, r := range m.Requests {
 				s, _ := r.Body["scheduling"].(map[string]any)
@@ -191,7 +178,7 @@ var Differences = []Difference{
 	{
 		ID: "key-without-project-id", Gardener: "pkg/gcp/plugin.go NewComputeService, through gardener-extension-provider-gcp v1.43.1 pkg/gcp/credentialsconfig.go GetCredentialsConfigFromJSON",
 		What: "a service account key without project_id works in machinist with the secret's projectID; Gardener's ExtractProject would fall back to projectID too, but its NewComputeService refuses such a key first (\"no project id specified\"), so every call fails Internal before any request",
-		apply: func(_ Step, g, m *Exchange) bool {
+		Apply: func(_ Step, g, m *Exchange) bool {
 			if g.Result.Code != "Internal" || len(g.Requests) != 0 || !strings.Contains(g.Result.Message, "no project id specified") {
 				return false
 			}
@@ -202,7 +189,7 @@ var Differences = []Difference{
 	{
 		ID: "precise-codes", Gardener: "pkg/gcp/machine_controller.go prepareErrorf",
 		What: "machinist answers the code that says what to do (InvalidArgument for a class to fix, PermissionDenied, FailedPrecondition, AlreadyExists, Unavailable for an outage); Gardener answers Internal for everything but NotFound and ResourceExhausted",
-		apply: func(_ Step, g, m *Exchange) bool {
+		Apply: func(_ Step, g, m *Exchange) bool {
 			if g.Result.Code != "Internal" || !slices.Contains([]string{"InvalidArgument", "PermissionDenied", "FailedPrecondition", "AlreadyExists", "Unavailable", "Unauthenticated"}, m.Result.Code) {
 				return false
 			}

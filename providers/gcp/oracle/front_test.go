@@ -62,7 +62,7 @@ func TestFrontServesTheFakeUnderGooglesName(t *testing.T) {
 	if err != nil || len(list.Items) != 1 || list.Items[0].Name != "m-1" {
 		t.Fatalf("list through the front: %+v, %v", list, err)
 	}
-	if got := w.Cloud.RequestsFor(fakegcp.OpListInstances); len(got) != 1 {
+	if got := w.Cloud.Requests.For(fakegcp.OpListInstances); len(got) != 1 {
 		t.Errorf("the fake saw %d list requests", len(got))
 	}
 

@@ -20,52 +20,7 @@
 // lists them.
 package oracle
 
-import (
-	"context"
-
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
-)
-
-// Op is a driver operation.
-type Op string
-
-// The operations a scenario calls.
-const (
-	Create Op = "create"
-	Status Op = "status"
-	List   Op = "list"
-	Delete Op = "delete"
-)
-
-// Call is one driver call as both drivers receive it; its JSON is what Gardener's driver
-// process reads (the objects in their Kubernetes JSON, which Gardener's types share).
-type Call struct {
-	Op           Op                     `json:"op"`
-	Machine      *v1alpha1.Machine      `json:"machine,omitempty"`
-	MachineClass *v1alpha1.MachineClass `json:"machineClass,omitempty"`
-	Secret       *corev1.Secret         `json:"secret,omitempty"`
-}
-
-// Result is what a driver answered: Code is the machine code's name, "OK" for success. The
-// message is kept for the reader and not compared.
-type Result struct {
-	ProviderID  string            `json:"providerID,omitempty"`
-	NodeName    string            `json:"nodeName,omitempty"`
-	MachineList map[string]string `json:"machineList,omitempty"`
-	Code        string            `json:"code"`
-	Message     string            `json:"message,omitempty"`
-}
-
-// Target is a driver under test, talking to one fake.
-type Target interface {
-	// Call makes one driver call; an error means the target itself failed, not the driver
-	// (whose answer is the Result).
-	Call(ctx context.Context, c Call) (Result, error)
-	// Close ends the target.
-	Close() error
-}
+import "github.com/machinist-io/machinist/providers/kit/oraclekit"
 
 // Request is one Compute API request that reached the fake, normalized (normalize): the
 // operation's name in a path is OPERATION, a requestId's value is dropped, and a body is the
@@ -79,22 +34,12 @@ type Request struct {
 	Status int            `json:"status"`
 }
 
-// Exchange is one step of a scenario: what the driver answered and the Compute requests the
-// fake received meanwhile.
-type Exchange struct {
-	Step     string    `json:"step"`
-	Result   Result    `json:"result"`
-	Requests []Request `json:"requests"`
-}
-
-// Transcript is a scenario run through one driver.
-type Transcript struct {
-	Scenario string     `json:"scenario"`
-	Driver   string     `json:"driver"`
-	Steps    []Exchange `json:"steps"`
-	// Left is what the fake held after the last step.
-	Left Left `json:"left"`
-}
+// Exchange is a step of a scenario with the Compute requests the fake received meanwhile, and
+// Transcript a scenario run through one driver (oraclekit).
+type (
+	Exchange   = oraclekit.Exchange[Request]
+	Transcript = oraclekit.Transcript[Request, Left]
+)
 
 // Left is what a scenario left in the fake: instances (by name and status) and disks.
 type Left struct {
@@ -102,8 +47,6 @@ type Left struct {
 	Disks     []string `json:"disks"`
 }
 
-// The two drivers' names in transcripts.
-const (
-	Gardener  = "gardener"
-	Machinist = "machinist"
-)
+// GardenerCommit is the commit of gardener/machine-controller-manager-provider-gcp the
+// differences were read against and the corpus recorded with.
+const GardenerCommit = "f192d12161a1e7c8c147ae471758b97358c381c1"

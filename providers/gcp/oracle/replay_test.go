@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	compute "google.golang.org/api/compute/v1"
@@ -28,7 +30,7 @@ func TestMachinistMatchesTheCorpus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := Run(t.Context(), s, Machinist, func(*World) (Target, error) { return NewMachinist(), nil })
+		got, err := Run(t.Context(), s, oraclekit.Machinist, func(*World) (oraclekit.Target, error) { return NewMachinist(), nil })
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
@@ -85,7 +87,7 @@ func TestFakeAnswersTheCorpusAsItAnsweredGardener(t *testing.T) {
 						w.Cloud.Settle() // Gardener polled 5 seconds later
 					}
 				}
-				w.Cloud.ClearFaults()
+				w.Cloud.Faults.Clear()
 			}
 			if left := w.left(); !slices.Equal(left.Instances, tr.Left.Instances) || !slices.Equal(left.Disks, tr.Left.Disks) {
 				t.Errorf("left %+v, Gardener left %+v", left, tr.Left)
@@ -115,7 +117,7 @@ func authorized(t *testing.T, w *World) *http.Client {
 // the status and, for an answer that is an operation, its name.
 func replay(t *testing.T, c *http.Client, w *World, r Request, operation string) (int, string) {
 	t.Helper()
-	url := w.Server.ComputeEndpoint() + strings.Replace(r.Path, "/operations/OPERATION", "/operations/"+operation, 1)
+	url := fakegcp.ComputeEndpoint(w.Server.URL) + strings.Replace(r.Path, "/operations/OPERATION", "/operations/"+operation, 1)
 	if r.Query != "" {
 		url += "?" + r.Query
 	}
@@ -155,7 +157,7 @@ func TestCompareReportsUndocumentedDifferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Run(t.Context(), s, Machinist, func(*World) (Target, error) { return NewMachinist(), nil })
+	m, err := Run(t.Context(), s, oraclekit.Machinist, func(*World) (oraclekit.Target, error) { return NewMachinist(), nil })
 	if err != nil {
 		t.Fatal(err)
 	}

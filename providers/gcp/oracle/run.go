@@ -2,10 +2,11 @@ package oracle
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
 // StepTimeout bounds one call; Gardener's driver polls an operation every 5 seconds.
@@ -13,7 +14,7 @@ const StepTimeout = 2 * time.Minute
 
 // Run runs a scenario through the target newTarget makes against a fresh World, and returns the
 // transcript: each step's answer and the Compute requests it made, and what was left.
-func Run(ctx context.Context, s Scenario, driverName string, newTarget func(*World) (Target, error)) (tr Transcript, err error) {
+func Run(ctx context.Context, s Scenario, driverName string, newTarget func(*World) (oraclekit.Target, error)) (tr Transcript, err error) {
 	w, err := NewWorld()
 	if err != nil {
 		return Transcript{}, err
@@ -43,8 +44,8 @@ func Run(ctx context.Context, s Scenario, driverName string, newTarget func(*Wor
 		if err != nil {
 			return tr, fmt.Errorf("%s step %s: %w", s.Name, st.label(i), err)
 		}
-		w.Cloud.ClearFaults()
-		if st.Op == Create && r.Code == "OK" {
+		w.Cloud.Faults.Clear()
+		if st.Op == oraclekit.Create && r.Code == "OK" {
 			created[st.Machine] = r.ProviderID
 		}
 		reqs, err := w.take()
@@ -58,13 +59,4 @@ func Run(ctx context.Context, s Scenario, driverName string, newTarget func(*Wor
 		return tr, fmt.Errorf("%s: fakegcp broke the Compute contract: %v", s.Name, v)
 	}
 	return tr, nil
-}
-
-// Marshal is a transcript as the corpus keeps it.
-func Marshal(tr Transcript) ([]byte, error) {
-	b, err := json.MarshalIndent(tr, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
 }

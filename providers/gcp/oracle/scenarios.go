@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"maps"
 
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
+
 	compute "google.golang.org/api/compute/v1"
 
 	"github.com/machinist-io/machinist/providers/gcp"
@@ -81,26 +83,26 @@ var Scenarios = []Scenario{
 		Name: "gardener-sample", About: "Gardener's published sample class: dual stack with an alias range, through its life",
 		Spec: sampleSpec,
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1", ByProviderID: true},
-			{Op: List},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "gone"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Note: "again"},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "gone"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Note: "again"},
 		},
 	},
 	{
 		Name: "extension-worker", About: "a worker pool's class as Gardener's GCP extension writes it: two machines, a repeated create, list, delete",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Create, Machine: "m-2"},
-			{Op: Create, Machine: "m-1", Note: "again"},
-			{Op: List},
-			{Op: Status, Machine: "m-2"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
-			{Op: Delete, Machine: "m-2", ByProviderID: true},
-			{Op: List, Note: "empty"},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Create, Machine: "m-2"},
+			{Op: oraclekit.Create, Machine: "m-1", Note: "again"},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Status, Machine: "m-2"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Delete, Machine: "m-2", ByProviderID: true},
+			{Op: oraclekit.List, Note: "empty"},
 		},
 	},
 	{
@@ -112,7 +114,7 @@ var Scenarios = []Scenario{
 					"encryption": map[string]any{"kmsKeyName": "projects/oracle/locations/europe-west1/keyRings/r/cryptoKeys/k", "kmsKeyServiceAccount": ServiceAccount}},
 				map[string]any{"autoDelete": true, "boot": false, "type": "SCRATCH", "interface": "NVME"})
 		}),
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "gpu", About: "a pool with GPUs: an accelerator, no live migration",
@@ -121,7 +123,7 @@ var Scenarios = []Scenario{
 			s["gpu"] = map[string]any{"acceleratorType": "nvidia-tesla-t4", "count": 1}
 			s["scheduling"] = map[string]any{"automaticRestart": true, "onHostMaintenance": "TERMINATE", "preemptible": false}
 		}),
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "alias-ipv6", About: "a dual-stack (internal IPv6) interface with an alias range for pods, shielded VM and nested virtualization",
@@ -134,7 +136,7 @@ var Scenarios = []Scenario{
 			s["advancedMachineFeatures"] = map[string]any{"enableNestedVirtualization": true}
 			s["minCpuPlatform"] = "Intel Ice Lake"
 		}),
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: Status, Machine: "m-1", ByProviderID: true}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.Status, Machine: "m-1", ByProviderID: true}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "preemptible", About: "a preemptible VM, preempted: TERMINATED, still the machine's, then deleted",
@@ -142,10 +144,10 @@ var Scenarios = []Scenario{
 			s["scheduling"] = map[string]any{"automaticRestart": false, "onHostMaintenance": "TERMINATE", "preemptible": true}
 		}),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Note: "preempted", Before: preempt("m-1")},
-			{Op: List},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Note: "preempted", Before: preempt("m-1")},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
@@ -153,50 +155,50 @@ var Scenarios = []Scenario{
 		Spec: extensionSpec(func(s map[string]any) {
 			s["scheduling"] = map[string]any{"automaticRestart": false, "onHostMaintenance": "TERMINATE", "preemptible": false, "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
 		}),
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "stockout", About: "the zone has no capacity (ZONE_RESOURCE_POOL_EXHAUSTED), then has",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Note: "stockout", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.StockoutNext(1)) }},
-			{Op: Create, Machine: "m-1"},
-			{Op: Delete, Machine: "m-1", ByProviderID: true},
+			{Op: oraclekit.Create, Machine: "m-1", Note: "stockout", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.StockoutNext(1)) }},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true},
 		},
 	},
 	{
 		Name: "quota", About: "the region's CPUS quota is used up (QUOTA_EXCEEDED)",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.SetCPUQuota(fakegcp.DemoRegion, 1) }},
-			{Op: List},
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.SetCPUQuota(fakegcp.DemoRegion, 1) }},
+			{Op: oraclekit.List},
 		},
 	},
 	{
 		Name: "machine-type-not-in-zone", About: "the zone does not offer the machine type",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.WithdrawMachineType(zone, "n2-standard-2") }},
+			{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.WithdrawMachineType(zone, "n2-standard-2") }},
 		},
 	},
 	{
 		Name: "not-the-class-instances", About: "instances of the machines' names without the class's tags: untagged, another cluster's",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Delete, Machine: "m-1", Note: "untagged", Before: func(c *fakegcp.Cloud) {
+			{Op: oraclekit.Delete, Machine: "m-1", Note: "untagged", Before: func(c *fakegcp.Cloud) {
 				c.PutInstance(zone, &compute.Instance{Name: "m-1"})
 				c.PutInstance(zone, &compute.Instance{Name: "m-2", Tags: &compute.Tags{Items: []string{"kubernetes-io-cluster-other", roleTag}}})
 			}},
-			{Op: Delete, Machine: "m-2", Note: "another cluster's"},
-			{Op: Status, Machine: "m-1"},
-			{Op: List},
-			{Op: Create, Machine: "m-1"},
+			{Op: oraclekit.Delete, Machine: "m-2", Note: "another cluster's"},
+			{Op: oraclekit.Status, Machine: "m-1"},
+			{Op: oraclekit.List},
+			{Op: oraclekit.Create, Machine: "m-1"},
 		},
 	},
 	{
 		Name: "absent", About: "a machine whose instance never existed",
 		Spec:  extensionSpec(),
-		Steps: []Step{{Op: Status, Machine: "m-1"}, {Op: Delete, Machine: "m-1"}},
+		Steps: []Step{{Op: oraclekit.Status, Machine: "m-1"}, {Op: oraclekit.Delete, Machine: "m-1"}},
 	},
 	{
 		Name: "key-without-project-id", About: "a service account key without project_id and the secret's projectID",
@@ -208,36 +210,36 @@ var Scenarios = []Scenario{
 			data[gcp.KeyServiceAccountJSON], _ = json.Marshal(key)
 			data[gcp.KeyProjectID] = []byte(fakegcp.DefaultProject)
 		},
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: List}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.List}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "class-no-longer-valid", About: "instances of a class that no longer validates are still found and deleted; a create from it is refused",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: Create, Machine: "m-1"},
-			{Op: Status, Machine: "m-1", ByProviderID: true, Spec: invalidSpec},
-			{Op: List, Spec: invalidSpec},
-			{Op: Delete, Machine: "m-1", ByProviderID: true, Spec: invalidSpec},
-			{Op: Create, Machine: "m-2", Spec: invalidSpec},
+			{Op: oraclekit.Create, Machine: "m-1"},
+			{Op: oraclekit.Status, Machine: "m-1", ByProviderID: true, Spec: invalidSpec},
+			{Op: oraclekit.List, Spec: invalidSpec},
+			{Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true, Spec: invalidSpec},
+			{Op: oraclekit.Create, Machine: "m-2", Spec: invalidSpec},
 		},
 	},
 	{
 		Name: "deletion-protection", About: "an instance with deletion protection",
 		Spec:  extensionSpec(func(s map[string]any) { s["deletionProtection"] = true }),
-		Steps: []Step{{Op: Create, Machine: "m-1"}, {Op: Delete, Machine: "m-1", ByProviderID: true}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1"}, {Op: oraclekit.Delete, Machine: "m-1", ByProviderID: true}},
 	},
 	{
 		Name: "throttled", About: "Compute Engine's rate limit answers a list 403 rateLimitExceeded; an outage answers one 503",
 		Spec: extensionSpec(),
 		Steps: []Step{
-			{Op: List, Note: "throttled", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.RateLimited(fakegcp.OpListInstances, 1, 403)) }},
-			{Op: List, Note: "outage", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.ServerErrors(fakegcp.OpListInstances, 1, 503)) }},
+			{Op: oraclekit.List, Note: "throttled", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.Throttle(fakegcp.OpListInstances, 1, 403)) }},
+			{Op: oraclekit.List, Note: "outage", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.ServerErrors(fakegcp.OpListInstances, 503, 1)) }},
 		},
 	},
 	{
 		Name: "denied", About: "the service account may not create instances",
 		Spec:  extensionSpec(),
-		Steps: []Step{{Op: Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.Inject(fakegcp.Deny(fakegcp.OpInsertInstance)) }}},
+		Steps: []Step{{Op: oraclekit.Create, Machine: "m-1", Before: func(c *fakegcp.Cloud) { c.Faults.Inject(fakegcp.Deny(fakegcp.OpInsertInstance)) }}},
 	},
 }
 

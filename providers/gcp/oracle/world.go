@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/machinist-io/machinist/providers/gcp"
 	"github.com/machinist-io/machinist/providers/gcp/fakegcp"
 )
@@ -27,14 +29,14 @@ const (
 // scenarios' classes name, and a service account key whose token_uri is the fake's.
 type World struct {
 	Cloud  *fakegcp.Cloud
-	Server *fakegcp.Server
+	Server *fakekit.Server
 	Key    []byte
 	mark   int
 }
 
 // NewWorld serves a fresh fake.
 func NewWorld() (*World, error) {
-	c := fakegcp.New()
+	c := fakegcp.New(fakegcp.Options{})
 	if err := c.ContractError(); err != nil {
 		return nil, err
 	}
@@ -56,7 +58,7 @@ func NewWorld() (*World, error) {
 	c.AddSubnetwork(fakegcp.DemoRegion, fakegcp.DemoNetwork, DualStackSubnet, "10.251.0.0/16", map[string]string{PodsRange: "100.112.0.0/12"})
 	c.EnableIPv6(fakegcp.DemoRegion, DualStackSubnet, "INTERNAL")
 	c.AddImage("coreos-cloud", "coreos-stable-1688-5-3-v20180403", "")
-	w := &World{Cloud: c, Server: srv, Key: c.AddServiceAccount(ServiceAccount, srv.TokenURL())}
+	w := &World{Cloud: c, Server: srv, Key: c.AddServiceAccount(ServiceAccount, fakegcp.TokenURL(srv.URL))}
 	return w, nil
 }
 
@@ -67,7 +69,7 @@ func (w *World) SecretData() map[string][]byte {
 	return map[string][]byte{
 		gcp.KeyServiceAccountJSON: append([]byte(nil), w.Key...),
 		gcp.KeyUserData:           []byte(UserData),
-		gcp.KeyComputeEndpoint:    []byte(w.Server.ComputeEndpoint()),
+		gcp.KeyComputeEndpoint:    []byte(fakegcp.ComputeEndpoint(w.Server.URL)),
 		gcp.KeyCACert:             append([]byte(nil), w.Server.CACert...),
 	}
 }
@@ -77,7 +79,7 @@ func (w *World) Close() error { return w.Server.Close() }
 
 // take returns the Compute requests since the last take, normalized.
 func (w *World) take() ([]Request, error) {
-	all := w.Cloud.Requests()
+	all := w.Cloud.Requests.All()
 	since := all[w.mark:]
 	w.mark = len(all)
 	return normalize(since)

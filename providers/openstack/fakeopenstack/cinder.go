@@ -2,6 +2,7 @@ package fakeopenstack
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 )
@@ -24,7 +25,7 @@ type Volume struct {
 	readyAt time.Time
 }
 
-func (c *Cloud) serveVolume(w http.ResponseWriter, r *http.Request, rest string) {
+func (c *cinder) serveVolume(w http.ResponseWriter, r *http.Request, rest string) {
 	p := pathParts(rest)
 	if len(p) == 0 {
 		writeError(w, "volume", http.StatusNotFound, "", "The resource could not be found.")
@@ -67,7 +68,7 @@ func (c *Cloud) serveVolume(w http.ResponseWriter, r *http.Request, rest string)
 	}
 }
 
-func (c *Cloud) createVolume(w http.ResponseWriter, r *http.Request) {
+func (c *cinder) createVolume(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Volume struct {
 			Size             int               `json:"size"`
@@ -116,11 +117,11 @@ func (c *Cloud) createVolume(w http.ResponseWriter, r *http.Request) {
 	v := c.newVolume(b.Name, b.Size, vt, az)
 	v.ImageID = b.ImageRef
 	v.Bootable = b.ImageRef != ""
-	v.Metadata = cloneMap(b.Metadata)
+	v.Metadata = maps.Clone(b.Metadata)
 	writeJSON(w, http.StatusAccepted, map[string]any{"volume": c.volumeView(v)})
 }
 
-func (c *Cloud) listVolumes(w http.ResponseWriter, r *http.Request) {
+func (c *cinder) listVolumes(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var meta map[string]string
 	if m := q.Get("metadata"); m != "" {
@@ -164,7 +165,7 @@ func (c *Cloud) listVolumes(w http.ResponseWriter, r *http.Request) {
 }
 
 // newVolume records a volume in "creating". Callers hold c.mu.
-func (c *Cloud) newVolume(name string, size int, volumeType, az string) *Volume {
+func (c *state) newVolume(name string, size int, volumeType, az string) *Volume {
 	c.order++
 	now := c.now()
 	v := &Volume{ID: newID(), Name: name, Size: size, VolumeType: volumeType, Status: "creating",
@@ -174,13 +175,13 @@ func (c *Cloud) newVolume(name string, size int, volumeType, az string) *Volume 
 }
 
 // attachVolume attaches a volume to a booting server. Callers hold c.mu.
-func (c *Cloud) attachVolume(v *Volume, s *Server, deleteOnTermination bool) {
+func (c *state) attachVolume(v *Volume, s *Server, deleteOnTermination bool) {
 	v.Status = "in-use"
 	v.Attachments = []string{s.ID}
 	s.Volumes = append(s.Volumes, AttachedVolume{ID: v.ID, DeleteOnTermination: deleteOnTermination})
 }
 
-func (c *Cloud) volumeView(v *Volume) map[string]any {
+func (c *cinder) volumeView(v *Volume) map[string]any {
 	att := []any{}
 	for _, sid := range v.Attachments {
 		att = append(att, map[string]any{"server_id": sid, "attachment_id": newID(), "volume_id": v.ID, "device": "/dev/vda", "id": v.ID})

@@ -19,15 +19,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
 )
 
 // Seeded names and IDs. Tests refer to them when they build provider specs.
@@ -90,19 +91,29 @@ type Options struct {
 }
 
 // Cloud is one fake OpenStack deployment: Keystone, Nova, Neutron, Cinder and Glance behind a
-// single loopback HTTP server.
+// single loopback HTTP server (Serve). Each service is a type of its own over the shared state.
 type Cloud struct {
-	// URL is the root of the server, e.g. http://127.0.0.1:41234.
-	URL string
-	// AuthURL is the Keystone v3 endpoint to put in credentials (URL + "/identity/v3").
-	AuthURL string
-	// Region of the catalog endpoints.
-	Region string
+	// Faults are the injected faults (fakekit.Faults: Inject, Clear, Hits).
+	Faults fakekit.Faults[Fault]
+	// Requests are the requests the cloud answered (fakekit.Journal: All, For, Len, Reset), each
+	// under its Op, "<service> <METHOD> <route>".
+	Requests fakekit.Journal[Request]
 
-	srv *httptest.Server
+	st       *state
+	keystone keystone
+	nova     nova
+	neutron  neutron
+	cinder   cinder
+	glance   glance
+}
 
+// state is what the services share, under one lock.
+type state struct {
 	mu  sync.Mutex
 	now func() time.Time
+	// url is where the cloud is served (the root of the catalog's endpoints).
+	url    string
+	region string
 
 	tokenTTL         time.Duration
 	buildTime        time.Duration
@@ -124,54 +135,29 @@ type Cloud struct {
 	volumes     map[string]*Volume
 	order       int // creation sequence, for stable listings
 
-	faults     []*Fault
 	late       []*http.Request // held by ActsLate faults until ActLate
 	failBuilds []ServerFault   // the faults the next server builds end with, in order
-	counts     map[string]int
-	requests   int
-	rejected   int // requests answered 401 for a missing, unknown or expired token
 }
 
-// TB is the part of testing.TB that Start uses; the package does not import testing, because
-// `machinist fakecloud` links it into the default binary.
-type TB interface {
-	Helper()
-	Cleanup(func())
-}
+// The services, each over the shared state.
+type (
+	keystone struct{ *state }
+	nova     struct{ *state }
+	neutron  struct{ *state }
+	cinder   struct{ *state }
+	glance   struct{ *state }
+)
 
-// Start starts a cloud on loopback and stops it when the test ends.
-func Start(t TB, opts ...Options) *Cloud {
-	t.Helper()
-	c := New(opts...)
-	t.Cleanup(c.Close)
-	return c
-}
-
-// New starts a cloud on loopback. Close it when done.
-func New(opts ...Options) *Cloud {
-	// Listen on the IPv4 loopback explicitly: tests must never reach another address.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(fmt.Sprintf("fakeopenstack: listen on loopback: %v", err))
-	}
-	return Serve(l, nil, opts...)
-}
-
-// Serve starts a cloud on l, which Close closes. wrap, when set, wraps the cloud's handler (to
-// observe requests); the cloud also answers control requests under ControlPrefix.
-func Serve(l net.Listener, wrap func(http.Handler) http.Handler, opts ...Options) *Cloud {
-	var o Options
-	if len(opts) > 0 {
-		o = opts[0]
-	}
+// New returns a cloud, seeded with the resources the constants name; Serve serves it.
+func New(o Options) *Cloud {
 	if o.Region == "" {
 		o.Region = DefaultRegion
 	}
 	if o.TokenTTL <= 0 {
 		o.TokenTTL = time.Hour
 	}
-	c := &Cloud{
-		Region:           o.Region,
+	st := &state{
+		region:           o.Region,
 		now:              time.Now,
 		tokenTTL:         o.TokenTTL,
 		buildTime:        o.BuildTime,
@@ -190,24 +176,36 @@ func Serve(l net.Listener, wrap func(http.Handler) http.Handler, opts ...Options
 		servers:          map[string]*Server{},
 		ports:            map[string]*Port{},
 		volumes:          map[string]*Volume{},
-		counts:           map[string]int{},
 	}
-	c.seed()
+	st.seed()
+	return &Cloud{st: st, keystone: keystone{st}, nova: nova{st}, neutron: neutron{st}, cinder: cinder{st}, glance: glance{st}}
+}
+
+// Serve serves the cloud over HTTP on l until the server is closed. wrap, when set, wraps the
+// cloud's handler (to observe requests); the cloud also answers control requests under
+// fakekit.ControlPrefix.
+func (c *Cloud) Serve(l net.Listener, wrap func(http.Handler) http.Handler) (*fakekit.Server, error) {
 	var h http.Handler = c
 	if wrap != nil {
 		h = wrap(c)
 	}
-	c.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
-	c.srv.Start()
-	c.URL = c.srv.URL
-	c.AuthURL = c.URL + "/identity/v3"
-	return c
+	c.st.mu.Lock()
+	c.st.url = "http://" + l.Addr().String()
+	c.st.mu.Unlock()
+	return fakekit.Serve(l, h), nil
 }
 
-// Close stops the server.
-func (c *Cloud) Close() { c.srv.Close() }
+// AuthURL is the Keystone v3 endpoint to put in credentials; Serve sets it.
+func (c *Cloud) AuthURL() string {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	return c.st.url + "/identity/v3"
+}
 
-func (c *Cloud) seed() {
+// Region is the region of every catalog endpoint.
+func (c *Cloud) Region() string { return c.st.region }
+
+func (c *state) seed() {
 	c.flavors["1"] = &Flavor{ID: "1", Name: FlavorSmall, VCPUs: 1, RAM: 2048, Disk: 20}
 	c.flavors["2"] = &Flavor{ID: "2", Name: FlavorLarge, VCPUs: 4, RAM: 8192, Disk: 80}
 	c.images[ImageID] = &Image{ID: ImageID, Name: ImageName, Status: "active", Created: c.now().Add(-48 * time.Hour), MinDisk: 10}
@@ -220,7 +218,7 @@ func (c *Cloud) seed() {
 	c.secgroups[def] = &SecurityGroup{ID: def, Name: "default"}
 }
 
-func (c *Cloud) addNetwork(netID, name, subnetID, cidr string) {
+func (c *state) addNetwork(netID, name, subnetID, cidr string) {
 	c.networks[netID] = &Network{ID: netID, Name: name, Subnets: []string{subnetID}}
 	sn := &Subnet{ID: subnetID, Name: name + "-subnet", NetworkID: netID, CIDR: cidr}
 	_, ipnet, err := net.ParseCIDR(cidr)
@@ -235,49 +233,37 @@ func (c *Cloud) addNetwork(netID, name, subnetID, cidr string) {
 // AddImage adds an active image and returns its ID. Several images may share a name, as in
 // Glance; created orders them.
 func (c *Cloud) AddImage(name string, created time.Time) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	id := newID()
-	c.images[id] = &Image{ID: id, Name: name, Status: "active", Created: created}
+	c.st.images[id] = &Image{ID: id, Name: name, Status: "active", Created: created}
 	return id
 }
 
 // AddNetwork adds a network with one subnet and returns their IDs.
 func (c *Cloud) AddNetwork(name, cidr string) (networkID, subnetID string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
 	networkID, subnetID = newID(), newID()
-	c.addNetwork(networkID, name, subnetID, cidr)
+	c.st.addNetwork(networkID, name, subnetID, cidr)
 	return networkID, subnetID
 }
 
 // SetBuildTime changes how long servers created from now on stay in BUILD ("slow BUILD").
-func (c *Cloud) SetBuildTime(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.buildTime = d
-}
+func (c *Cloud) SetBuildTime(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.buildTime, d) }
 
 // SetDeleteTime changes how long deleted servers stay visible.
-func (c *Cloud) SetDeleteTime(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.deleteTime = d
-}
+func (c *Cloud) SetDeleteTime(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.deleteTime, d) }
 
 // SetTokenTTL changes the lifetime of tokens issued from now on.
-func (c *Cloud) SetTokenTTL(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tokenTTL = d
-}
+func (c *Cloud) SetTokenTTL(d time.Duration) { fakekit.Set(&c.st.mu, &c.st.tokenTTL, d) }
 
 // ExpireAllTokens makes every issued token invalid now: the next request with one gets 401.
 func (c *Cloud) ExpireAllTokens() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	past := c.now().Add(-time.Second)
-	for _, t := range c.tokens {
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	past := c.st.now().Add(-time.Second)
+	for _, t := range c.st.tokens {
 		t.expires = past
 	}
 }
@@ -287,7 +273,7 @@ func (c *Cloud) ExpireAllTokens() {
 func (c *Cloud) NoValidHost(n int) {
 	// Zed's message when Placement has no allocation candidates (an empty reason after the
 	// period), as the real run showed; the details are for admins only.
-	c.failNextBuilds(n, ServerFault{Code: 500, Message: "No valid host was found. ",
+	c.st.failNextBuilds(n, ServerFault{Code: 500, Message: "No valid host was found. ",
 		Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", line 1587, in schedule_and_build_instances\nnova.exception.NoValidHost: No valid host was found. \n"})
 }
 
@@ -296,12 +282,12 @@ func (c *Cloud) NoValidHost(n int) {
 // project over its quota and puts the server in ERROR with the 413 quota fault. Real Nova does
 // this when creates race for the last of a quota; it can refuse every one of them.
 func (c *Cloud) QuotaRecheckFails(n int) {
-	c.failNextBuilds(n, ServerFault{Code: 413,
+	c.st.failNextBuilds(n, ServerFault{Code: 413,
 		Message: "Quota exceeded for instances: Requested 1, but already used 2 of 2 instances",
 		Details: "Traceback (most recent call last):\n  File \"/usr/lib/python3/dist-packages/nova/conductor/manager.py\", in schedule_and_build_instances\nnova.exception.TooManyInstances: Quota exceeded for instances: Requested 1, but already used 2 of 2 instances\n"})
 }
 
-func (c *Cloud) failNextBuilds(n int, f ServerFault) {
+func (c *state) failNextBuilds(n int, f ServerFault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for range n {
@@ -309,128 +295,98 @@ func (c *Cloud) failNextBuilds(n int, f ServerFault) {
 	}
 }
 
-// Count returns how many requests matched key, "<service> <METHOD> <route>", for example
-// "identity POST /v3/auth/tokens" or "compute POST /servers". Routes name path parameters
-// {id}: "compute GET /servers/{id}".
-func (c *Cloud) Count(key string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.counts[key]
+// Request is one request the cloud answered.
+type Request struct {
+	Time time.Time `json:"time"`
+	// Op is "<service> <METHOD> <route>", e.g. "identity POST /v3/auth/tokens" or
+	// "compute POST /servers"; routes name path parameters {id}: "compute GET /servers/{id}".
+	Op string `json:"op"`
+	// Rejected is set when the request was answered 401 because its token was missing, unknown
+	// or expired.
+	Rejected bool `json:"rejected,omitempty"`
 }
+
+// Operation is the request's Op.
+func (r Request) Operation() string { return r.Op }
+
+// OpToken is the operation of a token request to Keystone.
+const OpToken = "identity POST /v3/auth/tokens"
 
 // TokenRequests returns how many tokens were requested from Keystone.
-func (c *Cloud) TokenRequests() int { return c.Count("identity POST /v3/auth/tokens") }
-
-// Counts returns a copy of all request counters.
-func (c *Cloud) Counts() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.counts))
-	for k, v := range c.counts {
-		out[k] = v
-	}
-	return out
-}
-
-// Requests returns the number of requests served.
-func (c *Cloud) Requests() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.requests
-}
+func (c *Cloud) TokenRequests() int { return len(c.Requests.For(OpToken)) }
 
 // Rejected returns how many service requests were answered 401 because their token was missing,
 // unknown or expired.
 func (c *Cloud) Rejected() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.rejected
-}
-
-// ResetCounts sets every counter to zero.
-func (c *Cloud) ResetCounts() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.counts = map[string]int{}
-	c.requests = 0
-	c.rejected = 0
+	n := 0
+	for _, r := range c.Requests.All() {
+		if r.Rejected {
+			n++
+		}
+	}
+	return n
 }
 
 // Servers returns a snapshot of the servers that exist (deleted ones are gone), oldest first.
 func (c *Cloud) Servers() []Server {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advance()
-	out := make([]Server, 0, len(c.servers))
-	for _, s := range sortedBySeq(c.servers, func(s *Server) int { return s.seq }) {
-		cp := *s
-		cp.Metadata = cloneMap(s.Metadata)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.servers, func(r *Server) Server {
+		cp := *r
+		cp.Metadata = maps.Clone(r.Metadata)
+		return cp
+	}, func(a, b Server) int { return a.seq - b.seq })
 }
 
 // Ports returns a snapshot of the ports, oldest first.
 func (c *Cloud) Ports() []Port {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advance()
-	out := make([]Port, 0, len(c.ports))
-	for _, p := range sortedBySeq(c.ports, func(p *Port) int { return p.seq }) {
-		cp := *p
-		cp.Tags = append([]string(nil), p.Tags...)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.ports, func(r *Port) Port {
+		cp := *r
+		cp.Tags = append([]string(nil), r.Tags...)
+		return cp
+	}, func(a, b Port) int { return a.seq - b.seq })
 }
 
 // Volumes returns a snapshot of the volumes, oldest first.
 func (c *Cloud) Volumes() []Volume {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.advance()
-	out := make([]Volume, 0, len(c.volumes))
-	for _, v := range sortedBySeq(c.volumes, func(v *Volume) int { return v.seq }) {
-		cp := *v
-		cp.Metadata = cloneMap(v.Metadata)
-		out = append(out, cp)
-	}
-	return out
+	return fakekit.Snapshot(&c.st.mu, c.st.advance, c.st.volumes, func(r *Volume) Volume {
+		cp := *r
+		cp.Metadata = maps.Clone(r.Metadata)
+		return cp
+	}, func(a, b Volume) int { return a.seq - b.seq })
 }
 
 // CreateServer puts a server into the cloud directly, bypassing the API (for tests that need a
 // server the driver did not make, e.g. a duplicate or one of another cluster). It builds like any
 // server: ACTIVE after the build time.
 func (c *Cloud) CreateServer(name string, metadata map[string]string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.newServer(name, FlavorSmallID(), ImageID, AvailabilityZone)
-	s.Metadata = cloneMap(metadata)
-	c.attachNewPort(s, NetworkID, nil)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	s := c.st.newServer(name, FlavorSmallID(), ImageID, AvailabilityZone)
+	s.Metadata = maps.Clone(metadata)
+	c.st.attachNewPort(s, NetworkID, nil)
 	return s.ID
 }
 
 // FailServer puts a server into ERROR with the given fault, as if its build had failed (for tests
 // of a driver that finds such a server).
 func (c *Cloud) FailServer(id, faultMessage string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.servers[id]
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	s := c.st.servers[id]
 	if s == nil {
 		return false
 	}
 	s.Status, s.TaskState, s.VMState = "ERROR", "", "error"
-	s.Fault = &ServerFault{Code: 500, Message: faultMessage, Created: c.now()}
+	s.Fault = &ServerFault{Code: 500, Message: faultMessage, Created: c.st.now()}
 	return true
 }
 
 // CreatePort puts a port into the cloud directly (e.g. a leftover of another run).
 func (c *Cloud) CreatePort(name, networkID string, tags []string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := c.newPort(name, networkID)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	p := c.st.newPort(name, networkID)
 	p.Tags = append([]string(nil), tags...)
-	if sn := c.firstSubnet(networkID); sn != nil {
+	if sn := c.st.firstSubnet(networkID); sn != nil {
 		p.FixedIPs = []FixedIP{{SubnetID: sn.ID, IPAddress: sn.allocate()}}
 	}
 	return p.ID
@@ -438,10 +394,10 @@ func (c *Cloud) CreatePort(name, networkID string, tags []string) string {
 
 // CreateVolume puts an available volume into the cloud directly.
 func (c *Cloud) CreateVolume(name string, sizeGB int, metadata map[string]string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.newVolume(name, sizeGB, VolumeTypeStandard, AvailabilityZone)
-	v.Metadata = cloneMap(metadata)
+	c.st.mu.Lock()
+	defer c.st.mu.Unlock()
+	v := c.st.newVolume(name, sizeGB, VolumeTypeStandard, AvailabilityZone)
+	v.Metadata = maps.Clone(metadata)
 	v.Status = "available"
 	return v.ID
 }
@@ -450,10 +406,10 @@ func (c *Cloud) CreateVolume(name string, sizeGB int, metadata map[string]string
 func FlavorSmallID() string { return "1" }
 
 // ServeHTTP routes a request to its service after the common steps every OpenStack API takes:
-// request IDs, counters, token validation and injected faults.
+// request IDs, the request journal, token validation and injected faults.
 func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, ControlPrefix) {
-		c.serveControl(w, r)
+	if fakekit.Serves(r) {
+		c.control().ServeHTTP(w, r)
 		return
 	}
 	reqID := "req-" + newID()
@@ -462,62 +418,65 @@ func (c *Cloud) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if service == "compute" {
 		w.Header().Set("X-Compute-Request-Id", reqID)
 	}
-	rt := route(service, rest)
-
-	c.mu.Lock()
-	c.requests++
-	c.counts[service+" "+r.Method+" "+rt]++
-	c.advance()
-	f := c.matchFault(service, r.Method, rest)
-	c.mu.Unlock()
+	record := Request{Time: time.Now(), Op: service + " " + r.Method + " " + route(service, rest)}
+	defer func() { c.Requests.Add(record) }()
+	c.st.mu.Lock()
+	c.st.advance()
+	c.st.mu.Unlock()
+	f, faulty := c.Faults.Take(func(f Fault) bool { return f.matches(service, r.Method, rest) })
 
 	if service == "" {
 		writeError(w, service, http.StatusNotFound, "NotFound", "no service at "+r.URL.Path)
 		return
 	}
-	if f != nil && f.ActsLate {
-		body, _ := io.ReadAll(r.Body)
-		<-r.Context().Done()
-		late := r.Clone(context.Background())
-		late.Body = io.NopCloser(bytes.NewReader(body))
-		c.mu.Lock()
-		c.late = append(c.late, late)
-		c.mu.Unlock()
+	if faulty && f.ActsLate {
+		c.st.holdLate(r)
 		return
 	}
-	if f != nil && !f.AfterHandling {
+	if faulty && !f.AfterHandling {
 		f.write(w, service)
 		return
 	}
-	if f != nil {
+	if faulty {
 		defer f.write(w, service)
 		w = discardWriter{}
 	}
-	if service != "identity" {
-		c.mu.Lock()
-		tok := c.tokens[r.Header.Get("X-Auth-Token")]
-		valid := tok != nil && c.now().Before(tok.expires)
-		if !valid {
-			c.rejected++
-		}
-		c.mu.Unlock()
-		if !valid {
-			writeError(w, service, http.StatusUnauthorized, "Unauthorized", "The request you have made requires authentication.")
-			return
-		}
+	if service != "identity" && !c.st.validToken(r.Header.Get("X-Auth-Token")) {
+		record.Rejected = true
+		writeError(w, service, http.StatusUnauthorized, "Unauthorized", "The request you have made requires authentication.")
+		return
 	}
 	switch service {
 	case "identity":
-		c.serveIdentity(w, r, rest)
+		c.keystone.serveIdentity(w, r, rest)
 	case "compute":
-		c.serveCompute(w, r, trimPrefix(rest, "/v2.1"))
+		c.nova.serveCompute(w, r, trimPrefix(rest, "/v2.1"))
 	case "network":
-		c.serveNetwork(w, r, rest)
+		c.neutron.serveNetwork(w, r, rest)
 	case "volume":
-		c.serveVolume(w, r, trimPrefix(rest, "/v3/"+ProjectID))
+		c.cinder.serveVolume(w, r, trimPrefix(rest, "/v3/"+ProjectID))
 	case "image":
-		c.serveImage(w, r, rest)
+		c.glance.serveImage(w, r, rest)
 	}
+}
+
+// validToken reports whether a token was issued and has not expired.
+func (c *state) validToken(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tok := c.tokens[id]
+	return tok != nil && c.now().Before(tok.expires)
+}
+
+// holdLate holds a request until its client gives up, then keeps it for ActLate.
+func (c *state) holdLate(r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	<-r.Context().Done()
+	late := r.Clone(context.Background())
+	late.Body = io.NopCloser(bytes.NewReader(body))
+	c.mu.Lock()
+	c.late = append(c.late, late)
+	c.mu.Unlock()
 }
 
 // splitService maps "/compute/v2.1/servers" to ("compute", "/v2.1/servers").
@@ -561,7 +520,7 @@ func route(service, rest string) string {
 
 // advance moves time-driven state forward: builds finish, deletions complete, volumes become
 // available. Callers hold c.mu.
-func (c *Cloud) advance() {
+func (c *state) advance() {
 	now := c.now()
 	for id, s := range c.servers {
 		if s.deleting && !now.Before(s.deleteDone) {
@@ -607,17 +566,6 @@ func newToken() string {
 		panic(err)
 	}
 	return "gAAAA" + hex.EncodeToString(b[:])
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func sortedBySeq[T any](m map[string]T, seq func(T) int) []T {

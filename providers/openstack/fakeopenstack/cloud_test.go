@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/machinist-io/machinist/providers/kit/fakekit"
+
 	"github.com/gophercloud/gophercloud/v2"
 	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/blockstorage/v3/volumes"
@@ -30,13 +32,13 @@ type clients struct {
 func connect(t *testing.T, c *fakeopenstack.Cloud, opts gophercloud.AuthOptions) clients {
 	t.Helper()
 	ctx := context.Background()
-	opts.IdentityEndpoint = c.AuthURL
+	opts.IdentityEndpoint = c.AuthURL()
 	// AuthenticatedClient discovers the identity version at the root, as real clients do.
 	pc, err := gopenstack.AuthenticatedClient(ctx, opts)
 	if err != nil {
 		t.Fatalf("authenticate: %v", err)
 	}
-	eo := gophercloud.EndpointOpts{Region: c.Region}
+	eo := gophercloud.EndpointOpts{Region: c.Region()}
 	var cl clients
 	cl.provider = pc
 	for name, f := range map[string]func() (*gophercloud.ServiceClient, error){
@@ -69,7 +71,7 @@ func passwordOpts() gophercloud.AuthOptions {
 }
 
 func TestKeystone(t *testing.T) {
-	c := fakeopenstack.Start(t, fakeopenstack.Options{TokenTTL: time.Hour})
+	c := startCloud(t, fakeopenstack.Options{TokenTTL: time.Hour})
 	cl := connect(t, c, passwordOpts())
 	res, ok := cl.provider.GetAuthResult().(tokens.CreateResult)
 	if !ok {
@@ -94,7 +96,7 @@ func TestKeystone(t *testing.T) {
 
 	wrong := passwordOpts()
 	wrong.Password = "nope"
-	wrong.IdentityEndpoint = c.AuthURL
+	wrong.IdentityEndpoint = c.AuthURL()
 	_, err = gopenstack.AuthenticatedClient(context.Background(), wrong)
 	if !gophercloud.ResponseCodeIs(err, http.StatusUnauthorized) {
 		t.Errorf("wrong password: %v; want 401", err)
@@ -112,7 +114,7 @@ func TestKeystone(t *testing.T) {
 }
 
 func TestRequestIDsAndCounters(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	r := servers.Get(context.Background(), cl.compute, "does-not-exist")
 	var e gophercloud.ErrUnexpectedResponseCode
@@ -123,15 +125,15 @@ func TestRequestIDsAndCounters(t *testing.T) {
 		!strings.Contains(string(e.Body), `"itemNotFound"`) {
 		t.Fatalf("404 of Nova: headers %v body %s", e.ResponseHeader, e.Body)
 	}
-	if n := c.Count("compute GET /servers/{id}"); n != 1 {
-		t.Errorf("counter compute GET /servers/{id} = %d, want 1 (counts: %v)", n, c.Counts())
+	if n := len(c.Requests.For("compute GET /servers/{id}")); n != 1 {
+		t.Errorf("counter compute GET /servers/{id} = %d, want 1 (counts: %v)", n, c.Requests.All())
 	}
 }
 
 func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 	// Build and delete take a second: long enough to see BUILD and deleting on a loaded machine;
 	// the transitions after them are polled for, never slept on.
-	c := fakeopenstack.Start(t, fakeopenstack.Options{BuildTime: time.Second, DeleteTime: time.Second})
+	c := startCloud(t, fakeopenstack.Options{BuildTime: time.Second, DeleteTime: time.Second})
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
 
@@ -209,7 +211,7 @@ func TestServerLifecycleKeepsStateLikeNova(t *testing.T) {
 }
 
 func TestListsPaginate(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
 	for i := range 5 {
@@ -221,8 +223,8 @@ func TestListsPaginate(t *testing.T) {
 		t.Fatal(err)
 	}
 	all, _ := servers.ExtractServers(pages)
-	if len(all) != 5 || c.Count("compute GET /servers/detail") != 3 {
-		t.Fatalf("%d servers in %d pages; want 5 in 3", len(all), c.Count("compute GET /servers/detail"))
+	if len(all) != 5 || len(c.Requests.For("compute GET /servers/detail")) != 3 {
+		t.Fatalf("%d servers in %d pages; want 5 in 3", len(all), len(c.Requests.For("compute GET /servers/detail")))
 	}
 	pages, err = images.List(cl.image, images.ListOpts{Name: "img", Limit: 2}).AllPages(ctx)
 	if err != nil {
@@ -235,16 +237,16 @@ func TestListsPaginate(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	ctx := context.Background()
-	c.Inject(fakeopenstack.ServerErrors("compute", http.MethodGet, "/flavors", http.StatusServiceUnavailable, 2))
+	c.Faults.Inject(fakeopenstack.ServerErrors("compute GET /flavors", http.StatusServiceUnavailable, 2))
 	for range 2 {
 		if _, err := servers.Get(ctx, cl.compute, "x").Extract(); gophercloud.ResponseCodeIs(err, http.StatusServiceUnavailable) {
 			t.Fatalf("a fault on /flavors hit /servers")
 		}
 	}
-	c.Inject(fakeopenstack.Throttle("network", "", "", 7, 1))
+	c.Faults.Inject(fakeopenstack.Throttle("network", 1, 7))
 	_, err := ports.List(cl.network, nil).AllPages(ctx)
 	var e gophercloud.ErrUnexpectedResponseCode
 	if !errors.As(err, &e) || e.Actual != http.StatusTooManyRequests || e.ResponseHeader.Get("Retry-After") != "7" {
@@ -269,11 +271,12 @@ func TestFaults(t *testing.T) {
 
 // The control endpoint dumps the state without user data and switches faults over HTTP.
 func TestControlEndpoint(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := fakeopenstack.New(fakeopenstack.Options{})
+	srv := fakekit.Start(t, c)
 	c.CreateServer("demo-1", map[string]string{"k": "v"})
 	get := func() fakeopenstack.State {
 		t.Helper()
-		resp, err := http.Get(c.URL + fakeopenstack.ControlPrefix + "state")
+		resp, err := http.Get(srv.URL + fakekit.ControlPrefix + "state")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,26 +290,34 @@ func TestControlEndpoint(t *testing.T) {
 	if s := get(); len(s.Servers) != 1 || s.Servers[0].Name != "demo-1" || s.Servers[0].UserData != nil {
 		t.Fatalf("state %+v", s)
 	}
-	resp, err := http.Post(c.URL+fakeopenstack.ControlPrefix+"faults", "application/json",
-		strings.NewReader(`{"Service":"compute","Method":"GET","Path":"/servers","Status":503,"Times":1}`))
+	resp, err := http.Post(srv.URL+fakekit.ControlPrefix+"faults", "application/json",
+		strings.NewReader(`{"op":"compute GET /servers","status":503,"times":1}`))
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("inject: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Get(c.URL + "/compute/v2.1/servers")
+	resp, err = http.Get(srv.URL + "/compute/v2.1/servers")
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("faulted request: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	resp, err = http.Post(c.URL+fakeopenstack.ControlPrefix+"faults", "application/json", strings.NewReader(`{"Bogus":1}`))
+	resp, err = http.Post(srv.URL+fakekit.ControlPrefix+"faults", "application/json", strings.NewReader(`{"Bogus":1}`))
 	if err != nil || resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad fault: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	req, _ := http.NewRequest(http.MethodDelete, c.URL+fakeopenstack.ControlPrefix+"faults", nil)
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+fakekit.ControlPrefix+"faults", nil)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("clear: %v %v", resp, err)
 	}
 	resp.Body.Close()
+}
+
+// startCloud serves a fake OpenStack on loopback until the test ends.
+func startCloud(t testing.TB, o fakeopenstack.Options) *fakeopenstack.Cloud {
+	t.Helper()
+	c := fakeopenstack.New(o)
+	fakekit.Start(t, c)
+	return c
 }

@@ -16,11 +16,11 @@ type Image struct {
 	Created time.Time
 }
 
-func (c *Cloud) serveImage(w http.ResponseWriter, r *http.Request, rest string) {
+func (c *glance) serveImage(w http.ResponseWriter, r *http.Request, rest string) {
 	if rest == "/" && r.Method == http.MethodGet {
 		writeJSON(w, http.StatusMultipleChoices, map[string]any{"versions": []any{
-			map[string]any{"id": "v2.16", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": c.URL + "/image/v2/"}}},
-			map[string]any{"id": "v2.15", "status": "SUPPORTED", "links": []any{map[string]any{"rel": "self", "href": c.URL + "/image/v2/"}}},
+			map[string]any{"id": "v2.16", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": c.url + "/image/v2/"}}},
+			map[string]any{"id": "v2.15", "status": "SUPPORTED", "links": []any{map[string]any{"rel": "self", "href": c.url + "/image/v2/"}}},
 		}})
 		return
 	}

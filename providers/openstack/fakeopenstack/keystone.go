@@ -64,12 +64,12 @@ func (u *authUser) isUser() bool {
 	return u.Name == UserName && u.Domain.isDefaultDomain()
 }
 
-func (c *Cloud) serveIdentity(w http.ResponseWriter, r *http.Request, rest string) {
+func (c *keystone) serveIdentity(w http.ResponseWriter, r *http.Request, rest string) {
 	switch {
 	case rest == "/" && r.Method == http.MethodGet:
 		writeJSON(w, http.StatusMultipleChoices, map[string]any{"versions": map[string]any{"values": []any{
 			map[string]any{"id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
-				"links": []any{map[string]any{"rel": "self", "href": c.URL + "/identity/v3/"}}},
+				"links": []any{map[string]any{"rel": "self", "href": c.url + "/identity/v3/"}}},
 		}}})
 	case rest == "/v3/auth/tokens" && r.Method == http.MethodPost:
 		c.issueToken(w, r)
@@ -94,7 +94,7 @@ func (c *Cloud) serveIdentity(w http.ResponseWriter, r *http.Request, rest strin
 	}
 }
 
-func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
+func (c *keystone) issueToken(w http.ResponseWriter, r *http.Request) {
 	var req authRequest
 	if !decodeBody(w, r, "identity", &req) {
 		return
@@ -152,19 +152,19 @@ func (c *Cloud) issueToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, c.tokenBody(t))
 }
 
-func (c *Cloud) tokenBody(t *token) map[string]any {
+func (c *keystone) tokenBody(t *token) map[string]any {
 	endpoint := func(url string) []any {
 		return []any{
-			map[string]any{"id": newID(), "interface": "public", "region": c.Region, "region_id": c.Region, "url": url},
-			map[string]any{"id": newID(), "interface": "internal", "region": c.Region, "region_id": c.Region, "url": url},
+			map[string]any{"id": newID(), "interface": "public", "region": c.region, "region_id": c.region, "url": url},
+			map[string]any{"id": newID(), "interface": "internal", "region": c.region, "region_id": c.region, "url": url},
 		}
 	}
 	catalog := []any{
-		map[string]any{"id": newID(), "type": "identity", "name": "keystone", "endpoints": endpoint(c.URL + "/identity")},
-		map[string]any{"id": newID(), "type": "compute", "name": "nova", "endpoints": endpoint(c.URL + "/compute/v2.1")},
-		map[string]any{"id": newID(), "type": "network", "name": "neutron", "endpoints": endpoint(c.URL + "/network")},
-		map[string]any{"id": newID(), "type": "volumev3", "name": "cinderv3", "endpoints": endpoint(c.URL + "/volume/v3/" + ProjectID)},
-		map[string]any{"id": newID(), "type": "image", "name": "glance", "endpoints": endpoint(c.URL + "/image")},
+		map[string]any{"id": newID(), "type": "identity", "name": "keystone", "endpoints": endpoint(c.url + "/identity")},
+		map[string]any{"id": newID(), "type": "compute", "name": "nova", "endpoints": endpoint(c.url + "/compute/v2.1")},
+		map[string]any{"id": newID(), "type": "network", "name": "neutron", "endpoints": endpoint(c.url + "/network")},
+		map[string]any{"id": newID(), "type": "volumev3", "name": "cinderv3", "endpoints": endpoint(c.url + "/volume/v3/" + ProjectID)},
+		map[string]any{"id": newID(), "type": "image", "name": "glance", "endpoints": endpoint(c.url + "/image")},
 	}
 	return map[string]any{"token": map[string]any{
 		"methods":    t.methods,
@@ -183,7 +183,7 @@ func (c *Cloud) tokenBody(t *token) map[string]any {
 // Gardener's OpenStack provider reads.
 func (c *Cloud) PasswordSecret() map[string][]byte {
 	return map[string][]byte{
-		"authURL":    []byte(c.AuthURL),
+		"authURL":    []byte(c.AuthURL()),
 		"domainName": []byte(DomainName),
 		"tenantName": []byte(ProjectName),
 		"username":   []byte(UserName),
@@ -195,7 +195,7 @@ func (c *Cloud) PasswordSecret() map[string][]byte {
 // AppCredentialSecret returns Secret data with the application credential of the cloud.
 func (c *Cloud) AppCredentialSecret() map[string][]byte {
 	return map[string][]byte{
-		"authURL":                     []byte(c.AuthURL),
+		"authURL":                     []byte(c.AuthURL()),
 		"domainName":                  []byte(DomainName),
 		"tenantName":                  []byte(ProjectName),
 		"applicationCredentialID":     []byte(AppCredentialID),

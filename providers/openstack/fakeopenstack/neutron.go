@@ -93,10 +93,10 @@ type portBody struct {
 	} `json:"port"`
 }
 
-func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string) {
+func (c *neutron) serveNetwork(w http.ResponseWriter, r *http.Request, rest string) {
 	if rest == "/" && r.Method == http.MethodGet {
 		writeJSON(w, http.StatusOK, map[string]any{"versions": []any{map[string]any{
-			"id": "v2.0", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": c.URL + "/network/v2.0/"}},
+			"id": "v2.0", "status": "CURRENT", "links": []any{map[string]any{"rel": "self", "href": c.url + "/network/v2.0/"}},
 		}}})
 		return
 	}
@@ -220,7 +220,7 @@ func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, rest string
 	}
 }
 
-func (c *Cloud) createPort(w http.ResponseWriter, r *http.Request) {
+func (c *neutron) createPort(w http.ResponseWriter, r *http.Request) {
 	var body portBody
 	if !decodeBody(w, r, "network", &body) {
 		return
@@ -306,7 +306,7 @@ func addressPairs(w http.ResponseWriter, in *[]struct {
 	return out, true
 }
 
-func (c *Cloud) updatePort(w http.ResponseWriter, r *http.Request, id string) {
+func (c *neutron) updatePort(w http.ResponseWriter, r *http.Request, id string) {
 	p := c.ports[id]
 	if p == nil {
 		writeError(w, "network", http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", id))
@@ -337,7 +337,7 @@ func (c *Cloud) updatePort(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, map[string]any{"port": portView(p)})
 }
 
-func (c *Cloud) listPorts(w http.ResponseWriter, r *http.Request) {
+func (c *neutron) listPorts(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	all := sortedBySeq(c.ports, func(p *Port) int { return p.seq })
 	var ids []string
@@ -377,7 +377,7 @@ func (c *Cloud) listPorts(w http.ResponseWriter, r *http.Request) {
 }
 
 // newPort records a DOWN port. Callers hold c.mu.
-func (c *Cloud) newPort(name, networkID string) *Port {
+func (c *state) newPort(name, networkID string) *Port {
 	c.order++
 	id := newID()
 	p := &Port{ID: id, Name: name, NetworkID: networkID, Status: "DOWN",
@@ -386,7 +386,7 @@ func (c *Cloud) newPort(name, networkID string) *Port {
 	return p
 }
 
-func (c *Cloud) firstSubnet(networkID string) *Subnet {
+func (c *state) firstSubnet(networkID string) *Subnet {
 	n := c.networks[networkID]
 	if n == nil || len(n.Subnets) == 0 {
 		return nil
@@ -394,7 +394,7 @@ func (c *Cloud) firstSubnet(networkID string) *Subnet {
 	return c.subnets[n.Subnets[0]]
 }
 
-func (c *Cloud) secgroupByNameOrID(s string) *SecurityGroup {
+func (c *state) secgroupByNameOrID(s string) *SecurityGroup {
 	if sg := c.secgroups[s]; sg != nil {
 		return sg
 	}

@@ -3,6 +3,7 @@ package fakeopenstack
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"sort"
@@ -103,7 +104,7 @@ type serverCreate struct {
 	Hints map[string]any `json:"os:scheduler_hints"`
 }
 
-func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, rest string) {
+func (c *nova) serveCompute(w http.ResponseWriter, r *http.Request, rest string) {
 	p := pathParts(rest)
 	if len(p) == 0 {
 		writeError(w, "compute", http.StatusNotFound, "", "The resource could not be found.")
@@ -198,7 +199,7 @@ func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, rest string
 
 // createServer validates a boot request the way Nova's API does (every referenced resource must
 // exist, ports must be free) and starts the build. Callers hold c.mu.
-func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
+func (c *nova) createServer(w http.ResponseWriter, r *http.Request) {
 	var req serverCreate
 	if !decodeBody(w, r, "compute", &req) {
 		return
@@ -349,7 +350,7 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	srv.KeyName = s.KeyName
 	srv.ConfigDrive = s.ConfigDrive != nil && *s.ConfigDrive
 	srv.UserData = userData
-	srv.Metadata = cloneMap(s.Metadata)
+	srv.Metadata = maps.Clone(s.Metadata)
 	if srv.Metadata == nil {
 		srv.Metadata = map[string]string{}
 	}
@@ -400,15 +401,15 @@ func (c *Cloud) createServer(w http.ResponseWriter, r *http.Request) {
 	if len(sgs) == 0 {
 		sgs = append(sgs, map[string]any{"name": "default"})
 	}
-	w.Header().Set("Location", c.URL+"/compute/v2.1/servers/"+srv.ID)
+	w.Header().Set("Location", c.url+"/compute/v2.1/servers/"+srv.ID)
 	writeJSON(w, http.StatusAccepted, map[string]any{"server": map[string]any{
 		"id": srv.ID, "OS-DCF:diskConfig": "MANUAL", "security_groups": sgs, "adminPass": "Zm9vYmFy" + srv.ID[:6],
-		"links": []any{map[string]any{"rel": "self", "href": c.URL + "/compute/v2.1/servers/" + srv.ID}},
+		"links": []any{map[string]any{"rel": "self", "href": c.url + "/compute/v2.1/servers/" + srv.ID}},
 	}})
 }
 
 // newServer records a server in BUILD. Callers hold c.mu.
-func (c *Cloud) newServer(name, flavorID, imageID, az string) *Server {
+func (c *state) newServer(name, flavorID, imageID, az string) *Server {
 	c.order++
 	now := c.now()
 	s := &Server{
@@ -421,7 +422,7 @@ func (c *Cloud) newServer(name, flavorID, imageID, az string) *Server {
 }
 
 // attachNewPort makes the port Nova creates when a server boots on a network. Callers hold c.mu.
-func (c *Cloud) attachNewPort(s *Server, networkID string, sgNames []string) {
+func (c *state) attachNewPort(s *Server, networkID string, sgNames []string) {
 	p := c.newPort("", networkID)
 	p.DeviceID = s.ID
 	p.DeviceOwner = "compute:" + s.AvailabilityZone
@@ -441,7 +442,7 @@ func (c *Cloud) attachNewPort(s *Server, networkID string, sgNames []string) {
 // finishDelete applies what Nova does when a server is finally gone: ports it created are
 // deleted, ports it was given are unbound, volumes are detached and deleted when
 // delete_on_termination says so. Callers hold c.mu.
-func (c *Cloud) finishDelete(s *Server) {
+func (c *state) finishDelete(s *Server) {
 	for _, id := range s.Ports {
 		p := c.ports[id]
 		if p == nil {
@@ -476,7 +477,7 @@ func (c *Cloud) finishDelete(s *Server) {
 	}
 }
 
-func (c *Cloud) listServers(w http.ResponseWriter, r *http.Request, detail bool) {
+func (c *nova) listServers(w http.ResponseWriter, r *http.Request, detail bool) {
 	q := r.URL.Query()
 	var nameRE *regexp.Regexp
 	if n := q.Get("name"); n != "" {
@@ -518,7 +519,7 @@ func (c *Cloud) listServers(w http.ResponseWriter, r *http.Request, detail bool)
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (c *Cloud) serverView(s *Server) map[string]any {
+func (c *nova) serverView(s *Server) map[string]any {
 	addresses := map[string]any{}
 	for _, id := range s.Ports {
 		p := c.ports[id]
@@ -584,7 +585,7 @@ func nilIfEmpty(s string) any {
 	return s
 }
 
-func (c *Cloud) sortedFlavors() []*Flavor {
+func (c *nova) sortedFlavors() []*Flavor {
 	out := make([]*Flavor, 0, len(c.flavors))
 	for _, f := range c.flavors {
 		out = append(out, f)

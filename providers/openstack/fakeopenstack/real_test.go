@@ -44,7 +44,7 @@ func neutronType(t *testing.T, body map[string]json.RawMessage) (kind, msg strin
 }
 
 func TestNeutronSubnetThatDoesNotExistIsNotFound(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	_, err := ports.Create(context.Background(), cl.network, ports.CreateOpts{NetworkID: fakeopenstack.NetworkID,
 		FixedIPs: []ports.IP{{SubnetID: "00000000-0000-4000-8000-000000000005"}}}).Extract()
@@ -62,7 +62,7 @@ func TestNeutronSubnetThatDoesNotExistIsNotFound(t *testing.T) {
 }
 
 func TestNeutronTagsOfMissingPort(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	_, err := attributestags.ReplaceAll(context.Background(), cl.network, "ports", "00000000-0000-4000-8000-000000000004", attributestags.ReplaceAllOpts{Tags: []string{"a"}}).Extract()
 	status, body := unexpected(t, err)
@@ -73,7 +73,7 @@ func TestNeutronTagsOfMissingPort(t *testing.T) {
 }
 
 func TestGlanceErrorsAreWebobJSON(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	_, err := images.Get(context.Background(), cl.image, "00000000-0000-4000-8000-000000000002").Extract()
 	status, body := unexpected(t, err)
@@ -87,7 +87,7 @@ func TestGlanceErrorsAreWebobJSON(t *testing.T) {
 }
 
 func TestNeutronUnknownPathIsHTTPNotFound(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	_, err := cl.network.Get(context.Background(), cl.network.ServiceURL("v2.0", "ports"), nil, nil)
 	status, body := unexpected(t, err)
@@ -99,7 +99,7 @@ func TestNeutronUnknownPathIsHTTPNotFound(t *testing.T) {
 // Nova shows a 500 fault's details (the traceback) to admins only; a project member, the
 // driver's user, reads code, message and created.
 func TestNovaFaultDetailsHiddenFromMembers(t *testing.T) {
-	c := fakeopenstack.Start(t)
+	c := startCloud(t, fakeopenstack.Options{})
 	cl := connect(t, c, passwordOpts())
 	c.NoValidHost(1)
 	srv, err := servers.Create(context.Background(), cl.compute, servers.CreateOpts{Name: "fault", FlavorRef: fakeopenstack.FlavorSmallID(),

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/providers/aws/oracle"
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
 func main() {
@@ -81,7 +82,7 @@ func scenario(s oracle.Scenario, gardenerPath, corpus, out string, update bool) 
 	}
 	if out != "" {
 		for _, tr := range []oracle.Transcript{gtr, mtr} {
-			b, _ := oracle.Marshal(tr)
+			b, _ := oraclekit.Marshal(tr)
 			if err := os.WriteFile(filepath.Join(out, s.Name+"."+tr.Driver+".json"), b, 0o644); err != nil {
 				return nil, err
 			}

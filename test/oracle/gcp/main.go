@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/machinist-io/machinist/providers/gcp/oracle"
+	"github.com/machinist-io/machinist/providers/kit/oraclekit"
 )
 
 func main() {
@@ -86,17 +87,17 @@ func main() {
 func scenario(s oracle.Scenario, gardenerPath, corpus, out string, update bool) (problems, applied []string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	gtr, err := oracle.Run(ctx, s, oracle.Gardener, func(w *oracle.World) (oracle.Target, error) { return oracle.NewGardener(gardenerPath, w) })
+	gtr, err := oracle.Run(ctx, s, oraclekit.Gardener, func(w *oracle.World) (oraclekit.Target, error) { return oracle.NewGardener(gardenerPath, w) })
 	if err != nil {
 		return nil, nil, err
 	}
-	mtr, err := oracle.Run(ctx, s, oracle.Machinist, func(*oracle.World) (oracle.Target, error) { return oracle.NewMachinist(), nil })
+	mtr, err := oracle.Run(ctx, s, oraclekit.Machinist, func(*oracle.World) (oraclekit.Target, error) { return oracle.NewMachinist(), nil })
 	if err != nil {
 		return nil, nil, err
 	}
 	if out != "" {
 		for _, tr := range []oracle.Transcript{gtr, mtr} {
-			b, err := oracle.Marshal(tr)
+			b, err := oraclekit.Marshal(tr)
 			if err != nil {
 				return nil, nil, err
 			}

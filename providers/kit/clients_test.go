@@ -1,4 +1,4 @@
-package clientcache_test
+package kit_test
 
 import (
 	"errors"
@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/machinist-io/machinist/internal/clientcache"
+	"github.com/machinist-io/machinist/providers/kit"
 )
 
 func TestGetBuildsOncePerKeyAndReuses(t *testing.T) {
-	c := clientcache.New[*int](4)
+	c := kit.NewClients[*int](4)
 	var builds atomic.Int32
 	build := func() (*int, error) {
 		n := int(builds.Add(1))
@@ -33,7 +33,7 @@ func TestGetBuildsOncePerKeyAndReuses(t *testing.T) {
 }
 
 func TestConcurrentCallersOfOneKeyShareOneBuild(t *testing.T) {
-	c := clientcache.New[int](4)
+	c := kit.NewClients[int](4)
 	var builds atomic.Int32
 	release := make(chan struct{})
 	var wg sync.WaitGroup
@@ -61,7 +61,7 @@ func TestConcurrentCallersOfOneKeyShareOneBuild(t *testing.T) {
 }
 
 func TestFailedBuildIsNotKept(t *testing.T) {
-	c := clientcache.New[string](4)
+	c := kit.NewClients[string](4)
 	boom := errors.New("bad credentials")
 	if _, err := c.Get("k", func() (string, error) { return "", boom }); !errors.Is(err, boom) {
 		t.Fatalf("Get: %v, want the build's error", err)
@@ -73,7 +73,7 @@ func TestFailedBuildIsNotKept(t *testing.T) {
 }
 
 func TestLeastRecentlyUsedAgeOut(t *testing.T) {
-	c := clientcache.New[string](2)
+	c := kit.NewClients[string](2)
 	builds := map[string]int{}
 	get := func(k string) {
 		t.Helper()
@@ -98,14 +98,14 @@ func TestLeastRecentlyUsedAgeOut(t *testing.T) {
 // TestKeyTellsFieldBoundaries: the same bytes split differently are different credentials, and
 // the key reveals none of them.
 func TestKeyTellsFieldBoundaries(t *testing.T) {
-	if clientcache.Key("ab", "c") == clientcache.Key("a", "bc") || clientcache.Key("a", "") == clientcache.Key("", "a") {
+	if kit.CredentialKey("ab", "c") == kit.CredentialKey("a", "bc") || kit.CredentialKey("a", "") == kit.CredentialKey("", "a") {
 		t.Fatal("fields split differently gave one key")
 	}
 	fields := []string{"id", "s3cr3t"}
-	if clientcache.Key(fields...) != clientcache.Key(slices.Clone(fields)...) {
+	if kit.CredentialKey(fields...) != kit.CredentialKey(slices.Clone(fields)...) {
 		t.Fatal("the same fields gave two keys")
 	}
-	if k := clientcache.Key("id", "s3cr3t"); strings.Contains(k, "s3cr3t") || len(k) != 64 {
+	if k := kit.CredentialKey("id", "s3cr3t"); strings.Contains(k, "s3cr3t") || len(k) != 64 {
 		t.Fatalf("key %q", k)
 	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // The package whose Recorder every recorder must be; only it may ask for a raw recorder.
-const helperDir = "core/controller/internal/eventnote"
+const helperDir = "core/eventnote"
 
 // site is one Eventf call of the product code: what its arguments say when they are literals.
 type site struct {

@@ -12,6 +12,7 @@
 package eventnote
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -101,4 +102,32 @@ func Plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// Broadcaster records events for a process that has no controller-runtime manager (the
+// autoscaler server): client-go's broadcaster, its recorders wrapped in Recorder like For's.
+type Broadcaster struct {
+	b events.EventBroadcaster
+}
+
+// NewBroadcaster sends events to sink (an events.k8s.io/v1 client) once started.
+func NewBroadcaster(sink events.EventSink) *Broadcaster {
+	return &Broadcaster{b: events.NewBroadcaster(sink)}
+}
+
+// Recorder returns the recorder that reports as name, wrapped in Recorder.
+func (b *Broadcaster) Recorder(scheme *runtime.Scheme, name string) events.EventRecorder {
+	return Recorder{Next: b.b.NewRecorder(scheme, name)}
+}
+
+// Start sends the recorded events until ctx is done, then shuts the broadcaster down.
+func (b *Broadcaster) Start(ctx context.Context) error {
+	if err := b.b.StartRecordingToSinkWithContext(ctx); err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		b.b.Shutdown()
+	}()
+	return nil
 }

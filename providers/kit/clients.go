@@ -1,9 +1,4 @@
-// Package clientcache keeps the SDK clients of the most recently used credential sets, for the
-// cloud providers: a client (with its token cache and connections) is built once per credential
-// set and reused by every call with the same secret, and the least recently used ones age out,
-// so rotated secrets get fresh clients. It is an LRU of k8s.io/utils/lru keyed by a hash of the
-// credentials (never the credentials themselves).
-package clientcache
+package kit
 
 import (
 	"crypto/sha256"
@@ -14,8 +9,12 @@ import (
 	"k8s.io/utils/lru"
 )
 
-// Cache maps credential keys to clients of type V. It is safe for concurrent use.
-type Cache[V any] struct {
+// Clients keeps the SDK clients of the most recently used credential sets: a client (with its
+// token cache and connections) is built once per credential set and reused by every call with
+// the same secret, and the least recently used ones age out, so rotated secrets get fresh
+// clients. It is an LRU of k8s.io/utils/lru keyed by a hash of the credentials (CredentialKey,
+// never the credentials themselves), safe for concurrent use.
+type Clients[V any] struct {
 	mu  sync.Mutex // makes get-or-add one step
 	lru *lru.Cache // key -> *entry[V]
 }
@@ -27,15 +26,16 @@ type entry[V any] struct {
 	v     V
 }
 
-// New returns a cache that keeps the clients of at most size credential sets.
-func New[V any](size int) *Cache[V] {
-	return &Cache[V]{lru: lru.New(size)}
+// NewClients returns a cache that keeps the clients of at most size credential sets
+// (Options.MaxClientSets).
+func NewClients[V any](size int) *Clients[V] {
+	return &Clients[V]{lru: lru.New(size)}
 }
 
 // Get returns the client of key, building it with build on first use. Concurrent callers of one
 // key share one build (the others wait for it); callers of other keys do not wait. A failed build
 // is not kept: the next Get builds again.
-func (c *Cache[V]) Get(key string, build func() (V, error)) (V, error) {
+func (c *Clients[V]) Get(key string, build func() (V, error)) (V, error) {
 	c.mu.Lock()
 	var e *entry[V]
 	if v, ok := c.lru.Get(key); ok {
@@ -60,12 +60,12 @@ func (c *Cache[V]) Get(key string, build func() (V, error)) (V, error) {
 }
 
 // Len returns the number of credential sets kept.
-func (c *Cache[V]) Len() int { return c.lru.Len() }
+func (c *Clients[V]) Len() int { return c.lru.Len() }
 
-// Key identifies a credential set by its fields without keeping them: a SHA-256 over every
+// CredentialKey identifies a credential set by its fields without keeping them: a SHA-256 over every
 // field, each length-prefixed so that ("ab", "c") and ("a", "bc") differ. Put every field that
 // changes what a client may do or where it goes (secrets, endpoints, CA) in it.
-func Key(fields ...string) string {
+func CredentialKey(fields ...string) string {
 	h := sha256.New()
 	var n [8]byte
 	for _, f := range fields {
