@@ -12,7 +12,10 @@ import (
 
 // NewMachine builds a standby machine of deployment md from the template of its current set ms:
 // the set's spec and annotations, none of its labels (LabelDeployment only), owned by md and by
-// no set, in state Booting.
+// no set, in state Booting. Its health timeout is disabled: a stopped machine has no node, and
+// MCM's Machine controller turns a Running machine whose node went missing Unknown and then, after
+// the health timeout, Failed, unless spec.disableHealthTimeout is set (after a handover to MCM a
+// stopped standby machine stays Unknown instead). A claim restores the template's setting.
 func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
 	t := ms.Spec.Template.DeepCopy()
 	m := &v1alpha1.Machine{
@@ -41,6 +44,10 @@ func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alph
 	if _, ok := m.Annotations[v1alpha1.AnnotationMachinePriority]; !ok {
 		m.Annotations[v1alpha1.AnnotationMachinePriority] = v1alpha1.DefaultMachinePriority
 	}
+	if m.Spec.MachineConfiguration == nil {
+		m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{}
+	}
+	m.Spec.MachineConfiguration.DisableHealthTimeout = ptr.To(true)
 	m.Annotations[Annotation] = md.Name
 	m.Annotations[AnnotationState] = string(Booting)
 	m.Annotations[AnnotationTemplateHash] = ms.Labels[v1alpha1.LabelMachineTemplateHash]
@@ -48,7 +55,8 @@ func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alph
 }
 
 // Claim returns standby machine m made a machine of set ms: the set's template labels, the set as
-// its controller, the standby annotation and label gone. A stopped machine keeps AnnotationState
+// its controller, the template's machine configuration (health timeout included), the standby
+// annotation and label gone. A stopped machine keeps AnnotationState
 // Stopped, which tells the Machine controller to start its VM (and to drop the state once it has);
 // a booting one drops it and goes on as any new machine.
 func Claim(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
@@ -65,6 +73,7 @@ func Claim(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
 		Controller:         ptr.To(true),
 		BlockOwnerDeletion: ptr.To(true),
 	}}
+	c.Spec.MachineConfiguration = ms.Spec.Template.Spec.MachineConfiguration.DeepCopy()
 	delete(c.Annotations, Annotation)
 	delete(c.Annotations, AnnotationTemplateHash)
 	if State(c.Annotations[AnnotationState]) != Stopped {

@@ -131,8 +131,11 @@ func TestNewMachineAndClaim(t *testing.T) {
 	if m.Spec.Class.Name != "small" || m.Annotations["team"] != "a" || m.Annotations[v1alpha1.AnnotationMachinePriority] != "3" {
 		t.Errorf("standby machine class %q, annotations %v; want the set's class and template annotations", m.Spec.Class.Name, m.Annotations)
 	}
-	if ms.Spec.Template.Annotations[Annotation] != "" {
+	if ms.Spec.Template.Annotations[Annotation] != "" || ms.Spec.Template.Spec.MachineConfiguration != nil {
 		t.Error("NewMachine wrote into the set's template")
+	}
+	if c := m.Spec.MachineConfiguration; c == nil || c.DisableHealthTimeout == nil || !*c.DisableHealthTimeout {
+		t.Errorf("standby machine configuration %+v; want the health timeout disabled (MCM would fail it once stopped)", c)
 	}
 	mem, ok := MemberOf(m, "web")
 	if !ok || mem != (Member{Name: "web-standby-x", Hash: "h1", State: Booting}) {
@@ -152,6 +155,9 @@ func TestNewMachineAndClaim(t *testing.T) {
 	}
 	if _, ok := MemberOf(c, "web"); ok {
 		t.Error("a claimed machine still reads as standby")
+	}
+	if c.Spec.MachineConfiguration != nil {
+		t.Errorf("claimed machine configuration %+v; want the template's (none)", c.Spec.MachineConfiguration)
 	}
 	if NextStep(c, true) != Start {
 		t.Errorf("NextStep of a claimed stopped machine = %v; want Start", NextStep(c, true))
