@@ -3,6 +3,7 @@ package standby
 import (
 	"maps"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -12,7 +13,7 @@ import (
 
 // NewMachine builds a standby machine of deployment md from the template of its current set ms:
 // the set's spec and annotations, none of its labels (LabelDeployment only), owned by md and by
-// no set, in state Booting. Its health timeout is disabled: a stopped machine has no node, and
+// no set, in state Booting, its node tainted NoSchedule with Annotation. Its health timeout is disabled: a stopped machine has no node, and
 // MCM's Machine controller turns a Running machine whose node went missing Unknown and then, after
 // the health timeout, Failed, unless spec.disableHealthTimeout is set (after a handover to MCM a
 // stopped standby machine stays Unknown instead). A claim restores the template's setting.
@@ -44,6 +45,10 @@ func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alph
 	if _, ok := m.Annotations[v1alpha1.AnnotationMachinePriority]; !ok {
 		m.Annotations[v1alpha1.AnnotationMachinePriority] = v1alpha1.DefaultMachinePriority
 	}
+	// Workloads stay off it while it boots (the controller syncs the node template's taints);
+	// the stop drains whatever landed before the taint did.
+	m.Spec.NodeTemplateSpec.Spec.Taints = append(m.Spec.NodeTemplateSpec.Spec.Taints,
+		corev1.Taint{Key: Annotation, Value: md.Name, Effect: corev1.TaintEffectNoSchedule})
 	if m.Spec.MachineConfiguration == nil {
 		m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{}
 	}
@@ -55,8 +60,8 @@ func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alph
 }
 
 // Claim returns standby machine m made a machine of set ms: the set's template labels, the set as
-// its controller, the template's machine configuration (health timeout included), the standby
-// annotation and label gone. A stopped machine keeps AnnotationState
+// its controller, the template's machine configuration (health timeout included) and node
+// template (the standby taint gone), the standby annotation and label gone. A stopped machine keeps AnnotationState
 // Stopped, which tells the Machine controller to start its VM (and to drop the state once it has);
 // a booting one drops it and goes on as any new machine.
 func Claim(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
@@ -74,6 +79,7 @@ func Claim(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
 		BlockOwnerDeletion: ptr.To(true),
 	}}
 	c.Spec.MachineConfiguration = ms.Spec.Template.Spec.MachineConfiguration.DeepCopy()
+	c.Spec.NodeTemplateSpec = *ms.Spec.Template.Spec.NodeTemplateSpec.DeepCopy()
 	delete(c.Annotations, Annotation)
 	delete(c.Annotations, AnnotationTemplateHash)
 	if State(c.Annotations[AnnotationState]) != Stopped {

@@ -134,6 +134,9 @@ func TestNewMachineAndClaim(t *testing.T) {
 	if ms.Spec.Template.Annotations[Annotation] != "" || ms.Spec.Template.Spec.MachineConfiguration != nil {
 		t.Error("NewMachine wrote into the set's template")
 	}
+	if ts := m.Spec.NodeTemplateSpec.Spec.Taints; len(ts) != 1 || ts[0].Key != Annotation || ts[0].Effect != "NoSchedule" {
+		t.Errorf("standby node taints %v; want the standby taint (NoSchedule)", ts)
+	}
 	if c := m.Spec.MachineConfiguration; c == nil || c.DisableHealthTimeout == nil || !*c.DisableHealthTimeout {
 		t.Errorf("standby machine configuration %+v; want the health timeout disabled (MCM would fail it once stopped)", c)
 	}
@@ -155,6 +158,9 @@ func TestNewMachineAndClaim(t *testing.T) {
 	}
 	if _, ok := MemberOf(c, "web"); ok {
 		t.Error("a claimed machine still reads as standby")
+	}
+	if len(c.Spec.NodeTemplateSpec.Spec.Taints) != 0 {
+		t.Errorf("claimed node taints %v; want the template's (none)", c.Spec.NodeTemplateSpec.Spec.Taints)
 	}
 	if c.Spec.MachineConfiguration != nil {
 		t.Errorf("claimed machine configuration %+v; want the template's (none)", c.Spec.MachineConfiguration)
