@@ -130,6 +130,14 @@ func NextStep(m *v1alpha1.Machine, nodeReadyOnce bool) Step {
 	return AwaitReady
 }
 
+// DeletesItsNode reports whether the controller itself deletes m's node as part of a standby stop
+// (Stopping or Stopped), so a node deletion is no request to delete the machine (MCM's rule for
+// nodes someone else deletes).
+func DeletesItsNode(m *v1alpha1.Machine) bool {
+	st := State(m.Annotations[AnnotationState])
+	return st == Stopping || st == Stopped
+}
+
 // StartFailure is what a failed start of a claimed machine leads to.
 type StartFailure int
 
