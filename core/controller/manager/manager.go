@@ -50,6 +50,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/controller/safety"
+	"github.com/machinist-io/machinist/core/controller/standby/pool"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/internal/kubeconfig"
@@ -397,6 +398,10 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
+	}
+	if err := pool.Setup(m.Manager, pool.Options{Drivers: m.Drivers,
+		Log: opts.Log.With("controller", "standbypool")}); err != nil {
+		return fmt.Errorf("manager: standby pool: %w", err)
 	}
 	return nil
 }

@@ -59,17 +59,19 @@ func NewMachine(md *v1alpha1.MachineDeployment, ms *v1alpha1.MachineSet) *v1alph
 	return m
 }
 
-// Claim returns standby machine m made a machine of set ms: the set's template labels, the set as
+// Claim returns standby machine m made a machine of set ms: the set's template labels (beside the
+// labels the Machine controller wrote, such as node; LabelDeployment goes), the set as
 // its controller, the template's machine configuration (health timeout included) and node
 // template (the standby taint gone), the standby annotation and label gone. A stopped machine keeps AnnotationState
 // Stopped, which tells the Machine controller to start its VM (and to drop the state once it has);
 // a booting one drops it and goes on as any new machine.
 func Claim(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) *v1alpha1.Machine {
 	c := m.DeepCopy()
-	c.Labels = maps.Clone(ms.Spec.Template.Labels)
 	if c.Labels == nil {
 		c.Labels = map[string]string{}
 	}
+	delete(c.Labels, LabelDeployment)
+	maps.Copy(c.Labels, ms.Spec.Template.Labels) // the controller's own labels (node) stay
 	c.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion:         v1alpha1.SchemeGroupVersion.String(),
 		Kind:               "MachineSet",

@@ -149,7 +149,11 @@ func TestNewMachineAndClaim(t *testing.T) {
 	}
 
 	m.Annotations[AnnotationState] = string(Stopped)
+	m.Labels[v1alpha1.LabelNode] = "web-standby-x"
 	c := Claim(m, ms)
+	if c.Labels[v1alpha1.LabelNode] != "web-standby-x" || c.Labels[LabelDeployment] != "" {
+		t.Errorf("claimed machine labels %v; want its node label kept and %s gone", c.Labels, LabelDeployment)
+	}
 	if !sel.Matches(labels.Set(c.Labels)) {
 		t.Errorf("the claimed machine's labels %v do not match the set's selector", c.Labels)
 	}

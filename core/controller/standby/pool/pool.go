@@ -46,10 +46,8 @@ type Drivers interface {
 
 // Options configure the reconciler.
 type Options struct {
-	// Namespace limits it to one namespace ("" = all).
-	Namespace string
-	Drivers   Drivers
-	Log       *slog.Logger
+	Drivers Drivers
+	Log     *slog.Logger
 	// Now is the time of conditions; nil means time.Now.
 	Now func() time.Time
 }

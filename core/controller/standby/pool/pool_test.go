@@ -31,7 +31,7 @@ type noPower struct{ driver.Driver }
 
 func start(e *ctrltest.Env) {
 	e.StartManager(func(mgr crmanager.Manager) error {
-		return pool.Setup(mgr, pool.Options{Namespace: e.NS, Drivers: &registry.Resolver{Endpoints: e.Drivers}, Log: ctrltest.Logger()})
+		return pool.Setup(mgr, pool.Options{Drivers: &registry.Resolver{Endpoints: e.Drivers}, Log: ctrltest.Logger()})
 	})
 }
 
