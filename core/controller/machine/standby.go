@@ -21,7 +21,7 @@ import (
 const (
 	ReasonStandbyStopped    = "StandbyStopped"
 	ReasonStandbyResumed    = "StandbyResumed"
-	ReasonStandbyFreshStart = "StandbyStartFailed"
+	ReasonStandbyFreshStart = "StandbyFreshCreate"
 )
 
 // standbyDrainTimeout bounds the drain of a standby machine's node: only what landed before the
