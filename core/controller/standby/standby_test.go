@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/driver"
@@ -20,13 +21,13 @@ func TestDesired(t *testing.T) {
 		wantErr bool
 	}{
 		{value: nil, want: 0},
-		{value: str("0"), want: 0},
-		{value: str("3"), want: 3},
-		{value: str("100"), want: 100},
-		{value: str("101"), wantErr: true},
-		{value: str("-1"), wantErr: true},
-		{value: str("two"), wantErr: true},
-		{value: str(""), wantErr: true},
+		{value: ptr.To("0"), want: 0},
+		{value: ptr.To("3"), want: 3},
+		{value: ptr.To("100"), want: 100},
+		{value: ptr.To("101"), wantErr: true},
+		{value: ptr.To("-1"), wantErr: true},
+		{value: ptr.To("two"), wantErr: true},
+		{value: ptr.To(""), wantErr: true},
 	} {
 		md := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}}
 		if tc.value != nil {
@@ -44,8 +45,6 @@ func TestDesired(t *testing.T) {
 		}
 	}
 }
-
-func str(s string) *string { return &s }
 
 func TestPlanPool(t *testing.T) {
 	for _, tc := range []struct {
