@@ -72,6 +72,7 @@ func (r *machineReconciler) stopStandby(ctx context.Context, m *v1alpha1.Machine
 		return requeueOnConflict(err)
 	}
 	r.backoff.forget(keyOf(m))
+	standbyStops.WithLabelValues(m.Namespace).Inc()
 	r.event(m, corev1.EventTypeNormal, ReasonStandbyStopped, "Stop", "Stopped the standby machine's VM after its first boot; a scale-up resumes it")
 	return reconcile.Result{}, nil
 }
@@ -81,12 +82,15 @@ func (r *machineReconciler) stopStandby(ctx context.Context, m *v1alpha1.Machine
 func (r *machineReconciler) resume(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) (reconcile.Result, error) {
 	p, secret, err := r.power(ctx, class)
 	if err == nil {
+		began := time.Now()
 		_, err = p.StartMachine(ctx, &driver.StartMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+		observeStart(began, time.Now())
 	}
 	if err != nil {
 		if standby.OnStartError(err) == standby.Retry {
 			return r.standbyRetry(m, "Start", err)
 		}
+		standbyFreshCreates.WithLabelValues(m.Namespace).Inc()
 		r.event(m, corev1.EventTypeWarning, ReasonStandbyFreshStart, "Start",
 			"Starting the standby machine failed ("+driver.MessageOf(err)+"): deleting it, so its set creates a fresh machine instead")
 		if derr := r.client.Delete(ctx, m); derr != nil && !apierrors.IsNotFound(derr) {
@@ -101,6 +105,7 @@ func (r *machineReconciler) resume(ctx context.Context, m *v1alpha1.Machine, cla
 	}
 	*m = *upd
 	r.backoff.forget(keyOf(m))
+	standbyResumes.WithLabelValues(m.Namespace).Inc()
 	r.event(m, corev1.EventTypeNormal, ReasonStandbyResumed, "Start", "Started the stopped VM of a standby machine instead of creating one")
 	return reconcile.Result{}, nil
 }

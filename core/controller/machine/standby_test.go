@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/machine"
@@ -85,6 +86,10 @@ func TestStandbyStopsAfterFirstReadyAndResumesWhenClaimed(t *testing.T) {
 		t.Errorf("%d creates and %d starts; want 1 create (its first boot) and 1 start", c, s)
 	}
 	e.WaitEventReasons(name, 10*time.Second, machine.ReasonStandbyResumed)
+	if stops, resumes, starts := standbyMetric(t, "machinist_standby_stops_total", e.NS), standbyMetric(t, "machinist_standby_resumes_total", e.NS),
+		standbyMetric(t, "machinist_standby_start_duration_seconds", ""); stops != 1 || resumes != 1 || starts < 1 {
+		t.Errorf("metrics: %v stops, %v resumes, %v timed starts; want 1, 1 and at least 1", stops, resumes, starts)
+	}
 	e.ReadyNode(name, m.Spec.ProviderID, corev1.ConditionTrue)
 	e.WaitPhase(name, v1alpha1.MachineRunning, 30*time.Second)
 }
@@ -110,4 +115,21 @@ func TestStandbyFailedStartDeletesTheMachine(t *testing.T) {
 	if vms := cloud.VMs(); len(vms) != 0 {
 		t.Fatalf("VMs %+v after the machine was deleted; want none", vms)
 	}
+	if n := standbyMetric(t, "machinist_standby_fresh_creates_total", e.NS); n != 1 {
+		t.Errorf("machinist_standby_fresh_creates_total{namespace=%s} = %v; want 1", e.NS, n)
+	}
+}
+
+// standbyMetric reads a standby metric of namespace ns ("": the unlabelled histogram's count).
+func standbyMetric(t *testing.T, name, ns string) float64 {
+	t.Helper()
+	fams, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	if ns != "" {
+		want["namespace"] = ns
+	}
+	return value(fams, name, want)
 }
