@@ -170,9 +170,25 @@ func dialinDriver(b *testing.B, d driver.Driver) driver.Driver {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func runStatus(b *testing.B, d driver.Driver) {
+// callerContext is the context the benchmarks call with: one with a deadline, as the
+// controllers always call drivers (each reconcile step bounds its driver calls), so gRPC carries
+// the deadline and the bridge's client adds none. noDeadline is the secondary case of a caller
+// without one, where the client adds its default bound (Timeouts).
+type callerContext func(b *testing.B) context.Context
+
+func withDeadline(b *testing.B) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	b.Cleanup(cancel)
+	return ctx
+}
+
+func noDeadline(*testing.B) context.Context { return context.Background() }
+
+func runStatus(b *testing.B, d driver.Driver) { runStatusIn(b, withDeadline, d) }
+
+func runStatusIn(b *testing.B, caller callerContext, d driver.Driver) {
 	req := benchRequest()
-	ctx := context.Background()
+	ctx := caller(b)
 	b.ReportAllocs()
 	defer cpuPerOp(b)()
 	for b.Loop() {
@@ -191,7 +207,7 @@ func runStatusNewMachines(b *testing.B, d driver.Driver) {
 		reqs[i] = benchRequest()
 		reqs[i].Machine.ResourceVersion = strconv.Itoa(2000000 + i)
 	}
-	ctx := context.Background()
+	ctx := withDeadline(b)
 	b.ReportAllocs()
 	defer cpuPerOp(b)()
 	i := 0
@@ -203,8 +219,10 @@ func runStatusNewMachines(b *testing.B, d driver.Driver) {
 	}
 }
 
-func runFloor(b *testing.B, floor func(context.Context) error) {
-	ctx := context.Background()
+func runFloor(b *testing.B, floor func(context.Context) error) { runFloorIn(b, withDeadline, floor) }
+
+func runFloorIn(b *testing.B, caller callerContext, floor func(context.Context) error) {
+	ctx := caller(b)
 	b.ReportAllocs()
 	defer cpuPerOp(b)()
 	for b.Loop() {
@@ -234,9 +252,11 @@ func processCPU() time.Duration {
 
 // BenchmarkGetMachineStatus measures one GetMachineStatus call with a realistic Machine, class
 // and secret: in process (direct), as bare gRPC with payloads of the same size (floor), and
-// through the bridge over a unix socket, TCP, TCP with mutual TLS and dial-in. Every case but
-// uds-new-machine repeats one machine version, as the controller does within a reconcile
-// (GetMachineStatus, then CreateMachine); uds-new-machine sends a new one each time.
+// through the bridge over a unix socket, TCP, TCP with mutual TLS and dial-in, each called with
+// a deadline as the controllers call. Every case but uds-new-machine repeats one machine
+// version, as the controller does within a reconcile (GetMachineStatus, then CreateMachine);
+// uds-new-machine sends a new one each time. floor-no-deadline and uds-no-deadline are a caller
+// without a deadline, for which the bridge's client sets its default bound.
 func BenchmarkGetMachineStatus(b *testing.B) {
 	env := newBenchEnv(b)
 	b.Run("direct", func(b *testing.B) { runStatus(b, env.direct) })
@@ -246,18 +266,21 @@ func BenchmarkGetMachineStatus(b *testing.B) {
 	b.Run("tcp", func(b *testing.B) { runStatus(b, env.tcp) })
 	b.Run("tcp-mtls", func(b *testing.B) { runStatus(b, env.tcpMTLS) })
 	b.Run("dialin", func(b *testing.B) { runStatus(b, env.dialin) })
+	b.Run("floor-no-deadline", func(b *testing.B) { runFloorIn(b, noDeadline, env.floor) })
+	b.Run("uds-no-deadline", func(b *testing.B) { runStatusIn(b, noDeadline, env.uds) })
 }
 
 // BenchmarkGetMachineStatusParallel is the same with concurrent callers (b.RunParallel), as
-// controller workers call.
+// controller workers call, with a deadline.
 func BenchmarkGetMachineStatusParallel(b *testing.B) {
 	env := newBenchEnv(b)
+	ctx := withDeadline(b)
 	b.Run("floor", func(b *testing.B) {
 		b.ReportAllocs()
 		defer cpuPerOp(b)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if err := env.floor(context.Background()); err != nil {
+				if err := env.floor(ctx); err != nil {
 					b.Error(err)
 					return
 				}
@@ -274,7 +297,7 @@ func BenchmarkGetMachineStatusParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				req := benchRequest()
 				for pb.Next() {
-					if _, err := bc.d.GetMachineStatus(context.Background(), req); err != nil {
+					if _, err := bc.d.GetMachineStatus(ctx, req); err != nil {
 						b.Error(err)
 						return
 					}
@@ -427,10 +450,11 @@ func BenchmarkObjectEncoding(b *testing.B) {
 }
 
 // breakdownServer is the real DriverService with the bridge's work switched off piece by piece:
-// it answers GetMachineStatus with a response converted once, and decodes the machine only when
-// asked to.
+// it converts the response per call only when asked to (else it answers one converted once),
+// and decodes the machine only when asked to.
 type breakdownServer struct {
 	driverv1.UnimplementedDriverServiceServer
+	convert       bool
 	decodeMachine bool
 	resp          *driverv1.GetMachineStatusResponse
 }
@@ -441,24 +465,29 @@ func (s *breakdownServer) GetMachineStatus(_ context.Context, req *driverv1.GetM
 			return nil, err
 		}
 	}
+	if s.convert {
+		return grpcbridge.StatusResponseToProto(statusResponse), nil
+	}
 	return s.resp, nil
 }
 
 // BenchmarkGetMachineStatusBreakdown splits the distance between floor and uds (same request
-// bytes, same socket kind, same run):
-//   - deadline: floor with a deadline on the call, as the bridge's client sets one when the
-//     caller has none (a timer and its context on each side);
+// bytes, same socket kind, same run, every call with the caller's deadline):
+//   - no-deadline: floor without a deadline, to show what a deadline costs gRPC itself (a
+//     timer and its context on each side);
 //   - messages: the generated request and response types over the real method, pre-encoded
 //     once, no conversion at all;
-//   - machine: as messages, but the Machine is encoded and decoded per call and the response
-//     converted back (class and secret travel pre-encoded and are not looked at);
-//   - uds: the whole bridge (the class and secret from the client's Encoder, found in the
-//     server's Decoder by content, and each object copied for the driver).
+//   - machine: as messages, but the Machine is encoded per call and the response converted on
+//     both sides; the server does not decode the Machine, as uds finds it in its Decoder;
+//   - machine-decoded: as machine, and the server decodes the Machine, as uds-new-machine must;
+//   - uds: the whole bridge (the class and secret from the client's Encoder, all three objects
+//     found in the server's Decoder by content and handed to the driver as they are).
 func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 	env := newBenchEnv(b)
-	open := func(b *testing.B, decodeMachine bool) driverv1.DriverServiceClient {
-		return driverv1.NewDriverServiceClient(serveUnix(b, "breakdown.sock", func(srv *grpc.Server) {
-			driverv1.RegisterDriverServiceServer(srv, &breakdownServer{decodeMachine: decodeMachine, resp: grpcbridge.StatusResponseToProto(statusResponse)})
+	open := func(b *testing.B, srv *breakdownServer) driverv1.DriverServiceClient {
+		srv.resp = grpcbridge.StatusResponseToProto(statusResponse)
+		return driverv1.NewDriverServiceClient(serveUnix(b, "breakdown.sock", func(s *grpc.Server) {
+			driverv1.RegisterDriverServiceServer(s, srv)
 		}))
 	}
 	r := benchRequest()
@@ -467,24 +496,9 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 		MachineClass: must(grpcbridge.EncodeMachineClass(r.MachineClass)),
 		Secret:       must(grpcbridge.EncodeSecret(r.Secret)),
 	}
-	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
-	b.Run("deadline", func(b *testing.B) {
-		runFloor(b, func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, grpcbridge.DefaultTimeouts.Reading)
-			defer cancel()
-			return env.floor(ctx)
-		})
-	})
-	b.Run("messages", func(b *testing.B) {
-		rpc := open(b, false)
-		runFloor(b, func(ctx context.Context) error {
-			_, err := rpc.GetMachineStatus(ctx, pre)
-			return err
-		})
-	})
-	b.Run("machine", func(b *testing.B) {
-		rpc := open(b, true)
-		runFloor(b, func(ctx context.Context) error {
+	// encodeMachine calls with the Machine encoded per call and converts the response back.
+	encodeMachine := func(rpc driverv1.DriverServiceClient) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
 			req := &driverv1.GetMachineStatusRequest{MachineClass: pre.MachineClass, Secret: pre.Secret}
 			var err error
 			if req.Machine, err = grpcbridge.EncodeMachine(r.Machine); err != nil {
@@ -496,7 +510,20 @@ func BenchmarkGetMachineStatusBreakdown(b *testing.B) {
 			}
 			grpcbridge.StatusResponseFromProto(resp)
 			return nil
+		}
+	}
+	b.Run("floor", func(b *testing.B) { runFloor(b, env.floor) })
+	b.Run("no-deadline", func(b *testing.B) { runFloorIn(b, noDeadline, env.floor) })
+	b.Run("messages", func(b *testing.B) {
+		rpc := open(b, &breakdownServer{})
+		runFloor(b, func(ctx context.Context) error {
+			_, err := rpc.GetMachineStatus(ctx, pre)
+			return err
 		})
+	})
+	b.Run("machine", func(b *testing.B) { runFloor(b, encodeMachine(open(b, &breakdownServer{convert: true}))) })
+	b.Run("machine-decoded", func(b *testing.B) {
+		runFloor(b, encodeMachine(open(b, &breakdownServer{convert: true, decodeMachine: true})))
 	})
 	b.Run("uds", func(b *testing.B) { runStatus(b, env.uds) })
 }

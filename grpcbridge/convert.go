@@ -3,6 +3,7 @@ package grpcbridge
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -43,8 +44,13 @@ var deterministic = proto.MarshalOptions{Deterministic: true}
 
 // EncodeMachine encodes a Machine as a machinist.driver.v1.Machine message; nil yields nil.
 func EncodeMachine(m *v1alpha1.Machine) ([]byte, error) {
-	p, err := MachineToProto(m)
-	if p == nil || err != nil {
+	if m == nil {
+		return nil, nil
+	}
+	t := machineTrees.Get().(*machineMessages)
+	defer machineTrees.Put(t)
+	p, err := t.fill(m)
+	if err != nil {
 		return nil, err
 	}
 	b, err := deterministic.Marshal(p)
@@ -98,21 +104,74 @@ func MachineToProto(m *v1alpha1.Machine) (*driverv1.Machine, error) {
 	if m == nil {
 		return nil, nil
 	}
-	meta, err := m.ObjectMeta.Marshal()
-	if err != nil {
+	return new(machineMessages).fill(m)
+}
+
+// machineMessages is the message tree of one Machine in one piece, where building it message by
+// message took 25 allocations, and EncodeMachine reuses it through a pool: the client encodes
+// the Machine of every call (no version names a machine's content, see Encoder), and the tree
+// is garbage once marshalled. fill sets every field of the messages it links, so a reused tree
+// carries nothing of the machine before.
+type machineMessages struct {
+	machine   driverv1.Machine
+	spec      driverv1.MachineSpec
+	class     driverv1.ClassSpec
+	template  driverv1.NodeTemplateSpec
+	config    driverv1.MachineConfiguration
+	status    driverv1.MachineStatus
+	lastOp    driverv1.LastOperation
+	current   driverv1.CurrentStatus
+	durations [5]durationpb.Duration
+
+	conditions    []driverv1.NodeCondition
+	conditionPtrs []*driverv1.NodeCondition
+	addresses     []driverv1.NodeAddress
+	addressPtrs   []*driverv1.NodeAddress
+	times         []timestamppb.Timestamp // filled in order; never grown while pointers into it live
+
+	// Kubernetes protobuf of the metadata, the node template's metadata and its spec.
+	meta, templateMeta, templateSpec []byte
+}
+
+var machineTrees = sync.Pool{New: func() any { return new(machineMessages) }}
+
+// fill converts m into t and returns the tree's root.
+func (t *machineMessages) fill(m *v1alpha1.Machine) (*driverv1.Machine, error) {
+	var err error
+	if t.meta, err = marshalInto(t.meta, &m.ObjectMeta); err != nil {
 		return nil, encodeError("machine metadata", err)
 	}
-	spec, err := machineSpecToProto(&m.Spec)
+	spec, err := t.fillSpec(&m.Spec)
 	if err != nil {
 		return nil, err
 	}
-	return &driverv1.Machine{
+	t.machine = driverv1.Machine{
 		ApiVersion: m.APIVersion,
 		Kind:       m.Kind,
-		Metadata:   meta,
+		Metadata:   t.meta,
 		Spec:       spec,
-		Status:     machineStatusToProto(&m.Status),
-	}, nil
+		Status:     t.fillStatus(&m.Status),
+	}
+	return &t.machine, nil
+}
+
+// kubeMessage is a Kubernetes type with its generated protobuf marshalling.
+type kubeMessage interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// marshalInto marshals v into buf's array when it is large enough, as v.Marshal() would.
+func marshalInto(buf []byte, v kubeMessage) ([]byte, error) {
+	n := v.Size()
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := v.MarshalToSizedBuffer(buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // MachineFromProto converts a wire Machine; nil yields nil.
@@ -131,33 +190,41 @@ func MachineFromProto(p *driverv1.Machine) (*v1alpha1.Machine, error) {
 	return m, nil
 }
 
-func machineSpecToProto(s *v1alpha1.MachineSpec) (*driverv1.MachineSpec, error) {
-	tmplMeta, err := s.NodeTemplateSpec.ObjectMeta.Marshal()
-	if err != nil {
+func (t *machineMessages) fillSpec(s *v1alpha1.MachineSpec) (*driverv1.MachineSpec, error) {
+	var err error
+	if t.templateMeta, err = marshalInto(t.templateMeta, &s.NodeTemplateSpec.ObjectMeta); err != nil {
 		return nil, encodeError("machine nodeTemplate metadata", err)
 	}
-	tmplSpec, err := s.NodeTemplateSpec.Spec.Marshal()
-	if err != nil {
+	if t.templateSpec, err = marshalInto(t.templateSpec, &s.NodeTemplateSpec.Spec); err != nil {
 		return nil, encodeError("machine nodeTemplate spec", err)
 	}
-	out := &driverv1.MachineSpec{
-		Class:        &driverv1.ClassSpec{ApiGroup: s.Class.APIGroup, Kind: s.Class.Kind, Name: s.Class.Name},
-		ProviderId:   s.ProviderID,
-		NodeTemplate: &driverv1.NodeTemplateSpec{Metadata: tmplMeta, Spec: tmplSpec},
-	}
+	t.class = driverv1.ClassSpec{ApiGroup: s.Class.APIGroup, Kind: s.Class.Kind, Name: s.Class.Name}
+	t.template = driverv1.NodeTemplateSpec{Metadata: t.templateMeta, Spec: t.templateSpec}
+	t.spec = driverv1.MachineSpec{Class: &t.class, ProviderId: s.ProviderID, NodeTemplate: &t.template}
 	if c := s.MachineConfiguration; c != nil {
-		out.Configuration = &driverv1.MachineConfiguration{
-			DrainTimeout:         durationToProto(c.MachineDrainTimeout),
-			HealthTimeout:        durationToProto(c.MachineHealthTimeout),
-			CreationTimeout:      durationToProto(c.MachineCreationTimeout),
-			InPlaceUpdateTimeout: durationToProto(c.MachineInPlaceUpdateTimeout),
-			PreserveTimeout:      durationToProto(c.MachinePreserveTimeout),
+		t.config = driverv1.MachineConfiguration{
+			DrainTimeout:         t.duration(0, c.MachineDrainTimeout),
+			HealthTimeout:        t.duration(1, c.MachineHealthTimeout),
+			CreationTimeout:      t.duration(2, c.MachineCreationTimeout),
+			InPlaceUpdateTimeout: t.duration(3, c.MachineInPlaceUpdateTimeout),
+			PreserveTimeout:      t.duration(4, c.MachinePreserveTimeout),
 			DisableHealthTimeout: c.DisableHealthTimeout,
 			MaxEvictRetries:      c.MaxEvictRetries,
 			NodeConditions:       c.NodeConditions,
 		}
+		t.spec.Configuration = &t.config
 	}
-	return out, nil
+	return &t.spec, nil
+}
+
+// duration converts d into the tree's i-th duration; nil yields nil.
+func (t *machineMessages) duration(i int, d *metav1.Duration) *durationpb.Duration {
+	if d == nil {
+		return nil
+	}
+	nanos := d.Duration.Nanoseconds()
+	t.durations[i] = durationpb.Duration{Seconds: nanos / 1e9, Nanos: int32(nanos % 1e9)}
+	return &t.durations[i]
 }
 
 func machineSpecFromProto(p *driverv1.MachineSpec, s *v1alpha1.MachineSpec) error {
@@ -191,37 +258,75 @@ func machineSpecFromProto(p *driverv1.MachineSpec, s *v1alpha1.MachineSpec) erro
 	return nil
 }
 
-func machineStatusToProto(s *v1alpha1.MachineStatus) *driverv1.MachineStatus {
-	out := &driverv1.MachineStatus{
-		Addresses: AddressesToProto(s.Addresses),
-		LastOperation: &driverv1.LastOperation{
-			Description:    s.LastOperation.Description,
-			ErrorCode:      s.LastOperation.ErrorCode,
-			LastUpdateTime: timeToProto(s.LastOperation.LastUpdateTime),
-			State:          string(s.LastOperation.State),
-			Type:           string(s.LastOperation.Type),
-		},
-		CurrentStatus: &driverv1.CurrentStatus{
-			Phase:              string(s.CurrentStatus.Phase),
-			TimeoutActive:      s.CurrentStatus.TimeoutActive,
-			LastUpdateTime:     timeToProto(s.CurrentStatus.LastUpdateTime),
-			PreserveExpiryTime: timePtrToProto(s.CurrentStatus.PreserveExpiryTime),
-		},
+func (t *machineMessages) fillStatus(s *v1alpha1.MachineStatus) *driverv1.MachineStatus {
+	// Every time the status may carry, so that t.times is sized once and its pointers stay valid.
+	t.times = resize(t.times, 3+2*len(s.Conditions))[:0]
+	t.lastOp = driverv1.LastOperation{
+		Description:    s.LastOperation.Description,
+		ErrorCode:      s.LastOperation.ErrorCode,
+		LastUpdateTime: t.time(s.LastOperation.LastUpdateTime),
+		State:          string(s.LastOperation.State),
+		Type:           string(s.LastOperation.Type),
+	}
+	t.current = driverv1.CurrentStatus{
+		Phase:          string(s.CurrentStatus.Phase),
+		TimeoutActive:  s.CurrentStatus.TimeoutActive,
+		LastUpdateTime: t.time(s.CurrentStatus.LastUpdateTime),
+	}
+	if p := s.CurrentStatus.PreserveExpiryTime; p != nil {
+		t.current.PreserveExpiryTime = t.setTime(p.Time) // a set zero time too: nil stays apart
+	}
+	t.status = driverv1.MachineStatus{
+		LastOperation:  &t.lastOp,
+		CurrentStatus:  &t.current,
 		LastKnownState: s.LastKnownState,
 	}
-	if len(s.Conditions) > 0 {
-		out.Conditions = make([]*driverv1.NodeCondition, len(s.Conditions))
+	if n := len(s.Addresses); n > 0 {
+		t.addresses, t.addressPtrs = resize(t.addresses, n), resize(t.addressPtrs, n)
+		for i, a := range s.Addresses {
+			t.addresses[i] = driverv1.NodeAddress{Type: string(a.Type), Address: a.Address}
+			t.addressPtrs[i] = &t.addresses[i]
+		}
+		t.status.Addresses = t.addressPtrs
+	}
+	if n := len(s.Conditions); n > 0 {
+		t.conditions, t.conditionPtrs = resize(t.conditions, n), resize(t.conditionPtrs, n)
 		for i := range s.Conditions {
 			c := &s.Conditions[i]
-			out.Conditions[i] = &driverv1.NodeCondition{
+			t.conditions[i] = driverv1.NodeCondition{
 				Type: string(c.Type), Status: string(c.Status),
-				LastHeartbeatTime:  timeToProto(c.LastHeartbeatTime),
-				LastTransitionTime: timeToProto(c.LastTransitionTime),
+				LastHeartbeatTime:  t.time(c.LastHeartbeatTime),
+				LastTransitionTime: t.time(c.LastTransitionTime),
 				Reason:             c.Reason, Message: c.Message,
 			}
+			t.conditionPtrs[i] = &t.conditions[i]
 		}
+		t.status.Conditions = t.conditionPtrs
 	}
-	return out
+	return &t.status
+}
+
+// time converts a time into the tree's next timestamp, leaving a zero time out.
+func (t *machineMessages) time(v metav1.Time) *timestamppb.Timestamp {
+	if v.IsZero() {
+		return nil
+	}
+	return t.setTime(v.Time)
+}
+
+func (t *machineMessages) setTime(v time.Time) *timestamppb.Timestamp {
+	i := len(t.times)
+	t.times = t.times[:i+1] // within the capacity fillStatus sized
+	t.times[i] = timestamppb.Timestamp{Seconds: v.Unix(), Nanos: int32(v.Nanosecond())}
+	return &t.times[i]
+}
+
+// resize returns s with length n, reusing its array when large enough.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 func machineStatusFromProto(p *driverv1.MachineStatus, s *v1alpha1.MachineStatus) {
@@ -465,14 +570,7 @@ func resourcesFromProto(m map[string]string, path string) (corev1.ResourceList, 
 	return out, nil
 }
 
-// timeToProto leaves a zero time out; timeFromProto reads absence as zero.
-func timeToProto(t metav1.Time) *timestamppb.Timestamp {
-	if t.IsZero() {
-		return nil
-	}
-	return timestamppb.New(t.Time)
-}
-
+// timeFromProto reads an absent time as zero (machineMessages.time leaves a zero time out).
 func timeFromProto(ts *timestamppb.Timestamp) metav1.Time {
 	if ts == nil {
 		return metav1.Time{}
@@ -480,27 +578,13 @@ func timeFromProto(ts *timestamppb.Timestamp) metav1.Time {
 	return metav1.Time{Time: time.Unix(ts.Seconds, int64(ts.Nanos)).Local()}
 }
 
-// Pointer times keep nil apart from a set zero time.
-func timePtrToProto(t *metav1.Time) *timestamppb.Timestamp {
-	if t == nil {
-		return nil
-	}
-	return timestamppb.New(t.Time)
-}
-
+// timePtrFromProto keeps nil apart from a set zero time.
 func timePtrFromProto(ts *timestamppb.Timestamp) *metav1.Time {
 	if ts == nil {
 		return nil
 	}
 	t := timeFromProto(ts)
 	return &t
-}
-
-func durationToProto(d *metav1.Duration) *durationpb.Duration {
-	if d == nil {
-		return nil
-	}
-	return durationpb.New(d.Duration)
 }
 
 func durationFromProto(d *durationpb.Duration) *metav1.Duration {

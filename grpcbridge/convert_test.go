@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
@@ -132,6 +133,30 @@ func TestRandomObjectsRoundTrip(t *testing.T) {
 			t.Fatal("a nil volume spec came back non-nil")
 		}
 		mustEqual(t, "pv spec", &pv, dec[0])
+	}
+}
+
+// TestReusedMachineTreeKeepsNothing encodes random machines one after another with one message
+// tree, as EncodeMachine's pool reuses it, and requires the bytes of a fresh tree each time: a
+// machine without conditions, addresses, configuration or times after one with them must not
+// carry any of them.
+func TestReusedMachineTreeKeepsNothing(t *testing.T) {
+	f := objectFiller(t, 2)
+	encode := grpcbridge.MachineEncoderReusingOneTree()
+	machines := []*v1alpha1.Machine{fixture.Machine("m-full"), {}, fixture.Machine("m-full-again")}
+	for range 300 {
+		var m v1alpha1.Machine
+		f.Fill(&m)
+		machines = append(machines, &m)
+	}
+	for i, m := range machines {
+		fresh, err := proto.MarshalOptions{Deterministic: true}.Marshal(must(grpcbridge.MachineToProto(m)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := must(encode(m)); !bytes.Equal(got, fresh) {
+			t.Fatalf("machine %d encoded with a reused tree differs from a fresh tree's encoding", i)
+		}
 	}
 }
 

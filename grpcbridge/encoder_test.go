@@ -155,6 +155,59 @@ func TestNoStaleClassOrSecret(t *testing.T) {
 	}
 }
 
+// TestMachineChangedInMemoryArrives reproduces the Machine controller's stale-node probe
+// (rejectStaleNode): the machine goes out twice as read, then as a copy with another providerID
+// and the same resourceVersion. The server hands both calls of the version it has decoded the
+// same object (drivers only read it), and the probe arrives as the caller changed it.
+func TestMachineChangedInMemoryArrives(t *testing.T) {
+	var mu sync.Mutex
+	var got []*v1alpha1.Machine
+	d := &fixture.FuncDriver{Handle: func(_ context.Context, method string, req any) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r := req.(type) {
+		case *driver.GetMachineStatusRequest:
+			got = append(got, r.Machine)
+			return &driver.GetMachineStatusResponse{}, nil
+		case *driver.CreateMachineRequest:
+			got = append(got, r.Machine)
+			return &driver.CreateMachineResponse{ProviderID: "mem:///new-vm", NodeName: r.Machine.Name}, nil
+		case *driver.DeleteMachineRequest:
+			got = append(got, r.Machine)
+			return &driver.DeleteMachineResponse{}, nil
+		}
+		return nil, driver.Errorf(driver.Unimplemented, "%s", method)
+	}}
+	client := fixture.ServeUnix(t, d).Client
+	m, class, secret := fixture.Machine("m-1"), fixture.Class("mem"), fixture.Secret()
+	if _, err := client.GetMachineStatus(t.Context(), &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret}); err != nil {
+		t.Fatal(err)
+	}
+	created, err := client.CreateMachine(t.Context(), &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := m.DeepCopy()
+	probe.Spec.ProviderID = created.ProviderID
+	if _, err := client.DeleteMachine(t.Context(), &driver.DeleteMachineRequest{Machine: probe, MachineClass: class, Secret: secret}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("the driver received %d calls, want 3", len(got))
+	}
+	if got[0] != got[1] {
+		t.Error("two calls of one machine version received different decoded objects; the server's Decoder should hand the one it has")
+	}
+	if got[1].Spec.ProviderID != m.Spec.ProviderID {
+		t.Errorf("CreateMachine received providerID %q, want the machine's %q", got[1].Spec.ProviderID, m.Spec.ProviderID)
+	}
+	if got[2].Spec.ProviderID != "mem:///new-vm" || got[2].ResourceVersion != m.ResourceVersion {
+		t.Errorf("the probe arrived with providerID %q at resourceVersion %s, want %q at %s", got[2].Spec.ProviderID, got[2].ResourceVersion, "mem:///new-vm", m.ResourceVersion)
+	}
+}
+
 func mustEncode[T any](t *testing.T, enc func(T) (*grpcbridge.Encoded, error), obj T) *grpcbridge.Encoded {
 	t.Helper()
 	e, err := enc(obj)
@@ -162,4 +215,27 @@ func mustEncode[T any](t *testing.T, enc func(T) (*grpcbridge.Encoded, error), o
 		t.Fatalf("encode: %v %v", e, err)
 	}
 	return e
+}
+
+// BenchmarkEncoderHit is the client's per-call cost of a class and secret already encoded: the
+// class by UID and resourceVersion, the secret by a hash of its data and a comparison with it.
+func BenchmarkEncoderHit(b *testing.B) {
+	e := grpcbridge.NewEncoder()
+	c, s := fixture.Class("openstack"), fixture.Secret()
+	b.Run("class", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.MachineClass(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("secret", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.Secret(s); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -11,11 +11,13 @@ import (
 )
 
 // Decoder decodes the objects of driver requests and keeps the versions it decoded last, by
-// content, so a version that arrives again costs a hash, a comparison and a copy instead of a
-// decode. Classes and secrets repeat on every call of a class (Encoder); a machine repeats when
-// the controller makes two calls for one version of it, as it does for every new machine
-// (GetMachineStatus, then CreateMachine) and on deletion. Every call gets its own copy. It is
-// safe for concurrent use.
+// content, so a version that arrives again costs a hash and a comparison instead of a decode.
+// Classes and secrets repeat on every call of a class (Encoder); a machine repeats when the
+// controller makes two calls for one version of it, as it does for every new machine
+// (GetMachineStatus, then CreateMachine) and on deletion. Every call of a version gets the same
+// object: request objects are read-only for drivers (core/driver's contract, checked by
+// core/drivertest's RequestsAreReadOnly), as they are in MCM, whose controller hands drivers the
+// objects of its informer cache. It is safe for concurrent use.
 type Decoder struct {
 	machines *objectCache[*v1alpha1.Machine]
 	classes  *objectCache[*v1alpha1.MachineClass]
@@ -34,28 +36,29 @@ const (
 // NewDecoder returns an empty Decoder.
 func NewDecoder() *Decoder {
 	return &Decoder{
-		machines: newObjectCache(decodedMachines, DecodeMachine, (*v1alpha1.Machine).DeepCopy),
-		classes:  newObjectCache(decodedClasses, DecodeMachineClass, (*v1alpha1.MachineClass).DeepCopy),
-		secrets:  newObjectCache(decodedSecrets, DecodeSecret, (*corev1.Secret).DeepCopy),
+		machines: newObjectCache(decodedMachines, DecodeMachine),
+		classes:  newObjectCache(decodedClasses, DecodeMachineClass),
+		secrets:  newObjectCache(decodedSecrets, DecodeSecret),
 	}
 }
 
-// Machine decodes as DecodeMachine does; b must not be modified afterwards.
+// Machine decodes as DecodeMachine does; b must not be modified afterwards, nor the object
+// returned (it is shared).
 func (d *Decoder) Machine(b []byte) (*v1alpha1.Machine, error) { return d.machines.get(b) }
 
-// MachineClass decodes as DecodeMachineClass does; b must not be modified afterwards.
+// MachineClass decodes as DecodeMachineClass does; b must not be modified afterwards, nor the
+// object returned (it is shared).
 func (d *Decoder) MachineClass(b []byte) (*v1alpha1.MachineClass, error) { return d.classes.get(b) }
 
-// Secret decodes as DecodeSecret does; b must not be modified afterwards.
+// Secret decodes as DecodeSecret does; b must not be modified afterwards, nor the object
+// returned (it is shared).
 func (d *Decoder) Secret(b []byte) (*corev1.Secret, error) { return d.secrets.get(b) }
 
 // objectCache remembers decoded objects by their encoding; later requests of the same bytes pay a
-// hash, a comparison and a copy (each call gets its own copy, so a driver that modifies its
-// request cannot affect another). The hash is seeded per process and confirmed by comparing the bytes, so crafted input cannot
-// make two objects collide.
+// hash and a comparison and get the same object. The hash is seeded per process and confirmed by
+// comparing the bytes, so crafted input cannot make two objects collide.
 type objectCache[T comparable] struct {
 	decode func([]byte) (T, error)
-	clone  func(T) T
 	seed   maphash.Seed
 	lru    *lru.Cache // hash -> *cacheEntry[T]
 }
@@ -65,12 +68,12 @@ type cacheEntry[T any] struct {
 	obj T
 }
 
-func newObjectCache[T comparable](size int, decode func([]byte) (T, error), clone func(T) T) *objectCache[T] {
-	return &objectCache[T]{decode: decode, clone: clone, seed: maphash.MakeSeed(), lru: lru.New(size)}
+func newObjectCache[T comparable](size int, decode func([]byte) (T, error)) *objectCache[T] {
+	return &objectCache[T]{decode: decode, seed: maphash.MakeSeed(), lru: lru.New(size)}
 }
 
-// get returns a fresh copy of the object b encodes; b must not be modified afterwards. Empty
-// bytes are the zero T (no object).
+// get returns the object b encodes, shared with every other call of the same bytes; neither b
+// nor the object may be modified afterwards. Empty bytes are the zero T (no object).
 func (c *objectCache[T]) get(b []byte) (T, error) {
 	var zero T
 	if len(b) == 0 {
@@ -79,7 +82,7 @@ func (c *objectCache[T]) get(b []byte) (T, error) {
 	h := maphash.Bytes(c.seed, b)
 	if v, ok := c.lru.Get(h); ok {
 		if e := v.(*cacheEntry[T]); bytes.Equal(e.raw, b) {
-			return c.clone(e.obj), nil
+			return e.obj, nil
 		}
 	}
 	obj, err := c.decode(b)
@@ -87,7 +90,7 @@ func (c *objectCache[T]) get(b []byte) (T, error) {
 		return obj, err
 	}
 	c.lru.Add(h, &cacheEntry[T]{raw: b, obj: obj})
-	return c.clone(obj), nil
+	return obj, nil
 }
 
 func (c *objectCache[T]) len() int { return c.lru.Len() }

@@ -27,6 +27,13 @@ import (
 // Before acting, a driver checks MachineClass.provider against its name (InvalidArgument when it
 // differs) and decodes MachineClass.providerSpec strictly (InvalidArgument naming the field that
 // is unknown or invalid); DecodeProviderSpec and CheckProvider do both.
+//
+// Requests are read-only: a driver must not change a request or the objects it carries (Machine,
+// MachineClass, Secret, PVSpecs), not even to write the value that is there. Callers share them:
+// the controllers hand the objects of their informer cache, as MCM's machine controller hands
+// its listers' objects, and the bridge's server hands one decoded copy to every call that
+// carries the same object. A driver copies (DeepCopy) what it needs to change. The conformance
+// kit's RequestsAreReadOnly rule checks it (docs/compatibility/mcm-driver-contract.md#requests-are-read-only).
 type Driver interface {
 	// CreateMachine creates the VM of req.Machine, or returns the existing one: it is idempotent
 	// by machine name, so a second call for the same machine returns the same ProviderID and the

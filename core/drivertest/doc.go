@@ -68,6 +68,12 @@
 //   - ErrorsHideSecrets: no such error, nor the error of a CreateMachine with wrong credentials,
 //     contains a value of Target.Secret's keys that name a password, secret, token, key,
 //     credential or userData. Skipped when the secret has none.
+//   - RequestsAreReadOnly: no method changes its request's Machine, MachineClass, Secret or
+//     PVSpecs (deep-equal before and after), for a machine with every field the controller
+//     sends, on success and on the failing calls above, StopMachine and StartMachine too when the
+//     driver reports the power capability. The calls share one set of objects and run at once,
+//     as the controller's cache and the bridge's server hand them, so under -race a driver that
+//     writes to its request fails even when it writes the value that was there.
 //   - StopStartKeepsIdentity (the optional power capability, driver.PowerDriver): StopMachine of
 //     a running VM is OK, twice; the stopped VM is still one VM, GetMachineStatus reports it with
 //     its ProviderID and ListMachines lists it; StartMachine is OK, twice, and returns the

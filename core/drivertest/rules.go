@@ -42,6 +42,7 @@ var rules = []rule{
 	{"VolumeIDsSkipOtherDrivers", "vol", volumeIDsSkipOtherDrivers},
 	{"ErrorsAreStatuses", "err", errorsAreStatuses},
 	{"ErrorsHideSecrets", "sec", errorsHideSecrets},
+	{"RequestsAreReadOnly", "ro", requestsAreReadOnly},
 	{"StopStartKeepsIdentity", "pow", stopStartKeepsIdentity},
 	{"PowerOfAbsentIsNotFound", "powabs", powerOfAbsentIsNotFound},
 }

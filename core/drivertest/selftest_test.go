@@ -361,6 +361,18 @@ func (d echoesCredentials) CreateMachine(ctx context.Context, req *driver.Create
 	return resp, err
 }
 
+// recordsProviderID writes the new VM's ProviderID into the request's Machine, as if it were the
+// driver's own copy.
+type recordsProviderID struct{ *memdriver.Driver }
+
+func (d recordsProviderID) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+	resp, err := d.Driver.CreateMachine(ctx, req)
+	if err == nil {
+		req.Machine.Spec.ProviderID = resp.ProviderID
+	}
+	return resp, err
+}
+
 // StartMachine answers with a new provider ID, as if it had created another VM.
 type startNewIdentity struct{ *memdriver.Driver }
 
@@ -424,6 +436,7 @@ func TestEachRuleCatchesItsBrokenDriver(t *testing.T) {
 		{"VolumeIDsSkipOtherDrivers", func(d *memdriver.Driver) driver.Driver { return claimsNFS{d} }, nil},
 		{"ErrorsAreStatuses", func(d *memdriver.Driver) driver.Driver { return plainErrors{d} }, nil},
 		{"ErrorsHideSecrets", func(d *memdriver.Driver) driver.Driver { return echoesCredentials{d} }, nil},
+		{"RequestsAreReadOnly", func(d *memdriver.Driver) driver.Driver { return recordsProviderID{d} }, nil},
 		{"StopStartKeepsIdentity", func(d *memdriver.Driver) driver.Driver { return startNewIdentity{d} }, nil},
 		{"PowerOfAbsentIsNotFound", func(d *memdriver.Driver) driver.Driver { return startAbsentOK{d} }, nil},
 	}
@@ -467,7 +480,7 @@ func TestCheck(t *testing.T) {
 	if f := ce.Failed(); len(f) != 1 || f[0].Rule != "ListShowsOnlyOwnClass" {
 		t.Fatalf("failed rules = %+v", f)
 	}
-	if !strings.Contains(err.Error(), "1 of 17 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
+	if !strings.Contains(err.Error(), "1 of 18 rules failed") || !strings.Contains(err.Error(), "--- ListShowsOnlyOwnClass") ||
 		!strings.Contains(err.Error(), `class "others"`) {
 		t.Fatalf("error text does not say which rule failed and why:\n%v", err)
 	}

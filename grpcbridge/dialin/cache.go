@@ -10,8 +10,9 @@ import (
 
 // objectCache keeps decoded objects by digest (content-addressed: an entry never goes stale) in
 // LRU order, and makes concurrent operations that need the same missing version share one pull.
+// Every operation of a version gets the same object: request objects are read-only for drivers
+// (core/driver).
 type objectCache[T any] struct {
-	clone func(T) T
 	lru   *lru.Cache
 	pulls singleflight.Group
 }
@@ -20,15 +21,15 @@ type objectCache[T any] struct {
 // cancelled operation does not fail the others waiting for the same version.
 const pullTimeout = 30 * time.Second
 
-func newObjectCache[T any](size int, clone func(T) T) *objectCache[T] {
-	return &objectCache[T]{clone: clone, lru: lru.New(size)}
+func newObjectCache[T any](size int) *objectCache[T] {
+	return &objectCache[T]{lru: lru.New(size)}
 }
 
-// get returns a copy of the object of key, fetching it when missing.
+// get returns the object of key, fetching it when missing; it is shared, never to be modified.
 func (c *objectCache[T]) get(ctx context.Context, key string, fetch func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if v, ok := c.lru.Get(key); ok {
-		return c.clone(v.(T)), nil
+		return v.(T), nil
 	}
 	ch := c.pulls.DoChan(key, func() (any, error) {
 		// A pull that finished between the miss above and this call has filled the cache:
@@ -50,7 +51,7 @@ func (c *objectCache[T]) get(ctx context.Context, key string, fetch func(context
 		if r.Err != nil {
 			return zero, r.Err
 		}
-		return c.clone(r.Val.(T)), nil
+		return r.Val.(T), nil
 	case <-ctx.Done():
 		return zero, ctx.Err()
 	}

@@ -104,8 +104,8 @@ func NewConnector(o ConnectorOptions) (*Connector, error) {
 		conn:    conn,
 		client:  dialinv1.NewControllerServiceClient(conn),
 		dec:     grpcbridge.NewDecoder(),
-		classes: newObjectCache(o.CacheSize, (*v1alpha1.MachineClass).DeepCopy),
-		secrets: newObjectCache(o.CacheSize, (*corev1.Secret).DeepCopy),
+		classes: newObjectCache[*v1alpha1.MachineClass](o.CacheSize),
+		secrets: newObjectCache[*corev1.Secret](o.CacheSize),
 	}, nil
 }
 

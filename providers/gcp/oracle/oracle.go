@@ -6,7 +6,7 @@
 // node name, listed machines, machine code).
 //
 // Gardener's driver is not a dependency of machinist and the repository carries no recipe that
-// builds it: test/oracle/gcp/run.sh (`make test-gardener-oracle`) takes it as an executable
+// builds it: test/oracle/run.sh (`make test-gardener-oracle`) takes it as an executable
 // serving the JSON-lines protocol of Call and Result (docs/compatibility/gcp.md, "The oracle's
 // driver process"), runs both, checks Gardener's side against the recorded corpus in
 // testdata/gardener, and writes the corpus anew with -update. Gardener's Compute client has no

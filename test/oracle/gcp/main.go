@@ -1,5 +1,5 @@
 // Command gcp is the GCP part of the differential run against Gardener's providers (make
-// test-gardener-oracle, test/oracle/gcp/run.sh): it runs every scenario of
+// test-gardener-oracle, test/oracle/run.sh): it runs every scenario of
 // providers/gcp/oracle through Gardener's GCP driver (an executable the operator supplies, serving
 // the oracle's JSON-lines protocol: docs/compatibility/gcp.md) and machinist's, each against a
 // fresh fakegcp, checks Gardener's transcripts against the recorded corpus (or writes them with
@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	gardener := flag.String("gardener-driver", "", "Gardener's driver: an executable serving the oracle's JSON-lines protocol (ORACLE_GCP_DRIVER of test/oracle/gcp/run.sh)")
+	gardener := flag.String("gardener-driver", "", "Gardener's driver: an executable serving the oracle's JSON-lines protocol (ORACLE_GCP_DRIVER of test/oracle/run.sh)")
 	corpus := flag.String("corpus", filepath.Join("providers", "gcp", "oracle", oracle.CorpusDir), "the recorded corpus of Gardener's transcripts")
 	update := flag.Bool("update", false, "write Gardener's transcripts into the corpus instead of checking them")
 	out := flag.String("out", "", "also write both drivers' transcripts into this directory")
