@@ -51,9 +51,13 @@ func (r *Reconciler) claimStandby(ctx context.Context, ms *v1alpha1.MachineSet, 
 	claimed := 0
 	var errs []error
 	for _, name := range names {
-		c := standby.Claim(byName[name], ms)
-		if err := r.client.Update(ctx, c); err != nil {
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		err := r.client.Update(ctx, standby.Claim(byName[name], ms))
+		if apierrors.IsConflict(err) {
+			// The cache was behind (the machine just became Stopped): claim the current one.
+			err = r.claimFresh(ctx, ms, name, owner.Name)
+		}
+		if err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !errors.Is(err, errNotClaimable) {
 				errs = append(errs, fmt.Errorf("machineset: claim standby machine %s: %w", name, err))
 			}
 			continue
@@ -66,4 +70,19 @@ func (r *Reconciler) claimStandby(ctx context.Context, ms *v1alpha1.MachineSet, 
 		r.recorder.Eventf(ms, nil, "Normal", ReasonResumedStandby, "Create", "Claimed %d standby machines instead of creating them", claimed)
 	}
 	return claimed, errors.Join(errs...)
+}
+
+var errNotClaimable = errors.New("no longer a claimable standby machine")
+
+// claimFresh claims machine name read from the API server, if it is still claimable.
+func (r *Reconciler) claimFresh(ctx context.Context, ms *v1alpha1.MachineSet, name, deployment string) error {
+	m := &v1alpha1.Machine{}
+	if err := r.reader.Get(ctx, client.ObjectKey{Namespace: ms.Namespace, Name: name}, m); err != nil {
+		return err
+	}
+	mem, ok := standby.MemberOf(m, deployment)
+	if !ok || len(standby.Claimable([]standby.Member{mem}, ms.Labels[v1alpha1.LabelMachineTemplateHash], 1)) == 0 {
+		return errNotClaimable
+	}
+	return r.client.Update(ctx, standby.Claim(m, ms))
 }

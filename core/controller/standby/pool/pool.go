@@ -55,6 +55,7 @@ type Options struct {
 // Reconciler keeps the standby pools.
 type Reconciler struct {
 	client client.Client
+	reader client.Reader // uncached: a pool's members are listed live, so a pass never creates twice
 	opts   Options
 }
 
@@ -69,7 +70,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Reconciler{client: mgr.GetClient(), opts: opts}
+	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: opts}
 	return builder.ControllerManagedBy(mgr).
 		Named("standbypool").
 		For(&v1alpha1.MachineDeployment{}).
@@ -129,10 +130,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, r.setCondition(ctx, md, status, reason, msg)
 }
 
-// members lists the deployment's standby machines (controlled by it, of its name).
+// members lists the deployment's standby machines (controlled by it, of its name), from the API
+// server: the cache may not show the machines the last pass created yet (a pool is at most
+// MaxPool machines, so the read is small).
 func (r *Reconciler) members(ctx context.Context, md *v1alpha1.MachineDeployment) ([]standby.Member, error) {
 	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(md.Namespace), client.MatchingLabels{standby.LabelDeployment: md.Name}); err != nil {
+	if err := r.reader.List(ctx, &list, client.InNamespace(md.Namespace), client.MatchingLabels{standby.LabelDeployment: md.Name}); err != nil {
 		return nil, fmt.Errorf("standby pool: list machines of %s: %w", md.Name, err)
 	}
 	var out []standby.Member
