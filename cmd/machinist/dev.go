@@ -33,6 +33,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/manager"
+	"github.com/machinist-io/machinist/core/controller/standby"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/grpcbridge/autoscaler/deployments"
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
@@ -385,27 +386,13 @@ func watchProgress(ctx context.Context, c client.Client, out io.Writer, step fun
 		for _, d := range mds.Items {
 			want += d.Spec.Replicas
 		}
-		phases := map[string]int{}
-		var nodes []string
-		for _, m := range ms.Items {
-			p := string(m.Status.CurrentStatus.Phase)
-			if p == "" {
-				p = "Creating"
-			}
-			if m.DeletionTimestamp != nil {
-				p = "Terminating"
-			}
-			phases[p]++
-			if p == string(v1alpha1.MachineRunning) {
-				nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
-			}
-		}
+		phases, nodes, standbyN := tally(ms.Items)
 		summary = summarize(phases) + poolsText(ctx, c)
 		if summary != last {
 			step("machines %d/%d Running: %s", phases["Running"], want, summary)
 			last = summary
 		}
-		if want > 0 && phases["Running"] == int(want) && len(ms.Items) == int(want) {
+		if want > 0 && phases["Running"] == int(want) && len(ms.Items)-standbyN == int(want) {
 			sort.Strings(nodes)
 			step("all %d machines Running; nodes: %s", want, strings.Join(nodes, ", "))
 			return true, nil
@@ -434,6 +421,32 @@ func poolsText(ctx context.Context, c client.Client) string {
 			st.Budget.SurgeInUse, st.Budget.MaxSurge, reason)
 	}
 	return b.String()
+}
+
+// tally counts machines by phase ("Creating" without one, "Terminating" while deleted) and lists
+// the nodes of the Running ones. Standby machines count apart, as "Standby <state>" (they are
+// not replicas), and their number is returned.
+func tally(ms []v1alpha1.Machine) (phases map[string]int, nodes []string, standbyN int) {
+	phases = map[string]int{}
+	for _, m := range ms {
+		p := string(m.Status.CurrentStatus.Phase)
+		if p == "" {
+			p = "Creating"
+		}
+		if _, isStandby := m.Annotations[standby.Annotation]; isStandby && m.DeletionTimestamp == nil {
+			phases["Standby "+m.Annotations[standby.AnnotationState]]++
+			standbyN++
+			continue
+		}
+		if m.DeletionTimestamp != nil {
+			p = "Terminating"
+		}
+		phases[p]++
+		if p == string(v1alpha1.MachineRunning) {
+			nodes = append(nodes, m.Labels[v1alpha1.LabelNode])
+		}
+	}
+	return phases, nodes, standbyN
 }
 
 func summarize(phases map[string]int) string {

@@ -112,8 +112,14 @@ func newAgent(rec *record, c *cluster, log *slog.Logger, stopped bool) *agent {
 	return a
 }
 
-// bootAt is when the machine's node first registers.
-func (a *agent) bootAt() time.Time { return a.rec.CreatedAt.Add(a.rec.Spec.BootDelay) }
+// bootAt is when the machine's node first registers: after its creation, or after its last
+// start when it was stopped.
+func (a *agent) bootAt() time.Time {
+	if !a.rec.RestartAt.IsZero() {
+		return a.rec.RestartAt
+	}
+	return a.rec.CreatedAt.Add(a.rec.Spec.BootDelay)
+}
 
 // readyAt is when the node becomes Ready (zero: never).
 func (a *agent) readyAt() time.Time {

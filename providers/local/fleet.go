@@ -173,15 +173,20 @@ func (f *fleet) sync() {
 	for _, n := range names {
 		onDisk[n] = true
 	}
+	off, err := f.store.stopped()
+	if err != nil {
+		f.log.Warn("local: sync stopped machines", "error", err)
+		return
+	}
 	f.mu.Lock()
 	var gone, added []string
 	for n := range f.agents {
-		if !onDisk[n] {
+		if !onDisk[n] || off[n] {
 			gone = append(gone, n)
 		}
 	}
 	for _, n := range names {
-		if _, ok := f.agents[n]; !ok {
+		if _, ok := f.agents[n]; !ok && !off[n] {
 			added = append(added, n)
 		}
 	}
@@ -239,6 +244,9 @@ func (f *fleet) adopt(name string) {
 		}
 		return
 	}
+	if f.isStopped(name) {
+		return // stopped by another process meanwhile: no agent
+	}
 	if rec.PodCIDR == "" {
 		// Recorded before machines had a pod CIDR: claim one now, as on creation.
 		if err := f.claimPodCIDR(rec); err != nil {
@@ -260,12 +268,18 @@ func (f *fleet) adopt(name string) {
 	f.sched.schedule(a, due)
 }
 
-// forget stops the agent of a machine whose record another process deleted, and deletes its
-// node (that process may have had no access to the target).
+// isStopped reports whether the machine's VM is stopped (an unreadable state counts as running).
+func (f *fleet) isStopped(name string) bool {
+	off, err := f.store.stopped()
+	return err == nil && off[name]
+}
+
+// forget stops the agent of a machine whose record another process deleted or whose VM another
+// process stopped, and deletes its node (that process may have had no access to the target).
 func (f *fleet) forget(name string) {
 	unlock := f.lockName(name)
 	defer unlock()
-	if _, err := f.store.get(name); !errors.Is(err, errNotFound) {
+	if _, err := f.store.get(name); !errors.Is(err, errNotFound) && !f.isStopped(name) {
 		return // still there (recreated) or unreadable: keep the agent
 	}
 	if a := f.removeAgentLocked(name); a != nil && a.cluster != nil {
@@ -302,7 +316,7 @@ func (f *fleet) addAgentLocked(rec *record) (*agent, bool) {
 	a := newAgent(rec, c, f.log, stopped)
 	a.forgotten = func() bool {
 		_, err := f.store.get(rec.Name)
-		return errors.Is(err, errNotFound)
+		return errors.Is(err, errNotFound) || f.isStopped(rec.Name)
 	}
 	f.mu.Lock()
 	f.agents[rec.Name] = a

@@ -55,6 +55,13 @@ type ProviderSpec struct {
 	CreateError *InjectedError `json:"createError,omitempty"`
 	// DeleteError makes DeleteMachine fail with a chosen code.
 	DeleteError *InjectedError `json:"deleteError,omitempty"`
+	// StartDelay is how long after StartMachine a stopped machine's node registers again (a Go
+	// duration): its boot. Default 0: registered before StartMachine returns. readyDelay follows
+	// it as after a creation.
+	StartDelay string `json:"startDelay,omitempty"`
+	// StartError makes StartMachine fail with a chosen code (ResourceExhausted: no capacity to
+	// start the stopped VM, as EC2's InsufficientInstanceCapacity).
+	StartError *InjectedError `json:"startError,omitempty"`
 	// UpdateDelay is how long the node agent takes to update a node in place to this class (a
 	// Go duration), counted from the node becoming ReadyForUpdate. Default 0.
 	UpdateDelay string `json:"updateDelay,omitempty"`
@@ -108,9 +115,10 @@ type machineSpec struct {
 	HeartbeatInterval      time.Duration     `json:"heartbeatInterval"`
 	NodeMonitorGracePeriod time.Duration     `json:"nodeMonitorGracePeriod"`
 	StopHeartbeat          bool              `json:"stopHeartbeat,omitempty"`
-	// UpdateDelay and UpdateError apply to in-place updates to the class; a machine's record
-	// does not keep them.
+	// UpdateDelay and UpdateError apply to in-place updates to the class, StartDelay to starts
+	// with it; a machine's record does not keep them.
 	UpdateDelay time.Duration `json:"-"`
+	StartDelay  time.Duration `json:"-"`
 	UpdateError *UpdateError  `json:"-"`
 }
 
@@ -201,6 +209,8 @@ func (s *ProviderSpec) resolve(path *field.Path) (*machineSpec, field.ErrorList)
 	}
 	errs = append(errs, s.CreateError.validate(path.Child("createError"))...)
 	errs = append(errs, s.DeleteError.validate(path.Child("deleteError"))...)
+	errs = append(errs, s.StartError.validate(path.Child("startError"))...)
+	ms.StartDelay, errs = duration(s.StartDelay, 0, 0, path.Child("startDelay"), errs)
 	ms.UpdateDelay, errs = duration(s.UpdateDelay, 0, 0, path.Child("updateDelay"), errs)
 	if e := s.UpdateError; e != nil {
 		if len(e.Reason) > maxUpdateErrorReason {
@@ -228,7 +238,7 @@ func (e *InjectedError) validate(path *field.Path) field.ErrorList {
 	return errs
 }
 
-// err returns the injected error for field (createError or deleteError).
+// err returns the injected error for field (createError, deleteError or startError).
 func (e *InjectedError) err(fieldName string) error {
 	code, _ := driver.ParseCode(e.Code)
 	msg := e.Message

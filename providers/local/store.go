@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -32,6 +33,9 @@ type record struct {
 	// Node is what the node registers with; machines recorded before it was kept have none
 	// and register with the shape of their providerSpec.
 	Node *nodeShape `json:"node,omitempty"`
+	// RestartAt is when the node of a machine started after a stop registers again (its boot
+	// after StartMachine); zero for a machine never stopped.
+	RestartAt time.Time `json:"restartAt,omitempty"`
 }
 
 // shape returns what the machine's node registers with.
@@ -66,6 +70,10 @@ type store interface {
 	heartbeat(name string) (string, error)
 	setHeartbeat(name, state string) error
 	heartbeats() (map[string]string, error)
+	// setStopped records whether a machine's VM is stopped (StopMachine); stopped lists those
+	// that are. A stopped machine keeps its record but has no node agent.
+	setStopped(name string, stopped bool) error
+	stopped() (map[string]bool, error)
 	putTarget(kubeconfig []byte) (string, error)
 	target(id string) ([]byte, error)
 	// claimPodCIDR claims a free pod CIDR index (see ipam.go) for machine; errNoPodCIDR when
@@ -84,6 +92,7 @@ func targetID(kubeconfig []byte) string {
 //
 //	machines/<machine>.json     one record per machine, written atomically
 //	heartbeat/<machine>         the heartbeat switch: "stopped" or "running"
+//	power/<machine>             present while the machine's VM is stopped (StopMachine)
 //	targets/<id>.kubeconfig     kubeconfigs from class secrets (mode 0600)
 //	podcidrs/<index>            a claimed pod CIDR: holds the machine's name
 //	tmp/                        files being written, linked or renamed into place when complete
@@ -97,7 +106,7 @@ type dirStore struct {
 }
 
 func newDirStore(dir string) (*dirStore, error) {
-	for _, sub := range []string{"machines", "heartbeat", "targets", "podcidrs", "tmp"} {
+	for _, sub := range []string{"machines", "heartbeat", "power", "targets", "podcidrs", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
 			return nil, fmt.Errorf("local: state dir: %w", err)
 		}
@@ -190,10 +199,37 @@ func (s *dirStore) remove(name string) error {
 	if err := os.Remove(s.recordPath(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("local: forget machine %s: %w", name, err)
 	}
-	if err := os.Remove(filepath.Join(s.dir, "heartbeat", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("local: forget machine %s: %w", name, err)
+	for _, sub := range []string{"heartbeat", "power"} {
+		if err := os.Remove(filepath.Join(s.dir, sub, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("local: forget machine %s: %w", name, err)
+		}
 	}
 	return nil
+}
+
+func (s *dirStore) setStopped(name string, stopped bool) error {
+	path := filepath.Join(s.dir, "power", name)
+	if stopped {
+		return s.writeAtomic(path, []byte("stopped\n"), false)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+func (s *dirStore) stopped() (map[string]bool, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "power"))
+	if err != nil {
+		return nil, fmt.Errorf("local: read stopped machines: %w", err)
+	}
+	out := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out[e.Name()] = true
+		}
+	}
+	return out, nil
 }
 
 func (s *dirStore) names() ([]string, error) {
@@ -336,13 +372,14 @@ type memStore struct {
 	mu       sync.Mutex
 	records  map[string]record
 	beats    map[string]string
+	off      map[string]bool
 	targets  map[string][]byte
 	cidrs    map[int]string
 	nextCIDR int
 }
 
 func newMemStore() *memStore {
-	return &memStore{records: map[string]record{}, beats: map[string]string{}, targets: map[string][]byte{}, cidrs: map[int]string{}}
+	return &memStore{records: map[string]record{}, beats: map[string]string{}, off: map[string]bool{}, targets: map[string][]byte{}, cidrs: map[int]string{}}
 }
 
 func (s *memStore) update(r *record) error {
@@ -400,7 +437,25 @@ func (s *memStore) remove(name string) error {
 	defer s.mu.Unlock()
 	delete(s.records, name)
 	delete(s.beats, name)
+	delete(s.off, name)
 	return nil
+}
+
+func (s *memStore) setStopped(name string, stopped bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if stopped {
+		s.off[name] = true
+	} else {
+		delete(s.off, name)
+	}
+	return nil
+}
+
+func (s *memStore) stopped() (map[string]bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.off), nil
 }
 
 func (s *memStore) names() ([]string, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/classsecret"
 	"github.com/machinist-io/machinist/core/controller/internal/drivercall"
+	"github.com/machinist-io/machinist/core/controller/standby"
 	"github.com/machinist-io/machinist/core/drain"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
@@ -163,7 +164,7 @@ func (r *deps) drainer(ctx context.Context, m *v1alpha1.Machine) *drain.Drainer 
 // deleteMachineOfNode deletes the machine of a node someone deleted (MCM #1055): the user asked
 // for the node to go, so its VM goes too and the MachineSet replaces it.
 func (r *deps) deleteMachineOfNode(ctx context.Context, m *v1alpha1.Machine, node *corev1.Node) error {
-	if m.DeletionTimestamp != nil {
+	if m.DeletionTimestamp != nil || standby.DeletesItsNode(m) {
 		return nil
 	}
 	uid := m.UID

@@ -95,6 +95,9 @@ func (r *machineReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err != nil {
 		return r.classProblem(ctx, m, err)
 	}
+	if res, handled, err := r.standbyStep(ctx, m, class); handled {
+		return res, err
+	}
 	if needsCreation(m) {
 		return r.creator.create(ctx, m, class)
 	}

@@ -231,7 +231,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.updateStatus(ctx, ms, nil, nil, err)
 	}
 
-	if wait, waiting := r.exp.awaitsCreation(req.NamespacedName, r.cached(ctx, ms.Namespace)); waiting {
+	if wait, waiting := r.exp.awaitsCreation(req.NamespacedName, r.cached(ctx, ms)); waiting {
 		// A machine it created is not in the cache yet: reading every machine would only show
 		// that. Its creation event brings the set back (expectations.observe); wait bounds it.
 		return reconcile.Result{RequeueAfter: wait}, nil
@@ -277,11 +277,16 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, nil
 }
 
-// cached reports whether the cache shows the named machine.
-func (r *Reconciler) cached(ctx context.Context, namespace string) func(string) bool {
+// cached reports whether the cache shows the named machine as one of the set's (a claimed standby
+// machine is in the cache before its claim is).
+func (r *Reconciler) cached(ctx context.Context, ms *v1alpha1.MachineSet) func(string) bool {
 	return func(name string) bool {
 		m := &v1alpha1.Machine{}
-		return r.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m, client.UnsafeDisableDeepCopy) == nil
+		if r.client.Get(ctx, client.ObjectKey{Namespace: ms.Namespace, Name: name}, m, client.UnsafeDisableDeepCopy) != nil {
+			return false
+		}
+		o := metav1.GetControllerOf(m)
+		return o == nil || o.UID == ms.UID
 	}
 }
 
@@ -430,7 +435,12 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		if _, ok := ms.Labels[v1alpha1.LabelScaleUpDisabled]; ok {
 			break
 		}
-		errs = append(errs, r.createMachines(ctx, ms, min(-diff, budget)))
+		want := min(-diff, budget)
+		claimed, err := r.claimStandby(ctx, ms, want)
+		errs = append(errs, err)
+		if want > claimed {
+			errs = append(errs, r.createMachines(ctx, ms, want-claimed))
+		}
 	case diff > 0 && budget > 0:
 		// A machine that just moved here after an in-place update (label update-result=successful)
 		// is not a surplus: its MachineDeployment grows the set next (MCM's rule).

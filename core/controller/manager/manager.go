@@ -53,6 +53,7 @@ import (
 	"github.com/machinist-io/machinist/core/controller/pool"
 	"github.com/machinist-io/machinist/core/controller/poolpolicy"
 	"github.com/machinist-io/machinist/core/controller/safety"
+	standbypool "github.com/machinist-io/machinist/core/controller/standby/pool"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/core/registry"
 	"github.com/machinist-io/machinist/internal/kubeconfig"
@@ -402,6 +403,10 @@ func (m *Manager) setupControllers(opts Options) error {
 	}
 	if err := machinedeployment.Setup(m.Manager, mdo); err != nil {
 		return fmt.Errorf("manager: machinedeployment controller: %w", err)
+	}
+	if err := standbypool.Setup(m.Manager, standbypool.Options{Drivers: m.Drivers,
+		Log: opts.Log.With("controller", "standbypool")}); err != nil {
+		return fmt.Errorf("manager: standby pool: %w", err)
 	}
 	if !pool.Served(m.Manager.GetRESTMapper()) {
 		opts.Log.Info("PoolPolicies are not served (machinist's CRDs are not installed): MachineDeployments keep their own budgets")
