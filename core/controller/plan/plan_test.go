@@ -15,9 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/plan"
@@ -406,5 +408,45 @@ func TestPausedRolloutPlansBlockedAndSaysSoInStatus(t *testing.T) {
 	})
 	if ms := w.machines(); len(ms) != 1 {
 		t.Fatalf("machines %v: a paused rollout replaced one", ms)
+	}
+}
+
+// TestPoolPolicyBudgetIsPlanned: a deployment a PoolPolicy governs is planned with its share of
+// the pool's budget (as the controller decides it), not with its own maxSurge.
+func TestPoolPolicyBudgetIsPlanned(t *testing.T) {
+	w := newWorld(t)
+	w.class("a", nil)
+	w.class("b", nil)
+	w.create(&machinistv1alpha1.PoolPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "workers"},
+		Spec: machinistv1alpha1.PoolPolicySpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"worker-pool": "workers"}},
+			Rollout:  machinistv1alpha1.PoolRollout{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0))},
+		},
+	})
+	for _, z := range []string{"zone-a", "zone-b"} {
+		d := machinetest.Deployment("", z, "a", 1, machinetest.Pool(z), 3, 0)
+		d.Labels = map[string]string{"worker-pool": "workers"}
+		w.create(d)
+	}
+	w.start()
+	eventually.Explained(w.t, 3*time.Minute, "2 machines Running on a, both deployments settled", func() (bool, string) {
+		ms := w.machines()
+		ok := len(ms) == 2
+		for _, v := range ms {
+			ok = ok && v == "a/Running"
+		}
+		for _, z := range []string{"zone-a", "zone-b"} {
+			d := w.deployment(z)
+			ok = ok && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 1 && d.Status.AvailableReplicas == 1
+		}
+		return ok, fmt.Sprintf("%v", ms)
+	})
+
+	d := w.deployment("zone-a")
+	d.Spec.Template.Spec.Class.Name = "b"
+	p := w.plan(d)
+	if p.Action != rollout.Rollout || p.MaxSurge != 1 || p.BudgetFrom != "PoolPolicy "+w.ns+"/workers" {
+		t.Fatalf("plan %+v; want a Rollout with the pool's maxSurge 1 from PoolPolicy %s/workers (the deployment's own is 3)", p, w.ns)
 	}
 }

@@ -45,6 +45,9 @@ func (r Reader) Deployment(ctx context.Context, manifest *v1alpha1.MachineDeploy
 			return World{}, err
 		}
 	}
+	if err := r.pool(ctx, &w); err != nil {
+		return World{}, err
+	}
 	if err := r.classes(ctx, &w); err != nil {
 		return World{}, err
 	}

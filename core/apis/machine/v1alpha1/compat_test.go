@@ -134,7 +134,7 @@ func TestCRDShape(t *testing.T) {
 		columns []string
 	}{
 		"machineclasses.machine.sapcloud.io":     {"mcc", false, nil},
-		"machines.machine.sapcloud.io":           {"mc", false, []string{"Status", "Age", "Node", "Last Operation", "ProviderID"}},
+		"machines.machine.sapcloud.io":           {"mc", false, []string{"Status", "Age", "Node", "Last Operation", "Standby", "ProviderID"}},
 		"machinesets.machine.sapcloud.io":        {"mcs", true, []string{"Desired", "Current", "Ready"}},
 		"machinedeployments.machine.sapcloud.io": {"mcd", true, []string{"Ready", "Desired", "Up-to-date", "Available"}},
 	}

@@ -15,6 +15,7 @@ import (
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.metadata.labels.node`,description="Node backing the machine"
 // +kubebuilder:printcolumn:name="Last Operation",type=string,JSONPath=`.status.lastOperation.description`,description="What the last operation did, or why the machine is not Running (machinist explain machine NAME tells the whole story)"
+// +kubebuilder:printcolumn:name="Standby",type=string,JSONPath=`.metadata.annotations.machinist\.io/standby-state`,description="A standby machine's state (Booting, Stopping, Stopped): machinist keeps it out of the replicas until a scale-up claims it"
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`,priority=1,description="Provider ID of the machine"
 type Machine struct {
 	metav1.TypeMeta   `json:",inline"`
