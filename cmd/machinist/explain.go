@@ -17,8 +17,8 @@ func init() {
 	argRewrites = append(argRewrites, flagsFirst)
 	commands = append(commands, &cli.Command{
 		Name:      "explain",
-		Usage:     "tell why a machine or machine deployment is where it is, and what it waits for",
-		ArgsUsage: "machine|machinedeployment NAME",
+		Usage:     "tell why a machine (or a node's machine) or machine deployment is where it is, and what it waits for",
+		ArgsUsage: "machine|machinedeployment|node NAME",
 		Description: "Reads the object, its conditions, its lastOperation and the events about it, and prints in\n" +
 			"order how it came to be, every event, where it stands, and what it waits for now (a drain held\n" +
 			"by which PodDisruptionBudget and pods; the budget, pause or approval a rollout waits for).\n" +
@@ -37,7 +37,7 @@ func runExplain(c *cli.Context) error {
 		return err
 	}
 	if c.NArg() != 2 {
-		return fmt.Errorf("explain: want a kind and a name: machinist explain machine|machinedeployment NAME")
+		return fmt.Errorf("explain: want a kind and a name: machinist explain machine|machinedeployment|node NAME")
 	}
 	cfg, ns, err := kubeConfig(c)
 	if err != nil {
@@ -57,6 +57,16 @@ func runExplain(c *cli.Context) error {
 			return err
 		}
 		story = explain.Machine(w)
+	case "node", "nodes", "no":
+		m, err := r.MachineOfNode(c.Context, ns, name)
+		if err != nil {
+			return err
+		}
+		w, err := r.Machine(c.Context, ns, m)
+		if err != nil {
+			return err
+		}
+		story = explain.Machine(w)
 	case "machinedeployment", "machinedeployments", "machdeploy":
 		w, err := r.Deployment(c.Context, ns, name)
 		if err != nil {
@@ -64,7 +74,7 @@ func runExplain(c *cli.Context) error {
 		}
 		story = explain.Deployment(w)
 	default:
-		return fmt.Errorf("explain: kind %q: use machine or machinedeployment", kind)
+		return fmt.Errorf("explain: kind %q: use machine, machinedeployment or node", kind)
 	}
 	if isJSON(c) {
 		return writeJSON(c, story)

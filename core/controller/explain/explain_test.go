@@ -89,6 +89,14 @@ func TestExplainNamesTheBudgetADrainWaitsFor(t *testing.T) {
 			strings.Contains(text, "by MachineSet pool-"), text
 	})
 
+	// explain node NAME tells the story of the node's machine.
+	if name, err := r.MachineOfNode(ctx, e.NS, node); err != nil || name != m.Name {
+		t.Fatalf("MachineOfNode(%s) = %q, %v; want %s", node, name, err, m.Name)
+	}
+	if _, err := r.MachineOfNode(ctx, e.NS, "no-such-node"); err == nil || !strings.Contains(err.Error(), "node=no-such-node") {
+		t.Fatalf("MachineOfNode of an unknown node: %v; want an error naming the label", err)
+	}
+
 	dw, err := r.Deployment(ctx, e.NS, "pool")
 	if err != nil {
 		t.Fatal(err)

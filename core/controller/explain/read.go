@@ -97,3 +97,20 @@ func (r Reader) events(ctx context.Context, namespace, name string) ([]eventsv1.
 	}
 	return out, nil
 }
+
+// MachineOfNode names the machine of namespace whose node is node (the machine's `node` label,
+// as MCM sets it), so `explain node NAME` tells that machine's story.
+func (r Reader) MachineOfNode(ctx context.Context, namespace, node string) (string, error) {
+	var list v1alpha1.MachineList
+	if err := r.Control.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{v1alpha1.LabelNode: node}); err != nil {
+		return "", fmt.Errorf("explain: list the machines of node %s in %s: %w", node, namespace, err)
+	}
+	switch len(list.Items) {
+	case 0:
+		return "", fmt.Errorf("explain: no machine of namespace %s backs node %s (no machine labelled node=%s): give the machines' namespace with -n", namespace, node, node)
+	case 1:
+		return list.Items[0].Name, nil
+	default:
+		return "", fmt.Errorf("explain: %d machines of namespace %s are labelled node=%s: explain one of them by name", len(list.Items), namespace, node)
+	}
+}
