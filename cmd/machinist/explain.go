@@ -24,7 +24,7 @@ func init() {
 			"by which PodDisruptionBudget and pods; the budget, pause or approval a rollout waits for).\n" +
 			"Works for a machine that is gone while its events last.",
 		Flags: append(kubeFlags(),
-			&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the cluster of the nodes, pods and PodDisruptionBudgets (default: the same cluster; none: no target cluster)", TakesFile: true},
+			&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the cluster of the nodes, pods and PodDisruptionBudgets (default: the same cluster; none: no target cluster)", TakesFile: true, EnvVars: []string{"TARGET_KUBECONFIG"}},
 			&cli.StringFlag{Name: "node-conditions", Value: strings.Join(machine.DefaultNodeConditions, ","), Usage: "node condition types that make a machine unhealthy when True (the controller's --node-conditions)"},
 			outputFlag(),
 		),

@@ -46,7 +46,7 @@ func init() {
 			"everything would apply or roll, 3 when something would be blocked, 1 when plan itself failed.",
 		Flags: append(kubeFlags(),
 			&cli.StringSliceFlag{Name: "filename", Aliases: []string{"f"}, Usage: "manifests: a file, a directory, or - for stdin (repeatable)", Required: true},
-			&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the cluster of the nodes, pods and PodDisruptionBudgets (default: the same cluster; none: no target cluster)", TakesFile: true},
+			&cli.StringFlag{Name: "target-kubeconfig", Usage: "kubeconfig of the cluster of the nodes, pods and PodDisruptionBudgets (default: the same cluster; none: no target cluster)", TakesFile: true, EnvVars: []string{"TARGET_KUBECONFIG"}},
 			outputFlag(),
 		),
 		Action: runPlan,
@@ -58,7 +58,7 @@ func kubeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of the cluster of the machine objects (default: $KUBECONFIG, else ~/.kube/config)", TakesFile: true},
 		&cli.StringFlag{Name: "context", Usage: "the kubeconfig context to use"},
-		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace of objects that name none (default: the context's, else default)"},
+		&cli.StringFlag{Name: "namespace", Aliases: []string{"n"}, Usage: "namespace of objects that name none (default: the context's, else default)", EnvVars: []string{"CONTROL_NAMESPACE"}},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 )
 
@@ -90,7 +91,7 @@ func (c *nova) serverAction(w http.ResponseWriter, r *http.Request, id string) {
 		conflict("task_state", s.TaskState)
 		return
 	}
-	if !contains(allowed, s.VMState) {
+	if !slices.Contains(allowed, s.VMState) {
 		conflict("vm_state", s.VMState)
 		return
 	}
@@ -170,15 +171,6 @@ func peekAction(r *http.Request) string {
 		return k
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // WaitReady waits until the node on server id would be Ready (ACTIVE and its boot done:
