@@ -30,8 +30,8 @@ import (
 	"github.com/machinist-io/machinist/internal/eventually"
 	"github.com/machinist-io/machinist/providers/azure"
 	"github.com/machinist-io/machinist/providers/azure/fakeazure"
-	"github.com/machinist-io/machinist/providers/openstack"
 	"github.com/machinist-io/machinist/providers/kit/fakekit"
+	"github.com/machinist-io/machinist/providers/openstack"
 	"github.com/machinist-io/machinist/providers/openstack/fakeopenstack"
 )
 

@@ -51,8 +51,8 @@ type power struct {
 	Hibernation bool      `json:",omitempty"` // launched with HibernationOptions.Configured
 	Hibernated  bool      `json:",omitempty"` // its last stop was a hibernation
 	StoppingAt  time.Time `json:",omitzero"`
-	StartedAt   time.Time `json:",omitzero"` // of the last StartInstances
-	RunningAt   time.Time `json:",omitzero"` // when it last reached running
+	StartedAt   time.Time `json:",omitzero"`  // of the last StartInstances
+	RunningAt   time.Time `json:",omitzero"`  // when it last reached running
 	Starts      int       `json:",omitempty"` // StartInstances that took it from stopped
 }
 
