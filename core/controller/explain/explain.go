@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/core/drain"
 )
@@ -101,9 +102,18 @@ func FailedHealthConditions(conds []corev1.NodeCondition, problems []string) []s
 
 func machineOrigin(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) []string {
 	out := []string{fmt.Sprintf("created %s on class %s", stamp(m.CreationTimestamp), m.Spec.Class.Name)}
+	out = append(out, ownerLine(m, ms))
+	if r := replacedLine(m); r != "" {
+		out = append(out, r)
+	}
+	return out
+}
+
+// ownerLine says who created the machine: its MachineSet and that set's deployment and revision.
+func ownerLine(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) string {
 	ref := metav1.GetControllerOf(m)
 	if ref == nil {
-		return append(out, "no MachineSet owns it: it was created on its own")
+		return "no MachineSet owns it: it was created on its own"
 	}
 	line := fmt.Sprintf("by %s %s", ref.Kind, ref.Name)
 	if ms != nil {
@@ -114,7 +124,22 @@ func machineOrigin(m *v1alpha1.Machine, ms *v1alpha1.MachineSet) []string {
 			line += fmt.Sprintf("; on a fallback class: the template's class %s had no capacity", tc)
 		}
 	}
-	return append(out, line)
+	return line
+}
+
+// replacedLine says which failed machine m replaces and how that one failed, from the pairing
+// its MachineSet recorded when it created m ("" for a machine that replaces none, or was created
+// before the set recorded pairings).
+func replacedLine(m *v1alpha1.Machine) string {
+	old := m.Annotations[machineset.AnnotationReplaces]
+	if old == "" {
+		return ""
+	}
+	line := "created to replace machine " + old
+	if why := m.Annotations[machineset.AnnotationReplacesReason]; why != "" {
+		return line + ", which " + why
+	}
+	return line + ", which had failed"
 }
 
 // drainWaits says what the drain of a terminating machine waits for now.

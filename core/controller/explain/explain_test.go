@@ -18,6 +18,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/explain"
 	"github.com/machinist-io/machinist/core/controller/machine"
+	"github.com/machinist-io/machinist/core/controller/machineset"
 	"github.com/machinist-io/machinist/core/controller/plan"
 	"github.com/machinist-io/machinist/harness/ctrltest"
 	"github.com/machinist-io/machinist/harness/machinetest"
@@ -106,6 +107,104 @@ func TestExplainNamesTheBudgetADrainWaitsFor(t *testing.T) {
 	}
 }
 
+// TestExplainNamesTheFailedHealthConditionAndTheMachineReplaced: a node problem detector reports
+// KernelDeadlock=True on a machine's node; the health check fails the machine, its MachineSet
+// replaces it, and explain of the new machine names the machine it replaced and the failed
+// condition; explain of the old machine names its replacement.
+func TestExplainNamesTheFailedHealthConditionAndTheMachineReplaced(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := client.New(e.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := fmt.Sprintf(`{"cluster":%q,"zone":"z","heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"}`, e.NS)
+	for _, o := range []client.Object{
+		&v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Provider: "local", ProviderSpec: runtime.RawExtension{Raw: []byte(spec)}},
+		machinetest.Deployment("", "pool", "a", 1, machinetest.Pool("pool"), 1, 0),
+	} {
+		o.SetNamespace(e.NS)
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := ctrltest.ProductOptions(t, e.Config, e.NS)
+	opts.Machine.HealthTimeout = 2 * time.Second
+	ctrltest.RunProduct(t, opts)
+
+	old := runningMachines(t, ctx, c, e.NS, 1)[0]
+	node := old.Labels[v1alpha1.LabelNode]
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue,
+			Reason: "DockerHung", Message: "task docker blocked for more than 120 seconds", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()})
+		return c.Status().Update(ctx, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r := explain.Reader{Reader: plan.Reader{Control: c, Target: c, Now: time.Now()}, ProblemConditions: machine.DefaultNodeConditions}
+	var replacement, story string
+	eventually.Explained(t, 3*time.Minute, "explain of the replacement names the failed condition and the machine it replaced", func() (bool, string) {
+		var list v1alpha1.MachineList
+		if err := c.List(ctx, &list, client.InNamespace(e.NS)); err != nil {
+			return false, err.Error()
+		}
+		for _, m := range list.Items {
+			if m.Name == old.Name {
+				continue
+			}
+			w, err := r.Machine(ctx, e.NS, m.Name)
+			if err != nil {
+				return false, err.Error()
+			}
+			text := explain.Machine(w).String()
+			replacement, story = m.Name, text
+			return strings.Contains(text, "created to replace machine "+old.Name+", which failed its health check: Machine "+old.Name+" health checks failing for") &&
+				strings.Contains(text, "KernelDeadlock=True (DockerHung)"), text
+		}
+		return false, fmt.Sprintf("%d machines, none new", len(list.Items))
+	})
+
+	t.Logf("the replacement's story:\n%s", story)
+
+	// The failed machine's story (while it terminates, and once it is gone) names its replacement.
+	eventually.Explained(t, time.Minute, "explain of the replaced machine names its replacement", func() (bool, string) {
+		w, err := r.Machine(ctx, e.NS, old.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		text := explain.Machine(w).String()
+		return strings.Contains(text, "Replacement: Created to replace failed machine "+old.Name) && strings.Contains(text, "Machine Warning Failed"), text
+	})
+	if m := e.Get(replacement); m.Annotations[machineset.AnnotationReplaces] != old.Name {
+		t.Fatalf("replacement %s annotations %v; want %s=%s", replacement, m.Annotations, machineset.AnnotationReplaces, old.Name)
+	}
+}
+
+// runningMachines waits for n Running machines with a node in ns and returns them.
+func runningMachines(t *testing.T, ctx context.Context, c client.Client, ns string, n int) []v1alpha1.Machine {
+	t.Helper()
+	var list v1alpha1.MachineList
+	eventually.Explained(t, 3*time.Minute, fmt.Sprintf("%d Running machines with a node", n), func() (bool, string) {
+		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != n {
+			return false, fmt.Sprint(len(list.Items), err)
+		}
+		for _, m := range list.Items {
+			if m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning || m.Labels[v1alpha1.LabelNode] == "" {
+				return false, m.Name + " " + string(m.Status.CurrentStatus.Phase)
+			}
+		}
+		return true, ""
+	})
+	return list.Items
+}
+
 // TestFailedHealthConditions: Ready not True and a problem condition True are named with their
 // reason; healthy conditions are not.
 func TestFailedHealthConditions(t *testing.T) {
@@ -144,5 +243,28 @@ func setPodReady(t *testing.T, ctx context.Context, c client.Client, pod *corev1
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOriginOfAReplacement: a machine its set paired with a failed one says which and how it
+// failed; a machine without the pairing (created before the set recorded it) says nothing of a
+// replacement.
+func TestOriginOfAReplacement(t *testing.T) {
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "new", Annotations: map[string]string{
+		machineset.AnnotationReplaces:       "old",
+		machineset.AnnotationReplacesReason: "failed its health check: Machine old health checks failing for 12s (timeout 10s). Changing status to Failed. Node conditions: Ready=Unknown (NodeStatusUnknown).",
+	}}}
+	origin := strings.Join(explain.Machine(explain.MachineWorld{Namespace: "ns", Name: "new", Machine: m}).Origin, "\n")
+	if !strings.Contains(origin, "created to replace machine old, which failed its health check: Machine old health checks failing for 12s") ||
+		!strings.Contains(origin, "Ready=Unknown (NodeStatusUnknown)") {
+		t.Fatalf("origin:\n%s", origin)
+	}
+	delete(m.Annotations, machineset.AnnotationReplacesReason)
+	if origin := strings.Join(explain.Machine(explain.MachineWorld{Namespace: "ns", Name: "new", Machine: m}).Origin, "\n"); !strings.Contains(origin, "created to replace machine old, which had failed") {
+		t.Fatalf("origin without a reason:\n%s", origin)
+	}
+	m.Annotations = nil
+	if origin := strings.Join(explain.Machine(explain.MachineWorld{Namespace: "ns", Name: "new", Machine: m}).Origin, "\n"); strings.Contains(origin, "replace") {
+		t.Fatalf("origin of a machine without a pairing:\n%s", origin)
 	}
 }

@@ -424,6 +424,7 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		budget -= len(failed)
 		errs = append(errs, r.deleteMachines(ctx, ms, failed, "replacing failed machine"))
 	}
+	replaces := pendingReplacements(machines, failed)
 
 	diff := len(active) - int(ms.Spec.Replicas)
 	switch {
@@ -439,7 +440,7 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 		claimed, err := r.claimStandby(ctx, ms, want)
 		errs = append(errs, err)
 		if want > claimed {
-			errs = append(errs, r.createMachines(ctx, ms, want-claimed))
+			errs = append(errs, r.createMachines(ctx, ms, want-claimed, replaces))
 		}
 	case diff > 0 && budget > 0:
 		// A machine that just moved here after an in-place update (label update-result=successful)
@@ -454,18 +455,25 @@ func (r *Reconciler) manageReplicas(ctx context.Context, ms *v1alpha1.MachineSet
 }
 
 // createMachines creates n machines in slow-start batches (1, 2, 4, ...), stopping at the first
-// batch with a failure so a broken template or quota does not produce a storm of errors.
-func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet, n int) error {
+// batch with a failure so a broken template or quota does not produce a storm of errors. The
+// i-th machine created replaces replaces[i], while there are any (replaces.go).
+func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet, n int, replaces []replacement) error {
 	key := client.ObjectKeyFromObject(ms)
 	defer r.exp.pass(key)()
 	class, note := r.newMachineClass(ctx, ms)
 	var mu sync.Mutex
 	var made []*v1alpha1.Machine
-	defer func() { r.fallbackEvents(ms, made, class, note) }()
-	build := func() *v1alpha1.Machine {
+	defer func() {
+		r.fallbackEvents(ms, made, class, note)
+		r.replacementEvents(made)
+	}()
+	build := func(i int) *v1alpha1.Machine {
 		m := newMachine(ms)
 		if class != "" {
 			m.Spec.Class.Name = class
+		}
+		if i < len(replaces) {
+			markReplacement(m, replaces[i])
 		}
 		return m
 	}
@@ -474,13 +482,13 @@ func (r *Reconciler) createMachines(ctx context.Context, ms *v1alpha1.MachineSet
 		size := min(batch, n-created)
 		var wg sync.WaitGroup
 		errCh := make(chan error, size)
-		for range size {
+		for j := range size {
 			wg.Go(func() {
-				m := build()
+				m := build(created + j)
 				err := r.client.Create(ctx, m)
 				if apierrors.IsAlreadyExists(err) && m.GenerateName != "" {
 					// The API server's generated name collided: try one more name.
-					m = build()
+					m = build(created + j)
 					err = r.client.Create(ctx, m)
 				}
 				if err != nil {
@@ -536,6 +544,9 @@ func newMachine(ms *v1alpha1.MachineSet) *v1alpha1.Machine {
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
 	}
+	// A pairing is the set's record of one machine, never the template's (replaces.go).
+	delete(m.Annotations, AnnotationReplaces)
+	delete(m.Annotations, AnnotationReplacesReason)
 	if _, ok := m.Annotations[v1alpha1.AnnotationMachinePriority]; !ok {
 		m.Annotations[v1alpha1.AnnotationMachinePriority] = v1alpha1.DefaultMachinePriority
 	}
