@@ -67,7 +67,14 @@ type Options struct {
 	// Clock is the time of the controller's timeouts and status conditions; nil means the real
 	// clock (tests pass a fake one, k8s.io/utils/clock/testing).
 	Clock clock.PassiveClock
+	// Gate, when set, is asked before each decision with the controller's own (cached) reader;
+	// false holds the deployment and asks again shortly. nil decides at once. The planner's golden
+	// test steps the controller through settled worlds with it, as the plan plays them.
+	Gate func(ctx context.Context, c client.Reader, d *v1alpha1.MachineDeployment) bool
 }
+
+// gateRetry is how soon a deployment held by Options.Gate is asked about again.
+const gateRetry = 100 * time.Millisecond
 
 // DefaultOptions returns the defaults: 10 concurrent syncs, a 10 minute resync, and an unset
 // revisionHistoryLimit keeping every old set, as MCM does.
@@ -294,6 +301,9 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.client.Update(ctx, d)
 	}
 
+	if r.opts.Gate != nil && !r.opts.Gate(ctx, r.client, d) {
+		return reconcile.Result{RequeueAfter: gateRetry}, nil
+	}
 	p, wait, err := r.read(ctx, d)
 	if err != nil || wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, err
