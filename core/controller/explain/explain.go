@@ -60,7 +60,7 @@ type MachineWorld struct {
 // Machine tells a machine's story.
 func Machine(w MachineWorld) Story {
 	s := Story{Kind: "Machine", Namespace: w.Namespace, Name: w.Name}
-	s.History = eventLines(w.Events)
+	s.History = eventLines(w.Events, w.Name)
 	m := w.Machine
 	if m == nil {
 		s.Now = []string{"the machine is gone; the events about it are all that is left"}
@@ -179,7 +179,7 @@ func Deployment(w DeploymentWorld) Story {
 	d := w.Deployment
 	s := Story{Kind: "MachineDeployment", Namespace: d.Namespace, Name: d.Name}
 	s.Origin = []string{fmt.Sprintf("created %s; %d replicas of class %s, strategy %s", stamp(d.CreationTimestamp), d.Spec.Replicas, d.Spec.Template.Spec.Class.Name, w.Decision.Strategy)}
-	s.History = eventLines(w.Events)
+	s.History = eventLines(w.Events, d.Name)
 	st := d.Status
 	s.Now = append(s.Now, fmt.Sprintf("%d machines, %d updated, %d available (generation %d, observed %d)", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, d.Generation, st.ObservedGeneration))
 	for _, c := range st.Conditions {
@@ -199,11 +199,17 @@ func Deployment(w DeploymentWorld) Story {
 	return s
 }
 
-// eventLines lists events oldest first, each once with its count.
-func eventLines(events []eventsv1.Event) []Line {
+// eventLines lists events oldest first, each once with its count. An event about another object
+// that names the story's object as related (a replacement naming the machine it replaced) names
+// that other object.
+func eventLines(events []eventsv1.Event, name string) []Line {
 	out := make([]Line, 0, len(events))
 	for _, e := range events {
-		what := fmt.Sprintf("%s %s %s: %s", e.Regarding.Kind, e.Type, e.Reason, e.Note)
+		about := e.Regarding.Kind
+		if e.Regarding.Name != name {
+			about += " " + e.Regarding.Name
+		}
+		what := fmt.Sprintf("%s %s %s: %s", about, e.Type, e.Reason, e.Note)
 		if e.Series != nil && e.Series.Count > 1 {
 			what += fmt.Sprintf(" (%d times, last %s)", e.Series.Count, e.Series.LastObservedTime.UTC().Format(time.RFC3339))
 		} else if e.DeprecatedCount > 1 {

@@ -180,7 +180,8 @@ func TestExplainNamesTheFailedHealthConditionAndTheMachineReplaced(t *testing.T)
 			return false, err.Error()
 		}
 		text := explain.Machine(w).String()
-		return strings.Contains(text, "Replacement: Created to replace failed machine "+old.Name) && strings.Contains(text, "Machine Warning Failed"), text
+		return strings.Contains(text, "Machine "+replacement+" Normal Replacement: Created to replace failed machine "+old.Name) &&
+			strings.Contains(text, "Machine Warning Failed"), text
 	})
 	if m := e.Get(replacement); m.Annotations[machineset.AnnotationReplaces] != old.Name {
 		t.Fatalf("replacement %s annotations %v; want %s=%s", replacement, m.Annotations, machineset.AnnotationReplaces, old.Name)
