@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/core/controller/standby"
@@ -79,9 +80,13 @@ func Setup(mgr manager.Manager, opts Options) error {
 	}
 	return builder.ControllerManagedBy(mgr).
 		Named("standbypool").
-		For(&v1alpha1.MachineDeployment{}).
+		// A pool reads no deployment's or set's status but its own condition, which the
+		// deployment controller's status writes keep: their status-only updates (several per
+		// set and deployment in a scale-up) bring it nothing.
+		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(poolOf)).
-		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.MachineDeployment{})).
+		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.MachineDeployment{}),
+			builder.WithPredicates(coalesce.NotStatusOnly())).
 		Complete(r)
 }
 
