@@ -98,32 +98,7 @@ func requestCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, e
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("read kube-apiserver metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read kube-apiserver metrics: %s", resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		end := strings.LastIndex(line, "}")
-		labels := parseLabels(line[len("apiserver_request_total{"):end])
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
-		if err != nil {
-			continue
-		}
+	return counterSums(ctx, hc, strings.TrimSuffix(cfg.Host, "/")+"/metrics", "apiserver_request_total", func(labels map[string]string) string {
 		res := labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			res += "/" + sub
@@ -131,7 +106,48 @@ func requestCounts(ctx context.Context, cfg *rest.Config) (map[string]float64, e
 		if res == "" {
 			res = "(non-resource)"
 		}
-		out[res+" "+labels["verb"]] += v
+		return res + " " + labels["verb"]
+	})
+}
+
+// reconcileCounts reads controller_runtime_reconcile_total from the controller's /metrics,
+// summed by controller and result (success, requeue, requeue_after, error): how many reconciles
+// a phase cost and why, counts the machine's load does not blur as it blurs CPU time.
+func reconcileCounts(ctx context.Context, port int) (map[string]float64, error) {
+	return counterSums(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), "controller_runtime_reconcile_total",
+		func(labels map[string]string) string { return labels["controller"] + " " + labels["result"] })
+}
+
+// counterSums reads a Prometheus text exposition and sums the samples of one counter by the key
+// its labels give.
+func counterSums(ctx context.Context, hc *http.Client, url, metric string, key func(labels map[string]string) string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("read metrics %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("read metrics %s: %s", url, resp.Status)
+	}
+	out := map[string]float64{}
+	prefix := metric + "{"
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		end := strings.LastIndex(line, "}")
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		out[key(parseLabels(line[len(prefix):end]))] += v
 	}
 	return out, sc.Err()
 }

@@ -180,6 +180,7 @@ type phase struct {
 	providerCPU   time.Duration // the provider's (exec: its child processes; bench: this process)
 	requests      map[string]float64
 	totalRequests float64
+	reconciles    map[string]float64 // by controller
 	load          loadStats
 	unknown       int           // machines seen Unknown during the phase
 	oldestLease   time.Duration // the oldest node Lease seen during the phase (sampled every 5 s)
@@ -542,6 +543,7 @@ type mark struct {
 	cpu         time.Duration
 	providerCPU time.Duration
 	requests    map[string]float64
+	reconciles  map[string]float64
 	load        loadStats
 	leasesAt    time.Time     // last Lease sample
 	oldestLease time.Duration // the oldest Lease seen
@@ -552,8 +554,12 @@ func (m *meters) begin(ctx context.Context) (*mark, error) {
 	if err != nil {
 		return nil, err
 	}
+	rec, err := reconcileCounts(ctx, m.ctl.port)
+	if err != nil {
+		return nil, err
+	}
 	m.sample()
-	mk := &mark{m: m, cpu: m.controller.total(), providerCPU: m.providerCPU(), requests: req}
+	mk := &mark{m: m, cpu: m.controller.total(), providerCPU: m.providerCPU(), requests: req, reconciles: rec}
 	mk.sampleLoad()
 	return mk, nil
 }
@@ -584,6 +590,17 @@ func (mk *mark) end(ctx context.Context) (phase, error) {
 		if d := v - mk.requests[k]; d > 0 {
 			p.requests[k] = d
 			p.totalRequests += d
+		}
+	}
+	p.reconciles = map[string]float64{}
+	rec, err := reconcileCounts(ctx, mk.m.ctl.port)
+	if err != nil { // a controller restarted by --faults may not serve yet: the table stays empty
+		fmt.Fprintf(os.Stderr, "bench-scale: reconcile counts: %v\n", err)
+		return p, nil
+	}
+	for k, v := range rec {
+		if d := v - mk.reconciles[k]; d > 0 { // a restarted controller (--faults) counts from 0
+			p.reconciles[k] = d
 		}
 	}
 	return p, nil

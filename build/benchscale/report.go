@@ -72,24 +72,28 @@ func report(w io.Writer, r result) {
 	}
 	fmt.Fprintf(w, "| controller log: events the API server refused, overshoot freezes | %d, %d |\n", r.rejected, r.freezes)
 	fmt.Fprintln(w)
-	requestTable(w, "scale-up", r.up, n)
+	countTable(w, "scale-up: resource verb", "requests", r.up.requests, n)
+	countTable(w, "scale-up: controller result", "reconciles", r.up.reconciles, n)
 	if r.down != nil {
-		requestTable(w, "scale-down", *r.down, n)
+		countTable(w, "scale-down: resource verb", "requests", r.down.requests, n)
+		countTable(w, "scale-down: controller result", "reconciles", r.down.reconciles, n)
 	}
 }
 
-func requestTable(w io.Writer, name string, p phase, n float64) {
-	keys := make([]string, 0, len(p.requests))
-	for k := range p.requests {
+// countTable prints counts by key, largest first, with their share per machine; keys below one
+// per hundred machines are left out.
+func countTable(w io.Writer, keyHeader, countHeader string, counts map[string]float64, n float64) {
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return p.requests[keys[i]] > p.requests[keys[j]] })
-	fmt.Fprintf(w, "| %s: resource verb | requests | per machine |\n|---|---|---|\n", name)
+	sort.Slice(keys, func(i, j int) bool { return counts[keys[i]] > counts[keys[j]] })
+	fmt.Fprintf(w, "| %s | %s | per machine |\n|---|---|---|\n", keyHeader, countHeader)
 	for _, k := range keys {
-		if p.requests[k] < n/100 {
+		if counts[k] < n/100 {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.2f |\n", k, p.requests[k], p.requests[k]/n)
+		fmt.Fprintf(w, "| %s | %.0f | %.2f |\n", k, counts[k], counts[k]/n)
 	}
 	fmt.Fprintln(w)
 }

@@ -104,6 +104,9 @@ type Reconciler struct {
 	opts     Options
 	writes   *writes
 	now      func() time.Time
+	// own coalesces the deployment's own status updates; told of each status write, it drops
+	// that write's echo.
+	own *coalesce.Handler
 
 	// nodesClean holds the deployments (types.NamespacedName) whose nodes had a clean-up pass
 	// since the process started or their last rollout: they need no other until the next one.
@@ -157,6 +160,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	// Its sets' status updates are coalesced the same way outside a rollout (the scale-up of one
 	// set updates its status every pass); their other changes, and all during a rollout, are not.
 	machines := &coalesce.Handler{Map: r.deploymentOfMachine, Urgent: r.urgentForDeployment}
+	r.own = machines
 	sets := &coalesce.Handler{Map: deploymentOfSet, Urgent: r.urgentSetEvent, SizedBy: machines}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).

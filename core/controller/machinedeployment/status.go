@@ -152,6 +152,7 @@ func (p *pass) syncStatus(ctx context.Context) error {
 	if err := p.r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
 	}
+	p.r.own.Wrote(upd)
 	p.r.notePruned(st, upd.Status)
 	*d = *upd
 	return nil
@@ -189,6 +190,7 @@ func (r *Reconciler) writeInvalidStatus(ctx context.Context, d *v1alpha1.Machine
 	if err := r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machinedeployment: update status of %s: %w", d.Name, err)
 	}
+	r.own.Wrote(upd)
 	return nil
 }
 

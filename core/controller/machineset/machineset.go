@@ -108,6 +108,9 @@ type Reconciler struct {
 	opts     Options
 	exp      *expectations
 	now      func() time.Time
+	// own coalesces the set's own status updates; told of each status write, it drops that
+	// write's echo.
+	own *coalesce.Handler
 	// selectorField is status.labelSelector, which Gardener MCM's MachineSet CRD lacks.
 	selectorField *crdfield.Field
 }
@@ -132,6 +135,7 @@ func Setup(mgr manager.Manager, opts Options) error {
 	// so are the updates of its own status (mostly this controller's writes); creations,
 	// deletions and moves of machines reach it at once (expectations).
 	machines := &coalesce.Handler{Map: controllingSet, Urgent: r.urgentForSet}
+	r.own = machines
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&v1alpha1.MachineSet{}, builder.WithPredicates(coalesce.NotStatusOnly())).

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/standby"
 )
 
@@ -26,8 +27,10 @@ func (r *Reconciler) claimStandby(ctx context.Context, ms *v1alpha1.MachineSet, 
 	if owner == nil || owner.Kind != "MachineDeployment" || n <= 0 {
 		return 0, nil
 	}
+	// Standby machines are controlled by the deployment itself: the cache's index finds them
+	// without a scan of the namespace's machines on every scale-up.
 	var list v1alpha1.MachineList
-	if err := r.client.List(ctx, &list, client.InNamespace(ms.Namespace), client.MatchingLabels{standby.LabelDeployment: owner.Name}); err != nil {
+	if err := ownership.Controlled(ctx, r.client, &list, ms.Namespace, owner.UID); err != nil {
 		return 0, fmt.Errorf("machineset: list standby machines of %s: %w", owner.Name, err)
 	}
 	byName := map[string]*v1alpha1.Machine{}

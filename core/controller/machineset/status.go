@@ -135,6 +135,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, ms *v1alpha1.MachineSet, 
 	if err := r.client.Status().Update(ctx, upd); err != nil {
 		return fmt.Errorf("machineset: update status of %s: %w", client.ObjectKeyFromObject(ms), err)
 	}
+	r.own.Wrote(upd)
 	if r.selectorField.Observe(st.LabelSelector != "", upd.Status.LabelSelector != "") {
 		log.FromContext(ctx).Info(r.selectorField.Message())
 	}

@@ -46,6 +46,7 @@ import (
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/internal/restmemo"
 	"github.com/machinist-io/machinist/core/controller/machine"
 	"github.com/machinist-io/machinist/core/controller/machinedeployment"
 	"github.com/machinist-io/machinist/core/controller/machineset"
@@ -600,6 +601,9 @@ func managerOptions(opts Options, scheme *runtime.Scheme, logger logr.Logger) cr
 	mopts := crmanager.Options{
 		Scheme: scheme,
 		Logger: logger,
+		// The namespace-restricted cache asks the mapper on every read whether the object is
+		// namespaced; restmemo keeps the answers.
+		MapperProvider: restmemo.Provider,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}},
 			SyncPeriod:        &opts.MinResyncPeriod,

@@ -69,14 +69,17 @@ func SameTemplate(a, b *v1alpha1.MachineTemplateSpec) bool {
 	return equality.Semantic.DeepEqual(revisionPart(a), revisionPart(b))
 }
 
-// revisionPart is the part of a template a change of which rolls out a new MachineSet.
+// revisionPart is the part of a template a change of which rolls out a new MachineSet. It is a
+// shallow copy, only for comparing: it shares the template's maps and pointers (never write
+// through it). Every deployment reconcile compares its sets' templates, so a deep copy here
+// was a tenth of a 500-deployment fleet's reconcile CPU.
 func revisionPart(t *v1alpha1.MachineTemplateSpec) *v1alpha1.MachineTemplateSpec {
-	c := t.DeepCopy()
+	c := *t
 	c.Labels = nil
 	c.Spec.NodeTemplateSpec = v1alpha1.NodeTemplateSpec{}
 	c.Spec.MachineConfiguration = nil
 	c.Spec.Class.Kind = ""
-	return c
+	return &c
 }
 
 // TemplateMatches reports whether a MachineSet carries the deployment's current template.

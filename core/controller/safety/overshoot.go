@@ -14,8 +14,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
@@ -66,13 +68,33 @@ func (c *overshootFreeze) setup(mgr manager.Manager) error {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}
 			return nil
-		}}).
+		}}, builder.WithPredicates(countChanged())).
 		Watches(&v1alpha1.MachineDeployment{}, handler.EnqueueRequestsFromMapFunc(c.deploymentToSets), builder.WithPredicates(coalesce.NotStatusOnly())).
 		Complete(reconcile.Func(c.reconcile))
 	if err != nil {
 		return fmt.Errorf("safety: overshoot controller: %w", err)
 	}
 	return nil
+}
+
+// countChanged passes the machine updates that change what a check counts: a machine that starts
+// terminating or changes its controller. Creations and deletions always pass; the other updates
+// (several per machine in a scale-up: status, labels, annotations) leave the count as it was.
+func countChanged() predicate.Funcs {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return true
+		}
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
+			controllerUID(e.ObjectOld) != controllerUID(e.ObjectNew)
+	}}
+}
+
+func controllerUID(o client.Object) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return ref.UID
+	}
+	return ""
 }
 
 func (c *overshootFreeze) deploymentToSets(ctx context.Context, o client.Object) []reconcile.Request {

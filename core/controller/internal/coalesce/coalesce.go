@@ -69,6 +69,8 @@ type Handler struct {
 
 	mu      sync.Mutex
 	members map[reconcile.Request]int
+	// written: the resourceVersion each gatherer's last own status write left (see Wrote).
+	written map[reconcile.Request]string
 }
 
 var _ handler.EventHandler = &Handler{}
@@ -203,12 +205,44 @@ func NotStatusOnly() predicate.Predicate {
 // controller's own status writes, which would otherwise wake the gatherer again at once — a
 // reconcile, a status write, a reconcile, … reading all members each time while they change
 // during a scale-up. They wait as long as a member event would.
+//
+// The echo of a write recorded with Wrote is dropped: the reconcile that wrote it had read all
+// the write reflects, and what changed since comes as events of its own.
 func (h *Handler) Own() handler.EventHandler {
 	return handler.Funcs{UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if e.ObjectOld == nil || e.ObjectNew == nil || !StatusOnly(e.ObjectOld, e.ObjectNew) {
 			return
 		}
 		req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}
+		if h.echo(req, e.ObjectNew.GetResourceVersion()) {
+			return
+		}
 		q.AddAfter(req, h.delay(req))
 	}}
+}
+
+// Wrote records a gatherer as the controller's own status write left it (the object the API
+// server returned), so that Own drops that write's update event. With hundreds of small
+// gatherers each status write would otherwise cost a second reconcile that finds nothing to do.
+func (h *Handler) Wrote(o client.Object) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.written == nil {
+		h.written = map[reconcile.Request]string{}
+	}
+	h.written[reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}] = o.GetResourceVersion()
+}
+
+// echo reports whether rv is the version the gatherer's last own write left, forgetting it.
+func (h *Handler) echo(req reconcile.Request, rv string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w, ok := h.written[req]; ok && w == rv && rv != "" {
+		delete(h.written, req)
+		return true
+	}
+	return false
 }

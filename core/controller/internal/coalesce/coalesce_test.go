@@ -126,3 +126,31 @@ func TestSizedByTakesTheOtherHandlersCounts(t *testing.T) {
 		t.Fatalf("a set event of a deployment of 3 machines waits %s, want 3s", d)
 	}
 }
+
+func TestOwnDropsTheEchoOfItsOwnWriteOnly(t *testing.T) {
+	ctx := context.Background()
+	h := &Handler{Map: byLabel}
+	own := h.Own()
+	q := &queue{}
+	set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", ResourceVersion: "1"}}
+	written := set.DeepCopy()
+	written.ResourceVersion, written.Status.Replicas = "2", 2
+	h.Wrote(written)
+
+	own.Update(ctx, event.UpdateEvent{ObjectOld: set, ObjectNew: written}, q)
+	if len(q.after) != 0 || len(q.now) != 0 {
+		t.Fatalf("the echo of the controller's own write woke the gatherer: %v %v", q.after, q.now)
+	}
+	// Another writer's status update (and a second delivery of the same version) still wakes it.
+	other := written.DeepCopy()
+	other.ResourceVersion, other.Status.ReadyReplicas = "3", 1
+	own.Update(ctx, event.UpdateEvent{ObjectOld: written, ObjectNew: other}, q)
+	if _, ok := q.after[req("a")]; !ok {
+		t.Fatal("a status update by another writer was dropped")
+	}
+	q.after = nil
+	own.Update(ctx, event.UpdateEvent{ObjectOld: set, ObjectNew: written}, q)
+	if _, ok := q.after[req("a")]; !ok {
+		t.Fatal("an echo is dropped once only")
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
+	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/core/controller/standby"
 	"github.com/machinist-io/machinist/core/driver"
@@ -71,11 +73,20 @@ func Setup(mgr manager.Manager, opts Options) error {
 		opts.Now = time.Now
 	}
 	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: opts}
+	for _, obj := range []client.Object{&v1alpha1.MachineSet{}, &v1alpha1.Machine{}} {
+		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
+			return fmt.Errorf("standby pool: %w", err)
+		}
+	}
 	return builder.ControllerManagedBy(mgr).
 		Named("standbypool").
-		For(&v1alpha1.MachineDeployment{}).
+		// A pool reads no deployment's or set's status but its own condition, which the
+		// deployment controller's status writes keep: their status-only updates (several per
+		// set and deployment in a scale-up) bring it nothing.
+		For(&v1alpha1.MachineDeployment{}, builder.WithPredicates(coalesce.NotStatusOnly())).
 		Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(poolOf)).
-		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.MachineDeployment{})).
+		Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.MachineDeployment{}),
+			builder.WithPredicates(coalesce.NotStatusOnly())).
 		Complete(r)
 }
 
@@ -97,6 +108,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if md.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // the garbage collector deletes the pool with it
 	}
+	_, annotated := md.Annotations[standby.Annotation]
+	if !annotated {
+		// Most deployments have no pool and every event of theirs and their sets comes here:
+		// the cache says whether a pool is left to drain, without a live list per event.
+		left, err := r.cachedMembers(ctx, md)
+		if err != nil || !left {
+			return reconcile.Result{}, errors.Join(err, r.removeCondition(ctx, md))
+		}
+	}
 	members, err := r.members(ctx, md)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -106,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// A typo never empties a pool: it stays as it is until the value is fixed.
 		return reconcile.Result{}, r.setCondition(ctx, md, v1alpha1.ConditionFalse, ReasonInvalid, err.Error())
 	}
-	if _, annotated := md.Annotations[standby.Annotation]; !annotated && len(members) == 0 {
+	if !annotated && len(members) == 0 {
 		return reconcile.Result{}, r.removeCondition(ctx, md)
 	}
 	ms, err := r.currentSet(ctx, md)
@@ -151,11 +171,25 @@ func (r *Reconciler) members(ctx context.Context, md *v1alpha1.MachineDeployment
 	return out, nil
 }
 
+// cachedMembers reports whether the cache shows a standby machine of the deployment.
+func (r *Reconciler) cachedMembers(ctx context.Context, md *v1alpha1.MachineDeployment) (bool, error) {
+	var list v1alpha1.MachineList
+	if err := ownership.Controlled(ctx, r.client, &list, md.Namespace, md.UID, client.UnsafeDisableDeepCopy); err != nil {
+		return false, fmt.Errorf("standby pool: list machines of %s: %w", md.Name, err)
+	}
+	for i := range list.Items {
+		if _, ok := standby.MemberOf(&list.Items[i], md.Name); ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // currentSet is the deployment's set of its current template (as rollout.SameTemplate decides,
 // the way MCM picks it), or nil while there is none.
 func (r *Reconciler) currentSet(ctx context.Context, md *v1alpha1.MachineDeployment) (*v1alpha1.MachineSet, error) {
 	var sets v1alpha1.MachineSetList
-	if err := r.client.List(ctx, &sets, client.InNamespace(md.Namespace)); err != nil {
+	if err := ownership.Controlled(ctx, r.client, &sets, md.Namespace, md.UID); err != nil {
 		return nil, fmt.Errorf("standby pool: list sets of %s: %w", md.Name, err)
 	}
 	var cur *v1alpha1.MachineSet

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -42,6 +43,9 @@ func (r *Reconciler) setCondition(ctx context.Context, md *v1alpha1.MachineDeplo
 
 // removeCondition drops ConditionStandbyReady from a deployment without a pool.
 func (r *Reconciler) removeCondition(ctx context.Context, md *v1alpha1.MachineDeployment) error {
+	if !slices.ContainsFunc(md.Status.Conditions, func(c v1alpha1.MachineDeploymentCondition) bool { return c.Type == ConditionStandbyReady }) {
+		return nil // nothing to remove: no copy, no write
+	}
 	upd := md.DeepCopy()
 	out := upd.Status.Conditions[:0:0]
 	for _, c := range upd.Status.Conditions {
