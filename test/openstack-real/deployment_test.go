@@ -25,6 +25,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
+	"github.com/machinist-io/machinist/core/controller/standby"
 	"github.com/machinist-io/machinist/core/driver"
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
 	"github.com/machinist-io/machinist/harness/machinetest"
@@ -372,7 +373,9 @@ func startRun(t *testing.T, kubeconfig string) {
 
 // standInKubelet registers a Ready Node for every machine whose server exists (the fake virt
 // driver boots nothing a kubelet could run in), as the kubelet of a booted server would: named
-// after the machine, with the server's provider ID. A node whose Ready status could not be
+// after the machine, with the server's provider ID. A standby machine whose server is stopping
+// or stopped gets none (the controller deleted its node, and a stopped server runs no kubelet
+// to bring it back). A node whose Ready status could not be
 // written (machinist labels new nodes, so the write can conflict) is written again on the next
 // pass. It stops when ctx ends.
 func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
@@ -383,7 +386,8 @@ func standInKubelet(ctx context.Context, t *testing.T, c client.Client) {
 		}
 		for _, m := range list.Items {
 			name := m.Labels[v1alpha1.LabelNode]
-			if name == "" || m.Spec.ProviderID == "" || m.DeletionTimestamp != nil {
+			st := standby.State(m.Annotations[standby.AnnotationState])
+			if name == "" || m.Spec.ProviderID == "" || m.DeletionTimestamp != nil || st == standby.Stopping || st == standby.Stopped {
 				continue
 			}
 			node := &corev1.Node{}

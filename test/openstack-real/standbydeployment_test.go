@@ -9,9 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +41,7 @@ func TestStandbyDeployment(t *testing.T) {
 	md.Annotations = map[string]string{standby.Annotation: "2"}
 	create(t, ctx, c, md)
 	startRun(t, env.KubeconfigPath)
-	go standbyKubelet(ctx, t, c)
+	go standInKubelet(ctx, t, c)
 
 	list := func(ctx context.Context) ([]v1alpha1.Machine, error) {
 		l := &v1alpha1.MachineList{}
@@ -142,41 +139,4 @@ func TestStandbyDeployment(t *testing.T) {
 	if left, err := nova.leftovers(ctx, cluster); err != nil || len(left) > 0 {
 		t.Errorf("after scaling to 0 with standby 0 the cloud holds %v (%v)", left, err)
 	}
-}
-
-// standbyKubelet is standInKubelet for a deployment with standby machines: a Ready Node for
-// every machine whose server runs, none for a standby machine whose server is stopping or
-// stopped (the controller deleted its node, and a stopped server runs no kubelet to bring it
-// back). It stops when ctx ends.
-func standbyKubelet(ctx context.Context, t *testing.T, c client.Client) {
-	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		list := &v1alpha1.MachineList{}
-		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, nil
-		}
-		for _, m := range list.Items {
-			name := m.Labels[v1alpha1.LabelNode]
-			st := standby.State(m.Annotations[standby.AnnotationState])
-			if name == "" || m.Spec.ProviderID == "" || m.DeletionTimestamp != nil || st == standby.Stopping || st == standby.Stopped {
-				continue
-			}
-			node := &corev1.Node{}
-			err := c.Get(ctx, client.ObjectKey{Name: name}, node)
-			if apierrors.IsNotFound(err) {
-				node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.NodeSpec{ProviderID: m.Spec.ProviderID}}
-				err = c.Create(ctx, node)
-			}
-			if err != nil || node.DeletionTimestamp != nil || machinetest.NodeReady(node) {
-				continue
-			}
-			node.Status.Conditions = []corev1.NodeCondition{{
-				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
-			}}
-			if err := c.Status().Update(ctx, node); err != nil && !apierrors.IsConflict(err) {
-				t.Logf("stand-in kubelet: node %s status: %v", name, err)
-			}
-		}
-		return false, nil
-	})
 }
