@@ -29,17 +29,25 @@ import (
 
 func TestMain(m *testing.M) { ctrltest.Main(m) }
 
-// TestExplainNamesTheBudgetADrainWaitsFor: a machine being deleted whose node runs a pod under a
-// budget that allows no disruption: explain names the budget and the pod; explain of its
-// deployment says what the controller decides now.
-func TestExplainNamesTheBudgetADrainWaitsFor(t *testing.T) {
+// newEnv is a test's namespace on the shared API server, a context bounded to 5 minutes and a
+// client.
+func newEnv(t *testing.T) (*ctrltest.Env, context.Context, client.Client) {
+	t.Helper()
 	e := ctrltest.NewEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	c, err := client.New(e.Config, client.Options{Scheme: testenv.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, ctx, c
+}
+
+// TestExplainNamesTheBudgetADrainWaitsFor: a machine being deleted whose node runs a pod under a
+// budget that allows no disruption: explain names the budget and the pod; explain of its
+// deployment says what the controller decides now.
+func TestExplainNamesTheBudgetADrainWaitsFor(t *testing.T) {
+	e, ctx, c := newEnv(t)
 	create := func(o client.Object) {
 		t.Helper()
 		o.SetNamespace(e.NS)
@@ -112,13 +120,7 @@ func TestExplainNamesTheBudgetADrainWaitsFor(t *testing.T) {
 // replaces it, and explain of the new machine names the machine it replaced and the failed
 // condition; explain of the old machine names its replacement.
 func TestExplainNamesTheFailedHealthConditionAndTheMachineReplaced(t *testing.T) {
-	e := ctrltest.NewEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := client.New(e.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, ctx, c := newEnv(t)
 	spec := fmt.Sprintf(`{"cluster":%q,"zone":"z","heartbeatInterval":"1s","nodeMonitorGracePeriod":"5s"}`, e.NS)
 	for _, o := range []client.Object{
 		&v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Provider: "local", ProviderSpec: runtime.RawExtension{Raw: []byte(spec)}},
@@ -135,7 +137,7 @@ func TestExplainNamesTheFailedHealthConditionAndTheMachineReplaced(t *testing.T)
 
 	old := runningMachines(t, ctx, c, e.NS, 1)[0]
 	node := old.Labels[v1alpha1.LabelNode]
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n := &corev1.Node{}
 		if err := c.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return err
