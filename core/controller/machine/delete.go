@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
+	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/fallback"
 	"github.com/machinist-io/machinist/core/controller/mcmmetrics"
 	"github.com/machinist-io/machinist/core/drain"
@@ -365,6 +366,13 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 	drainTimeout := r.opts.drainTimeout(m)
 	elapsed := r.now().Sub(m.DeletionTimestamp.Time)
 	force, why := forceDrain(m, node, elapsed, drainTimeout, r.now(), r.opts.ForceDrainNotReadyAfter)
+	var parked *machinistv1alpha1.PoolPolicy
+	if force && timedOutOnly(m, node, elapsed, drainTimeout, r.now(), r.opts.ForceDrainNotReadyAfter) {
+		if parked, err = r.cordonPolicy(ctx, m); err != nil {
+			return "", reconcile.Result{}, err
+		}
+		force = parked == nil
+	}
 
 	reason := v1alpha1.NodeTerminationReasonScaleDown
 	if s.FromPhase == v1alpha1.MachineFailed {
@@ -375,6 +383,9 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 	}
 
 	opts := r.drainOptionsFor(ctx, m, s, force, drainTimeout, elapsed)
+	if parked != nil {
+		opts.Timeout = parkedDrainTimeout
+	}
 	if force {
 		r.event(m, corev1.EventTypeNormal, "ForceDrain", "Drain", "Draining node "+nodeName+" forcefully: "+why)
 	}
@@ -397,8 +408,32 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 		if errors.As(err, &mis) {
 			code = driver.FailedPrecondition
 		}
-		return r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %w", err), code) //nolint:staticcheck // MCM's LastOperation text, verbatim (docs/compatibility/mcm-controllers.md)
+		if parked != nil {
+			if perr := r.park(ctx, m, parked, nodeName, err); perr != nil {
+				res, rerr := requeueOnConflict(perr)
+				return "", res, rerr
+			}
+		}
+		next, res, ferr := r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %w", err), code) //nolint:staticcheck // MCM's LastOperation text, verbatim (docs/compatibility/mcm-controllers.md)
+		if ferr == nil && res.RequeueAfter > 0 {
+			res.RequeueAfter, ferr = r.undrainableRetry(ctx, m, parked, drainTimeout-elapsed, res.RequeueAfter)
+		}
+		return next, res, ferr
 	}
+}
+
+// undrainableRetry bounds the retry of a failed drain under a Cordon policy: a machine not yet
+// parked comes back when its drain timeout passes (a blocked budget's backoff may be far
+// longer), a parked one tries again at least every parkedRetry. Other machines keep delay.
+func (r *terminationReconciler) undrainableRetry(ctx context.Context, m *v1alpha1.Machine, parked *machinistv1alpha1.PoolPolicy, untilTimeout, delay time.Duration) (time.Duration, error) {
+	if parked != nil {
+		return min(delay, parkedRetry), nil
+	}
+	p, err := r.cordonPolicy(ctx, m)
+	if err != nil || p == nil {
+		return delay, err
+	}
+	return min(delay, max(untilTimeout+time.Second, r.opts.DrainPollInterval)), nil
 }
 
 // nodeToDrain reads the node from the cache, which suffices for what the drain step reads
@@ -426,6 +461,12 @@ func forceDrain(m *v1alpha1.Machine, node *corev1.Node, elapsed, drainTimeout ti
 		return true, fmt.Sprintf("node not ready for %s", d.Round(time.Second))
 	}
 	return false, ""
+}
+
+// timedOutOnly: the drain timeout is the only reason forceDrain gives to force (no force label,
+// the node Ready enough to drain gracefully).
+func timedOutOnly(m *v1alpha1.Machine, node *corev1.Node, elapsed, drainTimeout time.Duration, now time.Time, notReadyAfter time.Duration) bool {
+	return elapsed > drainTimeout && !isTrue(m.Labels[v1alpha1.LabelForceDeletion]) && notReadyFor(node, now) <= notReadyAfter
 }
 
 // drainOptionsFor are the drain's options: a forceful drain gets a minute and one eviction
