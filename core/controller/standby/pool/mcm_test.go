@@ -3,6 +3,7 @@ package pool_test
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"log/slog"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmanager "sigs.k8s.io/controller-runtime/pkg/manager"
 
