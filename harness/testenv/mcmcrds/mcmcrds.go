@@ -113,7 +113,7 @@ var All = []Facts{
 		StatusSubresource: true,
 		Scale:             true,
 		MachinistOnly: append(append(openMetadata("spec.template.metadata"), openMetadata("spec.template.spec.nodeTemplate.metadata")...),
-			"status.fallbackReplicas", "status.labelSelector"),
+			"status.fallbackReplicas", "status.labelSelector", "status.standbyReady", "status.standbyStarting"),
 	},
 }
 

@@ -17,6 +17,8 @@ import (
 // +kubebuilder:printcolumn:name="Up-to-date",type=integer,JSONPath=`.status.updatedReplicas`,description="Total number of non-terminated machines targeted by this machine deployment that have the desired template spec."
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`,description="Total number of available machines (ready for at least minReadySeconds) targeted by this machine deployment."
 // +kubebuilder:printcolumn:name="Fallback",type=integer,JSONPath=`.status.fallbackReplicas`,description="Machines running on a fallback class (machinist.io/fallback-classes) instead of the template's class."
+// +kubebuilder:printcolumn:name="Standby",type=integer,JSONPath=`.status.standbyReady`,description="Standby machines (machinist.io/standby) stopped and ready to resume."
+// +kubebuilder:printcolumn:name="Standby-Starting",type=integer,priority=1,JSONPath=`.status.standbyStarting`,description="Standby machines (machinist.io/standby) booting or stopping, on their way to standby."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type MachineDeployment struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -212,4 +214,18 @@ type MachineDeploymentStatus struct {
 	// own field: Gardener MCM's CRD has no such field and prunes it.
 	// +optional
 	FallbackReplicas int32 `json:"fallbackReplicas,omitempty"`
+
+	// StandbyReady counts the standby machines (annotation machinist.io/standby) of the current
+	// template that are stopped, ready to be claimed and resumed, up to the wanted count.
+	// machinist's own field, written by the standby pool controller with the StandbyReady
+	// condition; absent without a pool. Gardener MCM's CRD has no such field and prunes it.
+	// +optional
+	StandbyReady int32 `json:"standbyReady,omitempty"`
+
+	// StandbyStarting counts the standby machines of the current template on their way to
+	// StandbyReady: booting (created, their node not Ready yet) or stopping (drained, their VM
+	// being stopped). A claimed machine has left the pool and is counted by the replica fields.
+	// Same ownership and pruning as StandbyReady.
+	// +optional
+	StandbyStarting int32 `json:"standbyStarting,omitempty"`
 }

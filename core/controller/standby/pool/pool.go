@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	"github.com/machinist-io/machinist/core/controller/internal/coalesce"
+	"github.com/machinist-io/machinist/core/controller/internal/crdfield"
 	"github.com/machinist-io/machinist/core/controller/internal/ownership"
 	"github.com/machinist-io/machinist/core/controller/rollout"
 	"github.com/machinist-io/machinist/core/controller/standby"
@@ -59,6 +61,8 @@ type Reconciler struct {
 	client client.Client
 	reader client.Reader // uncached: a pool's members are listed live, so a pass never creates twice
 	opts   Options
+	// countsField is status.standbyReady/standbyStarting, which Gardener MCM's CRD lacks.
+	countsField *crdfield.Field
 }
 
 // Setup adds the reconciler to mgr: it watches deployments and the standby machines of each.
@@ -72,7 +76,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: opts}
+	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), opts: opts,
+		countsField: crdfield.New("the MachineDeployment CRD's status.standbyReady and status.standbyStarting",
+			"the StandbyReady condition's message still counts the pool; install machinist's CRDs (kubernetes/crds) to get the fields back")}
 	for _, obj := range []client.Object{&v1alpha1.MachineSet{}, &v1alpha1.Machine{}} {
 		if err := ownership.AddIndex(context.Background(), mgr.GetFieldIndexer(), obj); err != nil {
 			return fmt.Errorf("standby pool: %w", err)
@@ -114,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// the cache says whether a pool is left to drain, without a live list per event.
 		left, err := r.cachedMembers(ctx, md)
 		if err != nil || !left {
-			return reconcile.Result{}, errors.Join(err, r.removeCondition(ctx, md))
+			return reconcile.Result{}, errors.Join(err, r.clearStatus(ctx, md))
 		}
 	}
 	members, err := r.members(ctx, md)
@@ -124,19 +130,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	want, err := standby.Desired(md)
 	if err != nil {
 		// A typo never empties a pool: it stays as it is until the value is fixed.
-		return reconcile.Result{}, r.setCondition(ctx, md, v1alpha1.ConditionFalse, ReasonInvalid, err.Error())
+		// The counts stay as they were, like the pool.
+		return reconcile.Result{}, r.setStatus(ctx, md, poolStatus{status: v1alpha1.ConditionFalse, reason: ReasonInvalid,
+			msg: err.Error(), ready: md.Status.StandbyReady, starting: md.Status.StandbyStarting})
 	}
 	if !annotated && len(members) == 0 {
-		return reconcile.Result{}, r.removeCondition(ctx, md)
+		return reconcile.Result{}, r.clearStatus(ctx, md)
 	}
 	ms, err := r.currentSet(ctx, md)
 	if err != nil || ms == nil {
 		return reconcile.Result{}, err // the deployment controller creates it; its watch brings us back
 	}
-	status, reason, msg := v1alpha1.ConditionTrue, ReasonReady, ""
+	var perr error
 	if want > 0 {
-		if perr := r.power(ctx, ms); perr != nil {
-			want, status, reason, msg = 0, v1alpha1.ConditionFalse, ReasonUnavailable, perr.Error()
+		if perr = r.power(ctx, ms); perr != nil {
+			want = 0
 		}
 	}
 	hash := ms.Labels[v1alpha1.LabelMachineTemplateHash]
@@ -144,10 +152,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.apply(ctx, md, ms, plan, members); err != nil {
 		return reconcile.Result{}, err
 	}
-	if reason != ReasonUnavailable {
-		status, reason, msg = poolCondition(want, hash, members, plan)
+	ps := poolCondition(want, hash, members, plan)
+	if perr != nil {
+		ps.status, ps.reason, ps.msg = v1alpha1.ConditionFalse, ReasonUnavailable, perr.Error()
 	}
-	return reconcile.Result{}, r.setCondition(ctx, md, status, reason, msg)
+	return reconcile.Result{}, r.setStatus(ctx, md, ps)
 }
 
 // members lists the deployment's standby machines (controlled by it, of its name), from the API
@@ -246,21 +255,25 @@ func (r *Reconciler) apply(ctx context.Context, md *v1alpha1.MachineDeployment, 
 }
 
 // poolCondition says how far the pool is: True when want machines of the current template are
-// stopped and nothing is planned.
-func poolCondition(want int, hash string, members []standby.Member, plan standby.Plan) (v1alpha1.ConditionStatus, string, string) {
+// stopped and nothing is planned. Its counts are the message's, of the machines the pool keeps
+// (current template, not being or just deleted): stopped ones up to want are ready; booting and
+// stopping ones, with those this pass created, are starting.
+func poolCondition(want int, hash string, members []standby.Member, plan standby.Plan) poolStatus {
 	var stopped, other int
 	for _, m := range members {
 		switch {
-		case m.Deleting || m.Hash != hash:
+		case m.Deleting || m.Hash != hash || slices.Contains(plan.Delete, m.Name):
 		case m.State == standby.Stopped:
 			stopped++
 		default:
 			other++
 		}
 	}
-	msg := fmt.Sprintf("%d of %d standby machines stopped, %d booting or stopping", min(stopped, want), want, other+plan.Create)
+	ps := poolStatus{status: v1alpha1.ConditionFalse, reason: ReasonFilling,
+		ready: int32(min(stopped, want)), starting: int32(other + plan.Create)} //nolint:gosec // a pool is at most standby.MaxPool machines
+	ps.msg = fmt.Sprintf("%d of %d standby machines stopped, %d booting or stopping", ps.ready, want, ps.starting)
 	if stopped >= want && plan.Create == 0 && len(plan.Delete) == 0 {
-		return v1alpha1.ConditionTrue, ReasonReady, msg
+		ps.status, ps.reason = v1alpha1.ConditionTrue, ReasonReady
 	}
-	return v1alpha1.ConditionFalse, ReasonFilling, msg
+	return ps
 }

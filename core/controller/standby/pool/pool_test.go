@@ -208,3 +208,80 @@ func TestProviderWithoutPowerGetsACondition(t *testing.T) {
 		t.Errorf("condition message %q does not name the annotation", c.Message)
 	}
 }
+
+// waitCounts waits for web's status.standbyReady and status.standbyStarting.
+func waitCounts(e *ctrltest.Env, ready, starting int32) {
+	e.T.Helper()
+	eventually.Explained(e.T, 30*time.Second, fmt.Sprintf("standbyReady %d, standbyStarting %d", ready, starting), func() (bool, string) {
+		md := &v1alpha1.MachineDeployment{}
+		if err := e.C.Get(context.Background(), e.Key("web"), md); err != nil {
+			return false, err.Error()
+		}
+		st := md.Status
+		return st.StandbyReady == ready && st.StandbyStarting == starting,
+			fmt.Sprintf("standbyReady %d, standbyStarting %d, conditions %+v", st.StandbyReady, st.StandbyStarting, st.Conditions)
+	})
+}
+
+// The status counts follow the pool: starting while it fills, ready once stopped, one ready less
+// and one starting more after a claim (the pool refills), and both gone with the pool.
+func TestStatusCountsFollowThePool(t *testing.T) {
+	e := ctrltest.NewEnv(t)
+	e.Drivers.Set(memdriver.ProviderName, memdriver.New(memdriver.NewCloud()))
+	e.Class("small", memdriver.ProviderName, map[string]any{}, "")
+	_, ms := deployment(e, "small", "2", "h1")
+	start(e)
+
+	got := waitPool(e, "two standby machines", func(ms []v1alpha1.Machine) bool { return len(ms) == 2 })
+	waitCounts(e, 0, 2)
+
+	// One stops, then the other (what the Machine controller records).
+	setState(e, got[0].Name, standby.Stopped)
+	waitCounts(e, 1, 1)
+	setState(e, got[1].Name, standby.Stopped)
+	waitCounts(e, 2, 0)
+	waitCondition(e, v1alpha1.ConditionTrue, pool.ReasonReady)
+
+	// The set claims a stopped one: it leaves the pool, which refills with a booting one.
+	m := &v1alpha1.Machine{}
+	if err := e.C.Get(context.Background(), e.Key(got[0].Name), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.C.Update(context.Background(), standby.Claim(m, ms)); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(e, 1, 1)
+	c := waitCondition(e, v1alpha1.ConditionFalse, pool.ReasonFilling)
+	if c.Message != "1 of 2 standby machines stopped, 1 booting or stopping" {
+		t.Errorf("condition message %q disagrees with the counts", c.Message)
+	}
+
+	// No annotation: the pool drains, the condition and both counts go.
+	updateDeployment(e, func(md *v1alpha1.MachineDeployment) { delete(md.Annotations, standby.Annotation) })
+	waitPool(e, "no standby machine", func(ms []v1alpha1.Machine) bool { return len(ms) == 0 })
+	eventually.Explained(t, 30*time.Second, "no StandbyReady condition and no counts", func() (bool, string) {
+		md := &v1alpha1.MachineDeployment{}
+		if err := e.C.Get(context.Background(), e.Key("web"), md); err != nil {
+			return false, err.Error()
+		}
+		st := md.Status
+		has := slices.ContainsFunc(st.Conditions, func(c v1alpha1.MachineDeploymentCondition) bool { return c.Type == pool.ConditionStandbyReady })
+		return !has && st.StandbyReady == 0 && st.StandbyStarting == 0, fmt.Sprintf("%+v", st)
+	})
+}
+
+// setState records a standby machine's state, again on a conflict.
+func setState(e *ctrltest.Env, name string, st standby.State) {
+	e.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := &v1alpha1.Machine{}
+		if err := e.C.Get(context.Background(), e.Key(name), m); err != nil {
+			return err
+		}
+		m.Annotations[standby.AnnotationState] = string(st)
+		return e.C.Update(context.Background(), m)
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+}

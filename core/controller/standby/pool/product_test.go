@@ -31,7 +31,9 @@ func readyNodes(t *testing.T, e *ctrltest.Env, timeout time.Duration, what strin
 			if m.Spec.ProviderID == "" || m.DeletionTimestamp != nil || st == standby.Stopping || st == standby.Stopped {
 				continue
 			}
-			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning || nodeReady(e, m.Name) {
+				// A Ready node is left alone: the list may be a moment older than a stop that
+				// is deleting it, and a kubelet does not write to a node being deleted.
 				continue
 			}
 			e.ReadyNode(m.Name, m.Spec.ProviderID, corev1.ConditionTrue)
@@ -49,6 +51,20 @@ func readyNodes(t *testing.T, e *ctrltest.Env, timeout time.Duration, what strin
 		}
 		return ok, desc
 	})
+}
+
+// nodeReady reports whether node name exists and is Ready.
+func nodeReady(e *ctrltest.Env, name string) bool {
+	n, err := e.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // count sorts the namespace's machines: standby ones by state, and the set's running ones.
