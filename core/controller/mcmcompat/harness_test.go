@@ -99,7 +99,7 @@ func newWorld(t *testing.T, cfg *rest.Config) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ld.Close() })
-	w.drv = &countingDriver{Driver: ld, creates: map[string]int{}}
+	w.drv = &countingDriver{Driver: ld, creates: map[string]int{}, stops: map[string]int{}, starts: map[string]int{}, deletes: map[string]int{}}
 	return w
 }
 
@@ -132,6 +132,9 @@ type countingDriver struct {
 	driver.Driver
 	mu      sync.Mutex
 	creates map[string]int
+	stops   map[string]int
+	starts  map[string]int
+	deletes map[string]int
 }
 
 func (d *countingDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
@@ -139,6 +142,53 @@ func (d *countingDriver) CreateMachine(ctx context.Context, req *driver.CreateMa
 	d.creates[req.Machine.Name]++
 	d.mu.Unlock()
 	return d.Driver.CreateMachine(ctx, req)
+}
+
+// StopMachine and StartMachine pass the local provider's power capability through (standby
+// machines), counted per machine; without them the wrapper would hide it.
+func (d *countingDriver) StopMachine(ctx context.Context, req *driver.StopMachineRequest) (*driver.StopMachineResponse, error) {
+	d.count(d.stops, req.Machine.Name)
+	return d.Driver.(driver.PowerDriver).StopMachine(ctx, req)
+}
+
+func (d *countingDriver) StartMachine(ctx context.Context, req *driver.StartMachineRequest) (*driver.StartMachineResponse, error) {
+	d.count(d.starts, req.Machine.Name)
+	return d.Driver.(driver.PowerDriver).StartMachine(ctx, req)
+}
+
+func (d *countingDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+	d.count(d.deletes, req.Machine.Name)
+	return d.Driver.DeleteMachine(ctx, req)
+}
+
+func (d *countingDriver) count(m map[string]int, machine string) {
+	d.mu.Lock()
+	m[machine]++
+	d.mu.Unlock()
+}
+
+// count0 is one machine's entry of a count.
+func (d *countingDriver) count0(m map[string]int, machine string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return m[machine]
+}
+
+func (d *countingDriver) snapshot(m map[string]int) map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(m)
+}
+
+// total is the sum of one of the counts (creates, stops, starts, deletes).
+func (d *countingDriver) total(m map[string]int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, c := range m {
+		n += c
+	}
+	return n
 }
 
 func (d *countingDriver) createsOf(machine string) int {
