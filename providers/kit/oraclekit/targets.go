@@ -63,6 +63,28 @@ type Process struct {
 	home    string
 	cleanup func() error
 	mu      sync.Mutex // one call at a time
+
+	waitOnce sync.Once
+	waitErr  error
+}
+
+// wait waits for the process to end, once: exec copies its stderr into p.stderr until then, so
+// only after it does p.stderr hold what the process wrote last.
+func (p *Process) wait() error {
+	p.waitOnce.Do(func() { p.waitErr = p.cmd.Wait() })
+	return p.waitErr
+}
+
+// waitBounded waits for the process to end for at most d, and reports whether it did and how.
+func (p *Process) waitBounded(d time.Duration) (bool, error) {
+	done := make(chan error, 1)
+	go func() { done <- p.wait() }()
+	select {
+	case err := <-done:
+		return true, err
+	case <-time.After(d):
+		return false, nil
+	}
 }
 
 // StartProcess starts the driver process at path in a fresh home directory (its HOME and
@@ -124,6 +146,8 @@ func (p *Process) Call(ctx context.Context, c Call) (Result, error) {
 			if err == nil {
 				err = io.EOF
 			}
+			// Its output ended: let it end too, so that its last words are in p.stderr.
+			_, _ = p.waitBounded(5 * time.Second) // its exit status is for Close to report
 			return Result{}, fmt.Errorf("oracle: Gardener's driver ended: %w (stderr: %s)", err, p.stderr)
 		}
 	}
@@ -138,14 +162,10 @@ func (p *Process) Call(ctx context.Context, c Call) (Result, error) {
 // it ended.
 func (p *Process) Close() error {
 	_ = p.in.Close()
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	var waitErr error
-	select {
-	case waitErr = <-done:
-	case <-time.After(10 * time.Second):
+	ended, waitErr := p.waitBounded(10 * time.Second)
+	if !ended {
 		_ = p.cmd.Process.Kill()
-		waitErr = <-done
+		waitErr = p.wait()
 	}
 	if waitErr != nil {
 		waitErr = fmt.Errorf("oracle: Gardener's driver: %w (stderr: %s)", waitErr, p.stderr)
