@@ -368,7 +368,7 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 	force, why := forceDrain(m, node, elapsed, drainTimeout, r.now(), r.opts.ForceDrainNotReadyAfter)
 	var parked *machinistv1alpha1.PoolPolicy
 	if force && timedOutOnly(m, node, elapsed, drainTimeout, r.now(), r.opts.ForceDrainNotReadyAfter) {
-		if parked, err = r.cordonPolicy(ctx, m); err != nil {
+		if parked, err = (undrainable{r.deps}).cordonPolicy(ctx, m); err != nil {
 			return "", reconcile.Result{}, err
 		}
 		force = parked == nil
@@ -409,23 +409,23 @@ func (r *terminationReconciler) stepDrain(ctx context.Context, m *v1alpha1.Machi
 			code = driver.FailedPrecondition
 		}
 		if parked != nil {
-			if perr := r.park(ctx, m, parked, nodeName, err); perr != nil {
+			if perr := (undrainable{r.deps}).park(ctx, m, parked, nodeName, err); perr != nil {
 				res, rerr := requeueOnConflict(perr)
 				return "", res, rerr
 			}
 		}
 		next, res, ferr := r.stepFailed(ctx, m, s, fmt.Errorf("Drain failed due to - %w", err), code) //nolint:staticcheck // MCM's LastOperation text, verbatim (docs/compatibility/mcm-controllers.md)
 		if ferr == nil && res.RequeueAfter > 0 {
-			res.RequeueAfter, ferr = r.undrainableRetry(ctx, m, parked, drainTimeout-elapsed, res.RequeueAfter)
+			res.RequeueAfter, ferr = undrainable{r.deps}.retry(ctx, m, parked, drainTimeout-elapsed, res.RequeueAfter)
 		}
 		return next, res, ferr
 	}
 }
 
-// undrainableRetry bounds the retry of a failed drain under a Cordon policy: a machine not yet
+// retry bounds the retry of a failed drain under a Cordon policy: a machine not yet
 // parked comes back when its drain timeout passes (a blocked budget's backoff may be far
 // longer), a parked one tries again at least every parkedRetry. Other machines keep delay.
-func (r *terminationReconciler) undrainableRetry(ctx context.Context, m *v1alpha1.Machine, parked *machinistv1alpha1.PoolPolicy, untilTimeout, delay time.Duration) (time.Duration, error) {
+func (r undrainable) retry(ctx context.Context, m *v1alpha1.Machine, parked *machinistv1alpha1.PoolPolicy, untilTimeout, delay time.Duration) (time.Duration, error) {
 	if parked != nil {
 		return min(delay, parkedRetry), nil
 	}

@@ -21,12 +21,16 @@ const parkedDrainTimeout = 10 * time.Second
 // parkedRetry is the longest a parked machine waits before its next graceful drain attempt.
 const parkedRetry = time.Minute
 
+// undrainable is the terminating machine's side of spec.rollout.undrainable: Cordon (a type of
+// its own over the controller's deps, so the termination reconciler stays small).
+type undrainable struct{ *deps }
+
 // cordonPolicy returns the PoolPolicy that governs m's deployment with spec.rollout.undrainable:
 // Cordon, or nil. Such a machine is never drained by force when its drain timeout passes: its
 // node stays cordoned with the pods its budgets protect, the machine is marked
 // machinist.io/undrainable (the pool's budgets then leave it out) and the drain goes on trying
 // gracefully, as AKS's undrainableNodeBehavior: Cordon does.
-func (r *terminationReconciler) cordonPolicy(ctx context.Context, m *v1alpha1.Machine) (*machinistv1alpha1.PoolPolicy, error) {
+func (r undrainable) cordonPolicy(ctx context.Context, m *v1alpha1.Machine) (*machinistv1alpha1.PoolPolicy, error) {
 	if !r.limiter.pools {
 		return nil, nil
 	}
@@ -46,7 +50,7 @@ func (r *terminationReconciler) cordonPolicy(ctx context.Context, m *v1alpha1.Ma
 
 // park marks m undrainable (once: the event says so when the mark is new), naming the policy
 // and what blocks the drain.
-func (r *terminationReconciler) park(ctx context.Context, m *v1alpha1.Machine, p *machinistv1alpha1.PoolPolicy, node string, blocked error) error {
+func (r undrainable) park(ctx context.Context, m *v1alpha1.Machine, p *machinistv1alpha1.PoolPolicy, node string, blocked error) error {
 	if _, ok := m.Annotations[machinistv1alpha1.AnnotationUndrainable]; ok {
 		return nil
 	}
