@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,29 +18,12 @@ import (
 	"github.com/machinist-io/machinist/grpcbridge/dialin"
 	"github.com/machinist-io/machinist/grpcbridge/mtls"
 	"github.com/machinist-io/machinist/grpcbridge/mtls/mtlstest"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 )
-
-// lockedBuffer collects a background command's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // bg is a command running in-process in the background.
 type bg struct {
-	out    *lockedBuffer
+	out    *syncbuf.Buffer
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error
@@ -52,7 +33,7 @@ type bg struct {
 func background(t *testing.T, args ...string) *bg {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &bg{out: &lockedBuffer{}, cancel: cancel, done: make(chan struct{})}
+	b := &bg{out: &syncbuf.Buffer{}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
 		b.err = newApp(b.out, b.out).RunContext(ctx, append([]string{"machinist"}, args...))
@@ -90,7 +71,7 @@ func (b *bg) exited() bool {
 var servingRE = regexp.MustCompile(`serving \S+ on (\S+)`)
 
 // waitServing returns the address a serve printed to out; exited tells when it ended early.
-func waitServing(t *testing.T, out *lockedBuffer, exited func() bool) string {
+func waitServing(t *testing.T, out *syncbuf.Buffer, exited func() bool) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -251,7 +232,7 @@ func TestSlimBinary(t *testing.T) {
 	}
 	sock := "unix://" + socketPath(t)
 	srv := exec.Command(bin, "serve", "--listen", sock, "--insecure", "--state-dir", t.TempDir())
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	srv.Stdout, srv.Stderr = &out, &out
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)

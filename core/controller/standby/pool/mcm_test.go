@@ -1,7 +1,6 @@
 package pool_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
@@ -24,6 +23,7 @@ import (
 	"github.com/machinist-io/machinist/harness/localcontrolplane"
 	"github.com/machinist-io/machinist/harness/testenv"
 	"github.com/machinist-io/machinist/harness/testenv/mcmcrds"
+	"github.com/machinist-io/machinist/internal/syncbuf"
 )
 
 // warnings records the API server's warnings (299 headers) the controller receives.
@@ -44,24 +44,6 @@ func (w *warnings) all() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.text...)
-}
-
-// lockedBuffer is a log sink the controller and the test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // Under CRDs shaped like Gardener MCM's the server prunes the counts: the pool sends them once,
@@ -90,7 +72,7 @@ func TestCountsUnderMCMCRDsAreDroppedOnce(t *testing.T) {
 	warned := &warnings{}
 	e.ControllerConfig = rest.CopyConfig(cfg)
 	e.ControllerConfig.WarningHandlerWithContext = warned
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 
 	e.Drivers.Set(memdriver.ProviderName, memdriver.New(memdriver.NewCloud()))
 	e.Class("small", memdriver.ProviderName, map[string]any{}, "")
