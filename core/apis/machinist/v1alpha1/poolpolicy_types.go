@@ -82,17 +82,18 @@ const (
 )
 
 // UndrainableBehavior says what a rollout does with a node whose drain is blocked (a
-// PodDisruptionBudget that allows no eviction) past the drain timeout. Neither forces the drain.
+// PodDisruptionBudget that allows no eviction) past the drain timeout.
 // +kubebuilder:validation:Enum=Wait;Cordon
 type UndrainableBehavior string
 
 // The behaviours.
 const (
-	// UndrainableWait: the drain goes on trying; the machine holds its share of the budget until
-	// it is drained (the default).
+	// UndrainableWait: the drain is MCM's: it turns forceful once the drain timeout passes, and
+	// the machine holds its share of the budget until it is gone (the default).
 	UndrainableWait UndrainableBehavior = "Wait"
-	// UndrainableCordon: the node is left cordoned with its pods, the drain goes on trying in the
-	// background, and the rollout goes on without counting the machine against the budget.
+	// UndrainableCordon: the drain is never forced: the node is left cordoned with its pods, the
+	// drain goes on trying gracefully, and the rollout goes on without counting the machine
+	// against the budget.
 	UndrainableCordon UndrainableBehavior = "Cordon"
 )
 
@@ -271,8 +272,8 @@ const (
 
 // AnnotationUndrainable is set on a terminating Machine whose node could not be drained by the
 // drain timeout under a policy with undrainable Cordon: the node stays cordoned, the drain goes
-// on trying, and the pool's rollout no longer counts the machine. The value is when it was set
-// (RFC 3339).
+// on trying, and the pool's rollout no longer counts the machine. The value says why (the node,
+// the policy and what blocks the drain).
 const AnnotationUndrainable = "machinist.io/undrainable"
 
 // AnnotationApprovedForUpdate marks an outdated Machine whose node was selected for update under
