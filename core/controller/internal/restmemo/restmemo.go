@@ -1,7 +1,7 @@
 // Package restmemo keeps the REST mappings a controller process has resolved. controller-runtime
 // asks its mapper whether an object is namespaced on every read of a namespace-restricted cache
 // (apiutil.IsObjectNamespaced, for each Get and List), and its dynamic mapper answers by walking a
-// mapper per API group under a lock: five per cent of the controllers' CPU in a scale-up of 500
+// mapper per API group under a lock: 8 % of the controller's CPU samples in a scale-up of 500
 // deployments (docs/performance.md). A kind's mapping does not change while it is served — a
 // CRD's scope is immutable and its resource name is fixed by the CRD's name — so the first
 // answer is kept. Failures are not kept: a kind that is not served yet (a CRD installed later)
