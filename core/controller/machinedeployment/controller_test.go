@@ -249,6 +249,77 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 	}
 }
 
+// TestMarkedMachineGoesWhileReplicasStay: a scaler names a machine in the trigger-deletion
+// annotation but its lower replicas never come (or were undone, as Gardener's worker reconcile
+// does): MCM keeps such a machine for ever (gardener/machine-controller-manager#1078). Here it is
+// deleted, its set replaces it, and no other machine is touched.
+func TestMarkedMachineGoesWhileReplicasStay(t *testing.T) {
+	e := newEnv(t)
+	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 200*time.Millisecond)
+	e.startControllers()
+	d := e.deployment("kept", 3, "c", 1, 0)
+	e.create(d)
+	eventually.Explained(e.t, 30*time.Second, "3 Running machines", func() (bool, string) {
+		all, run := running(e.machines(), "")
+		return all == 3 && run == 3, fmt.Sprintf("%d machines, %d Running", all, run)
+	})
+	ms := e.machines()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	victim := ms[1].Name
+	before := map[string]bool{}
+	for _, m := range ms {
+		before[m.Name] = true
+	}
+	w := machinetest.WatchMachines(t, e.c, e.ns, func(cur map[string]*v1alpha1.Machine) string {
+		created := 0
+		for name, m := range cur {
+			if !before[name] {
+				created++
+			}
+			if m.DeletionTimestamp != nil && name != victim {
+				return "machine " + name + " was deleted but not named"
+			}
+		}
+		if created > 1 {
+			return fmt.Sprintf("%d machines created for one deletion", created)
+		}
+		return ""
+	})
+	w.Arm()
+	update(e, d, func(d *v1alpha1.MachineDeployment) {
+		if d.Annotations == nil {
+			d.Annotations = map[string]string{}
+		}
+		d.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM] = victim + "~" + time.Now().UTC().Format(time.RFC3339)
+	})
+	eventually.Explained(e.t, 30*time.Second, "the named machine replaced", func() (bool, string) {
+		cur := e.machines()
+		var names []string
+		fresh := 0
+		for _, m := range cur {
+			names = append(names, m.Name)
+			if m.Name == victim {
+				return false, "still there: " + strings.Join(names, ",")
+			}
+			if !before[m.Name] && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+				fresh++
+			}
+		}
+		return len(cur) == 3 && fresh == 1, "machines: " + strings.Join(names, ",")
+	})
+	eventually.Explained(e.t, 10*time.Second, "the annotation pruned", func() (bool, string) {
+		got := &v1alpha1.MachineDeployment{}
+		if err := e.c.Get(context.Background(), client.ObjectKeyFromObject(d), got); err != nil {
+			return false, err.Error()
+		}
+		v, ok := got.Annotations[v1alpha1.AnnotationTriggerDeletionByMCM]
+		return !ok && got.Spec.Replicas == 3, fmt.Sprintf("annotation %q, replicas %d", v, got.Spec.Replicas)
+	})
+	if v := w.Stop().Violations; len(v) > 0 {
+		t.Fatal(v[0])
+	}
+}
+
 // TestRecreateDeletesAllOldMachinesFirst: with Recreate, no machine of the new template exists
 // while any old machine does.
 func TestRecreateDeletesAllOldMachinesFirst(t *testing.T) {

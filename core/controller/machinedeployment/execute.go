@@ -60,6 +60,10 @@ func (e executor) run(ctx context.Context, op rollout.Op) (stop bool, err error)
 		return false, nodes.uncordon(ctx, op)
 	case rollout.MarkNode:
 		return false, nil // after the status: see markNodes
+	case rollout.Prioritize:
+		return false, e.prioritize(ctx, op)
+	case rollout.DeleteMachine:
+		return false, e.deleteMachine(ctx, op)
 	}
 	return true, fmt.Errorf("machinedeployment: operation %s is unknown to this controller", op.Kind())
 }
@@ -234,5 +238,41 @@ func (e executor) clearUpdateResult(ctx context.Context, op rollout.ClearUpdateR
 	if err := e.r.client.Patch(ctx, upd, client.MergeFrom(m)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("machinedeployment: remove label %s from machine %s: %w", v1alpha1.LabelNodeUpdateResult, m.Name, err)
 	}
+	return nil
+}
+
+// prioritize marks an approved machine to go first when its set shrinks, or unmarks one whose
+// node lost the approval (a pool's Manual approval).
+func (e executor) prioritize(ctx context.Context, op rollout.Prioritize) error {
+	m := e.machine(op.Machine)
+	if m == nil {
+		return nil
+	}
+	upd := m.DeepCopy()
+	op.Apply(upd)
+	if err := e.r.client.Patch(ctx, upd, client.MergeFrom(m)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("machinedeployment: mark the approval of machine %s: %w", m.Name, err)
+	}
+	if op.Approved {
+		e.r.recorder.Eventf(e.d, upd, "Normal", "ApprovedForUpdate", "Rollout", "Machine %s goes first: its node carries %s", m.Name, v1alpha1.LabelNodeSelectedForUpdate)
+	}
+	return nil
+}
+
+// deleteMachine deletes a machine a scaler marked whose set kept its replicas
+// (gardener/machine-controller-manager#1078); the set replaces it if its replicas still want one.
+// The precondition on its UID keeps a machine of the same name created since then.
+func (e executor) deleteMachine(ctx context.Context, op rollout.DeleteMachine) error {
+	m := e.machine(op.Machine)
+	if m == nil {
+		return nil
+	}
+	if err := e.r.client.Delete(ctx, m, client.Preconditions{UID: &m.UID}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return fmt.Errorf("machinedeployment: delete machine %s marked for deletion: %w", m.Name, err)
+	}
+	e.r.recorder.Eventf(e.d, m, "Normal", "DeletedMarkedMachine", "Scale", "Deleted machine %s of machine set %s: a scaler marked it for deletion and the set kept its replicas", m.Name, op.Set)
 	return nil
 }
