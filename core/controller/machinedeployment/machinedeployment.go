@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -59,6 +60,10 @@ type Options struct {
 	// taint on old nodes, Cluster Autoscaler scale-down-disabled annotation); nil means no target
 	// cluster.
 	Target client.Client
+	// TargetCache is the cache behind Target; with it a node selected for update (MCM's
+	// selected-for-update label: Manual approval) wakes its deployment at once. nil: such a
+	// label takes effect at the deployment's next reconcile.
+	TargetCache cache.Cache
 	// NoScaleDownAnnotationDuringRollout leaves Cluster Autoscaler's annotation alone
 	// (MCM: --autoscaler-scaledown-annotation-during-rollout=false).
 	NoScaleDownAnnotationDuringRollout bool
@@ -183,6 +188,9 @@ func Setup(mgr manager.Manager, opts Options) error {
 		b = b.Watches(&machinistv1alpha1.PoolPolicy{}, handler.EnqueueRequestsFromMapFunc(r.membersOfPolicy), builder.WithPredicates(policyChanged())).
 			Watches(&v1alpha1.MachineSet{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfSet)).
 			Watches(&v1alpha1.Machine{}, handler.EnqueueRequestsFromMapFunc(r.otherMembersOfMachine), builder.WithPredicates(machineFreesBudget()))
+	}
+	if opts.Target != nil && opts.TargetCache != nil {
+		b = b.WatchesRawSource(r.approvals())
 	}
 	return b.Complete(r)
 }

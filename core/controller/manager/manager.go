@@ -397,7 +397,7 @@ func (m *Manager) setupControllers(opts Options) error {
 		mdo.ConcurrentSyncs = opts.ConcurrentSyncs
 	}
 	if m.Target != nil {
-		mdo.Target = m.Target.GetClient()
+		mdo.Target, mdo.TargetCache = m.Target.GetClient(), m.Target.GetCache()
 	}
 	if mdo.Log == nil {
 		mdo.Log = opts.Log.With("controller", "machinedeployment")
