@@ -70,20 +70,30 @@ func (e executor) run(ctx context.Context, op rollout.Op) (stop bool, err error)
 
 // markForDeletion marks a machine a scaler named for deletion.
 func (e executor) markForDeletion(ctx context.Context, op rollout.MarkForDeletion) error {
-	m := e.machine(op.Machine)
+	mark, err := e.patchMachine(ctx, op.Machine, op.Apply, "mark machine %s for deletion")
+	if mark != nil {
+		e.r.recorder.Eventf(e.d, mark, "Normal", "MarkedForDeletion", "Scale", "Marked machine %s for deletion at a scaler's request", mark.Name)
+	}
+	return err
+}
+
+// patchMachine applies a change to one of the deployment's machines with a merge patch; what
+// names the write in the error (a format with the machine's name). A machine that is gone is no
+// error: it returns nil, nil. It returns the patched copy.
+func (e executor) patchMachine(ctx context.Context, name string, apply func(*v1alpha1.Machine), what string) (*v1alpha1.Machine, error) {
+	m := e.machine(name)
 	if m == nil {
-		return nil
+		return nil, nil
 	}
-	mark := m.DeepCopy()
-	op.Apply(mark)
-	if err := e.r.client.Patch(ctx, mark, client.MergeFrom(m)); err != nil {
+	upd := m.DeepCopy()
+	apply(upd)
+	if err := e.r.client.Patch(ctx, upd, client.MergeFrom(m)); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("machinedeployment: mark machine %s for deletion: %w", m.Name, err)
+		return nil, fmt.Errorf("machinedeployment: "+what+": %w", name, err)
 	}
-	e.r.recorder.Eventf(e.d, mark, "Normal", "MarkedForDeletion", "Scale", "Marked machine %s for deletion at a scaler's request", m.Name)
-	return nil
+	return upd, nil
 }
 
 // pruneTrigger drops entries from the trigger-deletion annotation.
@@ -229,34 +239,18 @@ func (e executor) moveMachine(ctx context.Context, op rollout.MoveMachine) error
 
 // clearUpdateResult removes the update-result label from a machine that moved.
 func (e executor) clearUpdateResult(ctx context.Context, op rollout.ClearUpdateResult) error {
-	m := e.machine(op.Machine)
-	if m == nil {
-		return nil
-	}
-	upd := m.DeepCopy()
-	op.Apply(upd)
-	if err := e.r.client.Patch(ctx, upd, client.MergeFrom(m)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("machinedeployment: remove label %s from machine %s: %w", v1alpha1.LabelNodeUpdateResult, m.Name, err)
-	}
-	return nil
+	_, err := e.patchMachine(ctx, op.Machine, op.Apply, "remove label "+v1alpha1.LabelNodeUpdateResult+" from machine %s")
+	return err
 }
 
 // prioritize marks an approved machine to go first when its set shrinks, or unmarks one whose
 // node lost the approval (a pool's Manual approval).
 func (e executor) prioritize(ctx context.Context, op rollout.Prioritize) error {
-	m := e.machine(op.Machine)
-	if m == nil {
-		return nil
+	upd, err := e.patchMachine(ctx, op.Machine, op.Apply, "mark the approval of machine %s")
+	if upd != nil && op.Approved {
+		e.r.recorder.Eventf(e.d, upd, "Normal", "ApprovedForUpdate", "Rollout", "Machine %s goes first: its node carries %s", upd.Name, v1alpha1.LabelNodeSelectedForUpdate)
 	}
-	upd := m.DeepCopy()
-	op.Apply(upd)
-	if err := e.r.client.Patch(ctx, upd, client.MergeFrom(m)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("machinedeployment: mark the approval of machine %s: %w", m.Name, err)
-	}
-	if op.Approved {
-		e.r.recorder.Eventf(e.d, upd, "Normal", "ApprovedForUpdate", "Rollout", "Machine %s goes first: its node carries %s", m.Name, v1alpha1.LabelNodeSelectedForUpdate)
-	}
-	return nil
+	return err
 }
 
 // deleteMachine deletes a machine a scaler marked whose set kept its replicas
