@@ -187,16 +187,7 @@ func TestScaleHonoursPriority(t *testing.T) {
 // annotation is pruned once they are gone.
 func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 	e := newEnv(t)
-	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 200*time.Millisecond)
-	e.startControllers()
-	d := e.deployment("ca", 5, "c", 1, 0)
-	e.create(d)
-	eventually.Explained(e.t, 30*time.Second, "5 Running machines", func() (bool, string) {
-		all, run := running(e.machines(), "")
-		return all == 5 && run == 5, fmt.Sprintf("%d machines, %d Running", all, run)
-	})
-	ms := e.machines()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	d, ms := runningDeployment(e, "ca", 5)
 	// Pick the two youngest-looking by name order: nothing about them makes them first by default.
 	victims := map[string]bool{ms[1].Name: true, ms[3].Name: true}
 	before := map[string]bool{}
@@ -249,22 +240,31 @@ func TestTriggerDeletionDeletesExactlyTheNamedMachines(t *testing.T) {
 	}
 }
 
+// runningDeployment starts the controllers (with machinesettest's stand-in machine set
+// controller) and a deployment of n, and returns it with its machines once all are Running,
+// sorted by name.
+func runningDeployment(e *env, name string, n int) (*v1alpha1.MachineDeployment, []v1alpha1.Machine) {
+	e.t.Helper()
+	machinesettest.Start(e.t, e.c, e.ns, 50*time.Millisecond, 200*time.Millisecond)
+	e.startControllers()
+	d := e.deployment(name, int32(n), "c", 1, 0)
+	e.create(d)
+	eventually.Explained(e.t, 30*time.Second, fmt.Sprintf("%d Running machines", n), func() (bool, string) {
+		all, run := running(e.machines(), "")
+		return all == n && run == n, fmt.Sprintf("%d machines, %d Running", all, run)
+	})
+	ms := e.machines()
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	return d, ms
+}
+
 // TestMarkedMachineGoesWhileReplicasStay: a scaler names a machine in the trigger-deletion
 // annotation but its lower replicas never come (or were undone, as Gardener's worker reconcile
 // does): MCM keeps such a machine for ever (gardener/machine-controller-manager#1078). Here it is
 // deleted, its set replaces it, and no other machine is touched.
 func TestMarkedMachineGoesWhileReplicasStay(t *testing.T) {
 	e := newEnv(t)
-	machinesettest.Start(t, e.c, e.ns, 50*time.Millisecond, 200*time.Millisecond)
-	e.startControllers()
-	d := e.deployment("kept", 3, "c", 1, 0)
-	e.create(d)
-	eventually.Explained(e.t, 30*time.Second, "3 Running machines", func() (bool, string) {
-		all, run := running(e.machines(), "")
-		return all == 3 && run == 3, fmt.Sprintf("%d machines, %d Running", all, run)
-	})
-	ms := e.machines()
-	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
+	d, ms := runningDeployment(e, "kept", 3)
 	victim := ms[1].Name
 	before := map[string]bool{}
 	for _, m := range ms {
