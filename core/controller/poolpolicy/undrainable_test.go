@@ -1,7 +1,6 @@
 package poolpolicy_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,19 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/machinist-io/machinist/core/apis/machine/v1alpha1"
 	machinistv1alpha1 "github.com/machinist-io/machinist/core/apis/machinist/v1alpha1"
-	"github.com/machinist-io/machinist/harness/ctrltest"
-	"github.com/machinist-io/machinist/harness/machinetest"
-	"github.com/machinist-io/machinist/harness/testenv"
+	"github.com/machinist-io/machinist/core/controller/manager"
 	"github.com/machinist-io/machinist/internal/eventually"
-	_ "github.com/machinist-io/machinist/providers/local"
 )
 
 // TestCordonLeavesAnUndrainableNodeAndFinishesTheRest: the product's controllers with the local
@@ -31,43 +25,18 @@ import (
 // the machine stays (terminating) marked machinist.io/undrainable naming the budget's block —
 // and the rollout finishes with two Running machines of the new class.
 func TestCordonLeavesAnUndrainableNodeAndFinishesTheRest(t *testing.T) {
-	e := ctrltest.NewEnv(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := client.New(e.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create := func(o client.Object) {
-		t.Helper()
-		o.SetNamespace(e.NS)
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	spec := fmt.Sprintf(`{"cluster":%q,"zone":"z","heartbeatInterval":"1s","nodeMonitorGracePeriod":"30s"}`, e.NS)
-	for _, name := range []string{"a", "b"} {
-		create(&v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provider: "local", ProviderSpec: runtime.RawExtension{Raw: []byte(spec)}})
-	}
-	create(&machinistv1alpha1.PoolPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "workers"},
-		Spec: machinistv1alpha1.PoolPolicySpec{
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"worker-pool": "workers"}},
-			Rollout: machinistv1alpha1.PoolRollout{MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-				Undrainable: machinistv1alpha1.UndrainableCordon},
-		},
-	})
-	d := machinetest.Deployment("", "pool", "a", 2, machinetest.Pool("pool"), 1, 0)
-	d.Labels = map[string]string{"worker-pool": "workers"}
-	create(d)
-	opts := ctrltest.ProductOptions(t, e.Config, e.NS)
-	opts.Machine.DrainTimeout = 3 * time.Second
-	ctrltest.RunProduct(t, opts)
+	e := newProduct(t)
+	e.localClass("a", nil)
+	e.localClass("b", nil)
+	e.policy(func(r *machinistv1alpha1.PoolRollout) { r.Undrainable = machinistv1alpha1.UndrainableCordon })
+	d := e.member("pool", "a", 2, nil)
+	e.run(func(o *manager.Options) { o.Machine.DrainTimeout = 3 * time.Second })
+	ctx, c, create := e.ctx, e.c, e.create
 
 	var blocked v1alpha1.Machine
 	eventually.Explained(t, 3*time.Minute, "2 Running machines with nodes", func() (bool, string) {
 		var list v1alpha1.MachineList
-		if err := c.List(ctx, &list, client.InNamespace(e.NS)); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(e.env.NS)); err != nil {
 			return false, err.Error()
 		}
 		n, states := 0, ""
@@ -103,19 +72,11 @@ func TestCordonLeavesAnUndrainableNodeAndFinishesTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
-			return err
-		}
-		d.Spec.Template.Spec.Class.Name = "b"
-		return c.Update(ctx, d)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.setClass(d, "b")
 
 	eventually.Explained(t, 3*time.Minute, "the blocked machine parked, the rest replaced", func() (bool, string) {
 		var list v1alpha1.MachineList
-		if err := c.List(ctx, &list, client.InNamespace(e.NS)); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(e.env.NS)); err != nil {
 			return false, err.Error()
 		}
 		parked, otherOld, newRunning, seen := false, 0, 0, "gone"
